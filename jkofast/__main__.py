@@ -1,0 +1,3 @@
+from jkofast.cli import main
+
+raise SystemExit(main())

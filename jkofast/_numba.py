@@ -1,0 +1,50 @@
+"""The one place kernels are compiled from.
+
+``kernel(parallel=..., fastmath=...)`` = ``numba.njit(cache=_config.CACHE, nogil=True, ...)``
+and records the dispatcher in ``REGISTRY`` (``tests/test_numba_hygiene.py`` checks that every
+``@njit`` in ``jkofast.kernels`` came from here and that nothing compiles at import).
+
+Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
+runs their kernels on 3-element inputs of every supported dtype; ``jkofast.warmup()``
+imports the wrapper modules and calls them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numba
+
+from jkofast import _config
+
+REGISTRY: dict[str, object] = {}
+WARMUPS: dict[str, Callable[[], None]] = {}
+
+
+def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str = "never"):
+    """Decorator: compile lazily with the project-wide settings and register."""
+    if fastmath is True:  # pragma: no cover - guarded by the hygiene test
+        raise ValueError("use a named fastmath preset from jkofast._config, never True")
+
+    def deco(fn):
+        disp = numba.njit(
+            cache=_config.CACHE,
+            nogil=True,
+            parallel=parallel,
+            fastmath=fastmath,
+            inline=inline,
+        )(fn)
+        REGISTRY[f"{fn.__module__}.{fn.__name__}"] = disp
+        return disp
+
+    return deco
+
+
+def register_warmup(name: str):
+    """Register a warm-up callable (decorator)."""
+
+    def deco(fn):
+        WARMUPS[name] = fn
+        return fn
+
+    return deco

@@ -1,0 +1,42 @@
+"""Scoped Numba thread counts."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numba
+
+from jkofast import _config
+
+
+def max_threads() -> int:
+    """Threads Numba was started with (``NUMBA_NUM_THREADS``; fixed at import)."""
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def resolve_threads(n_threads: int | None) -> int:
+    """Validate a thread request; ``None`` means the configured default or all."""
+    if n_threads is None:
+        n_threads = _config.DEFAULT_THREADS or max_threads()
+    if isinstance(n_threads, bool) or not isinstance(n_threads, int | __import__("numpy").integer):
+        raise TypeError(f"n_threads must be an int or None, got {type(n_threads).__name__}")
+    n_threads = int(n_threads)
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    return min(n_threads, max_threads())
+
+
+@contextlib.contextmanager
+def numba_threads(n_threads: int | None = None):
+    """Set Numba's thread mask for the block and restore it in ``finally``.
+
+    The mask is thread-local (Numba semantics); values above ``NUMBA_NUM_THREADS``
+    are clipped to it.
+    """
+    n = resolve_threads(n_threads)
+    old = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        numba.set_num_threads(old)

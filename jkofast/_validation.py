@@ -1,0 +1,137 @@
+"""Input checks shared by every wrapper. Errors name the offending argument."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+FLOAT_DTYPES = (np.float32, np.float64)
+
+
+def as_float_array(x, name: str, *, dtype=None, ndim: int | None = None, allow_empty: bool = False,
+                   finite: bool = True, copy: bool = False) -> np.ndarray:
+    """Coerce to a C-contiguous float array.
+
+    ``dtype=None`` keeps float32/float64 input and turns integer/bool input into float64;
+    other dtypes (complex, object, strings) raise ``TypeError``.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == object or arr.dtype.kind in "cSUMmV":
+        raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    if dtype is None:
+        dtype = arr.dtype if arr.dtype in FLOAT_DTYPES else np.float64
+    dtype = np.dtype(dtype)
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name}: unsupported dtype {dtype}; use float32 or float64")
+    arr = np.ascontiguousarray(arr, dtype=dtype)
+    if copy:
+        arr = arr.copy()
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+    if not allow_empty and arr.size == 0:
+        raise ValueError(f"{name} must not be empty")
+    if finite:
+        check_finite(arr, name)
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> None:
+    if not np.all(np.isfinite(arr)):
+        bad = np.flatnonzero(~np.isfinite(np.ravel(arr)))
+        raise ValueError(f"{name} contains NaN or inf (first at flat index {int(bad[0])})")
+
+
+def check_positive(value, name: str, *, strict: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not np.isfinite(v) or (v <= 0 if strict else v < 0):
+        raise ValueError(f"{name} must be {'> 0' if strict else '>= 0'} and finite, got {value!r}")
+    return v
+
+
+def check_int(value, name: str, *, min_value: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    v = int(value)
+    if min_value is not None and v < min_value:
+        raise ValueError(f"{name} must be >= {min_value}, got {v}")
+    return v
+
+
+def check_simplex(p: np.ndarray, name: str, *, atol: float = 1e-4, normalise: bool = True) -> np.ndarray:
+    """Non-negative, positive total mass; renormalised to sum 1 when ``normalise``."""
+    if np.any(p < 0):
+        raise ValueError(f"{name} must be non-negative (a probability vector)")
+    s = float(p.sum())
+    if not s > 0:
+        raise ValueError(f"{name} must have positive total mass, got sum {s}")
+    if normalise:
+        return (p / s).astype(p.dtype, copy=False)
+    if abs(s - 1.0) > atol:
+        raise ValueError(f"{name} must sum to 1 (got {s})")
+    return p
+
+
+def check_same_length(name_a: str, a, name_b: str, b) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{name_a} and {name_b} must have the same length, got {len(a)} and {len(b)}")
+
+
+def check_offsets(offsets, n_total: int, name: str = "offsets") -> np.ndarray:
+    """Ragged-batch pointer array: int64, starts at 0, non-decreasing, ends at n_total."""
+    off = np.asarray(offsets)
+    if off.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {off.dtype}")
+    off = np.ascontiguousarray(off, dtype=np.int64)
+    if off.ndim != 1 or off.size < 1:
+        raise ValueError(f"{name} must be a 1-D array with at least one entry")
+    if off[0] != 0 or off[-1] != n_total:
+        raise ValueError(f"{name} must start at 0 and end at {n_total}, got {off[0]}..{off[-1]}")
+    if np.any(np.diff(off) < 0):
+        raise ValueError(f"{name} must be non-decreasing")
+    return off
+
+
+def check_csr(indptr, indices, data, n_cols: int | None = None, name: str = "X",
+              *, data_dtype=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Canonical CSR as three arrays: int64 indptr/indices, sorted, no duplicates.
+
+    Non-canonical input (unsorted or duplicate column indices) raises ``ValueError``;
+    scipy users can call ``X.sum_duplicates(); X.sort_indices()`` first (``as_csr`` does).
+    """
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    data = as_float_array(data, f"{name}.data", dtype=data_dtype, ndim=1, allow_empty=True)
+    if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or indptr[-1] != indices.size:
+        raise ValueError(f"{name}: indptr must start at 0 and end at nnz={indices.size}")
+    if indices.size != data.size:
+        raise ValueError(f"{name}: indices and data lengths differ ({indices.size} vs {data.size})")
+    d = np.diff(indptr)
+    if np.any(d < 0):
+        raise ValueError(f"{name}: indptr must be non-decreasing")
+    if indices.size:
+        if indices.min() < 0 or (n_cols is not None and indices.max() >= n_cols):
+            raise ValueError(f"{name}: column index out of range [0, {n_cols})")
+        # within-row strictly increasing <=> every consecutive diff > 0 except at row starts
+        inc = np.diff(indices) > 0
+        row_start = np.zeros(indices.size, dtype=bool)
+        row_start[indptr[:-1][d > 0]] = True
+        if not np.all(inc | row_start[1:]):
+            raise ValueError(f"{name}: CSR is not canonical (column indices must be sorted and unique within each row)")
+    return indptr, indices, data
+
+
+def as_csr(X, name: str = "X", *, dtype=np.float32, canonicalise: bool = True):
+    """scipy.sparse input -> canonical CSR (indptr, indices, data, shape). Converts once."""
+    import scipy.sparse as sp
+
+    if not sp.issparse(X):
+        raise TypeError(f"{name} must be a scipy.sparse matrix, got {type(X).__name__}")
+    X = sp.csr_matrix(X, dtype=dtype, copy=canonicalise)
+    if canonicalise:
+        X.sum_duplicates()
+        X.sort_indices()
+    ip, ix, dt = check_csr(X.indptr, X.indices, X.data, X.shape[1], name, data_dtype=dtype)
+    return ip, ix, dt, X.shape

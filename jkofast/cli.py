@@ -1,0 +1,41 @@
+"""``jkofast`` command line: parse -> load -> warm up -> wrappers -> write. No math here.
+
+Each sub-command lives in ``jkofast/commands/<name>.py`` and defines
+``add_parser(subparsers)`` (which sets ``func`` via ``set_defaults``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import jkofast
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import jkofast.commands as commands
+
+    parser = argparse.ArgumentParser(prog="jkofast", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"jkofast {jkofast.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        importlib.import_module(f"jkofast.commands.{mod.name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        print(f"jkofast {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(rc or 0)
