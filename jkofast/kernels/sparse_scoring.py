@@ -1,0 +1,107 @@
+"""Batched query scoring over term-major postings, with exact top-k.
+
+Index layout (term-major, CSC-like): ``term_ptr`` int64 (n_terms + 1), ``post_docs`` int64
+(nnz, ascending within a term), ``post_w`` float32/float64 (nnz) = precomputed per-(term, doc)
+weight.  Queries: CSR ``(q_ptr, q_terms, q_w)`` with ``q_w`` float64 (query-term weight:
+count for BM25, normalised tf-idf for cosine).
+
+``score(d) = sum_{t in q} q_w[t] * W[t, d]``, accumulated in float64 in query-term order,
+then posting order (serial per query => identical at any thread count).  ``prange`` runs
+over fixed-size chunks of queries; each chunk owns a dense float64 accumulator, a
+``touched`` list and a stamp array, and writes only its queries' output rows.
+
+Top-k: order = score desc, ties -> lowest doc index (``jkofast.kernels.topk``).  The heap
+runs over touched documents only; untouched documents score exactly 0, so they are needed
+only when fewer than k touched documents score > 0 -- then they fill the remaining slots
+in index order, or (if some touched score is <= 0) a full scan decides.  Output rows are
+padded with ``-1`` / ``-inf`` when ``k > n_docs``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from jkofast._numba import kernel
+from jkofast.kernels.topk import topk_select, topk_select_subset
+
+
+@kernel()
+def _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp, touched):
+    """Scatter-add query ``q`` into ``acc``; returns the number of touched docs."""
+    nt = 0
+    for j in range(q_ptr[q], q_ptr[q + 1]):
+        t = q_terms[j]
+        w = q_w[j]
+        for p in range(term_ptr[t], term_ptr[t + 1]):
+            d = post_docs[p]
+            if stamp[d] != q:
+                stamp[d] = q
+                touched[nt] = d
+                nt += 1
+            acc[d] += w * post_w[p]
+    return nt
+
+
+@kernel(parallel=True)
+def score_topk_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, chunk,
+                     out_idx, out_val):
+    """Top-k documents per query.
+
+    ``out_idx`` int64 (nq, k), ``out_val`` float32 (nq, k); ``k >= 1``; ``chunk >= 1``
+    queries per parallel task (does not change results).  Returns 0.
+    """
+    nq = q_ptr.shape[0] - 1
+    n_chunks = (nq + chunk - 1) // chunk
+    kk = min(k, n_docs)
+    for c in prange(n_chunks):
+        acc = np.zeros(n_docs, np.float64)
+        stamp = np.full(n_docs, -1, np.int64)
+        touched = np.empty(n_docs, np.int64)
+        tidx = np.empty(max(kk, 1), np.int64)
+        tval = np.empty(max(kk, 1), np.float64)
+        q_end = min(nq, (c + 1) * chunk)
+        for q in range(c * chunk, q_end):
+            nt = _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp, touched)
+            m = topk_select_subset(acc, touched, nt, kk, tidx, tval)
+            if m < kk or (nt < n_docs and m > 0 and not tval[m - 1] > 0.0):
+                if m == nt and (m == 0 or tval[m - 1] > 0.0):
+                    # all touched docs are in and score > 0: untouched zeros fill, index order
+                    d = 0
+                    while m < kk:
+                        if stamp[d] != q:
+                            tidx[m] = d
+                            tval[m] = 0.0
+                            m += 1
+                        d += 1
+                else:
+                    m = topk_select(acc, kk, tidx, tval)
+            for r in range(m):
+                out_idx[q, r] = tidx[r]
+                out_val[q, r] = tval[r]
+            for r in range(m, k):
+                out_idx[q, r] = -1
+                out_val[q, r] = -np.inf
+            for i in range(nt):
+                acc[touched[i]] = 0.0
+    return 0
+
+
+@kernel(parallel=True)
+def score_dense_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, chunk, out):
+    """Full score vectors: ``out`` (nq, n_docs) float32/float64, **zero-filled by the caller**;
+    float64 accumulation, rows written by their owner chunk.  Returns 0."""
+    nq = q_ptr.shape[0] - 1
+    n_chunks = (nq + chunk - 1) // chunk
+    for c in prange(n_chunks):
+        acc = np.zeros(n_docs, np.float64)
+        stamp = np.full(n_docs, -1, np.int64)
+        touched = np.empty(n_docs, np.int64)
+        q_end = min(nq, (c + 1) * chunk)
+        for q in range(c * chunk, q_end):
+            nt = _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp, touched)
+            for i in range(nt):
+                d = touched[i]
+                out[q, d] = acc[d]
+                acc[d] = 0.0
+    return 0

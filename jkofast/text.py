@@ -1,0 +1,257 @@
+"""Analyser and vocabulary: texts -> canonical CSR term counts.
+
+The analyser is scikit-learn's (``CountVectorizer``): lowercase, a token regex and
+optional English stop-words (scikit-learn's list).  Two regexes matter here:
+
+* ``WORD = r"(?u)\\w+"`` -- every maximal ``\\w+`` run, the published JKO-RAG BM25
+  tokeniser (SPEC A.2.3; 1-character tokens kept);
+* ``SKLEARN = r"(?u)\\b\\w\\w+\\b"`` -- scikit-learn's default (tokens of >= 2 characters),
+  used by SparseGeometricRAG (SPEC B.2) and by bm25s.
+
+``Vocabulary.fit_transform`` returns the document-term counts as canonical CSR arrays
+(int64 ``indptr``/``indices``, sorted, no duplicates; counts float64) together with the
+per-document token count ``doc_len``, which counts every analyser token, *including* terms
+cut by ``max_features`` (SPEC B.2).  Term ids follow the alphabetical order of the terms,
+as in scikit-learn, and ``max_features`` keeps the most frequent terms by total corpus
+term frequency with scikit-learn's own selection, so the vocabulary is identical to
+``CountVectorizer(max_features=...)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from jkofast._numba import register_warmup
+from jkofast._validation import check_int
+from jkofast.kernels import sparse_weights as _kw
+
+__all__ = ["SKLEARN", "WORD", "Analyzer", "Vocabulary", "counts_from_token_ids"]
+
+WORD = r"(?u)\w+"
+SKLEARN = r"(?u)\b\w\w+\b"
+_PATTERN_ALIASES = {"word": WORD, r"\w+": WORD, "sklearn": SKLEARN, r"\b\w\w+\b": SKLEARN}
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """Text analyser settings.
+
+    Parameters
+    ----------
+    token_pattern : str
+        A regex, or the aliases ``"word"`` (``\\w+``) / ``"sklearn"`` (``\\b\\w\\w+\\b``).
+    lowercase : bool
+        Lowercase before tokenising.
+    stopwords : {None, "english"} or tuple of str
+        ``"english"`` = scikit-learn's ``ENGLISH_STOP_WORDS``.
+    """
+
+    token_pattern: str = WORD
+    lowercase: bool = True
+    stopwords: str | tuple | None = None
+
+    def __post_init__(self):
+        pat = _PATTERN_ALIASES.get(self.token_pattern, self.token_pattern)
+        if not isinstance(pat, str):
+            raise TypeError(f"token_pattern must be a str, got {type(pat).__name__}")
+        object.__setattr__(self, "token_pattern", pat)
+        sw = self.stopwords
+        if isinstance(sw, list):
+            sw = tuple(sw)
+        if sw is not None and sw != "english" and not (isinstance(sw, tuple) and all(isinstance(w, str) for w in sw)):
+            raise ValueError(f"stopwords must be None, 'english' or a sequence of str, got {sw!r}")
+        object.__setattr__(self, "stopwords", sw)
+
+    def stop_list(self):
+        if self.stopwords is None:
+            return None
+        if self.stopwords == "english":
+            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+            return sorted(ENGLISH_STOP_WORDS)
+        return list(self.stopwords)
+
+    def vectorizer(self, vocabulary=None):
+        """A scikit-learn ``CountVectorizer`` with these settings."""
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        return CountVectorizer(lowercase=self.lowercase, token_pattern=self.token_pattern,
+                               stop_words=self.stop_list(), vocabulary=vocabulary, dtype=np.float64)
+
+    def build(self):
+        """The analyser callable ``str -> list[str]``."""
+        return self.vectorizer().build_analyzer()
+
+    def tokenize(self, text: str) -> list[str]:
+        """Tokens of one text (after lowercasing and stop-word removal)."""
+        return self.build()(text)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if isinstance(d["stopwords"], tuple):
+            d["stopwords"] = list(d["stopwords"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Analyzer:
+        return cls(**d)
+
+
+def _check_texts(texts, name: str) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError(f"{name} must be a list of str, not a single str")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
+    return texts
+
+
+def _canonical(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X = sp.csr_matrix(X, dtype=np.float64)
+    X.sum_duplicates()
+    X.sort_indices()
+    return (np.ascontiguousarray(X.indptr, dtype=np.int64), np.ascontiguousarray(X.indices, dtype=np.int64),
+            np.ascontiguousarray(X.data, dtype=np.float64))
+
+
+class Vocabulary:
+    """Term <-> id mapping learnt from a corpus, with CSR transforms.
+
+    Parameters
+    ----------
+    analyzer : Analyzer
+    max_features : int, optional
+        Keep the ``max_features`` most frequent terms (total corpus term frequency).
+    terms : list of str, optional
+        A fixed vocabulary (ids = positions); used when loading a saved index.
+
+    Examples
+    --------
+    >>> v = Vocabulary(Analyzer("word"))
+    >>> indptr, indices, counts, doc_len = v.fit_transform(["a b b", "c"])
+    >>> v.terms, indptr.tolist(), indices.tolist(), counts.tolist(), doc_len.tolist()
+    (['a', 'b', 'c'], [0, 2, 3], [0, 1, 2], [1.0, 2.0, 1.0], [3, 1])
+    """
+
+    def __init__(self, analyzer: Analyzer | None = None, max_features: int | None = None,
+                 terms: list[str] | None = None):
+        self.analyzer = analyzer if analyzer is not None else Analyzer()
+        if max_features is not None:
+            max_features = check_int(max_features, "max_features", min_value=1)
+        self.max_features = max_features
+        self.terms: list[str] | None = None
+        self._vec = None
+        if terms is not None:
+            self._set_terms(list(terms))
+
+    def _set_terms(self, terms: list[str]) -> None:
+        self.terms = terms
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # stop-word/tokeniser consistency note
+            self._vec = self.analyzer.vectorizer(vocabulary={t: i for i, t in enumerate(terms)})
+            self._vec._validate_vocabulary()
+
+    @property
+    def n_terms(self) -> int:
+        if self.terms is None:
+            raise RuntimeError("vocabulary is not fitted; call fit_transform first")
+        return len(self.terms)
+
+    def fit_transform(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Learn the vocabulary; return ``(indptr, indices, counts, doc_len)`` of the corpus.
+
+        ``doc_len`` (int64) counts all analyser tokens of a document, including terms cut by
+        ``max_features``.
+        """
+        texts = _check_texts(texts, "texts")
+        if not texts:
+            raise ValueError("texts must not be empty")
+        vec = self.analyzer.vectorizer()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                X = vec.fit_transform(texts)
+            except ValueError as e:  # "empty vocabulary"
+                raise ValueError(f"texts: {e}") from None
+        X = sp.csr_matrix(X)
+        doc_len = np.asarray(X.sum(axis=1), dtype=np.float64).ravel().astype(np.int64)
+        terms = vec.get_feature_names_out().tolist()
+        if self.max_features is not None and len(terms) > self.max_features:
+            # the same selection as sklearn's CountVectorizer._limit_features
+            tfs = np.asarray(X.sum(axis=0)).ravel()
+            keep = np.sort((-tfs).argsort()[: self.max_features])
+            X = X[:, keep]
+            terms = [terms[i] for i in keep]
+        self._set_terms(terms)
+        indptr, indices, counts = _canonical(X)
+        return indptr, indices, counts, doc_len
+
+    def transform(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Counts of known terms per text (query repetition kept) as canonical CSR arrays."""
+        if self._vec is None:
+            raise RuntimeError("vocabulary is not fitted; call fit_transform first")
+        texts = _check_texts(texts, "query_texts")
+        if not texts:
+            return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+        return _canonical(self._vec.transform(texts))
+
+
+def counts_from_token_ids(token_ids, n_terms: int | None = None):
+    """Pre-tokenised integer documents -> canonical CSR counts.
+
+    Parameters
+    ----------
+    token_ids : list of 1-D int arrays, or a tuple ``(flat, offsets)``
+        Token ids per document (any order, repetition counts).
+    n_terms : int, optional
+        Vocabulary size (default: ``max id + 1``).
+
+    Returns
+    -------
+    indptr, indices : int64 ndarrays
+    counts : float64 ndarray
+    doc_len : int64 ndarray
+        Token count per document.
+    n_terms : int
+    """
+    if isinstance(token_ids, tuple) and len(token_ids) == 2:
+        flat = np.ascontiguousarray(token_ids[0], dtype=np.int64)
+        offsets = np.ascontiguousarray(token_ids[1], dtype=np.int64)
+    else:
+        docs = [np.asarray(t) for t in token_ids]
+        for i, t in enumerate(docs):
+            if t.size and t.dtype.kind not in "iu":
+                raise TypeError(f"token_ids[{i}] must hold integers, got dtype {t.dtype}")
+        lens = np.array([t.size for t in docs], dtype=np.int64)
+        offsets = np.zeros(len(docs) + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        flat = np.concatenate(docs).astype(np.int64) if docs else np.zeros(0, np.int64)
+    from jkofast._validation import check_offsets
+
+    offsets = check_offsets(offsets, flat.size, "token_ids offsets")
+    if flat.size and flat.min() < 0:
+        raise ValueError("token_ids must be non-negative")
+    top = int(flat.max()) + 1 if flat.size else 0
+    if n_terms is None:
+        n_terms = top
+    n_terms = check_int(n_terms, "n_terms", min_value=top)
+    n_docs = offsets.size - 1
+    sorted_tok = np.empty_like(flat)
+    row_nnz = np.empty(n_docs, np.int64)
+    _kw.sort_count_rows(offsets, flat, sorted_tok, row_nnz)
+    indptr = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(row_nnz, out=indptr[1:])
+    indices = np.empty(indptr[-1], np.int64)
+    counts = np.empty(indptr[-1], np.float64)
+    _kw.compact_counts(offsets, sorted_tok, indptr, indices, counts)
+    return indptr, indices, counts, np.diff(offsets), n_terms
+
+
+@register_warmup("text")
+def _warmup() -> None:
+    counts_from_token_ids((np.array([2, 0, 2], np.int64), np.array([0, 1, 3], np.int64)))
