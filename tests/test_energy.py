@@ -1,0 +1,93 @@
+"""Energies and initial distributions (SPEC A.1, A.3): min-max rule, softmax floor, blends, score files."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import reference as ref
+from jkofast import numba_threads
+from jkofast.energy import align_scores, blend, energy_and_p0, minmax, read_score_file, softmax_tau
+
+OFF = np.array([0, 4, 4, 7, 9], np.int64)  # includes an empty pool
+
+
+def _x(dt):
+    return np.array([1.0, 5.0, 3.0, 5.0, 2.0, 2.0 + 5e-10, 2.0, -1.0, 7.0], dt)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_minmax_matches_oracle_and_keeps_dtype(dt):
+    x = _x(dt)
+    out = minmax(x, OFF)
+    assert out.dtype == dt
+    for a, b in zip(OFF[:-1], OFF[1:], strict=True):
+        if b > a:
+            assert_array_equal(out[a:b], ref.minmax_naive(x[a:b]))
+    # the 1e-9 rule: pool 2 spans 5e-10 (float64) -> all zeros
+    if dt == np.float64:
+        assert_array_equal(out[4:7], 0.0)
+
+
+@pytest.mark.parametrize("tau", [1e-12, 0.1, 1.0])
+def test_softmax_tau(tau):
+    x = _x(np.float64)
+    p = softmax_tau(x, OFF, tau)
+    for a, b in zip(OFF[:-1], OFF[1:], strict=True):
+        if b > a:
+            assert_allclose(p[a:b], ref.softmax_naive(x[a:b], tau), rtol=1e-12)
+            assert abs(p[a:b].sum() - 1) < 1e-12
+    # tau floored at 1e-9: no NaN, mass on the maxima
+    assert np.isfinite(softmax_tau(x, OFF, 0.0)).all()
+
+
+def test_blend_energy_p0_reference_recipe():
+    rng = np.random.default_rng(0)
+    dense = rng.random(9).astype(np.float32)
+    bm25 = (10 * rng.random(9)).astype(np.float32)
+    off = np.array([0, 5, 9])
+    E, p0 = energy_and_p0(off, dense=dense, rerank=bm25, alpha=0.4, gamma=0.6, tau0=0.1)
+    for a, b in zip(off[:-1], off[1:], strict=True):
+        r = 0.4 * ref.minmax_naive(dense[a:b]) + 0.6 * ref.minmax_naive(bm25[a:b])
+        assert r.dtype == np.float32
+        assert_array_equal(-E[a:b], r.astype(np.float64))
+        assert_allclose(p0[a:b], ref.softmax_naive(r, 0.1), rtol=1e-6)
+    # weights 0 or missing scores add nothing
+    assert_array_equal(blend(off, dense=dense, alpha=0.0, gamma=1.0), 0.0)
+    r = blend(off, dense=dense, sparse=bm25, alpha=1.0, beta=0.5)
+    assert_allclose(r[:5], ref.minmax_naive(dense[:5]) + 0.5 * ref.minmax_naive(bm25[:5]), rtol=1e-6)
+    with pytest.raises(ValueError, match="dense"):
+        blend(off, dense=dense[:3], alpha=1.0)
+
+
+def test_thread_invariance():
+    rng = np.random.default_rng(1)
+    x = rng.random(300)
+    off = np.arange(0, 301, 30)
+    with numba_threads(1):
+        a = minmax(x, off), softmax_tau(x, off, 0.3)
+    with numba_threads(2):
+        b = minmax(x, off), softmax_tau(x, off, 0.3)
+    assert_array_equal(a[0], b[0])
+    assert_array_equal(a[1], b[1])
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="x"):
+        minmax(np.array([1.0, np.nan]))
+    with pytest.raises(ValueError, match="offsets"):
+        minmax(np.array([1.0, 2.0]), [0, 3])
+    with pytest.raises(TypeError, match="x"):
+        minmax(np.array(["a"]))
+
+
+def test_score_file_roundtrip(tmp_path):
+    f = tmp_path / "s.tsv"
+    f.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2.5\nq1 d2 -1\nq2 Q0 d9 1 0.25 run\n")
+    s = read_score_file(str(f))
+    assert s == {"q1": {"d1": 2.5, "d2": -1.0}, "q2": {"d9": 0.25}}
+    flat, missing = align_scores(s, ["q1", "q2"], [0, 3, 4], ["d2", "d1", "d7", "d9"])
+    assert flat.tolist() == [-1.0, 2.5, -1.0, 0.25] and missing == 1
+    bad = tmp_path / "b.tsv"
+    bad.write_text("q1 d1 1\nq1 d2\n")
+    with pytest.raises(ValueError, match=":2:"):
+        read_score_file(str(bad))
