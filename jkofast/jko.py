@@ -1,0 +1,490 @@
+"""JKO-RAG reranking: configuration, single-pool solver and batched reranking.
+
+The flow (SPEC A.4): starting from ``p0``, ``T`` outer steps each minimise
+
+    Φ(p) = <p, E> + λ Σ p log p + (ρ/2) pᵀ K p + (1/(2h)) Prox(p, q),   q = previous iterate,
+
+by ``inner_steps`` Adam steps on the logits (PyTorch's Adam, fresh state per outer step).
+``Prox`` is selected by ``mode`` (``wasserstein``, ``kl``, ``noproximal``, ``bregman``);
+the transport term and its gradient by ``objective`` / ``grad``:
+
+* ``objective="transport", grad="unrolled"`` (default): the published solver — ``<Π, C>``
+  of a 60-pair cold-started Sinkhorn plan, gradient = hand-written adjoint of the last 8
+  pairs.  Drop-in parity with the reference implementation.
+* ``objective="transport", grad="implicit"``: exact gradient of ``<Π*, C>`` at a converged
+  plan (symmetric system, CG), Sinkhorn warm-started across inner steps and stopped at
+  ``tol``.  The fast path.
+* ``objective="entropic"``: the entropic OT value ``OT_ε`` as proximal term, gradient =
+  dual potential f.  A *different objective* (the paper's formula), not the reference.
+
+All arithmetic is float64 (the reference runs float32; see SPEC C.2 and
+``tests/test_parity.py`` for the agreement reached).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jkofast import _status
+from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads
+from jkofast._validation import (
+    as_float_array,
+    check_int,
+    check_offsets,
+    check_positive,
+    check_same_length,
+)
+from jkofast.kernels import geometry as _geo
+from jkofast.kernels import jko as _k
+
+MODES = {"wasserstein": _k.MODE_W, "kl": _k.MODE_KL, "noproximal": _k.MODE_NOPROX, "bregman": _k.MODE_BREGMAN}
+GRADS = {"unrolled": _k.GRAD_UNROLLED, "implicit": _k.GRAD_IMPLICIT}
+OBJECTIVES = {"transport": _k.OBJ_TRANSPORT, "entropic": _k.OBJ_ENTROPIC}
+
+
+@dataclass
+class JKOConfig:
+    """Parameters of the JKO flow (names as the published ``JKOConfig``; SPEC A.4.1).
+
+    Attributes
+    ----------
+    h, lam, rho, sinkhorn_eps : float
+        Step size h, entropy weight λ, redundancy weight ρ, Sinkhorn ε.
+    sinkhorn_iter, sinkhorn_iter_grad : int
+        Update pairs per Sinkhorn call and how many of the last ones are differentiated
+        (``grad="unrolled"``; also the iteration count of the dual read-out).
+    inner_steps, inner_lr, T : int, float, int
+        Adam steps per outer step, Adam learning rate, number of outer steps.
+    mode : {"wasserstein", "kl", "noproximal", "bregman"}
+    alpha_prox : float
+        Weight of the transport part in ``bregman`` (clamped to [0, 1]).
+    objective : {"transport", "entropic"}
+    grad : {"unrolled", "implicit"}
+    tol : float or None
+        Row-marginal L1 tolerance of the converged Sinkhorn solves (``implicit`` /
+        ``entropic``); None means 1e-9.
+    tau0 : float
+        Temperature τ0 of the default initial distribution ``p0 = softmax(-E/τ0)``.
+    sinkhorn_max_iter, cg_tol, cg_max_iter
+        Limits of the converged solves (pairs per solve, relative CG tolerance, CG steps).
+    """
+
+    h: float = 0.5
+    lam: float = 0.05
+    rho: float = 0.05
+    sinkhorn_eps: float = 0.1
+    sinkhorn_iter: int = 60
+    sinkhorn_iter_grad: int = 8
+    inner_steps: int = 25
+    inner_lr: float = 0.1
+    T: int = 3
+    mode: str = "wasserstein"
+    alpha_prox: float = 0.5
+    objective: str = "transport"
+    grad: str = "unrolled"
+    tol: float | None = None
+    tau0: float = 0.1
+    sinkhorn_max_iter: int = 1000
+    cg_tol: float = 1e-8
+    cg_max_iter: int = 200
+
+    def validate(self) -> JKOConfig:
+        """Raise ValueError/TypeError naming the offending field; return self."""
+        check_positive(self.h, "h")
+        check_positive(self.lam, "lam", strict=False)
+        check_positive(self.rho, "rho", strict=False)
+        check_positive(self.sinkhorn_eps, "sinkhorn_eps")
+        check_int(self.sinkhorn_iter, "sinkhorn_iter", min_value=1)
+        check_int(self.sinkhorn_iter_grad, "sinkhorn_iter_grad", min_value=0)
+        check_int(self.inner_steps, "inner_steps", min_value=0)
+        check_positive(self.inner_lr, "inner_lr")
+        check_int(self.T, "T", min_value=0)
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {sorted(MODES)}, got {self.mode!r}")
+        if self.grad not in GRADS:
+            raise ValueError(f"grad must be one of {sorted(GRADS)}, got {self.grad!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {self.objective!r}")
+        a = self.alpha_prox
+        if isinstance(a, bool) or not np.isfinite(float(a)):
+            raise ValueError(f"alpha_prox must be a finite number, got {a!r}")
+        if self.tol is not None:
+            check_positive(self.tol, "tol")
+        check_positive(self.tau0, "tau0")
+        check_int(self.sinkhorn_max_iter, "sinkhorn_max_iter", min_value=1)
+        check_positive(self.cg_tol, "cg_tol")
+        check_int(self.cg_max_iter, "cg_max_iter", min_value=0)
+        return self
+
+    def replace(self, **changes) -> JKOConfig:
+        """A copy with fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    def _pack(self, with_duals: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        fp = np.zeros(_k.N_FP)
+        fp[_k.FP_H] = self.h
+        fp[_k.FP_LAM] = self.lam
+        fp[_k.FP_RHO] = self.rho
+        fp[_k.FP_EPS] = self.sinkhorn_eps
+        fp[_k.FP_ALPHA] = float(self.alpha_prox)
+        fp[_k.FP_LR] = self.inner_lr
+        fp[_k.FP_TOL] = 1e-9 if self.tol is None else self.tol
+        fp[_k.FP_CG_TOL] = self.cg_tol
+        ip = np.zeros(_k.N_IP, np.int64)
+        ip[_k.IP_T] = self.T
+        ip[_k.IP_INNER] = self.inner_steps
+        ip[_k.IP_NITER] = self.sinkhorn_iter
+        ip[_k.IP_NGRAD] = self.sinkhorn_iter_grad
+        ip[_k.IP_MODE] = MODES[self.mode]
+        ip[_k.IP_GRAD] = GRADS[self.grad]
+        ip[_k.IP_OBJ] = OBJECTIVES[self.objective]
+        ip[_k.IP_DUALS] = int(with_duals)
+        ip[_k.IP_MAXIT] = self.sinkhorn_max_iter
+        ip[_k.IP_CGMAX] = self.cg_max_iter
+        return fp, ip
+
+
+_POINTS = {
+    "base": dict(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=3, inner_steps=25, tau0=0.1),
+    "tuned": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=5, inner_steps=40, tau0=1.0),
+    "contrib": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=3, inner_steps=20, tau0=1.0),
+    "fast": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=2, inner_steps=15, tau0=1.0),
+}
+
+
+def operating_point(name: str, **overrides) -> JKOConfig:
+    """Named operating point of SPEC A.8 (``base``, ``tuned``, ``contrib``, ``fast``).
+
+    Keyword overrides change fields (e.g. ``grad="implicit"``, ``mode="kl"``).
+    """
+    if name not in _POINTS:
+        raise ValueError(f"unknown operating point {name!r}; choose from {sorted(_POINTS)}")
+    return JKOConfig(**{**_POINTS[name], **overrides}).validate()
+
+
+def _resolve_config(cfg) -> JKOConfig:
+    if cfg is None:
+        return JKOConfig().validate()
+    if isinstance(cfg, str):
+        return operating_point(cfg)
+    if isinstance(cfg, JKOConfig):
+        return cfg.validate()
+    # duck-typed published config objects (attributes with the same names)
+    names = [f.name for f in dataclasses.fields(JKOConfig)]
+    if any(hasattr(cfg, n) for n in names):
+        return JKOConfig(**{n: getattr(cfg, n) for n in names if hasattr(cfg, n)}).validate()
+    raise TypeError(f"cfg must be a JKOConfig, an operating-point name or None, got {type(cfg).__name__}")
+
+
+def initial_distribution(E, tau0: float) -> np.ndarray:
+    """``p0 = softmax(-E / max(τ0, 1e-9))`` (SPEC A.3)."""
+    E = as_float_array(E, "E", dtype=np.float64, ndim=1)
+    x = -E / max(float(tau0), 1e-9)
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def _check_pool(p0, E, C, K):
+    E = as_float_array(E, "E", dtype=np.float64, ndim=1)
+    m = E.shape[0]
+    p0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1)
+    check_same_length("p0", p0, "E", E)
+    if np.any(p0 < 0):
+        raise ValueError("p0 must be non-negative (a probability vector)")
+    s = p0.sum()
+    if not s > 0:
+        raise ValueError(f"p0 must have positive total mass, got sum {s}")
+    p0 = p0 / s
+    C = as_float_array(C, "C", dtype=np.float64, ndim=2)
+    K = as_float_array(K, "K", dtype=np.float64, ndim=2)
+    if C.shape != (m, m):
+        raise ValueError(f"C must be square with shape ({m}, {m}) matching E, got {C.shape}")
+    if K.shape != (m, m):
+        raise ValueError(f"K must be square with shape ({m}, {m}) matching E, got {K.shape}")
+    scale = max(1.0, float(np.abs(C).max()))
+    if not np.allclose(C, C.T, rtol=0.0, atol=1e-5 * scale):
+        raise ValueError("C must be symmetric (a ground cost on one pool); max asymmetry "
+                         f"{float(np.abs(C - C.T).max()):.3g}")
+    Ks = np.ascontiguousarray(0.5 * (K + K.T))
+    return p0, E, C, np.ascontiguousarray(C.T), Ks
+
+
+def _run(p0, E, C, K, cfg, with_duals):
+    cfg = _resolve_config(cfg)
+    p0, E, C, C_T, Ks = _check_pool(p0, E, C, K)
+    m = E.shape[0]
+    losses = np.zeros(cfg.T * cfg.inner_steps)
+    if m == 1:
+        return np.ones(1), losses, np.zeros(1), np.zeros(1), cfg
+    fp, ip = cfg._pack(with_duals)
+    p = np.empty(m)
+    f = np.zeros(m)
+    g = np.zeros(m)
+    st = _k.jko_query(p0, E, C, C_T, Ks, fp, ip, p, losses, f, g)
+    _status.warn_on_status(st, "run_jko")
+    return p, losses, f, g, cfg
+
+
+def run_jko(p0, E, C, K, cfg=None, *, return_losses: bool = False):
+    """Run the JKO flow on one pool and return the final distribution ``p_T``.
+
+    Parameters
+    ----------
+    p0 : array_like, shape (M,)
+        Initial distribution (non-negative, positive mass; renormalised).
+    E : array_like, shape (M,)
+        Energy (lower = more relevant), finite.
+    C : array_like, shape (M, M)
+        Symmetric ground cost, e.g. ``(1 - cos)^2``.
+    K : array_like, shape (M, M)
+        Redundancy kernel, e.g. ``max(0, cos)`` (the solver uses ``(K + Kᵀ)/2``).
+    cfg : JKOConfig, str or None
+        Configuration or operating-point name (``"base"``, ``"tuned"``, ...); None = defaults.
+    return_losses : bool
+        Also return the loss recorded before each Adam update, shape ``(T*inner_steps,)``.
+
+    Returns
+    -------
+    p_T : ndarray, float64, shape (M,)
+    losses : ndarray, only with ``return_losses``
+
+    Raises
+    ------
+    ValueError
+        NaN/inf inputs, ``p0`` not a distribution, shape mismatch, asymmetric C,
+        invalid config (``h <= 0``, ``sinkhorn_eps <= 0``, unknown mode/grad/objective).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from jkofast import run_jko
+    >>> Z = np.eye(3)
+    >>> C, K = (1 - Z @ Z.T) ** 2, np.maximum(Z @ Z.T, 0)
+    >>> p = run_jko([1/3, 1/3, 1/3], [-1.0, 0.0, 0.0], C, K, "base")
+    >>> int(np.argmax(p)), round(float(p.sum()), 12)
+    (0, 1.0)
+    """
+    p, losses, _, _, _ = _run(p0, E, C, K, cfg, False)
+    return (p, losses) if return_losses else p
+
+
+def run_jko_with_duals(p0, E, C, K, cfg=None):
+    """``run_jko`` plus the dual read-out of SPEC A.4.5.
+
+    After the T outer steps, for ``wasserstein`` and ``bregman`` one cold-started
+    ``sinkhorn_iter``-pair Sinkhorn from ``log(max(p_T, 1e-30))`` to the **uniform**
+    target gives ``(f, g)``; other modes return zeros.
+
+    Returns
+    -------
+    p_T, f, g : ndarray, float64, shape (M,)
+    """
+    p, _, f, g, _ = _run(p0, E, C, K, cfg, True)
+    return p, f, g
+
+
+def jko_step(p, E, C, K, cfg=None) -> np.ndarray:
+    """One outer JKO step from ``q = p`` (``cfg`` with ``T = 1``)."""
+    cfg = _resolve_config(cfg).replace(T=1)
+    return run_jko(p, E, C, K, cfg)
+
+
+def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``C = (1 - S)^2`` and ``K = max(0, S)``, ``S = clip(cos, -1, 1)``, for one pool.
+
+    Exactly the construction ``rerank_batch`` uses (dense rows or CSR rows, float64 out).
+    """
+    if (embeddings is None) == (csr is None):
+        raise ValueError("pass exactly one of embeddings or csr")
+    if embeddings is not None:
+        Z = as_float_array(embeddings, "embeddings", ndim=2)
+        m = Z.shape[0]
+        C, K = np.empty((m, m)), np.empty((m, m))
+        _geo.cost_kernel_dense(Z, 0, m, normalise, C, K)
+        return C, K
+    from jkofast._validation import as_csr
+
+    ip, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
+    m = shape[0]
+    C, K = np.empty((m, m)), np.empty((m, m))
+    _geo.cost_kernel_csr(ip, ix, dt, 0, m, C, K)
+    return C, K
+
+
+@dataclass
+class RerankResult:
+    """Output of :func:`rerank_batch` (ragged, aligned with the flat candidate order).
+
+    Attributes
+    ----------
+    p : ndarray float64 (n_total,)      final distributions, query q in ``p[offsets[q]:offsets[q+1]]``
+    offsets : ndarray int64 (n_queries+1,)
+    status : ndarray int32 (n_queries,)  0 = ok; see ``jkofast._status``
+    errors : dict[int, str]               query index -> message for rejected/failed queries
+    f, g : ndarray float64 or None       dual potentials (``return_duals=True``)
+    """
+
+    p: np.ndarray
+    offsets: np.ndarray
+    status: np.ndarray
+    errors: dict = field(default_factory=dict)
+    f: np.ndarray | None = None
+    g: np.ndarray | None = None
+
+    def pool(self, q: int) -> np.ndarray:
+        """``p`` of query ``q``."""
+        return self.p[self.offsets[q]:self.offsets[q + 1]]
+
+    def topk(self, q: int, k: int) -> np.ndarray:
+        """Positions (within the pool) of the k largest ``p`` of query ``q`` (ties -> lowest index)."""
+        from jkofast.selection import topk
+
+        return topk(self.pool(q), k)[0]
+
+
+def _segment_flags(bad_flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    nq = offsets.shape[0] - 1
+    if bad_flat.size == 0:
+        return np.zeros(nq, bool)
+    cs = np.concatenate([[0], np.cumsum(bad_flat.astype(np.int64))])
+    return (cs[offsets[1:]] - cs[offsets[:-1]]) > 0
+
+
+def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tuned", return_duals: bool = False,
+                 n_threads: int | None = None, normalise: bool = True) -> RerankResult:
+    """Rerank many candidate pools (ragged: flat arrays + offsets) in parallel.
+
+    Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``. Its geometry is built
+    inside the kernel, per query, from the candidate rows: ``S = clip(cos, -1, 1)``,
+    ``C = (1 - S)^2``, ``K = max(0, S)``. Queries run in parallel (``prange``); each is
+    computed serially, so results are identical for any thread count.
+
+    Parameters
+    ----------
+    energy : array_like, float (n_total,)
+        Energies E (lower = more relevant).
+    p0 : array_like (n_total,) or None
+        Initial distributions (renormalised per query); None = ``softmax(-E/τ0)`` per query.
+    offsets : array_like, int (n_queries + 1,)
+    embeddings : array_like (n_total, d), optional
+        Dense rows, one per flat candidate (float32 or float64).
+    csr : scipy.sparse matrix (n_total, V), optional
+        Sparse rows (e.g. TF-IDF), one per candidate; sparse cosine geometry.
+    config : JKOConfig or str
+        Operating point name or config (default ``"tuned"``).
+    return_duals : bool
+        Also return the dual read-out ``f, g`` (``run_jko_with_duals``).
+    n_threads : int or None
+        Numba threads for the batch.
+    normalise : bool
+        Cosine (True) or raw dot products of the dense rows (False, as the published code
+        does for L2-normalised embeddings).
+
+    Returns
+    -------
+    RerankResult
+        Bad queries (NaN/inf energy or p0, negative or zero-mass p0, empty pool, NaN
+        geometry rows) get a non-zero ``status`` and an ``errors`` entry; the others return.
+
+    Raises
+    ------
+    ValueError
+        Inconsistent lengths, bad offsets, both/neither of ``embeddings``/``csr``.
+    """
+    cfg = _resolve_config(config)
+    if (embeddings is None) == (csr is None):
+        raise ValueError("pass exactly one of embeddings or csr")
+    E = as_float_array(energy, "energy", dtype=np.float64, ndim=1, allow_empty=True, finite=False)
+    n = E.shape[0]
+    off = check_offsets(offsets, n)
+    nq = off.shape[0] - 1
+    status = np.zeros(nq, np.int32)
+    errors: dict[int, str] = {}
+
+    def reject(mask, code, msg):
+        for q in np.flatnonzero(mask & (status == 0)):
+            status[q] = code
+            errors[int(q)] = msg
+
+    sizes = np.diff(off)
+    reject(sizes == 0, _status.EMPTY, "empty pool")
+    reject(_segment_flags(~np.isfinite(E), off), _status.BAD_INPUT, "energy contains NaN or inf")
+    if p0 is None:
+        P0 = np.zeros(n)
+        for q in range(nq):
+            if status[q] == 0:
+                P0[off[q]:off[q + 1]] = initial_distribution(E[off[q]:off[q + 1]], cfg.tau0)
+    else:
+        P0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1, allow_empty=True, finite=False, copy=True)
+        check_same_length("p0", P0, "energy", E)
+        reject(_segment_flags(~np.isfinite(P0), off), _status.BAD_INPUT, "p0 contains NaN or inf")
+        reject(_segment_flags(P0 < 0, off), _status.BAD_INPUT, "p0 has negative entries")
+        for q in range(nq):
+            if status[q] == 0:
+                seg = P0[off[q]:off[q + 1]]
+                tot = seg.sum()
+                if not tot > 0:
+                    reject(np.arange(nq) == q, _status.BAD_INPUT, "p0 has zero total mass")
+                else:
+                    seg /= tot
+    fp, ip = cfg._pack(return_duals)
+    p = np.zeros(n)
+    f = np.zeros(n)
+    g = np.zeros(n)
+    if embeddings is not None:
+        Z = as_float_array(embeddings, "embeddings", ndim=2, allow_empty=True, finite=False)
+        if Z.shape[0] != n:
+            raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
+        reject(_segment_flags(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT,
+               "embeddings contain NaN or inf")
+        with numba_threads(n_threads):
+            _k.rerank_dense(E, P0, off, Z, bool(normalise), fp, ip, p, f, g, status)
+    else:
+        from jkofast._validation import as_csr
+
+        ipt, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
+        if shape[0] != n:
+            raise ValueError(f"csr must have one row per candidate ({n}), got {shape[0]}")
+        rows_bad = np.zeros(n, bool)
+        if dt.size:
+            nf = ~np.isfinite(dt)
+            if nf.any():
+                rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
+        reject(_segment_flags(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
+        with numba_threads(n_threads):
+            _k.rerank_csr(E, P0, off, ipt, ix, dt, fp, ip, p, f, g, status)
+    for q in np.flatnonzero(status != 0):
+        if int(q) not in errors:
+            errors[int(q)] = _status.MESSAGES.get(int(status[q]), f"status {status[q]}")
+        p[off[q]:off[q + 1]] = np.nan
+    return RerankResult(p=p, offsets=off, status=status, errors=errors,
+                        f=f if return_duals else None, g=g if return_duals else None)
+
+
+@register_warmup("jko")
+def _warmup() -> None:
+    Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+    C, K = pool_geometry(embeddings=Z)
+    pool_geometry(embeddings=Z.astype(np.float32))
+    import scipy.sparse as sp
+
+    pool_geometry(csr=sp.csr_matrix(Z))
+    E = np.array([-1.0, -0.5, 0.0])
+    p0 = np.full(3, 1 / 3)
+    tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2)
+    for kw in ({}, {"grad": "implicit"}, {"objective": "entropic"}):
+        run_jko_with_duals(p0, E, C, K, JKOConfig(**tiny, **kw))
+    # the log-form fallback of the unrolled adjoint
+    fp, ip = JKOConfig(**tiny)._pack()
+    m = 3
+    a = np.log(p0)
+    buf = [np.empty(m) for _ in range(5)]
+    _k.w_unrolled_log(C, C.T.copy(), a, a, 0.1, 1, 2, np.empty((2, m)), np.empty((3, m)), *buf)
+    off = np.array([0, 3], np.int64)
+    for emb in (Z, Z.astype(np.float32)):
+        rerank_batch(E, None, off, embeddings=emb, config=JKOConfig(**tiny), n_threads=1)
+    rerank_batch(E, None, off, csr=sp.csr_matrix(Z), config=JKOConfig(**tiny), n_threads=1)

@@ -1,0 +1,565 @@
+"""JKO inner/outer solver kernels (SPEC A.4.2-A.4.7), float64 throughout.
+
+Layout: one query = ``p0, E`` (M,), ``C, C_T, Ks`` (M x M, ``Ks = (K + Kᵀ)/2``), scalar
+parameters packed as ``fp`` (float64) and ``ip`` (int64) — see ``FP_*`` / ``IP_*``.
+The per-query driver ``jko_query`` is serial; ``rerank_dense`` / ``rerank_csr`` run it
+under ``prange`` over queries, each query writing only its own slice of the outputs.
+
+Gradient paths for the transport term ``W(p, q)`` (weight ``w = 1/(2h)``, or ``α/(2h)``):
+
+* ``GRAD_UNROLLED`` — the published behaviour: ``<Π, C>`` of a cold-started Sinkhorn with
+  exactly ``n_iter`` pairs, differentiated by the hand-written adjoint of the last
+  ``n_grad`` pairs (warm phase frozen).  Scaled (matvec) form, log form if a sum underflows.
+* ``GRAD_IMPLICIT`` — exact gradient of ``<Π*, C>`` at a converged plan: the symmetric
+  system of SPEC A.4.7 (Schur form, preconditioned CG on the tangent space); Sinkhorn
+  warm-started across inner steps and stopped by ``tol``.
+* ``OBJ_ENTROPIC`` — proximal term ``OT_ε(p, q)``; exact gradient ``f`` (envelope theorem).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from jkofast._numba import kernel
+from jkofast.kernels.geometry import cost_kernel_csr, cost_kernel_dense
+from jkofast.kernels.sinkhorn_log import (
+    gibbs_kernel,
+    matvec,
+    plan_fill,
+    rmatvec,
+    scaled_half_step,
+    sinkhorn_log_solve,
+    sinkhorn_log_update_cols,
+    sinkhorn_log_update_rows,
+)
+
+# fp layout
+FP_H, FP_LAM, FP_RHO, FP_EPS, FP_ALPHA, FP_LR, FP_TOL, FP_CG_TOL = 0, 1, 2, 3, 4, 5, 6, 7
+N_FP = 8
+# ip layout
+IP_T, IP_INNER, IP_NITER, IP_NGRAD, IP_MODE, IP_GRAD, IP_OBJ, IP_DUALS, IP_MAXIT, IP_CGMAX = range(10)
+N_IP = 10
+
+MODE_W, MODE_KL, MODE_NOPROX, MODE_BREGMAN = 0, 1, 2, 3
+GRAD_UNROLLED, GRAD_IMPLICIT = 0, 1
+OBJ_TRANSPORT, OBJ_ENTROPIC = 0, 1
+
+OK = 0
+NON_FINITE = 2
+TINY = 1e-280
+
+BETA1 = 0.9
+BETA2 = 0.999
+ADAM_EPS = 1e-8
+FLOOR = 1e-30
+
+
+# ----------------------------------------------------------------------------------------
+# LOW LEVEL: transport term with the truncated unrolled adjoint
+# ----------------------------------------------------------------------------------------
+@kernel()
+def w_unrolled_scaled(Kg, KC, pa, qb, eps, n_warm, n_grad, U, S, V, TT, u, v, y, z, tmp_m, tmp_n,
+                      fbar, gbar, abar):
+    """``<Π, C>`` after ``n_warm + n_grad`` cold-started pairs and ``abar = ∂<Π,C>/∂a``.
+
+    Scaled form: ``Pi = u_i Kg_ij qb_j / t_j`` after the last pair; the row/column softmax
+    weights of pair k are ``P_ij = Kg_ij v_j / s_i`` and ``Q_ij = u_i Kg_ij / t_j``, so the
+    adjoint is 2 matvecs per tracked pair. ``U, S, V, TT`` (n_grad x M) store the tracked
+    pairs. Returns ``(ok, loss)``; ``ok`` False = a sum underflowed (use the log form).
+    """
+    m = pa.shape[0]
+    for j in range(m):
+        v[j] = 1.0  # g = 0
+    n_tot = n_warm + n_grad
+    for it in range(n_tot):
+        k = it - n_warm
+        if k >= 0:
+            for j in range(m):
+                V[k, j] = v[j]
+            ok, _ = scaled_half_step(Kg, False, pa, v, S[k], tmp_m, TINY)
+        else:
+            ok, _ = scaled_half_step(Kg, False, pa, v, y, tmp_m, TINY)
+        if not ok:
+            return False, 0.0
+        for i in range(m):
+            u[i] = tmp_m[i]
+        if k >= 0:
+            for i in range(m):
+                U[k, i] = u[i]
+            ok, _ = scaled_half_step(Kg, True, qb, u, TT[k], tmp_n, TINY)
+            for j in range(m):
+                z[j] = TT[k, j]
+        else:
+            ok, _ = scaled_half_step(Kg, True, qb, u, z, tmp_n, TINY)
+        if not ok:
+            return False, 0.0
+        for j in range(m):
+            v[j] = tmp_n[j]
+    # plan of the last pair: Pi = u_i Kg_ij W_j with W = qb / t  (t in z)
+    for j in range(m):
+        y[j] = qb[j] / z[j]
+    matvec(KC, y, tmp_m)
+    loss = 0.0
+    inv = 1.0 / eps
+    for i in range(m):
+        r = u[i] * tmp_m[i]
+        loss += r
+        fbar[i] = r * inv
+    rmatvec(KC, u, tmp_n)
+    for j in range(m):
+        gbar[j] = y[j] * tmp_n[j] * inv
+    for i in range(m):
+        abar[i] = 0.0
+    for k in range(n_grad - 1, -1, -1):
+        for j in range(m):
+            y[j] = gbar[j] / TT[k, j]
+        matvec(Kg, y, tmp_m)
+        for i in range(m):
+            fbar[i] -= U[k, i] * tmp_m[i]
+            abar[i] += eps * fbar[i]
+            y[i] = fbar[i] / S[k, i]
+        rmatvec(Kg, y, tmp_n)
+        for j in range(m):
+            gbar[j] = -V[k, j] * tmp_n[j]
+            fbar[j] = 0.0
+    return True, loss
+
+
+@kernel()
+def w_unrolled_log(C, C_T, a, b, eps, n_warm, n_grad, Fs, Gs, f, g, fbar, gbar, abar):
+    """Log-domain twin of ``w_unrolled_scaled`` (any eps; M^2 exps per pass).
+
+    ``Fs`` (n_grad x M) and ``Gs`` ((n_grad+1) x M) store ``f^(k)`` and ``g^(k)``; the
+    weights are ``Q_ij = exp((f^k_i + g^k_j - C_ij)/eps - b_j)`` and
+    ``P_ij = exp((f^k_i + g^(k-1)_j - C_ij)/eps - a_i)``.  a, b finite.
+    """
+    m = a.shape[0]
+    inv = 1.0 / eps
+    for i in range(m):
+        f[i] = 0.0
+        g[i] = 0.0
+    for _ in range(n_warm):
+        sinkhorn_log_update_rows(C, eps, a, g, f)
+        sinkhorn_log_update_cols(C_T, eps, b, f, g)
+    for j in range(m):
+        Gs[0, j] = g[j]
+    for k in range(n_grad):
+        sinkhorn_log_update_rows(C, eps, a, g, f)
+        sinkhorn_log_update_cols(C_T, eps, b, f, g)
+        for i in range(m):
+            Fs[k, i] = f[i]
+            Gs[k + 1, i] = g[i]
+    loss = 0.0
+    for j in range(m):
+        gbar[j] = 0.0
+    for i in range(m):
+        r = 0.0
+        for j in range(m):
+            pc = np.exp((f[i] + g[j] - C[i, j]) * inv) * C[i, j]
+            r += pc
+            gbar[j] += pc
+        loss += r
+        fbar[i] = r * inv
+        abar[i] = 0.0
+    for j in range(m):
+        gbar[j] *= inv
+    for k in range(n_grad - 1, -1, -1):
+        for i in range(m):
+            s = 0.0
+            for j in range(m):
+                s += np.exp((Fs[k, i] + Gs[k + 1, j] - C[i, j]) * inv - b[j]) * gbar[j]
+            fbar[i] -= s
+            abar[i] += eps * fbar[i]
+        for j in range(m):
+            gbar[j] = 0.0
+        for i in range(m):
+            fi = fbar[i]
+            for j in range(m):
+                gbar[j] -= np.exp((Fs[k, i] + Gs[k, j] - C[i, j]) * inv - a[i]) * fi
+        for i in range(m):
+            fbar[i] = 0.0
+    return loss
+
+
+# ----------------------------------------------------------------------------------------
+# Converged plan: implicit gradient (CG) and entropic value
+# ----------------------------------------------------------------------------------------
+@kernel()
+def _pi_apply(Kmat, uu, vv, sc, x, tmp, out):
+    """``out = Pi @ x`` with ``Pi = sc * diag(uu) Kmat diag(vv)``."""
+    for j in range(x.shape[0]):
+        tmp[j] = vv[j] * x[j]
+    matvec(Kmat, tmp, out)
+    for i in range(out.shape[0]):
+        out[i] *= sc * uu[i]
+
+
+@kernel()
+def _pit_apply(Kmat, uu, vv, sc, x, tmp, out):
+    """``out = Pi.T @ x``."""
+    for i in range(x.shape[0]):
+        tmp[i] = uu[i] * x[i]
+    rmatvec(Kmat, tmp, out)
+    for j in range(out.shape[0]):
+        out[j] *= sc * vv[j]
+
+
+@kernel()
+def _schur_apply(Kmat, uu, vv, sc, prow, qinv, x, t1, t2, out):
+    """``out = (diag(prow) - Pi diag(1/q) Piᵀ) x``."""
+    _pit_apply(Kmat, uu, vv, sc, x, t1, t2)
+    for j in range(t2.shape[0]):
+        t2[j] *= qinv[j]
+    _pi_apply(Kmat, uu, vv, sc, t2, t1, out)
+    for i in range(out.shape[0]):
+        out[i] = prow[i] * x[i] - out[i]
+
+
+@kernel()
+def implicit_solve(Kmat, KCmat, uu, vv, sc, x, cg_tol, cg_max, w1, w2, w3, w4, w5, w6, w7, w8):
+    """Solve SPEC A.4.7's Schur system for ``x = ∂<Π*,C>/∂p`` (+const) by Jacobi-PCG.
+
+    ``Pi = sc * diag(uu) Kmat diag(vv)`` (``KCmat`` the same with ``Kmat ⊙ C``); ``x`` holds
+    the warm start and receives the solution. The system is PSD and singular along 1,
+    its right-hand side sums to 0, so plain PCG stays consistent. Returns
+    ``(loss=<Pi,C>, cg_iterations)``.
+    """
+    m = x.shape[0]
+    prow, qinv, rhs, r, zz, pdir, ap, t1 = w1, w2, w3, w4, w5, w6, w7, w8
+    # marginals of the plan actually used (so A 1 = 0 exactly up to rounding)
+    _pi_apply(Kmat, uu, vv, sc, np.ones(m), t1, prow)
+    _pit_apply(Kmat, uu, vv, sc, np.ones(m), t1, qinv)
+    for j in range(m):
+        qinv[j] = 1.0 / qinv[j] if qinv[j] > 0.0 else 0.0
+    # r_i = rowsum(Pi ⊙ C), c_j = colsum(Pi ⊙ C); rhs = r - Pi diag(1/q) c
+    _pi_apply(KCmat, uu, vv, sc, np.ones(m), t1, rhs)
+    loss = 0.0
+    for i in range(m):
+        loss += rhs[i]
+    _pit_apply(KCmat, uu, vv, sc, np.ones(m), t1, zz)
+    for j in range(m):
+        zz[j] *= qinv[j]
+    _pi_apply(Kmat, uu, vv, sc, zz, t1, ap)
+    for i in range(m):
+        rhs[i] -= ap[i]
+    _schur_apply(Kmat, uu, vv, sc, prow, qinv, x, t1, zz, ap)
+    rz = 0.0
+    rhs_n = 0.0
+    for i in range(m):
+        r[i] = rhs[i] - ap[i]
+        d = prow[i] if prow[i] > TINY else TINY
+        zz[i] = r[i] / d
+        pdir[i] = zz[i]
+        rz += r[i] * zz[i]
+        rhs_n += rhs[i] * rhs[i] / d
+    thr = cg_tol * cg_tol * rhs_n
+    k = 0
+    while k < cg_max and rz > thr:
+        _schur_apply(Kmat, uu, vv, sc, prow, qinv, pdir, t1, zz, ap)
+        pap = 0.0
+        for i in range(m):
+            pap += pdir[i] * ap[i]
+        if not pap > 0.0:
+            break
+        alpha = rz / pap
+        rz_new = 0.0
+        for i in range(m):
+            x[i] += alpha * pdir[i]
+            r[i] -= alpha * ap[i]
+            d = prow[i] if prow[i] > TINY else TINY
+            zz[i] = r[i] / d
+            rz_new += r[i] * zz[i]
+        beta = rz_new / rz
+        for i in range(m):
+            pdir[i] = zz[i] + beta * pdir[i]
+        rz = rz_new
+        k += 1
+    return loss, k
+
+
+@kernel()
+def w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objective, xw, cg_tol, cg_max,
+                grad_p, pa, qb, u, v, s, t, tmp_m, tmp_n, w1, w2, w3, w4, w5, w6, w7, w8):
+    """Proximal term at a converged plan, warm-started from ``(fw, gw)`` (updated in place).
+
+    ``objective`` OBJ_TRANSPORT: ``<Π*, C>`` and ``grad_p = x`` from ``implicit_solve``
+    (``xw`` warm start, updated). OBJ_ENTROPIC: ``OT_ε = Σ p f + Σ q g - ε Σ Π`` and
+    ``grad_p = f``. Returns ``(loss, status)``.
+    """
+    m = a.shape[0]
+    _, st, _, scaled, scale = sinkhorn_log_solve(C, C_T, Kg, cmin, a, b, eps, fw, gw, max_iter, tol, 1, 1,
+                                                 True, TINY, pa, qb, u, v, s, t, tmp_m, tmp_n)
+    if scaled:
+        Kmat = Kg
+        KCmat = KC
+        uu = u
+        vv = v
+        sc = scale
+    else:
+        Kmat = np.empty((m, m))
+        plan_fill(C, fw, gw, eps, Kmat)
+        KCmat = np.empty((m, m))
+        for i in range(m):
+            for j in range(m):
+                KCmat[i, j] = Kmat[i, j] * C[i, j]
+        uu = np.ones(m)
+        vv = np.ones(m)
+        sc = 1.0
+    if objective == OBJ_ENTROPIC:
+        _pi_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w1)
+        _pit_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w2)
+        loss = 0.0
+        for i in range(m):
+            loss += w1[i] * fw[i] + w2[i] * gw[i] - eps * w1[i]
+            grad_p[i] = fw[i]
+        return loss, OK
+    loss, _ = implicit_solve(Kmat, KCmat, uu, vv, sc, xw, cg_tol, cg_max, w1, w2, w3, w4, w5, w6, w7, w8)
+    for i in range(m):
+        grad_p[i] = xw[i]
+    return loss, OK
+
+
+# ----------------------------------------------------------------------------------------
+# One query: outer loop, inner Adam
+# ----------------------------------------------------------------------------------------
+@kernel()
+def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
+    """Run the JKO flow for one pool; writes ``p_out`` (M,), ``losses`` (T*inner,),
+    ``f_out, g_out`` (duals of the final uniform-target Sinkhorn when ``ip[IP_DUALS]``
+    and the mode has a transport term, else zeros). Returns a status code."""
+    m = p0.shape[0]
+    h = fp[FP_H]
+    lam = fp[FP_LAM]
+    rho = fp[FP_RHO]
+    eps = fp[FP_EPS]
+    alpha = fp[FP_ALPHA]
+    lr = fp[FP_LR]
+    tol = fp[FP_TOL]
+    cg_tol = fp[FP_CG_TOL]
+    T = ip[IP_T]
+    inner = ip[IP_INNER]
+    n_iter = ip[IP_NITER]
+    n_grad = min(ip[IP_NGRAD], n_iter)
+    mode = ip[IP_MODE]
+    grad = ip[IP_GRAD]
+    objective = ip[IP_OBJ]
+    max_iter = ip[IP_MAXIT]
+    cg_max = ip[IP_CGMAX]
+    n_warm = n_iter - n_grad
+
+    if mode == MODE_BREGMAN:
+        al = min(max(alpha, 0.0), 1.0)
+        w_w = al / (2.0 * h)
+        w_kl = (1.0 - al) / (2.0 * h)
+        use_w = al > 0.0
+        use_kl = True
+    elif mode == MODE_W:
+        w_w = 1.0 / (2.0 * h)
+        w_kl = 0.0
+        use_w = True
+        use_kl = False
+    elif mode == MODE_KL:
+        w_w = 0.0
+        w_kl = 1.0 / (2.0 * h)
+        use_w = False
+        use_kl = True
+    else:
+        w_w = 0.0
+        w_kl = 0.0
+        use_w = False
+        use_kl = False
+    converged_path = objective == OBJ_ENTROPIC or grad == GRAD_IMPLICIT
+
+    mw = m if use_w else 1
+    Kg = np.empty((mw, mw))
+    KC = np.empty((mw, mw))
+    cmin = 0.0
+    if use_w:
+        cmin = gibbs_kernel(C, eps, Kg)
+        for i in range(m):
+            for j in range(m):
+                KC[i, j] = Kg[i, j] * C[i, j]
+    ng = max(n_grad, 1)
+    U = np.empty((ng, m))
+    S = np.empty((ng, m))
+    V = np.empty((ng, m))
+    TT = np.empty((ng, m))
+    Gs = np.empty((ng + 1, m))
+    u = np.empty(m)
+    v = np.empty(m)
+    y = np.empty(m)
+    z = np.empty(m)
+    tmp_m = np.empty(m)
+    tmp_n = np.empty(m)
+    fbar = np.empty(m)
+    gbar = np.empty(m)
+    abar = np.empty(m)
+    pa = np.empty(m)
+    qb = np.empty(m)
+    fw = np.zeros(m)
+    gw = np.zeros(m)
+    xw = np.zeros(m)
+    wk = np.empty((8, m))
+    theta = np.empty(m)
+    a = np.empty(m)
+    p = np.empty(m)
+    b = np.empty(m)
+    q = np.empty(m)
+    gh = np.empty(m)
+    kp = np.empty(m)
+    mom = np.empty(m)
+    vel = np.empty(m)
+    for i in range(m):
+        q[i] = p0[i]
+    status = OK
+    step_idx = 0
+    for _t in range(T):
+        for i in range(m):
+            b[i] = np.log(max(q[i], FLOOR))
+            qb[i] = np.exp(b[i])
+            theta[i] = b[i]
+            mom[i] = 0.0
+            vel[i] = 0.0
+        for s_ in range(1, inner + 1):
+            # a = log_softmax(theta), p = exp(a)
+            mx = -np.inf
+            for i in range(m):
+                if theta[i] > mx:
+                    mx = theta[i]
+            se = 0.0
+            for i in range(m):
+                se += np.exp(theta[i] - mx)
+            lse = mx + np.log(se)
+            for i in range(m):
+                a[i] = theta[i] - lse
+                p[i] = np.exp(a[i])
+            matvec(Ks, p, kp)
+            loss = 0.0
+            for i in range(m):
+                loss += p[i] * E[i] + lam * p[i] * a[i] + 0.5 * rho * p[i] * kp[i]
+                gh[i] = p[i] * E[i] + lam * p[i] * (a[i] + 1.0) + rho * p[i] * kp[i]
+            if use_w:
+                if converged_path:
+                    lw, _ = w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objective, xw,
+                                        cg_tol, cg_max, abar, pa, qb, u, v, y, z, tmp_m, tmp_n,
+                                        wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7])
+                    # restore qb (the solver's scratch) for the next step
+                    for i in range(m):
+                        qb[i] = np.exp(b[i])
+                    for i in range(m):
+                        gh[i] += w_w * p[i] * abar[i]
+                else:
+                    for i in range(m):
+                        pa[i] = p[i]
+                    ok, lw = w_unrolled_scaled(Kg, KC, pa, qb, eps, n_warm, n_grad, U, S, V, TT, u, v, y, z,
+                                               tmp_m, tmp_n, fbar, gbar, abar)
+                    if not ok:
+                        lw = w_unrolled_log(C, C_T, a, b, eps, n_warm, n_grad, U, Gs, u, v, fbar, gbar, abar)
+                    for i in range(m):
+                        gh[i] += w_w * abar[i]
+                loss += w_w * lw
+            if use_kl:
+                kl = 0.0
+                for i in range(m):
+                    kl += p[i] * (a[i] - b[i])
+                    gh[i] += w_kl * p[i] * (a[i] - b[i] + 1.0)
+                loss += w_kl * kl
+            losses[step_idx] = loss
+            step_idx += 1
+            sg = 0.0
+            for i in range(m):
+                sg += gh[i]
+            bc1 = 1.0 - BETA1**s_
+            bc2s = np.sqrt(1.0 - BETA2**s_)
+            step = lr / bc1
+            for i in range(m):
+                gt = gh[i] - p[i] * sg
+                mom[i] += (gt - mom[i]) * (1.0 - BETA1)
+                vel[i] = BETA2 * vel[i] + (1.0 - BETA2) * gt * gt
+                theta[i] -= step * mom[i] / (np.sqrt(vel[i]) / bc2s + ADAM_EPS)
+        # q <- softmax(theta)
+        mx = -np.inf
+        for i in range(m):
+            if theta[i] > mx:
+                mx = theta[i]
+        se = 0.0
+        for i in range(m):
+            q[i] = np.exp(theta[i] - mx)
+            se += q[i]
+        for i in range(m):
+            q[i] /= se
+    for i in range(m):
+        p_out[i] = q[i]
+        f_out[i] = 0.0
+        g_out[i] = 0.0
+        if not np.isfinite(q[i]):
+            status = NON_FINITE
+    if ip[IP_DUALS] != 0 and (mode == MODE_W or mode == MODE_BREGMAN) and status == OK:
+        for i in range(m):
+            a[i] = np.log(max(q[i], FLOOR))
+            b[i] = -np.log(m)
+        if not use_w:
+            cmin = 0.0
+            Kg = np.empty((m, m))
+            cmin = gibbs_kernel(C, eps, Kg)
+        sinkhorn_log_solve(C, C_T, Kg, cmin, a, b, eps, f_out, g_out, n_iter, -1.0, 1, 0, True, TINY,
+                           pa, qb, u, v, y, z, tmp_m, tmp_n)
+    return status
+
+
+# ----------------------------------------------------------------------------------------
+# HIGH LEVEL (kernels): batches, prange over queries
+# ----------------------------------------------------------------------------------------
+@kernel(parallel=True)
+def rerank_dense(E, p0, offsets, Z, normalise, fp, ip, p_out, f_out, g_out, status):
+    """Ragged batch with dense geometry rows ``Z`` (one per flat candidate).
+
+    Queries with ``status[q] != 0`` on entry are skipped (rejected by the wrapper);
+    pools of size 1 get ``p = [1]``.  Each query builds C, K in its own scratch.
+    """
+    nq = offsets.shape[0] - 1
+    T = ip[IP_T]
+    inner = ip[IP_INNER]
+    for qi in prange(nq):
+        if status[qi] != 0:
+            continue
+        lo = offsets[qi]
+        hi = offsets[qi + 1]
+        m = hi - lo
+        if m == 1:
+            p_out[lo] = 1.0
+            f_out[lo] = 0.0
+            g_out[lo] = 0.0
+            continue
+        C = np.empty((m, m))
+        K = np.empty((m, m))
+        cost_kernel_dense(Z, lo, hi, normalise, C, K)
+        losses = np.empty(T * inner)
+        status[qi] = jko_query(p0[lo:hi], E[lo:hi], C, C, K, fp, ip, p_out[lo:hi], losses,
+                               f_out[lo:hi], g_out[lo:hi])
+
+
+@kernel(parallel=True)
+def rerank_csr(E, p0, offsets, indptr, indices, data, fp, ip, p_out, f_out, g_out, status):
+    """As ``rerank_dense`` with sparse-cosine geometry from CSR rows (one per candidate)."""
+    nq = offsets.shape[0] - 1
+    T = ip[IP_T]
+    inner = ip[IP_INNER]
+    for qi in prange(nq):
+        if status[qi] != 0:
+            continue
+        lo = offsets[qi]
+        hi = offsets[qi + 1]
+        m = hi - lo
+        if m == 1:
+            p_out[lo] = 1.0
+            f_out[lo] = 0.0
+            g_out[lo] = 0.0
+            continue
+        C = np.empty((m, m))
+        K = np.empty((m, m))
+        cost_kernel_csr(indptr, indices, data, lo, hi, C, K)
+        losses = np.empty(T * inner)
+        status[qi] = jko_query(p0[lo:hi], E[lo:hi], C, C, K, fp, ip, p_out[lo:hi], losses,
+                               f_out[lo:hi], g_out[lo:hi])

@@ -1,0 +1,159 @@
+"""Naive NumPy/SciPy oracles for the OT / JKO core (slow, obviously correct, float64).
+
+These follow SPEC A.4.3-A.4.7 line by line with dense M x M log-domain arrays; no
+scaling tricks, no warm starts unless asked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+
+def sinkhorn_log_naive(log_a, log_b, C, eps, n_iter, f=None, g=None):
+    """f-from-rows then g-from-columns, ``n_iter`` pairs; returns (f, g, history)."""
+    C = np.asarray(C, np.float64)
+    M, N = C.shape
+    f = np.zeros(M) if f is None else np.array(f, np.float64)
+    g = np.zeros(N) if g is None else np.array(g, np.float64)
+    hist = []
+    with np.errstate(divide="ignore"):
+        for _ in range(n_iter):
+            f = eps * (log_a - logsumexp((g[None, :] - C) / eps, axis=1))
+            g = eps * (log_b - logsumexp((f[:, None] - C) / eps, axis=0))
+            hist.append((f.copy(), g.copy()))
+    return f, g, hist
+
+
+def plan_naive(f, g, C, eps):
+    with np.errstate(invalid="ignore"):
+        P = np.exp((f[:, None] + g[None, :] - C) / eps)
+    return np.nan_to_num(P)
+
+
+def transport_cost_unrolled_naive(a, log_b, C, eps, n_iter=60, n_grad=8):
+    """Value and truncated-unrolled gradient w.r.t. a = log p (SPEC A.4.6)."""
+    n_warm = max(0, n_iter - n_grad)
+    f, g, _ = sinkhorn_log_naive(a, log_b, C, eps, n_warm)
+    g0 = g.copy()
+    fs, gs = [], [g0]
+    for _ in range(n_iter - n_warm):
+        f = eps * (a - logsumexp((g[None, :] - C) / eps, axis=1))
+        g = eps * (log_b - logsumexp((f[:, None] - C) / eps, axis=0))
+        fs.append(f)
+        gs.append(g)
+    P = plan_naive(f, g, C, eps)
+    loss = float((P * C).sum())
+    fbar = (P * C).sum(1) / eps
+    gbar = (P * C).sum(0) / eps
+    abar = np.zeros_like(a)
+    n = len(fs)
+    for k in range(n, 0, -1):
+        X = (fs[k - 1][:, None] - C) / eps
+        Q = np.exp(X - logsumexp(X, axis=0, keepdims=True))
+        fbar = fbar - Q @ gbar
+        abar = abar + eps * fbar
+        Y = (gs[k - 1][None, :] - C) / eps
+        Pk = np.exp(Y - logsumexp(Y, axis=1, keepdims=True))
+        gbar = -(Pk.T @ fbar)
+        fbar = np.zeros_like(fbar)
+    return loss, abar
+
+
+def transport_cost_unrolled_value(a, log_b, C, eps, n_iter=60, n_grad=8, frozen=None):
+    """Value only; with ``frozen=(g0)`` the warm phase is replaced by a fixed g0 (for FD tests)."""
+    n_warm = max(0, n_iter - n_grad)
+    if frozen is None:
+        _, g, _ = sinkhorn_log_naive(a, log_b, C, eps, n_warm)
+    else:
+        g = frozen
+    f, g, _ = sinkhorn_log_naive(a, log_b, C, eps, n_iter - n_warm, g=g)
+    return float((plan_naive(f, g, C, eps) * C).sum())
+
+
+def warm_g_naive(a, log_b, C, eps, n_iter=60, n_grad=8):
+    _, g, _ = sinkhorn_log_naive(a, log_b, C, eps, max(0, n_iter - n_grad))
+    return g
+
+
+def converged_plan_naive(log_a, log_b, C, eps, n_iter=5000):
+    f, g, _ = sinkhorn_log_naive(log_a, log_b, C, eps, n_iter)
+    return f, g, plan_naive(f, g, C, eps)
+
+
+def jko_naive(p0, E, C, K, *, h, lam, rho, eps, T, inner, mode="wasserstein", alpha=0.5, lr=0.1,
+              n_iter=60, n_grad=8):
+    """The published JKO loop (float64), gradient via the truncated unroll. Returns (p_T, losses)."""
+    E = np.asarray(E, np.float64)
+    C = np.asarray(C, np.float64)
+    K = np.asarray(K, np.float64)
+    Ks = K + K.T
+    p = np.asarray(p0, np.float64)
+    losses = []
+    for _ in range(T):
+        q = p
+        b = np.log(np.maximum(q, 1e-30))
+        theta = b.copy()
+        m = np.zeros_like(theta)
+        v = np.zeros_like(theta)
+        for s in range(1, inner + 1):
+            a = theta - logsumexp(theta)
+            pp = np.exp(a)
+            L = pp @ E + lam * (pp @ a) + 0.5 * rho * (pp @ (K @ pp))
+            gh = pp * E + lam * pp * (a + 1) + 0.5 * rho * pp * (Ks @ pp)
+            if mode in ("wasserstein", "bregman"):
+                al = 1.0 if mode == "wasserstein" else min(max(alpha, 0.0), 1.0)
+                if al > 0:
+                    w, ga = transport_cost_unrolled_naive(a, b, C, eps, n_iter, n_grad)
+                    L += al / (2 * h) * w
+                    gh = gh + al / (2 * h) * ga
+                if mode == "bregman":
+                    L += (1 - al) / (2 * h) * (pp @ (a - b))
+                    gh = gh + (1 - al) / (2 * h) * pp * (a - b + 1)
+            elif mode == "kl":
+                L += 1 / (2 * h) * (pp @ (a - b))
+                gh = gh + 1 / (2 * h) * pp * (a - b + 1)
+            losses.append(L)
+            gt = gh - pp * gh.sum()
+            m = 0.9 * m + 0.1 * gt
+            v = 0.999 * v + 0.001 * gt * gt
+            theta = theta - (lr / (1 - 0.9**s)) * m / (np.sqrt(v) / np.sqrt(1 - 0.999**s) + 1e-8)
+        p = np.exp(theta - logsumexp(theta))
+    return p, np.array(losses)
+
+
+def geometry_dense_naive(Z):
+    Z = np.asarray(Z, np.float64)
+    S = np.clip(Z @ Z.T, -1, 1)
+    return (1 - S) ** 2, np.maximum(S, 0)
+
+
+def geometry_csr_naive(X):
+    """Sparse cosine (rows normalised here) -> C, K."""
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, np.float64)
+    n = np.linalg.norm(X, axis=1)
+    n[n == 0] = 1.0
+    Y = X / n[:, None]
+    S = np.clip(Y @ Y.T, -1, 1)
+    return (1 - S) ** 2, np.maximum(S, 0)
+
+
+def fixture_inputs(z, q, tau0):
+    """Rebuild (p0, E, C, K) of fixture pool ``q`` as the fixture README says (float32)."""
+    def minmax(x):
+        x = x.astype(np.float32)
+        lo, hi = x.min(), x.max()
+        if hi - lo < 1e-9:
+            return np.zeros_like(x)
+        return (x - lo) / (hi - lo)
+
+    Z = z["pool_emb_f16"][q].astype(np.float32)
+    S = np.clip(Z @ Z.T, -1, 1)
+    C = ((1 - S) ** 2).astype(np.float32)
+    K = np.maximum(S, 0).astype(np.float32)
+    r = (np.float32(0.4) * minmax(z["dense_pool"][q]) + np.float32(0.6) * minmax(z["bm25_pool"][q])).astype(np.float32)
+    E = -r
+    x = r / max(tau0, 1e-9)
+    e = np.exp(x - x.max())
+    p0 = (e / e.sum()).astype(np.float32)
+    return p0, E, C, K
