@@ -332,15 +332,19 @@ class TfidfIndex(SparseIndex):
 
 
 # ---- loading ------------------------------------------------------------------------
-def load_index(path: str, mmap: bool = True) -> SparseIndex:
+def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
     """Load an index written by ``save``.
 
     Parameters
     ----------
     path : str
         The folder.
-    mmap : bool
-        Memory-map the arrays read-only (``np.load(mmap_mode="r")``).
+    mmap : bool or {"r", "c"}
+        Memory-map the arrays instead of reading them.  ``True`` = ``"c"`` (copy-on-write:
+        pages are read lazily from disk and the file is never written; the arrays are
+        typed as writable, so the kernels warmed up by ``jkofast.warmup()`` are reused).
+        ``"r"`` maps them read-only, which Numba types differently (one extra compilation
+        per kernel on first use).  ``False`` reads them into memory.
 
     Raises
     ------
@@ -361,6 +365,9 @@ def load_index(path: str, mmap: bool = True) -> SparseIndex:
     if man.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{mpath}: index format version {man.get('format_version')!r} is not supported "
                          f"(this jkofast reads version {FORMAT_VERSION}); rebuild the index")
+    if mmap not in (True, False, "r", "c"):
+        raise ValueError(f"mmap must be True, False, 'r' or 'c', got {mmap!r}")
+    mode = "c" if mmap is True else (mmap or None)
     cls = {"BM25Index": BM25Index, "TfidfIndex": TfidfIndex}.get(man.get("class"))
     if cls is None:
         raise ValueError(f"{mpath}: unknown index class {man.get('class')!r}")
@@ -376,7 +383,7 @@ def load_index(path: str, mmap: bool = True) -> SparseIndex:
         if not os.path.isfile(f):
             raise ValueError(f"{path}: array file {name}.npy is missing")
         try:
-            a = np.load(f, mmap_mode="r" if mmap else None, allow_pickle=False)
+            a = np.load(f, mmap_mode=mode, allow_pickle=False)
         except (ValueError, OSError, EOFError) as e:
             raise ValueError(f"{f}: cannot read array (truncated or corrupt file: {e})") from None
         if a.dtype.str != meta["dtype"] or list(a.shape) != meta["shape"]:

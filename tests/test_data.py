@@ -1,0 +1,121 @@
+import gzip
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from jkofast.data import load_dataset, read_corpus, read_qrels_beir
+
+
+@pytest.fixture
+def tiny(data_dir):
+    return os.path.join(data_dir, "beir_tiny")
+
+
+@pytest.fixture
+def tiny_copy(tiny, tmp_path):
+    dst = tmp_path / "tiny"
+    shutil.copytree(tiny, dst)
+    return dst
+
+
+def test_tiny_folder(tiny):
+    ds = load_dataset(tiny)
+    assert ds.doc_ids == ["d1", "d2", "d3", "d4", "d5"]
+    assert ds.titles[3] == "" and ds.texts[3] == "Fish swim."  # missing title -> ""
+    assert ds.query_ids == ["10", "2", "3", "4"]
+    q = ds.qrels("test")
+    assert q["10"] == {"d1": 1, "d5": 0}  # label-0 kept
+    assert q["2"] == {"d2": 2, "d3": 1}
+    # qid 99 is not in queries.jsonl; numeric sort for decimal ids
+    assert ds.split_query_ids("test") == ["2", "3", "10"]
+    # (title + sep + text).strip(): an empty title leaves the separator, stripped of spaces
+    assert ds.doc_texts(". ")[2] == ". Birds fly over the dog and the cat."
+    assert ds.doc_texts(" ")[2] == "Birds fly over the dog and the cat."
+    assert ds.doc_texts(". ")[0] == "Cats. The cat sat on the mat."
+    assert ds.embeddings() is None
+    assert ds.splits() == ["test"]
+    with pytest.raises(ValueError, match="split 'dev' not found"):
+        ds.qrels("dev")
+
+
+def test_gzip_and_missing(tiny_copy):
+    src = tiny_copy / "corpus.jsonl"
+    with open(src, "rb") as f, gzip.open(str(src) + ".gz", "wb") as g:
+        g.write(f.read())
+    os.remove(src)
+    assert load_dataset(str(tiny_copy)).n_docs == 5
+    os.remove(str(src) + ".gz")
+    with pytest.raises(FileNotFoundError, match="corpus.jsonl"):
+        load_dataset(str(tiny_copy))
+    with pytest.raises(FileNotFoundError):
+        load_dataset(str(tiny_copy / "nope"))
+
+
+@pytest.mark.parametrize(
+    "fname,line,content,match",
+    [
+        ("corpus.jsonl", 3, '{"_id": "d3", "text": oops}\n', r"corpus.jsonl:3: invalid JSON"),
+        ("corpus.jsonl", 2, '{"title": "x", "text": "y"}\n', r"corpus.jsonl:2: missing '_id'"),
+        ("corpus.jsonl", 2, '{"_id": "d1", "text": "dup"}\n', r"corpus.jsonl:2: duplicate document id"),
+        ("corpus.jsonl", 1, '["not", "an", "object"]\n', r"corpus.jsonl:1: expected a JSON object"),
+        ("queries.jsonl", 2, '{"_id": "2", "text": \n', r"queries.jsonl:2: invalid JSON"),
+        ("queries.jsonl", 4, '{"text": "no id"}\n', r"queries.jsonl:4: missing '_id'"),
+        ("qrels/test.tsv", 3, "10\td5\n", r"test.tsv:3: expected 3 tab-separated fields, got 2"),
+        ("qrels/test.tsv", 2, "10\td1\t1\textra\n", r"test.tsv:2: expected 3 tab-separated fields, got 4"),
+        ("qrels/test.tsv", 4, "2\tnope\t1\n", r"test.tsv:4: unknown document id 'nope'"),
+        ("qrels/test.tsv", 5, "3\td4\thigh\n", r"test.tsv:5: label 'high' is not an integer"),
+    ],
+)
+def test_malformed_names_file_and_line(tiny_copy, fname, line, content, match):
+    p = tiny_copy / fname
+    lines = p.read_text().splitlines(keepends=True)
+    lines[line - 1] = content
+    p.write_text("".join(lines))
+    with pytest.raises(ValueError, match=match):
+        ds = load_dataset(str(tiny_copy))
+        ds.qrels("test")
+
+
+def test_read_qrels_without_known_docs(tiny):
+    q = read_qrels_beir(os.path.join(tiny, "qrels", "test.tsv"))
+    assert q["99"] == {"d1": 1}
+    ids, titles, texts = read_corpus(os.path.join(tiny, "corpus.jsonl"))
+    assert len(ids) == len(titles) == len(texts) == 5
+
+
+def test_bundled_scifact():
+    ds = load_dataset("scifact")
+    assert ds.n_docs == 5183 and len(set(ds.doc_ids)) == 5183
+    assert len(ds.query_ids) == 1109
+    test_q, train_q = ds.split_query_ids("test"), ds.split_query_ids("train")
+    assert len(test_q) == 300 and len(train_q) == 809 and not set(test_q) & set(train_q)
+    assert test_q == sorted(test_q, key=int)
+    assert sum(len(v) for v in ds.qrels("test").values()) == 339
+    assert sum(len(v) for v in ds.qrels("train").values()) == 919
+    doc, qry = ds.embeddings()
+    assert doc.shape == (5183, 384) and qry.shape == (1109, 384)
+    assert doc.dtype == np.float32 and qry.dtype == np.float32
+    # stored L2-normalised in float16
+    np.testing.assert_allclose(np.linalg.norm(doc[:50], axis=1), 1.0, atol=2e-3)
+
+
+def test_embeddings_id_mismatch(tmp_path, tiny):
+    dst = tmp_path / "t"
+    shutil.copytree(tiny, dst)
+    e = dst / "embeddings" / "m"
+    e.mkdir(parents=True)
+    np.save(e / "docs.npy", np.zeros((5, 4), np.float16))
+    np.save(e / "queries.npy", np.zeros((4, 4), np.float16))
+    (e / "docs_ids.txt").write_text("d1\nd2\nd3\nd5\nd4\n")
+    with pytest.raises(ValueError, match="do not match"):
+        load_dataset(str(dst)).embeddings("m")
+    (e / "docs_ids.txt").write_text("d1\nd2\nd3\nd4\nd5\n")
+    d, q = load_dataset(str(dst)).embeddings("m")
+    assert d.shape == (5, 4) and q.dtype == np.float32
+
+
+def test_load_dataset_type_error():
+    with pytest.raises(TypeError, match="name_or_path"):
+        load_dataset(3)
