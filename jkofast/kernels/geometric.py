@@ -1,0 +1,636 @@
+"""SparseGeometricRAG query path (SPEC B.6-B.10): routing, postings, local score, rescue,
+final features, soft branch diversity.  Batched: ``prange`` over chunks of queries.
+
+Index layout (built by ``jkofast.sgr``):
+
+* query batch: ``q_indptr`` int64 (nq+1), ``q_terms`` int32 sorted unique per row,
+  ``q_vals`` float32 (L2-normalised TF-IDF);
+* graph G (routing) and semantic neighbour lists: CSR (int64 indptr, int32 ids, float32);
+* branch postings ``b_indptr``/``b_mem`` (memberships of branch j, ascending doc id);
+  memberships ``mem_doc`` int32, ``mem_m`` float32; codes ``code_term`` int32 (M, S),
+  ``code_sign`` int8, ``code_cval`` float32 (= c_j[t]), ``code_w`` float32 (reliability),
+  ``code_count`` int32;
+* binary support ``s_indptr``/``s_idx`` (the TF-IDF row pattern), ``dl`` float64, ``idf``
+  float64; term postings ``t_indptr``/``t_docs``/``t_tf`` for the optional BM25 fusion;
+* centres ``c_indptr``/``c_terms``/``c_vals`` sorted by term id, ``c_norm`` float64.
+
+Scalars travel in two small arrays (``fp`` float64, ``ip`` int64, indices ``F_*``/``I_*``
+below) so variants stay flags, not recompilations.  Scratch (stamped tables of size V and
+N) is allocated once per chunk and reused across its queries: the generation stamp is the
+query index, so nothing is zeroed per query.  Every top-k is strict IEEE with ties to the
+lowest id; float sums within a query are serial, so results do not depend on threads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from jkofast._numba import kernel
+from jkofast.kernels.topk import topk_select, topk_select_subset
+
+# float parameters (fp)
+F_ALPHA = 0
+F_GAMMA = 1
+F_LAM_M = 2
+F_B_RESCUE = 3
+F_ETA = 4
+F_B_FINAL = 5
+F_COORD = 6
+F_W_TAIL = 7
+F_W_LEX = 8
+F_W_SEM = 9
+F_W_RARE = 10
+F_LAM_D = 11
+F_AVGDL = 12
+F_BM25_K1 = 13
+F_BM25_B = 14
+F_W_BM25 = 15
+F_W_BM25_RESCUE = 16
+N_FP = 17
+# int parameters (ip)
+I_BUDGET = 0
+I_POOL = 1
+I_N_RARE = 2
+I_N_ELIG = 3
+I_TOP_H = 4
+I_N_DIV = 5
+I_GATE = 6
+I_GATE_MIN = 7
+I_GATE_MULT = 8
+I_BM25_CANDS = 9
+I_F = 10
+N_IP = 11
+
+STATUS_OK = 0
+STATUS_EMPTY = 3
+
+
+@kernel()
+def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen, buf,
+                out_t, out_w):
+    """Weak second-order routing (SPEC B.6) for one query.
+
+    ``route[t] = q_t`` on literal terms, then ``route[n] += α q_t G_tn`` over the G rows of
+    the literal terms (in term-id order).  Writes the routed terms (literal terms in id
+    order, then the strongest inferred terms up to ``budget`` in total, ties: lowest id)
+    and their route weights ``ρ``; returns their number.  ``buf`` (int64, >= number of
+    distinct inferred terms) is scratch.
+    """
+    nq = qt.shape[0]
+    for a in range(nq):
+        t = qt[a]
+        rstamp[t] = gen
+        rval[t] = np.float64(qv[a])
+    ninf = 0
+    for a in range(nq):
+        t = qt[a]
+        w = np.float64(qv[a])
+        for p in range(g_indptr[t], g_indptr[t + 1]):
+            n = g_idx[p]
+            if rstamp[n] != gen:
+                rstamp[n] = gen
+                rval[n] = 0.0
+                buf[ninf] = n
+                ninf += 1
+            rval[n] += alpha * w * np.float64(g_val[p])
+    nr = 0
+    for a in range(nq):
+        out_t[nr] = qt[a]
+        out_w[nr] = rval[qt[a]]
+        nr += 1
+    room = budget - nq
+    if room > 0 and ninf > 0:
+        cand = np.sort(buf[:ninf])
+        vals = np.empty(ninf, np.float64)
+        for a in range(ninf):
+            vals[a] = rval[cand[a]]
+        pos = np.empty(room, np.int64)
+        kv = np.empty(room, np.float64)
+        n = topk_select(vals, room, pos, kv)
+        for a in range(n):
+            out_t[nr] = cand[pos[a]]
+            out_w[nr] = kv[a]
+            nr += 1
+    return nr
+
+
+@kernel()
+def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
+                    code_cval, code_w, code_count, qstamp, qval, gen, gamma, dstamp, esum,
+                    csum, dm_r, dm_e, dm_n, ulist):
+    """Branch-local signed scores over the postings of the routed branches (SPEC B.7).
+
+    For every posting (d, j) of routed branch j = ``rt[k]`` with weight ``ρ = rw[k]``:
+    ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r``, ``Q = Σ_r q[t_r]²``,
+    ``E = m ρ L Q^γ`` (0 when Q = 0).  Accumulates ``esum[d] += E``, ``csum[d] += m ρ``,
+    records (k, E) in ``dm_r``/``dm_e`` (row d, ``dm_n[d]`` entries) and appends new docs to
+    ``ulist``.  The query vector is read through ``qstamp``/``qval`` (stamp ``gen``).
+    Returns |U|.
+    """
+    nu = 0
+    for k in range(n_routed):
+        j = rt[k]
+        rho = rw[k]
+        for p in range(b_indptr[j], b_indptr[j + 1]):
+            m = b_mem[p]
+            d = mem_doc[m]
+            lsum = 0.0
+            qsum = 0.0
+            for r in range(code_count[m]):
+                t = code_term[m, r]
+                qt_ = 0.0
+                if qstamp[t] == gen:
+                    qt_ = qval[t]
+                lsum += np.float64(code_w[m, r]) * (qt_ - np.float64(code_cval[m, r])) * code_sign[m, r]
+                qsum += qt_ * qt_
+            mr = np.float64(mem_m[m]) * rho
+            e = 0.0
+            if qsum > 0.0:
+                e = mr * lsum * math.pow(qsum, gamma)
+            if dstamp[d] != gen:
+                dstamp[d] = gen
+                esum[d] = 0.0
+                csum[d] = 0.0
+                dm_n[d] = 0
+                ulist[nu] = d
+                nu += 1
+            esum[d] += e
+            csum[d] += mr
+            dm_r[d, dm_n[d]] = k
+            dm_e[d, dm_n[d]] = e
+            dm_n[d] += 1
+    return nu
+
+
+@kernel()
+def doc_lexical(d, s_indptr, s_idx, idf, idf_power, qstamp, gen):
+    """(Σ_{t ∈ q ∩ d} idf(t)^idf_power, n_qd) by a scan of document d's binary support."""
+    s = 0.0
+    n = 0
+    for p in range(s_indptr[d], s_indptr[d + 1]):
+        t = s_idx[p]
+        if qstamp[t] == gen:
+            v = idf[t]
+            s += v * v if idf_power == 2 else v
+            n += 1
+    return s, n
+
+
+@kernel()
+def zscore_subset(vals, ids, n, out):
+    """Population z-scores of ``vals[ids[:n]]`` into ``out[ids[:n]]``; 0 when std is 0."""
+    if n == 0:
+        return
+    mu = 0.0
+    for a in range(n):
+        mu += vals[ids[a]]
+    mu /= n
+    var = 0.0
+    for a in range(n):
+        dv = vals[ids[a]] - mu
+        var += dv * dv
+    sd = math.sqrt(var / n)
+    for a in range(n):
+        if sd > 0.0:
+            out[ids[a]] = (vals[ids[a]] - mu) / sd
+        else:
+            out[ids[a]] = 0.0
+
+
+@kernel()
+def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen):
+    """``semvec[n] += q_t · A[t, n] · idf(n)`` over each query term's semantic neighbours."""
+    for a in range(qt.shape[0]):
+        t = qt[a]
+        w = np.float64(qv[a])
+        for p in range(sem_indptr[t], sem_indptr[t + 1]):
+            n = sem_idx[p]
+            if sstamp[n] != gen:
+                sstamp[n] = gen
+                sval[n] = 0.0
+            sval[n] += w * np.float64(sem_val[p]) * idf[n]
+
+
+@kernel()
+def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_indptr,
+              c_terms, c_vals, c_norm, n_elig, top_h, n_div, lam_d, out_order):
+    """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10).
+
+    ``plain`` = the pool in plain relevance order (desc, ties lowest doc id).  Writes the
+    final order (doc ids) to ``out_order[:n_pool]``: rank 1 = ``plain[0]``; ranks 2..n_div
+    greedily maximise ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's
+    eligible branches (ties: earlier in plain order); the rest follow plain order.
+    """
+    # H_j = mean of the top-`top_h` E_dj over pool docs, per routed branch position k
+    hsum_top = np.full((max(n_routed, 1), top_h), -np.inf)
+    hcnt = np.zeros(max(n_routed, 1), np.int64)
+    for a in range(n_pool):
+        d = pool[a]
+        for s in range(dm_n[d]):
+            k = dm_r[d, s]
+            e = dm_e[d, s]
+            # keep the max if the doc has two memberships in branch k
+            dup = False
+            for s2 in range(s):
+                if dm_r[d, s2] == k:
+                    dup = True
+            if dup:
+                continue
+            emax = e
+            for s2 in range(s + 1, dm_n[d]):
+                if dm_r[d, s2] == k and dm_e[d, s2] > emax:
+                    emax = dm_e[d, s2]
+            # insert into the descending top list of branch k
+            c = min(hcnt[k], top_h)
+            if c < top_h or emax > hsum_top[k, top_h - 1]:
+                pos = c if c < top_h else top_h - 1
+                while pos > 0 and hsum_top[k, pos - 1] < emax:
+                    hsum_top[k, pos] = hsum_top[k, pos - 1]
+                    pos -= 1
+                hsum_top[k, pos] = emax
+            hcnt[k] += 1
+    h = np.full(max(n_routed, 1), -np.inf)
+    n_valid = 0
+    for k in range(n_routed):
+        c = min(hcnt[k], top_h)
+        if c > 0:
+            s_ = 0.0
+            for a in range(c):
+                s_ += hsum_top[k, a]
+            h[k] = s_ / c
+            n_valid += 1
+    ne = min(n_elig, n_valid)
+    elig = np.empty(max(ne, 1), np.int64)
+    helig = np.empty(max(ne, 1), np.float64)
+    ne = topk_select(h[:n_routed], ne, elig, helig)
+    elig_of = np.full(max(n_routed, 1), -1, np.int64)
+    for b in range(ne):
+        elig_of[elig[b]] = b
+    # pairwise cosines of the eligible (unit) centres by sparse merge
+    cos = np.zeros((max(ne, 1), max(ne, 1)))
+    for b in range(ne):
+        jb = rt[elig[b]]
+        for b2 in range(ne):
+            j2 = rt[elig[b2]]
+            s_ = 0.0
+            p = c_indptr[jb]
+            pe = c_indptr[jb + 1]
+            q = c_indptr[j2]
+            qe = c_indptr[j2 + 1]
+            while p < pe and q < qe:
+                if c_terms[p] == c_terms[q]:
+                    s_ += np.float64(c_vals[p]) * np.float64(c_vals[q])
+                    p += 1
+                    q += 1
+                elif c_terms[p] < c_terms[q]:
+                    p += 1
+                else:
+                    q += 1
+            den = c_norm[jb] * c_norm[j2]
+            cos[b, b2] = s_ / den if den > 0.0 else 0.0
+    used = np.zeros(n_pool, np.bool_)
+    sel = np.empty(max(n_div, 1) * 1 + n_pool, np.int64)  # S (may repeat)
+    ns = 0
+    if n_pool == 0:
+        return
+    out_order[0] = plain[0]
+    used[0] = True
+    d0 = plain[0]
+    best_b = -1
+    for s in range(dm_n[d0]):
+        b = elig_of[dm_r[d0, s]]
+        if b >= 0 and (best_b < 0 or b < best_b):  # eligible list is H-descending
+            best_b = b
+    if best_b >= 0:
+        sel[ns] = best_b
+        ns += 1
+    dev = np.zeros(max(ne, 1))
+    nd = min(n_div, n_pool)
+    for rank in range(1, nd):
+        # dev_b = 1 + mean(Cos[S,S]) - 2 mean(Cos[b,S]), min-max across eligible branches
+        if ns > 0 and ne > 0:
+            ss = 0.0
+            for a in range(ns):
+                for a2 in range(ns):
+                    ss += cos[sel[a], sel[a2]]
+            ss /= ns * ns
+            for b in range(ne):
+                bs = 0.0
+                for a in range(ns):
+                    bs += cos[b, sel[a]]
+                dev[b] = 1.0 + ss - 2.0 * bs / ns
+            lo = dev[0]
+            hi = dev[0]
+            for b in range(ne):
+                lo = min(lo, dev[b])
+                hi = max(hi, dev[b])
+            for b in range(ne):
+                dev[b] = (dev[b] - lo) / (hi - lo) if hi - lo >= 1e-9 else 0.0
+        else:
+            for b in range(ne):
+                dev[b] = 0.0
+        rlo = np.inf
+        rhi = -np.inf
+        for a in range(n_pool):
+            if not used[a]:
+                r = rel_doc[plain[a]]
+                rlo = min(rlo, r)
+                rhi = max(rhi, r)
+        best = -1
+        bestv = -np.inf
+        best_bb = -1
+        for a in range(n_pool):
+            if used[a]:
+                continue
+            d = plain[a]
+            r = rel_doc[d]
+            v = (r - rlo) / (rhi - rlo) if rhi - rlo >= 1e-9 else 0.0
+            bonus = 0.0
+            bb = -1
+            for s in range(dm_n[d]):
+                b = elig_of[dm_r[d, s]]
+                if b >= 0:
+                    # largest dev; ties -> larger H (= lower eligible index)
+                    if bb < 0 or dev[b] > dev[bb] or (dev[b] == dev[bb] and b < bb):
+                        bb = b
+            if bb >= 0 and ns > 0:
+                bonus = dev[bb]
+            v += lam_d * bonus
+            if v > bestv:
+                bestv = v
+                best = a
+                best_bb = bb
+        used[best] = True
+        out_order[rank] = plain[best]
+        if best_bb >= 0:
+            sel[ns] = best_bb
+            ns += 1
+    o = nd
+    for a in range(n_pool):
+        if not used[a]:
+            out_order[o] = plain[a]
+            o += 1
+
+
+@kernel()
+def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, mem_doc,
+                  mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr, s_idx,
+                  idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals, c_norm,
+                  t_indptr, t_docs, t_tf, bm25_idf,
+                  qstamp, qval, rstamp, rval, sstamp, sval, rbuf, rt, rw, dstamp, esum, csum,
+                  dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, z1, z2, pre_doc, bstamp, bval,
+                  blist, out_doc, out_comp, out_info):
+    """The whole query path for one query; returns (n_pool, status).
+
+    ``out_doc`` (int64, >= P) receives the pool in final order; ``out_comp`` (7, >= P)
+    float64 rows = tail, lexadj, sem, rare, relevance, lex1, bm25 aligned with
+    ``out_doc``; ``out_info`` (int64, 3) = (|U|, number of routed terms, |pool|).
+    """
+    nq = qt.shape[0]
+    out_info[0] = 0
+    out_info[1] = 0
+    out_info[2] = 0
+    if nq == 0:
+        return 0, STATUS_EMPTY
+    avgdl = fp[F_AVGDL]
+    big_p = ip[I_POOL]
+    for a in range(nq):
+        qstamp[qt[a]] = gen
+        qval[qt[a]] = np.float64(qv[a])
+    nr = route_query(qt, qv, g_indptr, g_idx, g_val, fp[F_ALPHA], ip[I_BUDGET], rstamp, rval,
+                     gen, rbuf, rt, rw)
+    nu = accumulate_tail(rt, rw, nr, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
+                         code_cval, code_w, code_count, qstamp, qval, gen, fp[F_GAMMA],
+                         dstamp, esum, csum, dm_r, dm_e, dm_n, ulist)
+    n_routed_docs = nu
+    # optional BM25 fusion: full-corpus BM25 over the query terms' postings
+    use_bm25 = ip[I_BM25_CANDS] > 0 or fp[F_W_BM25] != 0.0 or fp[F_W_BM25_RESCUE] != 0.0
+    nb = 0
+    if use_bm25:
+        k1 = fp[F_BM25_K1]
+        bb = fp[F_BM25_B]
+        for a in range(nq):
+            t = qt[a]
+            w = bm25_idf[t]
+            for p in range(t_indptr[t], t_indptr[t + 1]):
+                d = t_docs[p]
+                tf = np.float64(t_tf[p])
+                if bstamp[d] != gen:
+                    bstamp[d] = gen
+                    bval[d] = 0.0
+                    blist[nb] = d
+                    nb += 1
+                bval[d] += w * tf * (k1 + 1.0) / (tf + k1 * (1.0 - bb + bb * dl[d] / avgdl))
+        nc = min(ip[I_BM25_CANDS], nb)
+        if nc > 0:
+            bsel = np.empty(nc, np.int64)
+            bsv = np.empty(nc, np.float64)
+            nc = topk_select_subset(bval, blist, nb, nc, bsel, bsv)
+            for a in range(nc):
+                d = bsel[a]
+                if dstamp[d] != gen:
+                    dstamp[d] = gen
+                    esum[d] = 0.0
+                    csum[d] = 0.0
+                    dm_n[d] = 0
+                    ulist[nu] = d
+                    nu += 1
+    if nu == 0:
+        out_info[1] = nr
+        return 0, STATUS_EMPTY
+    lam_m = fp[F_LAM_M]
+    for a in range(nu):
+        d = ulist[a]
+        tail_doc[d] = esum[d] + lam_m * csum[d]
+        if use_bm25 and bstamp[d] != gen:
+            bstamp[d] = gen
+            bval[d] = 0.0
+    # optional tail gate before the rescue (off in reference mode)
+    nuse = nu
+    if ip[I_GATE] != 0:
+        ng = min(nu, max(ip[I_GATE_MIN], ip[I_GATE_MULT] * big_p))
+        if ng < nu:
+            gsel = np.empty(ng, np.int64)
+            gv = np.empty(ng, np.float64)
+            ng = topk_select_subset(tail_doc, ulist, nu, ng, gsel, gv)
+            for a in range(ng):
+                ulist[a] = gsel[a]
+            nuse = ng
+    # early rescue: lex1 over the binary support of every (kept) routed doc
+    b1 = fp[F_B_RESCUE]
+    for a in range(nuse):
+        d = ulist[a]
+        s, _ = doc_lexical(d, s_indptr, s_idx, idf, 1, qstamp, gen)
+        lex_doc[d] = s / ((1.0 - b1) + b1 * dl[d] / avgdl)
+    zscore_subset(tail_doc, ulist, nuse, z1)
+    zscore_subset(lex_doc, ulist, nuse, z2)
+    eta = fp[F_ETA]
+    for a in range(nuse):
+        d = ulist[a]
+        pre_doc[d] = z1[d] + eta * z2[d]
+    if fp[F_W_BM25_RESCUE] != 0.0:
+        zscore_subset(bval, ulist, nuse, z1)
+        wbr = fp[F_W_BM25_RESCUE]
+        for a in range(nuse):
+            d = ulist[a]
+            pre_doc[d] += wbr * z1[d]
+    npool = min(big_p, nuse)
+    pool = np.empty(max(npool, 1), np.int64)
+    pv = np.empty(max(npool, 1), np.float64)
+    npool = topk_select_subset(pre_doc, ulist, nuse, npool, pool, pv)
+    # keep lex1 of the pool before lex_doc is reused
+    lex1p = np.empty(max(npool, 1), np.float64)
+    for a in range(npool):
+        lex1p[a] = lex_doc[pool[a]]
+    # final features on the pool
+    semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen)
+    n_rare = min(ip[I_N_RARE], nq)
+    qidf = np.empty(nq, np.float64)
+    for a in range(nq):
+        qidf[a] = idf[qt[a]]
+    rpos = np.empty(max(n_rare, 1), np.int64)
+    rv = np.empty(max(n_rare, 1), np.float64)
+    n_rare = topk_select(qidf, n_rare, rpos, rv)
+    rare_t = np.empty(max(n_rare, 1), np.int64)
+    for a in range(n_rare):
+        rare_t[a] = qt[rpos[a]]
+    b2 = fp[F_B_FINAL]
+    coord = fp[F_COORD]
+    lexadj = np.empty(max(npool, 1), np.float64)
+    sem = np.empty(max(npool, 1), np.float64)
+    rare = np.empty(max(npool, 1), np.float64)
+    for a in range(npool):
+        d = pool[a]
+        s2 = 0.0
+        nqd = 0
+        ssum = 0.0
+        nr_hit = 0
+        for p in range(s_indptr[d], s_indptr[d + 1]):
+            t = s_idx[p]
+            if qstamp[t] == gen:
+                v = idf[t]
+                s2 += v * v
+                nqd += 1
+                for r in range(n_rare):
+                    if rare_t[r] == t:
+                        nr_hit += 1
+            if sstamp[t] == gen:
+                ssum += sval[t]
+        lex2 = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl)
+        lexadj[a] = lex2 * math.pow(nqd / nq, coord)
+        sem[a] = ssum
+        rare[a] = nr_hit / n_rare if n_rare > 0 else 0.0
+    # relevance = Σ w z_P(feature); reuse doc-indexed scratch for the z-scores
+    rel = np.zeros(max(npool, 1), np.float64)
+    w_feat = (fp[F_W_TAIL], fp[F_W_LEX], fp[F_W_SEM], fp[F_W_RARE], fp[F_W_BM25])
+    for f in range(5):
+        wf = w_feat[f]
+        for a in range(npool):
+            d = pool[a]
+            if f == 0:
+                lex_doc[d] = tail_doc[d]
+            elif f == 1:
+                lex_doc[d] = lexadj[a]
+            elif f == 2:
+                lex_doc[d] = sem[a]
+            elif f == 3:
+                lex_doc[d] = rare[a]
+            else:
+                lex_doc[d] = bval[d] if use_bm25 else 0.0
+        if wf == 0.0:
+            continue
+        zscore_subset(lex_doc, pool, npool, z1)
+        for a in range(npool):
+            rel[a] += wf * z1[pool[a]]
+    for a in range(npool):
+        pre_doc[pool[a]] = rel[a]  # doc-indexed relevance
+    plain = np.empty(max(npool, 1), np.int64)
+    pr = np.empty(max(npool, 1), np.float64)
+    topk_select_subset(pre_doc, pool, npool, npool, plain, pr)
+    diversify(pool, npool, pre_doc, plain, rt, nr, dm_r, dm_e, dm_n, c_indptr, c_terms,
+              c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], out_doc)
+    # components aligned with the final order: map doc -> pool position via esum scratch
+    for a in range(npool):
+        z2[pool[a]] = a
+    for a in range(npool):
+        d = out_doc[a]
+        k = np.int64(z2[d])
+        out_comp[0, a] = tail_doc[d]
+        out_comp[1, a] = lexadj[k]
+        out_comp[2, a] = sem[k]
+        out_comp[3, a] = rare[k]
+        out_comp[4, a] = rel[k]
+        out_comp[5, a] = lex1p[k]
+        out_comp[6, a] = bval[d] if use_bm25 else 0.0
+    out_info[0] = n_routed_docs
+    out_info[1] = nr
+    out_info[2] = npool
+    return npool, STATUS_OK
+
+
+@kernel(parallel=True)
+def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b_indptr,
+                    b_mem, mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count,
+                    s_indptr, s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms,
+                    c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, n_chunks, out_doc,
+                    out_comp, out_n, out_info, out_status):
+    """Batched SGR query path; prange over ``n_chunks`` contiguous chunks of queries.
+
+    Per query i: ``out_doc[i, :n]`` (int64) = pool in final order (diversity on ranks
+    2..n_div), ``out_comp[i, :, :n]`` = components (tail, lexadj, sem, rare, relevance,
+    lex1, bm25), ``out_n[i] = n``, ``out_info[i]`` = (|U|, routed terms, |pool|),
+    ``out_status[i]`` = 0 (ok) or 3 (empty: no known query term / no routed document).
+    Rows beyond ``n`` are left untouched (the wrapper pre-fills padding).
+    """
+    nq = q_indptr.shape[0] - 1
+    n_terms = idf.shape[0]
+    n_docs = dl.shape[0]
+    nf = ip[I_F]
+    for c in prange(n_chunks):
+        step = (nq + n_chunks - 1) // n_chunks
+        lo = c * step
+        hi = min(nq, lo + step)
+        if lo >= hi:
+            continue
+        qstamp = np.full(n_terms, -1, np.int64)
+        qval = np.zeros(n_terms, np.float64)
+        rstamp = np.full(n_terms, -1, np.int64)
+        rval = np.zeros(n_terms, np.float64)
+        sstamp = np.full(n_terms, -1, np.int64)
+        sval = np.zeros(n_terms, np.float64)
+        rbuf = np.empty(n_terms, np.int64)
+        rt = np.empty(n_terms + ip[I_BUDGET], np.int64)
+        rw = np.empty(n_terms + ip[I_BUDGET], np.float64)
+        dstamp = np.full(n_docs, -1, np.int64)
+        esum = np.zeros(n_docs, np.float64)
+        csum = np.zeros(n_docs, np.float64)
+        dm_r = np.zeros((n_docs, nf), np.int64)
+        dm_e = np.zeros((n_docs, nf), np.float64)
+        dm_n = np.zeros(n_docs, np.int64)
+        ulist = np.empty(n_docs, np.int64)
+        tail_doc = np.zeros(n_docs, np.float64)
+        lex_doc = np.zeros(n_docs, np.float64)
+        z1 = np.zeros(n_docs, np.float64)
+        z2 = np.zeros(n_docs, np.float64)
+        pre_doc = np.zeros(n_docs, np.float64)
+        bstamp = np.full(n_docs, -1, np.int64)
+        bval = np.zeros(n_docs, np.float64)
+        blist = np.empty(n_docs, np.int64)
+        info = np.zeros(3, np.int64)
+        for i in range(lo, hi):
+            s = q_indptr[i]
+            e = q_indptr[i + 1]
+            n, st = sgr_one_query(
+                i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
+                mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
+                s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
+                c_norm, t_indptr, t_docs, t_tf, bm25_idf, qstamp, qval, rstamp, rval, sstamp,
+                sval, rbuf, rt, rw, dstamp, esum, csum, dm_r, dm_e, dm_n, ulist, tail_doc,
+                lex_doc, z1, z2, pre_doc, bstamp, bval, blist, out_doc[i], out_comp[i], info)
+            out_n[i] = n
+            out_status[i] = st
+            for a in range(3):
+                out_info[i, a] = info[a]

@@ -1,0 +1,597 @@
+"""SparseGeometricRAG (SGR): training-free first-stage retrieval over sparse TF-IDF
+geometry (SPEC Part B), as Numba kernels over CSR arrays.
+
+Build (B.2-B.5): TF-IDF (scikit-learn ``TfidfVectorizer`` semantics), top-F branch
+memberships, B-term membership-weighted branch centres, S residual sign codes with
+shrunk sign-variance reliability weights, the PPMI association graph A and the
+second-order routing graph G (blockwise, never a dense V×V matrix).
+
+Query (B.6-B.10): weak second-order routing, branch-local signed scores over the codes,
+early lexical rescue and the top-P shortlist, the final z-scored feature mix, and soft
+high-quality-branch diversity on ranks 2-10.  Every constant is a constructor parameter
+with the published value as default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+
+from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads, resolve_threads
+from jkofast._validation import check_int, check_positive
+from jkofast.kernels import geometric as _q
+from jkofast.kernels import geometric_build as _b
+
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+_TOKEN_RE = re.compile(TOKEN_PATTERN)
+COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
+
+_INDEX_ARRAYS = (
+    "idf", "dl", "s_indptr", "s_idx", "mem_doc", "mem_branch", "mem_m", "b_indptr", "b_mem",
+    "c_indptr", "c_terms", "c_vals", "c_norm", "code_term", "code_sign", "code_cval",
+    "code_w", "code_count", "a_indptr", "a_idx", "a_val", "g_indptr", "g_idx", "g_val",
+    "sem_indptr", "sem_idx", "sem_val", "t_indptr", "t_docs", "t_tf", "bm25_idf",
+)
+
+
+@dataclasses.dataclass
+class SGRPool:
+    """Top-P pools with their component scores (one row per query).
+
+    ``doc`` int64 (nq, P): corpus row positions in final rank order, padded with -1;
+    ``n`` int64 (nq,): pool size per query; each component (``tail``, ``lexadj``,
+    ``sem``, ``rare``, ``relevance``, ``lex1``, ``bm25``) is float64 (nq, P) aligned with
+    ``doc`` and NaN-padded; ``n_routed_docs`` |U| and ``n_routed_terms`` per query;
+    ``status`` int32 (0 ok, 3 empty query).
+    """
+
+    doc: np.ndarray
+    n: np.ndarray
+    tail: np.ndarray
+    lexadj: np.ndarray
+    sem: np.ndarray
+    rare: np.ndarray
+    relevance: np.ndarray
+    lex1: np.ndarray
+    bm25: np.ndarray
+    n_routed_docs: np.ndarray
+    n_routed_terms: np.ndarray
+    status: np.ndarray
+
+
+def _defaults() -> dict:
+    return dict(
+        max_features=50_000, n_memberships=4, centre_size=64, code_size=16, tau=20.0,
+        beta=-0.2, reliability_mean="distinct", reliability_float16=True, cooc_top=12,
+        ppmi_damping=10.0, assoc_k=64, route_k=32, ppmi_include_self=False, alpha=0.10,
+        route_budget=32, gamma=0.25, lam_m=0.125, b_rescue=0.2, eta=1.0, pool_size=100,
+        b_final=0.1, coord_exp=0.25, semantic_k=16, semantic_neighbours="strongest", n_rare=3,
+        w_tail=1.0, w_lex=4.0, w_sem=0.3, w_rare=1.0, n_eligible=10, top_h=3, n_diverse=10,
+        lam_d=0.1, tail_gate=False, gate_min=10_000, gate_mult=40, bm25_weight=0.0,
+        bm25_rescue_weight=0.0, bm25_candidates=0, bm25_k1=1.2, bm25_b=0.75,
+    )
+
+
+# parameters that change the index (the others only change the query path)
+_BUILD_PARAMS = ("max_features", "n_memberships", "centre_size", "code_size", "tau", "beta",
+                 "reliability_mean", "reliability_float16", "cooc_top", "ppmi_damping",
+                 "assoc_k", "route_k", "ppmi_include_self")
+
+
+class SparseGeometricRetriever:
+    """SparseGeometricRAG first-stage retriever (SPEC Part B).
+
+    Parameters (published defaults, SPEC B.1)
+    -----------------------------------------
+    max_features : int, default 50000
+        Vocabulary cap V (most frequent terms by corpus term frequency).
+    n_memberships : int, default 4
+        F: top TF-IDF terms per document = its branch memberships.
+    centre_size : int, default 64
+        B: coordinates kept per branch centre.
+    code_size : int, default 16
+        S: residual sign-code coordinates per membership.
+    tau, beta : float, default 20.0, -0.2
+        Reliability shrinkage strength τ and exponent β.
+    reliability_mean : {"distinct", "occurrence"}, default "distinct"
+        Rescale weights to mean 1 over the branch's distinct (j, t) entries or over its
+        code occurrences (SPEC C.4).
+    reliability_float16 : bool, default True
+        Round reliability weights through float16 as the published package stores them.
+    cooc_top : int, default 12
+        L: top terms per document used for co-occurrence.
+    ppmi_damping : float, default 10.0
+        Significance damping ``n_ij/(n_ij + 10)``.
+    assoc_k, route_k : int, default 64, 32
+        Neighbours kept per term in graph A (PPMI) and G (second order).
+    ppmi_include_self : bool, default False
+        Keep the diagonal of the co-occurrence matrix in A.
+    alpha : float, default 0.10
+        Routing expansion weight α.
+    route_budget : int, default 32
+        Routed terms per query (literal terms always kept).
+    gamma : float, default 0.25
+        Exponent γ on the query mass ``Q_dj`` of a code.
+    lam_m : float, default 0.125
+        Consensus weight λ_M.
+    b_rescue, eta : float, default 0.2, 1.0
+        Length pivot of lex1 and its weight η in the shortlist score.
+    pool_size : int, default 100
+        P, the shortlist size.
+    b_final, coord_exp : float, default 0.1, 0.25
+        Length pivot of lex2 and the coordination exponent.
+    semantic_k : int, default 16
+        Neighbours per query term in the semantic-presence feature.
+    semantic_neighbours : {"strongest", "lowest_term_id"}, default "strongest"
+        Which A-neighbours: the strongest (intended) or the first ``semantic_k`` of the CSR
+        row, i.e. the lowest term ids (reproduces the published numbers; SPEC B.9).
+    n_rare : int, default 3
+        Highest-IDF query terms used by the rare-coverage feature.
+    w_tail, w_lex, w_sem, w_rare : float, default 1.0, 4.0, 0.3, 1.0
+        Weights of the pool z-scores in the relevance.
+    n_eligible, top_h, n_diverse, lam_d : default 10, 3, 10, 0.1
+        Diversity step: eligible branches, top-E count for ``H_j``, ranks diversified
+        (1 disables), bonus weight λ_D.
+    tail_gate : bool, default False
+        Keep only the top ``min(|U|, max(gate_min, gate_mult·P))`` routed documents by tail
+        before the rescue (the later optimised variant; an approximation).
+    bm25_weight, bm25_rescue_weight : float, default 0.0
+        Extensions (not published): weight of ``z(BM25)`` in the relevance / in the
+        shortlist score.
+    bm25_candidates : int, default 0
+        Extension: add the BM25 top-n documents of the full corpus to the routed set.
+    bm25_k1, bm25_b : float, default 1.2, 0.75
+        BM25 (Lucene idf) parameters of the extension.
+
+    Examples
+    --------
+    >>> r = SparseGeometricRetriever(pool_size=10).fit(
+    ...     ["solar panels convert sunlight", "wind turbines make power", "sunlight and wind"])
+    >>> idx, scores = r.search(["sunlight power"], k=2)
+    >>> idx.shape
+    (1, 2)
+    """
+
+    def __init__(self, **params):
+        p = _defaults()
+        unknown = set(params) - set(p)
+        if unknown:
+            raise TypeError(f"unknown SparseGeometricRetriever parameter(s): {sorted(unknown)}")
+        p.update(params)
+        self.params = self._check_params(p)
+        self._fitted = False
+
+    # ------------------------------------------------------------------ params
+    @staticmethod
+    def _check_params(p: dict) -> dict:
+        for name in ("max_features", "n_memberships", "centre_size", "code_size", "cooc_top",
+                     "assoc_k", "route_k", "route_budget", "pool_size", "n_rare", "n_eligible",
+                     "top_h", "n_diverse"):
+            p[name] = check_int(p[name], name, min_value=1)
+        for name in ("semantic_k", "gate_min", "gate_mult", "bm25_candidates"):
+            p[name] = check_int(p[name], name, min_value=0)
+        for name in ("tau", "ppmi_damping", "bm25_k1"):
+            p[name] = check_positive(p[name], name, strict=False)
+        for name in ("alpha", "lam_m", "eta", "w_tail", "w_lex", "w_sem", "w_rare", "lam_d",
+                     "gamma", "coord_exp", "b_rescue", "b_final", "bm25_b"):
+            p[name] = check_positive(p[name], name, strict=False)
+        for name in ("beta", "bm25_weight", "bm25_rescue_weight"):
+            v = p[name]
+            if isinstance(v, bool) or not isinstance(v, int | float | np.floating | np.integer):
+                raise TypeError(f"{name} must be a real number")
+            if not np.isfinite(v):
+                raise ValueError(f"{name} must be finite")
+            p[name] = float(v)
+        if p["semantic_neighbours"] not in ("strongest", "lowest_term_id"):
+            raise ValueError("semantic_neighbours must be 'strongest' or 'lowest_term_id', "
+                             f"got {p['semantic_neighbours']!r}")
+        if p["reliability_mean"] not in ("distinct", "occurrence"):
+            raise ValueError("reliability_mean must be 'distinct' or 'occurrence', "
+                             f"got {p['reliability_mean']!r}")
+        for name in ("reliability_float16", "ppmi_include_self", "tail_gate"):
+            p[name] = bool(p[name])
+        for name in ("b_rescue", "b_final", "bm25_b"):
+            if p[name] > 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {p[name]}")
+        return p
+
+    def set_params(self, **params) -> SparseGeometricRetriever:
+        """Change query-path parameters without rebuilding (build parameters need fit)."""
+        bad = [k for k in params if k in _BUILD_PARAMS and params[k] != self.params[k]]
+        if bad and self._fitted:
+            raise ValueError(f"parameter(s) {bad} change the index; call fit again")
+        p = dict(self.params)
+        unknown = set(params) - set(p)
+        if unknown:
+            raise TypeError(f"unknown SparseGeometricRetriever parameter(s): {sorted(unknown)}")
+        p.update(params)
+        self.params = self._check_params(p)
+        if self._fitted:
+            self._make_semantic()
+        return self
+
+    # ------------------------------------------------------------------ build
+    def fit(self, texts, ids=None, n_threads: int | None = None) -> SparseGeometricRetriever:
+        """Build the index from document texts (``title + " " + text`` is the caller's join).
+
+        Parameters
+        ----------
+        texts : list of str
+            Documents; empty strings are allowed (they are never retrieved).
+        ids : list of str, optional
+            Document ids; duplicates raise ``ValueError`` naming the id.
+        n_threads : int, optional
+            Numba threads for the build kernels.
+
+        Raises
+        ------
+        TypeError
+            ``texts`` is not a sequence of strings.
+        ValueError
+            Duplicate ``ids``, length mismatch, or no token in the whole corpus.
+        """
+        from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+        if isinstance(texts, str) or not hasattr(texts, "__len__"):
+            raise TypeError("texts must be a list of strings")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+        if len(texts) == 0:
+            raise ValueError("texts must not be empty")
+        if ids is not None:
+            ids = [str(x) for x in ids]
+            if len(ids) != len(texts):
+                raise ValueError(f"ids and texts must have the same length, got {len(ids)} and {len(texts)}")
+            seen = set()
+            for x in ids:
+                if x in seen:
+                    raise ValueError(f"ids: duplicate document id {x!r}")
+                seen.add(x)
+        p = self.params
+        cv = CountVectorizer(lowercase=True, token_pattern=TOKEN_PATTERN,
+                             max_features=p["max_features"], dtype=np.float32)
+        try:
+            counts = cv.fit_transform(texts)
+        except ValueError as exc:  # empty vocabulary
+            raise ValueError(f"texts: no token matches {TOKEN_PATTERN!r} in the corpus ({exc})") from exc
+        tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
+        X = tr.fit_transform(counts).tocsr().astype(np.float32)
+        X.sort_indices()
+        counts = counts.tocsr()
+        counts.sort_indices()
+        analyzer = cv.build_analyzer()
+        dl = np.array([len(analyzer(t)) for t in texts], dtype=np.float64)
+        vocab = cv.get_feature_names_out()
+        self.vocabulary_ = {t: i for i, t in enumerate(vocab)}
+        self.terms_ = list(vocab)
+        self.ids_ = ids
+        self._build(X, counts, dl, np.asarray(tr.idf_, np.float64), n_threads)
+        return self
+
+    def _build(self, X, counts, dl, idf, n_threads) -> None:
+        import scipy.sparse as sp
+
+        p = self.params
+        N, V = X.shape
+        x_indptr = X.indptr.astype(np.int64)
+        x_idx = X.indices.astype(np.int32)
+        x_data = X.data.astype(np.float32)
+        F, B, S, L = p["n_memberships"], p["centre_size"], p["code_size"], p["cooc_top"]
+        with numba_threads(n_threads) as nt:
+            n_chunks = max(1, 4 * nt)
+            # B.3 memberships
+            tf_terms = np.full((N, F), -1, np.int32)
+            tf_vals = np.zeros((N, F), np.float32)
+            tf_cnt = np.zeros(N, np.int64)
+            _b.top_terms_per_row(x_indptr, x_idx, x_data, F, tf_terms, tf_vals, tf_cnt)
+            valid = np.arange(F)[None, :] < tf_cnt[:, None]
+            tot = np.where(valid, tf_vals.astype(np.float64), 0.0).sum(axis=1)
+            mvals = np.where(valid, tf_vals / np.where(tot > 0, tot, 1.0)[:, None], 0.0)
+            mem_doc = np.repeat(np.arange(N, dtype=np.int32), tf_cnt)
+            mem_branch = tf_terms[valid].astype(np.int32)
+            mem_m = mvals[valid].astype(np.float32)
+            order = np.argsort(mem_branch, kind="stable")
+            b_indptr = np.zeros(V + 1, np.int64)
+            np.cumsum(np.bincount(mem_branch, minlength=V), out=b_indptr[1:])
+            b_mem = order.astype(np.int64)
+            # centres
+            ct = np.zeros((V, B), np.int32)
+            cvv = np.zeros((V, B), np.float32)
+            cc = np.zeros(V, np.int64)
+            _b.branch_centres(b_indptr, b_mem, mem_doc, mem_m, x_indptr, x_idx, x_data, V, B,
+                              n_chunks, ct, cvv, cc)
+            c_indptr, c_terms, c_vals = _compact(ct, cvv, cc)
+            crow = np.repeat(np.arange(V), np.diff(c_indptr))
+            c_norm = np.sqrt(np.bincount(crow, weights=c_vals.astype(np.float64) ** 2, minlength=V))
+            # B.4 codes and reliability
+            M = mem_doc.shape[0]
+            code_term = np.full((M, S), -1, np.int32)
+            code_sign = np.zeros((M, S), np.int8)
+            code_cval = np.zeros((M, S), np.float32)
+            code_count = np.zeros(M, np.int32)
+            _b.encode_codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, c_indptr, c_terms,
+                            c_vals, S, code_term, code_sign, code_cval, code_count)
+            gvar = np.zeros(V, np.float64)
+            _b.global_sign_variance(code_term, code_sign, code_count, V, gvar)
+            w = np.zeros((M, S), np.float64)
+            _b.reliability_weights(b_indptr, b_mem, code_term, code_sign, code_count, gvar,
+                                   p["tau"], p["beta"], p["reliability_mean"] == "occurrence",
+                                   V, n_chunks, w)
+            code_w = (w.astype(np.float16) if p["reliability_float16"] else w).astype(np.float32)
+            # B.5 graphs
+            tm_terms = np.full((N, L), -1, np.int32)
+            tm_vals = np.zeros((N, L), np.float32)
+            tm_cnt = np.zeros(N, np.int64)
+            _b.top_terms_per_row(x_indptr, x_idx, x_data, L, tm_terms, tm_vals, tm_cnt)
+            tvalid = np.arange(L)[None, :] < tm_cnt[:, None]
+            flat_t = tm_terms[tvalid]
+            tt_docs = np.repeat(np.arange(N, dtype=np.int64), tm_cnt)[np.argsort(flat_t, kind="stable")]
+            tt_indptr = np.zeros(V + 1, np.int64)
+            np.cumsum(np.bincount(flat_t, minlength=V), out=tt_indptr[1:])
+            K = p["assoc_k"]
+            an = np.zeros((V, K), np.int32)
+            av = np.zeros((V, K), np.float64)
+            ac = np.zeros(V, np.int64)
+            _b.ppmi_graph(tt_indptr, tt_docs, tm_terms, tm_cnt, float(N), V, K,
+                          p["ppmi_damping"], p["ppmi_include_self"], n_chunks, an, av, ac)
+            a_indptr, a_idx, a_val64 = _compact(an, av, ac)
+            A = sp.csr_matrix((a_val64, a_idx, a_indptr), shape=(V, V))
+            norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+            An = sp.csr_matrix(sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1), 0.0)) @ A)
+            An.sort_indices()
+            AnT = An.T.tocsr()
+            AnT.sort_indices()
+            KG = p["route_k"]
+            gn = np.zeros((V, KG), np.int32)
+            gv = np.zeros((V, KG), np.float64)
+            gc = np.zeros(V, np.int64)
+            _b.second_order_graph(An.indptr.astype(np.int64), An.indices.astype(np.int32),
+                                  An.data.astype(np.float64), AnT.indptr.astype(np.int64),
+                                  AnT.indices.astype(np.int32), AnT.data.astype(np.float64),
+                                  V, KG, n_chunks, gn, gv, gc)
+            g_indptr, g_idx, g_val = _compact(gn, gv, gc)
+        # lexical side
+        t = counts.tocsc()
+        t.sort_indices()
+        df = np.diff(t.indptr).astype(np.float64)
+        ix = {
+            "idf": idf, "dl": dl, "s_indptr": x_indptr, "s_idx": x_idx, "mem_doc": mem_doc,
+            "mem_branch": mem_branch, "mem_m": mem_m, "b_indptr": b_indptr, "b_mem": b_mem,
+            "c_indptr": c_indptr, "c_terms": c_terms, "c_vals": c_vals.astype(np.float32),
+            "c_norm": c_norm, "code_term": code_term, "code_sign": code_sign,
+            "code_cval": code_cval, "code_w": code_w, "code_count": code_count,
+            "a_indptr": a_indptr, "a_idx": a_idx, "a_val": a_val64.astype(np.float32),
+            "g_indptr": g_indptr, "g_idx": g_idx, "g_val": g_val.astype(np.float32),
+            "t_indptr": t.indptr.astype(np.int64), "t_docs": t.indices.astype(np.int32),
+            "t_tf": t.data.astype(np.float32),
+            "bm25_idf": np.log1p((N - df + 0.5) / (df + 0.5)),
+            "x_data": x_data,
+        }
+        self._ix = ix
+        self.n_docs_, self.n_terms_ = N, V
+        self._make_semantic()
+        self._fitted = True
+
+    def _make_semantic(self) -> None:
+        """Per-term semantic neighbour lists (``semantic_k`` of each A row)."""
+        ix, p = self._ix, self.params
+        indptr, idx, val = ix["a_indptr"], ix["a_idx"], ix["a_val"]
+        V = indptr.shape[0] - 1
+        rows = np.repeat(np.arange(V), np.diff(indptr))
+        if p["semantic_neighbours"] == "lowest_term_id":
+            rank = np.arange(idx.shape[0]) - indptr[rows]
+            keep = rank < p["semantic_k"]
+            sel = np.flatnonzero(keep)
+        else:
+            order = np.lexsort((idx, -val.astype(np.float64), rows))
+            rank = np.arange(order.shape[0]) - indptr[rows[order]]
+            sel = np.sort(order[rank < p["semantic_k"]])  # back to (row, term id) order
+        cnt = np.bincount(rows[sel], minlength=V)
+        sem_indptr = np.zeros(V + 1, np.int64)
+        np.cumsum(cnt, out=sem_indptr[1:])
+        ix["sem_indptr"] = sem_indptr
+        ix["sem_idx"] = idx[sel].astype(np.int32)
+        ix["sem_val"] = val[sel].astype(np.float32)
+
+    # ------------------------------------------------------------------ query
+    def _check_fitted(self):
+        if not self._fitted:
+            raise RuntimeError("SparseGeometricRetriever is not fitted; call fit() or load()")
+
+    def transform_queries(self, query_texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Query TF-IDF rows as CSR arrays ``(indptr int64, terms int32, vals float32)``.
+
+        Raw term counts × idf, L2-normalised; terms sorted and unique per row; unknown
+        tokens are dropped (a query without known terms is an empty row).
+        """
+        self._check_fitted()
+        if isinstance(query_texts, str) or not hasattr(query_texts, "__len__"):
+            raise TypeError("query_texts must be a list of strings")
+        vocab = self.vocabulary_
+        get = vocab.get
+        findall = _TOKEN_RE.findall
+        lens = np.zeros(len(query_texts) + 1, np.int64)
+        flat: list[int] = []
+        for i, q in enumerate(query_texts):
+            if not isinstance(q, str):
+                raise TypeError(f"query_texts[{i}] must be str, got {type(q).__name__}")
+            ids = [t for t in (get(w, -1) for w in findall(q.lower())) if t >= 0]
+            flat.extend(ids)
+            lens[i + 1] = len(ids)
+        nq = len(query_texts)
+        if not flat:
+            return np.zeros(nq + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
+        row = np.repeat(np.arange(nq, dtype=np.int64), lens[1:])
+        key = row * self.n_terms_ + np.asarray(flat, np.int64)
+        uk, cnt = np.unique(key, return_counts=True)
+        qrow = uk // self.n_terms_
+        qt = (uk - qrow * self.n_terms_).astype(np.int32)
+        v = cnt.astype(np.float32) * self._ix["idf"][qt].astype(np.float32)
+        nrm = np.sqrt(np.bincount(qrow, weights=(v.astype(np.float64) ** 2), minlength=nq))
+        v = (v / nrm[qrow].astype(np.float32)).astype(np.float32)
+        indptr = np.zeros(nq + 1, np.int64)
+        np.cumsum(np.bincount(qrow, minlength=nq), out=indptr[1:])
+        return indptr, qt, v
+
+    def _param_arrays(self, pool_size: int):
+        p = self.params
+        fp = np.zeros(_q.N_FP, np.float64)
+        fp[_q.F_ALPHA] = p["alpha"]
+        fp[_q.F_GAMMA] = p["gamma"]
+        fp[_q.F_LAM_M] = p["lam_m"]
+        fp[_q.F_B_RESCUE] = p["b_rescue"]
+        fp[_q.F_ETA] = p["eta"]
+        fp[_q.F_B_FINAL] = p["b_final"]
+        fp[_q.F_COORD] = p["coord_exp"]
+        fp[_q.F_W_TAIL] = p["w_tail"]
+        fp[_q.F_W_LEX] = p["w_lex"]
+        fp[_q.F_W_SEM] = p["w_sem"]
+        fp[_q.F_W_RARE] = p["w_rare"]
+        fp[_q.F_LAM_D] = p["lam_d"]
+        dl = self._ix["dl"]
+        fp[_q.F_AVGDL] = float(dl.mean()) if dl.size and dl.mean() > 0 else 1.0
+        fp[_q.F_BM25_K1] = p["bm25_k1"]
+        fp[_q.F_BM25_B] = p["bm25_b"]
+        fp[_q.F_W_BM25] = p["bm25_weight"]
+        fp[_q.F_W_BM25_RESCUE] = p["bm25_rescue_weight"]
+        ip = np.zeros(_q.N_IP, np.int64)
+        ip[_q.I_BUDGET] = p["route_budget"]
+        ip[_q.I_POOL] = pool_size
+        ip[_q.I_N_RARE] = p["n_rare"]
+        ip[_q.I_N_ELIG] = p["n_eligible"]
+        ip[_q.I_TOP_H] = p["top_h"]
+        ip[_q.I_N_DIV] = p["n_diverse"]
+        ip[_q.I_GATE] = int(p["tail_gate"])
+        ip[_q.I_GATE_MIN] = p["gate_min"]
+        ip[_q.I_GATE_MULT] = p["gate_mult"]
+        ip[_q.I_BM25_CANDS] = p["bm25_candidates"]
+        ip[_q.I_F] = p["n_memberships"]
+        return fp, ip
+
+    def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads):
+        ix = self._ix
+        nq = q_indptr.shape[0] - 1
+        P = pool_size
+        fp, ip = self._param_arrays(P)
+        out_doc = np.full((nq, P), -1, np.int64)
+        out_comp = np.full((nq, len(COMPONENTS), P), np.nan, np.float64)
+        out_n = np.zeros(nq, np.int64)
+        out_info = np.zeros((nq, 3), np.int64)
+        out_status = np.zeros(nq, np.int32)
+        with numba_threads(n_threads) as nt:
+            n_chunks = max(1, min(nq, nt))
+            _q.sgr_query_batch(
+                q_indptr, q_terms, q_vals, fp, ip, ix["g_indptr"], ix["g_idx"], ix["g_val"],
+                ix["b_indptr"], ix["b_mem"], ix["mem_doc"], ix["mem_m"], ix["code_term"],
+                ix["code_sign"], ix["code_cval"], ix["code_w"], ix["code_count"], ix["s_indptr"],
+                ix["s_idx"], ix["idf"], ix["dl"], ix["sem_indptr"], ix["sem_idx"], ix["sem_val"],
+                ix["c_indptr"], ix["c_terms"], ix["c_vals"], ix["c_norm"], ix["t_indptr"],
+                ix["t_docs"], ix["t_tf"], ix["bm25_idf"], n_chunks, out_doc, out_comp, out_n,
+                out_info, out_status)
+        return out_doc, out_comp, out_n, out_info, out_status
+
+    def search(self, query_texts, k: int = 10, n_threads: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` documents per query (text in, ranked corpus rows out).
+
+        Parameters
+        ----------
+        query_texts : list of str
+        k : int
+            Results per query; at most ``pool_size`` are non-padding.
+        n_threads : int, optional
+            Numba threads (prange over query chunks); results do not depend on it.
+
+        Returns
+        -------
+        indices : int64 ndarray (nq, k)
+            Corpus row positions in rank order, padded with -1 (empty query, no routed
+            document, or fewer than k in the pool).
+        scores : float32 ndarray (nq, k)
+            The relevance (SPEC B.9) of each returned document, padded with -inf.  Ranks
+            2-10 follow the diversity order, so scores need not be monotone there.
+        """
+        k = check_int(k, "k", min_value=1)
+        resolve_threads(n_threads)
+        qi, qt, qv = self.transform_queries(query_texts)
+        P = self.params["pool_size"]
+        out_doc, out_comp, out_n, _, _ = self._run(qi, qt, qv, P, n_threads)
+        kk = min(k, P)
+        idx = np.full((len(query_texts), k), -1, np.int64)
+        sc = np.full((len(query_texts), k), -np.inf, np.float32)
+        idx[:, :kk] = out_doc[:, :kk]
+        rel = out_comp[:, 4, :kk]
+        sc[:, :kk] = np.where(idx[:, :kk] >= 0, rel, -np.inf).astype(np.float32)
+        return idx, sc
+
+    def pool(self, query_texts, P: int | None = None, n_threads: int | None = None) -> SGRPool:
+        """Top-``P`` pool per query with its component scores (candidate generator / energy).
+
+        Returns an :class:`SGRPool`; rows are in final rank order (diversity on ranks 2-10).
+        """
+        P = self.params["pool_size"] if P is None else check_int(P, "P", min_value=1)
+        qi, qt, qv = self.transform_queries(query_texts)
+        out_doc, out_comp, out_n, info, st = self._run(qi, qt, qv, P, n_threads)
+        comps = {name: out_comp[:, c, :] for c, name in enumerate(COMPONENTS)}
+        return SGRPool(doc=out_doc, n=out_n, n_routed_docs=info[:, 0].copy(),
+                       n_routed_terms=info[:, 1].copy(), status=st, **comps)
+
+    # ------------------------------------------------------------------ storage
+    def index_nbytes(self, query_path_only: bool = True) -> int:
+        """Bytes of the stored index arrays (``query_path_only`` excludes build-only data)."""
+        self._check_fitted()
+        skip = {"x_data", "a_indptr", "a_idx", "a_val", "mem_branch"} if query_path_only else set()
+        return int(sum(v.nbytes for k, v in self._ix.items() if k not in skip))
+
+    def save(self, path: str) -> None:
+        """Write the index to directory ``path`` (``index.npz`` + ``meta.json``)."""
+        self._check_fitted()
+        os.makedirs(path, exist_ok=True)
+        np.savez(os.path.join(path, "index.npz"),
+                 **{k: v for k, v in self._ix.items() if not k.startswith("sem_")})
+        meta = {"params": self.params, "terms": self.terms_, "ids": self.ids_,
+                "n_docs": self.n_docs_, "format": 1}
+        with open(os.path.join(path, "meta.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f)
+
+    @classmethod
+    def load(cls, path: str) -> SparseGeometricRetriever:
+        """Read an index written by :meth:`save`."""
+        with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+        self = cls(**meta["params"])
+        with np.load(os.path.join(path, "index.npz")) as z:
+            self._ix = {k: z[k] for k in z.files}
+        self.terms_ = list(meta["terms"])
+        self.vocabulary_ = {t: i for i, t in enumerate(self.terms_)}
+        self.ids_ = meta["ids"]
+        self.n_docs_ = int(meta["n_docs"])
+        self.n_terms_ = len(self.terms_)
+        self._make_semantic()
+        self._fitted = True
+        return self
+
+
+def _compact(nbr, val, cnt):
+    """Fixed-width (rows, K) tables + counts -> CSR (int64 indptr, int32 ids, values)."""
+    rows = nbr.shape[0]
+    indptr = np.zeros(rows + 1, np.int64)
+    np.cumsum(cnt, out=indptr[1:])
+    mask = np.arange(nbr.shape[1])[None, :] < cnt[:, None]
+    return indptr, nbr[mask].astype(np.int32), val[mask]
+
+
+@register_warmup("sgr")
+def _warmup() -> None:
+    r = SparseGeometricRetriever(pool_size=3, bm25_candidates=2, bm25_weight=0.5,
+                                 bm25_rescue_weight=0.5, tail_gate=True, gate_min=1)
+    r.fit(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"])
+    r.search(["alpha gamma", "zzz"], k=2)
+    SparseGeometricRetriever(pool_size=3).fit(["aa bb", "bb cc", "cc aa"]).search(["aa"], k=2)
