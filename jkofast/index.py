@@ -48,6 +48,7 @@ __all__ = [
     "cosine_pools",
     "cosine_rows",
     "load_index",
+    "prepare",
 ]
 
 FORMAT_NAME = "jkofast-sparse-index"
@@ -469,6 +470,15 @@ def cosine_cross(A, B, dtype=np.float64, n_threads: int | None = None) -> np.nda
     with numba_threads(n_threads):
         _kc.cosine_cross(a[0], a[1], a[2], b[0], b[1], b[2], out)
     return out
+
+
+def prepare() -> None:
+    """Compile (or load from the cache) the sparse-retrieval kernels only (``jkofast.warmup()``
+    does this and every other area's)."""
+    from jkofast.text import _warmup as _text_warmup
+
+    _text_warmup()
+    _warmup()
 
 
 @register_warmup("index")

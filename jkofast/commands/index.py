@@ -57,9 +57,9 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from jkofast.commands._common import emit
-    from jkofast.warmup import warmup
+    from jkofast.index import prepare
 
-    warmup()
+    prepare()  # the sparse kernels only
     ds, retr, secs = build(args)
     retr.save(args.out)
     info = {"dataset": ds.name, "method": args.method, "n_docs": ds.n_docs, "build_seconds": secs,

@@ -41,19 +41,26 @@ def run(args) -> int:
     from jkofast.commands._common import emit
     from jkofast.commands.index import build
     from jkofast.data import load_dataset
-    from jkofast.warmup import warmup
+    from jkofast.index import prepare
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
-    warmup()
+    prepare()  # the sparse kernels only
     if args.index:
-        from jkofast.retriever import SparseRetriever
-
         ds = load_dataset(args.dataset)
         t0 = time.perf_counter()
-        retr = SparseRetriever.load(args.index)
+        if args.method == "sgr":
+            from jkofast.sgr import SparseGeometricRetriever
+
+            retr = SparseGeometricRetriever.load(args.index)
+        else:
+            from jkofast.retriever import SparseRetriever
+
+            retr = SparseRetriever.load(args.index)
+            if retr.method != args.method:
+                raise ValueError(f"--index holds a {retr.method} index, not {args.method}")
         build_s = time.perf_counter() - t0
-        if retr.n_docs != ds.n_docs:
+        if getattr(retr, "n_docs", ds.n_docs) != ds.n_docs:
             raise ValueError(f"--index has {retr.n_docs} docs but dataset {ds.name} has {ds.n_docs}")
     else:
         ds, retr, build_s = build(args)
