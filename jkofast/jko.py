@@ -199,7 +199,7 @@ def _check_pool(p0, E, C, K):
     if not s > 0:
         raise ValueError(f"p0 must have positive total mass, got sum {s}")
     p0 = p0 / s
-    C = as_float_array(C, "C", dtype=np.float64, ndim=2)
+    C = as_float_array(C, "C", dtype=np.float64, ndim=2, copy=True)
     K = as_float_array(K, "K", dtype=np.float64, ndim=2)
     if C.shape != (m, m):
         raise ValueError(f"C must be square with shape ({m}, {m}) matching E, got {C.shape}")
@@ -301,7 +301,7 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
     if (embeddings is None) == (csr is None):
         raise ValueError("pass exactly one of embeddings or csr")
     if embeddings is not None:
-        Z = as_float_array(embeddings, "embeddings", ndim=2)
+        Z = as_float_array(embeddings, "embeddings", ndim=2, copy=True)
         m = Z.shape[0]
         C, K = np.empty((m, m)), np.empty((m, m))
         _geo.cost_kernel_dense(Z, 0, m, normalise, C, K)
@@ -437,6 +437,8 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
     g = np.zeros(n)
     if embeddings is not None:
         Z = as_float_array(embeddings, "embeddings", ndim=2, allow_empty=True, finite=False)
+        if not Z.flags.writeable:
+            Z = Z.copy()
         if Z.shape[0] != n:
             raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
         reject(_segment_flags(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT,

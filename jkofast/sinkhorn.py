@@ -125,6 +125,8 @@ def sinkhorn_log(a, b, C, eps: float, *, max_iter: int = 1000, tol: float | None
     if tol is not None:
         tol = check_positive(tol, "tol")
     C = as_float_array(C, "C", dtype=dtype, ndim=2)
+    if not C.flags.writeable:  # one compiled signature: writeable C-contiguous arrays
+        C = C.copy()
     dt = C.dtype
     log_a = _log_weights(a, "a", dt)
     log_b = _log_weights(b, "b", dt)
