@@ -351,7 +351,10 @@ def run(args) -> int:
 
     from jkofast.warmup import warmup
 
-    warmup()  # compile / load every kernel before the worker starts
+    try:
+        warmup()  # compile / load every kernel before the worker starts
+    except Exception as exc:  # a broken warm-up elsewhere must not stop a batch job
+        say(f"jkofast rerank: warm-up failed ({type(exc).__name__}: {exc}); continuing")
 
     work = args.out + ".parts"
     os.makedirs(work, exist_ok=True)

@@ -1,0 +1,83 @@
+"""Main job building blocks (tiny): tuning stream check values, train-query protocol, metrics,
+read-out, and a 4-query end-to-end smoke run of the SciFact job."""
+
+import numpy as np
+import pytest
+
+from jkofast.pipeline import evaluate_topk, readout_topk, _ndcg_recall_one
+from jkofast.pools import Pools
+from jkofast.tuning import SEARCH_SPACE, sample_configs, select_best, train_queries
+
+KEYS = [k for k, _ in SEARCH_SPACE]
+
+
+def test_tuning_stream_matches_appendix_1():
+    c = [tuple(x[k] for k in KEYS) for x in sample_configs(25)]
+    assert c[0] == (0.1, 0.005, 0.05, 0.05, 2, 15, 0.05, 1.0, 0)
+    assert c[1] == (2.0, 0.05, 0, 0.05, 1, 15, 0.1, 1.0, 0)
+    assert c[9] == (0.2, 0.005, 0.05, 0.1, 3, 15, 0.1, 1.0, 0.6)
+    assert c[11] == (2.0, 0.1, 0.05, 0.2, 5, 40, 1.0, 0.4, 0.3)
+    assert c[5][-2:] == (0, 0)  # config 6: alpha = gamma = 0 (scores 0 without running)
+    # the first 20 of the stream are the NFCorpus/FiQA configs
+    assert sample_configs(20) == sample_configs(25)[:20]
+
+
+def test_train_queries_protocol():
+    import random
+
+    qrels = {str(i): {"d": 1} for i in (5, 3, 9, 1, 7)}
+    got = train_queries(qrels, ["1", "3", "5", "7"], n=3, seed=0)
+    exp = ["5", "3", "1", "7"]  # dict order, filtered by known ids
+    random.Random(0).shuffle(exp)
+    assert got == exp[:3]
+
+
+def test_select_best_first_strict_max():
+    assert select_best([0.1, 0.3, 0.3, 0.2]) == 1
+    assert select_best([0.0]) == 0
+
+
+def test_metrics_hand_computed():
+    # relevant docs a (1), b (1); ranking [x, a, y, b]
+    rel = {"a": 1, "b": 1, "z": 0}
+    nd, rec = _ndcg_recall_one(["x", "a", "y", "b"], rel, 10, "linear")
+    dcg = 1 / np.log2(3) + 1 / np.log2(5)
+    idcg = 1 + 1 / np.log2(3)
+    assert nd == pytest.approx(dcg / idcg) and rec == 1.0
+    # graded: exponential gain differs from linear
+    rel2 = {"a": 2}
+    lin, _ = _ndcg_recall_one(["x", "a"], rel2, 10, "linear")
+    ex, _ = _ndcg_recall_one(["x", "a"], rel2, 10, "exponential")
+    assert lin == pytest.approx(ex) == pytest.approx(1 / np.log2(3))
+    out = evaluate_topk(np.array([[1, 0, -1]]), ["q"], {"q": {"d0": 1}}, ["d0", "d1"], k=10)
+    assert out["ndcg"][0] == pytest.approx(1 / np.log2(3)) and out["recall"][0] == 1.0
+
+
+def test_readout_topk_maps_to_corpus_rows():
+    P = Pools(["a", "b"], np.array([0, 3, 5]), np.array([10, 11, 12, 20, 21]), np.zeros(5, np.float32))
+    top = readout_topk(np.array([0.2, 0.5, 0.3, 0.1, 0.9]), P, 2)
+    assert top.tolist() == [[11, 12], [21, 20]]
+
+
+def test_main_job_smoke_tiny():
+    pytest.importorskip("jkofast.jko")
+    from jkofast.pipeline import run_main_job
+
+    res = run_main_job("scifact", n_queries=4, config="fast", include_sgr=False, progress=False,
+                       methods=("hybrid_rrf", "blend", "mmr", "dpp_map", "kl_blend", "jko_blend"))
+    assert res.n_queries == 4
+    s = res.summary()
+    for name in ("bm25", "dense", "hybrid_rrf", "blend", "mmr", "dpp_map", "kl_blend", "jko_blend"):
+        assert 0.0 <= s["methods"][name]["ndcg@10"] <= 1.0
+    assert "diff_vs_hybrid_rrf" in s["methods"]["blend"]
+    assert 0.0 < res.pool_recall <= 1.0
+    assert "nDCG@10" in res.table()
+
+
+def test_cli_has_run_and_demo():
+    from jkofast.cli import build_parser
+
+    p = build_parser()
+    a = p.parse_args(["demo", "--quick"])
+    b = p.parse_args(["run", "--dataset", "scifact", "--json"])
+    assert a.func is b.func and a.quick and b.json
