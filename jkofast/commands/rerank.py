@@ -46,6 +46,8 @@ def add_parser(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.4, help="weight of the run score when --scores (0.4)")
     p.add_argument("--gamma", type=float, default=0.6, help="weight of the rerank score when --scores (0.6)")
     p.add_argument("--config", default="tuned", help="operating point: base, tuned, contrib, fast (tuned)")
+    p.add_argument("--grad", default=None, choices=["unrolled", "implicit"],
+                   help="override the operating point's Wasserstein gradient path")
     p.add_argument("--out", required=True, help="output TREC run")
     p.add_argument("--dist", help="also write the final distributions p_T (.npz)")
     p.add_argument("--k", type=int, default=0, help="keep the top-k per query (0 = whole pool)")
@@ -283,7 +285,7 @@ def _fingerprint(args) -> dict:
     d = {"version": FMT_VERSION, "pools": os.path.abspath(args.pools), "size": st.st_size,
          "mtime_ns": st.st_mtime_ns, "config": args.config, "chunk_size": args.chunk_size, "k": args.k,
          "tag": args.tag, "embeddings": args.embeddings, "ids": args.ids, "tfidf_corpus": args.tfidf_corpus,
-         "scores": args.scores, "alpha": args.alpha, "gamma": args.gamma, "dist": bool(args.dist)}
+         "scores": args.scores, "grad": getattr(args, "grad", None), "alpha": args.alpha, "gamma": args.gamma, "dist": bool(args.dist)}
     d["hash"] = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
     return d
 
@@ -330,6 +332,8 @@ def run(args) -> int:
     from jkofast.jko import JKOConfig, operating_point
 
     cfg = args.config if isinstance(args.config, JKOConfig) else operating_point(args.config)
+    if getattr(args, "grad", None):
+        cfg = cfg.replace(grad=args.grad)
     t0 = time.perf_counter()
     quiet = args.quiet or args.json
 

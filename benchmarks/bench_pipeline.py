@@ -1,0 +1,80 @@
+"""asv suites for the retrieval pipeline: global RRF pools, per-pool energies, pool baselines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.common import PROFILE, SEED, Benchmark
+from jkofast import numba_threads
+
+
+def _pools(nq, m, d, dtype=np.float32):
+    rng = np.random.default_rng(SEED)
+    off = np.arange(0, (nq + 1) * m, m, dtype=np.int64)
+    Z = rng.normal(size=(nq * m, d)).astype(dtype)
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    return off, rng.random(nq * m).astype(dtype), rng.random(nq * m).astype(dtype), Z
+
+
+class RRFPools(Benchmark):
+    """Global hybrid RRF: nq queries x (500 sparse + 500 dense) -> M = 200."""
+
+    params = ([300] if PROFILE == "fast" else [300, 3000], [1, 2])
+    param_names = ["n_queries", "threads"]
+
+    def make_inputs(self, nq, threads):
+        rng = np.random.default_rng(SEED)
+        n_docs = 50_000
+        self.s = np.stack([rng.choice(n_docs, 500, replace=False) for _ in range(nq)])
+        self.d = np.stack([rng.choice(n_docs, 500, replace=False) for _ in range(nq)])
+
+    def run(self, nq, threads):
+        from jkofast.pools import rrf_fuse
+
+        rrf_fuse(self.s, self.d, M=200, n_threads=threads)
+
+    def time_rrf_fuse(self, nq, threads):
+        self.run(nq, threads)
+
+
+class Energy(Benchmark):
+    """minmax blend + softmax p0 over nq pools of 200."""
+
+    params = ([1000] if PROFILE == "fast" else [1000, 10000],)
+    param_names = ["n_queries"]
+
+    def make_inputs(self, nq):
+        self.off, self.a, self.b, _ = _pools(nq, 200, 1)
+
+    def run(self, nq):
+        from jkofast.energy import energy_and_p0
+
+        energy_and_p0(self.off, dense=self.a, rerank=self.b, alpha=0.4, gamma=0.6, tau0=0.1)
+
+    def time_energy_and_p0(self, nq):
+        self.run(nq)
+
+
+class PoolBaselines(Benchmark):
+    """In-pool RRF, MMR (lambda 0.5) and DPP-MAP (k = 20) over nq pools of M = 200, d = 384."""
+
+    params = (["inpool_rrf", "mmr", "dpp_map"], [1, 2])
+    param_names = ["method", "threads"]
+
+    def make_inputs(self, method, threads):
+        nq = 50 if PROFILE == "fast" else 300
+        self.off, self.s, self.d, self.Z = _pools(nq, 200, 384)
+
+    def run(self, method, threads):
+        from jkofast import baselines as B
+
+        with numba_threads(threads):
+            if method == "inpool_rrf":
+                B.inpool_rrf(self.s, self.d, self.off, 20)
+            elif method == "mmr":
+                B.mmr(self.s, self.Z, self.off, 20)
+            else:
+                B.dpp_map(self.s, self.Z, self.off, 20)
+
+    def time_baseline(self, method, threads):
+        self.run(method, threads)
