@@ -24,7 +24,17 @@ SHARED = os.path.abspath(os.path.join(HERE, "..", "..", "shared", "data", "scifa
 
 
 def load_scifact(path: str | None = None):
-    """(doc_ids, doc_texts, {qid: text}, {split: qrels}) from a BEIR-format directory."""
+    """(doc_ids, doc_texts, {qid: text}, {split: qrels}): the bundled copy through
+    ``jkofast.data.load_dataset`` when available, else a BEIR-format directory."""
+    if path is None:
+        try:
+            from jkofast.data import load_dataset
+
+            ds = load_dataset("scifact")
+            return (list(ds.doc_ids), ds.doc_texts(" "), ds.queries,
+                    {s: ds.qrels(s) for s in ("train", "test")})
+        except Exception:  # noqa: BLE001 - fall back to the shared copy
+            pass
     path = path or os.environ.get("SCIFACT_DIR") or SHARED
     ids, texts = [], []
     with gzip.open(os.path.join(path, "corpus.jsonl.gz"), "rt", encoding="utf-8") as f:
@@ -77,7 +87,14 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=None, help="BEIR SciFact directory")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--speed", action="store_true",
+                    help="speed only: build time, bytes/doc, end-to-end QPS vs bm25s (numba)")
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
+    if args.speed:
+        out = speed(args)
+        _dump(out, args.json)
+        return 0
     from jkofast.sgr import SparseGeometricRetriever
 
     doc_ids, texts, queries, qrels = load_scifact(args.data)
@@ -91,40 +108,125 @@ def main(argv=None) -> int:
     r.set_params(semantic_neighbours="strongest")
     out["P100_strongest"] = evaluate(r, queries, qrels, "test", doc_ids)
     print(f"P=100, strongest neighbours: {out['P100_strongest']:.4f}", flush=True)
-    r.set_params(semantic_neighbours="lowest_term_id")
+    r.set_params(semantic_neighbours="lowest_term_id", n_diverse=1)
+    out["published_P100_no_diversity"] = evaluate(r, queries, qrels, "test", doc_ids)
+    r.set_params(n_diverse=10)
+    rs = SparseGeometricRetriever(semantic_neighbours="lowest_term_id", ppmi_include_self=True)
+    rs.fit(texts, ids=doc_ids)
+    out["published_P100_include_self"] = evaluate(rs, queries, qrels, "test", doc_ids)
+    rs.set_params(n_diverse=1)
+    out["published_P100_include_self_no_diversity"] = evaluate(rs, queries, qrels, "test", doc_ids)
+    rs.set_params(n_diverse=10)
+    print(f"P=100, lowest_term_id, ppmi_include_self=True: {out['published_P100_include_self']:.4f}"
+          f" (no diversity {out['published_P100_include_self_no_diversity']:.4f});"
+          f" no self, no diversity {out['published_P100_no_diversity']:.4f}", flush=True)
     if args.quick:
         _dump(out, args.json)
         return 0
     out["p_sweep"] = {}
-    for P in (25, 50, 100, 200, 500):
-        r.set_params(pool_size=P)
-        out["p_sweep"][P] = {s: evaluate(r, queries, qrels, s, doc_ids) for s in ("train", "test")}
-        print(f"P={P:4d}: train {out['p_sweep'][P]['train']:.4f}  test {out['p_sweep'][P]['test']:.4f}",
-              flush=True)
+    for name, rr in (("no_self", r), ("include_self", rs)):
+        out["p_sweep"][name] = {}
+        for P in (25, 50, 100, 200, 500):
+            rr.set_params(pool_size=P)
+            out["p_sweep"][name][P] = {s: evaluate(rr, queries, qrels, s, doc_ids)
+                                       for s in ("train", "test")}
+            print(f"[{name}] P={P:4d}: train {out['p_sweep'][name][P]['train']:.4f}  "
+                  f"test {out['p_sweep'][name][P]['test']:.4f}", flush=True)
+        rr.set_params(pool_size=100)
     # selection on TRAIN only (no transformer, no dense vectors)
     grid = {
+        "semantic_neighbours": ["strongest", "lowest_term_id"],
         "pool_size": [100, 500],
         "w_lex": [4.0, 8.0],
         "bm25_candidates": [0, 100],
-        "bm25_weight": [0.0, 4.0, 8.0],
+        "bm25_weight": [0.0, 2.0, 4.0, 8.0],
         "bm25_rescue_weight": [0.0, 1.0],
     }
     best = None
     trials = []
-    for combo in itertools.product(*grid.values()):
-        cfg = dict(zip(grid, combo), semantic_neighbours="strongest")
-        r.set_params(**cfg)
-        tr = evaluate(r, queries, qrels, "train", doc_ids)
-        trials.append({**cfg, "train": tr})
-        if best is None or tr > best[1]:
-            best = (cfg, tr)
-    cfg, tr = best
-    r.set_params(**cfg)
-    te = evaluate(r, queries, qrels, "test", doc_ids)
+    for name, rr in (("no_self", r), ("include_self", rs)):
+        for combo in itertools.product(*grid.values()):
+            cfg = dict(zip(grid, combo))
+            rr.set_params(**cfg)
+            tr = evaluate(rr, queries, qrels, "train", doc_ids)
+            trials.append({**cfg, "ppmi_include_self": name == "include_self", "train": tr})
+            if best is None or tr > best[2]:
+                best = (rr, cfg, tr, name == "include_self")
+    rr, cfg, tr, inc = best
+    rr.set_params(**cfg)
+    te = evaluate(rr, queries, qrels, "test", doc_ids)
+    cfg = {**cfg, "ppmi_include_self": inc}
     out["selection"] = {"grid": grid, "trials": trials, "best": cfg, "train": tr, "test": te}
+    # BM25 alone through the same machinery (SGR weights off) for reference
+    rr.set_params(w_tail=0.0, w_lex=0.0, w_sem=0.0, w_rare=0.0, bm25_weight=1.0,
+                  bm25_candidates=1000, bm25_rescue_weight=0.0, pool_size=1000, n_diverse=1)
+    out["bm25_only_same_index"] = {s: evaluate(rr, queries, qrels, s, doc_ids) for s in ("train", "test")}
+    print(f"BM25 alone (k1=1.2, b=0.75, no stemming, no stopwords): {out['bm25_only_same_index']}")
     print(f"selected on train: {cfg}  train {tr:.4f}  test {te:.4f}", flush=True)
     _dump(out, args.json)
     return 0
+
+
+def speed(args) -> dict:
+    """Side-by-side timings in one process: SGR (jkofast) vs bm25s numba backend, both
+    text in -> top-10 out (tokenisation included), best of ``--repeats``."""
+    import bm25s
+
+    from jkofast._threads import numba_threads
+    from jkofast.sgr import SparseGeometricRetriever
+
+    doc_ids, texts, queries, qrels = load_scifact(args.data)
+    test_q = [queries[q] for q in sorted(qrels["test"], key=lambda x: int(x))]
+    all_q = list(queries.values())
+    out: dict = {"n_docs": len(texts)}
+    for nt in (1, 2):
+        t0 = time.perf_counter()
+        r = SparseGeometricRetriever().fit(texts, n_threads=nt)
+        out[f"sgr_build_s_{nt}t"] = time.perf_counter() - t0
+    out["sgr_index_bytes_per_doc"] = r.index_nbytes() / r.n_docs_
+    out["sgr_index_bytes_per_doc_all_arrays"] = r.index_nbytes(False) / r.n_docs_
+    t0 = time.perf_counter()
+    ret = bm25s.BM25(backend="numba")
+    ret.index(bm25s.tokenize(texts, stopwords=None, show_progress=False), show_progress=False)
+    out["bm25s_build_s"] = time.perf_counter() - t0
+    r.search(all_q[:8], k=10)
+    ret.retrieve(bm25s.tokenize(all_q[:8], stopwords=None, show_progress=False), k=10,
+                 show_progress=False)
+
+    def best(fn):
+        ts = []
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return min(ts)
+
+    for label, qs in (("test300", test_q), ("all1109", all_q)):
+        for nt in (1, 2):
+            ts = best(lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt))
+
+            def b(qs=qs, nt=nt):
+                with numba_threads(nt):
+                    tok = bm25s.tokenize(qs, stopwords=None, show_progress=False)
+                    ret.retrieve(tok, k=10, n_threads=nt, show_progress=False)
+
+            tb = best(b)
+            out[f"{label}_{nt}t"] = {
+                "sgr_ms_per_query": 1e3 * ts / len(qs), "sgr_qps": len(qs) / ts,
+                "bm25s_ms_per_query": 1e3 * tb / len(qs), "bm25s_qps": len(qs) / tb,
+            }
+            print(f"{label} {nt} thread(s): SGR {1e3 * ts / len(qs):.4f} ms/q ({len(qs) / ts:,.0f} QPS)"
+                  f" | bm25s {1e3 * tb / len(qs):.4f} ms/q ({len(qs) / tb:,.0f} QPS)", flush=True)
+    # one query per call (latency incl. per-call overhead), 1 thread
+    lat = []
+    for q in test_q:
+        t = time.perf_counter()
+        r.search([q], k=10, n_threads=1)
+        lat.append(time.perf_counter() - t)
+    out["sgr_single_query_ms_median"] = 1e3 * float(np.median(lat))
+    out["sgr_single_query_ms_p95"] = 1e3 * float(np.percentile(lat, 95))
+    print(json.dumps(out, indent=1))
+    return out
 
 
 def _dump(out, path):

@@ -166,13 +166,17 @@ def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term
 
 
 @kernel()
-def doc_lexical(d, s_indptr, s_idx, idf, idf_power, qstamp, gen):
-    """(Σ_{t ∈ q ∩ d} idf(t)^idf_power, n_qd) by a scan of document d's binary support."""
+def doc_lexical(d, s_indptr, s_idx, idf, idf_power, mark):
+    """(Σ_{t ∈ q ∩ d} idf(t)^idf_power, n_qd) by a scan of document d's binary support.
+
+    ``mark`` (uint8, V) has bit 0 set on the query terms: a byte table stays in L1/L2
+    where an int64 stamp table does not, and this scan is the hot loop of the rescue.
+    """
     s = 0.0
     n = 0
     for p in range(s_indptr[d], s_indptr[d + 1]):
         t = s_idx[p]
-        if qstamp[t] == gen:
+        if mark[t] & 1:
             v = idf[t]
             s += v * v if idf_power == 2 else v
             n += 1
@@ -376,12 +380,22 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
 
 
 @kernel()
+def _clear_marks(qt, sem_indptr, sem_idx, mark):
+    """Reset the byte marks set for one query (its terms and their semantic neighbours)."""
+    for a in range(qt.shape[0]):
+        t = qt[a]
+        mark[t] = 0
+        for p in range(sem_indptr[t], sem_indptr[t + 1]):
+            mark[sem_idx[p]] = 0
+
+
+@kernel()
 def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, mem_doc,
                   mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr, s_idx,
                   idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals, c_norm,
                   t_indptr, t_docs, t_tf, bm25_idf,
-                  qstamp, qval, rstamp, rval, sstamp, sval, rbuf, rt, rw, dstamp, esum, csum,
-                  dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, z1, z2, pre_doc, bstamp, bval,
+                  qstamp, qval, mark, rstamp, rval, sstamp, sval, rbuf, rt, rw, dstamp, esum,
+                  csum, dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, z1, z2, pre_doc, bstamp, bval,
                   blist, out_doc, out_comp, out_info):
     """The whole query path for one query; returns (n_pool, status).
 
@@ -400,6 +414,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     for a in range(nq):
         qstamp[qt[a]] = gen
         qval[qt[a]] = np.float64(qv[a])
+        mark[qt[a]] = 1
     nr = route_query(qt, qv, g_indptr, g_idx, g_val, fp[F_ALPHA], ip[I_BUDGET], rstamp, rval,
                      gen, rbuf, rt, rw)
     nu = accumulate_tail(rt, rw, nr, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
@@ -440,6 +455,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
                     nu += 1
     if nu == 0:
         out_info[1] = nr
+        _clear_marks(qt, sem_indptr, sem_idx, mark)
         return 0, STATUS_EMPTY
     lam_m = fp[F_LAM_M]
     for a in range(nu):
@@ -463,7 +479,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     b1 = fp[F_B_RESCUE]
     for a in range(nuse):
         d = ulist[a]
-        s, _ = doc_lexical(d, s_indptr, s_idx, idf, 1, qstamp, gen)
+        s, _ = doc_lexical(d, s_indptr, s_idx, idf, 1, mark)
         lex_doc[d] = s / ((1.0 - b1) + b1 * dl[d] / avgdl)
     zscore_subset(tail_doc, ulist, nuse, z1)
     zscore_subset(lex_doc, ulist, nuse, z2)
@@ -494,9 +510,12 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     rpos = np.empty(max(n_rare, 1), np.int64)
     rv = np.empty(max(n_rare, 1), np.float64)
     n_rare = topk_select(qidf, n_rare, rpos, rv)
-    rare_t = np.empty(max(n_rare, 1), np.int64)
     for a in range(n_rare):
-        rare_t[a] = qt[rpos[a]]
+        mark[qt[rpos[a]]] |= 4
+    for a in range(nq):
+        t = qt[a]
+        for p in range(sem_indptr[t], sem_indptr[t + 1]):
+            mark[sem_idx[p]] |= 2
     b2 = fp[F_B_FINAL]
     coord = fp[F_COORD]
     lexadj = np.empty(max(npool, 1), np.float64)
@@ -510,15 +529,17 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         nr_hit = 0
         for p in range(s_indptr[d], s_indptr[d + 1]):
             t = s_idx[p]
-            if qstamp[t] == gen:
+            mk = mark[t]
+            if mk == 0:
+                continue
+            if mk & 1:
                 v = idf[t]
                 s2 += v * v
                 nqd += 1
-                for r in range(n_rare):
-                    if rare_t[r] == t:
-                        nr_hit += 1
-            if sstamp[t] == gen:
+            if mk & 2:
                 ssum += sval[t]
+            if mk & 4:
+                nr_hit += 1
         lex2 = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl)
         lexadj[a] = lex2 * math.pow(nqd / nq, coord)
         sem[a] = ssum
@@ -568,6 +589,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     out_info[0] = n_routed_docs
     out_info[1] = nr
     out_info[2] = npool
+    _clear_marks(qt, sem_indptr, sem_idx, mark)
     return npool, STATUS_OK
 
 
@@ -589,35 +611,41 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
     n_terms = idf.shape[0]
     n_docs = dl.shape[0]
     nf = ip[I_F]
+    max_q = 0
+    for i in range(nq):
+        max_q = max(max_q, q_indptr[i + 1] - q_indptr[i])
     for c in prange(n_chunks):
         step = (nq + n_chunks - 1) // n_chunks
         lo = c * step
         hi = min(nq, lo + step)
         if lo >= hi:
             continue
+        # only the stamp tables need initialising; every other entry is written before
+        # it is read under a matching stamp
         qstamp = np.full(n_terms, -1, np.int64)
-        qval = np.zeros(n_terms, np.float64)
+        qval = np.empty(n_terms, np.float64)
+        mark = np.zeros(n_terms, np.uint8)  # bit 0 query term, 1 semantic, 2 rare
         rstamp = np.full(n_terms, -1, np.int64)
-        rval = np.zeros(n_terms, np.float64)
+        rval = np.empty(n_terms, np.float64)
         sstamp = np.full(n_terms, -1, np.int64)
-        sval = np.zeros(n_terms, np.float64)
+        sval = np.empty(n_terms, np.float64)
         rbuf = np.empty(n_terms, np.int64)
-        rt = np.empty(n_terms + ip[I_BUDGET], np.int64)
-        rw = np.empty(n_terms + ip[I_BUDGET], np.float64)
+        rt = np.empty(max_q + ip[I_BUDGET], np.int64)
+        rw = np.empty(max_q + ip[I_BUDGET], np.float64)
         dstamp = np.full(n_docs, -1, np.int64)
-        esum = np.zeros(n_docs, np.float64)
-        csum = np.zeros(n_docs, np.float64)
-        dm_r = np.zeros((n_docs, nf), np.int64)
-        dm_e = np.zeros((n_docs, nf), np.float64)
-        dm_n = np.zeros(n_docs, np.int64)
+        esum = np.empty(n_docs, np.float64)
+        csum = np.empty(n_docs, np.float64)
+        dm_r = np.empty((n_docs, nf), np.int64)
+        dm_e = np.empty((n_docs, nf), np.float64)
+        dm_n = np.empty(n_docs, np.int64)
         ulist = np.empty(n_docs, np.int64)
-        tail_doc = np.zeros(n_docs, np.float64)
-        lex_doc = np.zeros(n_docs, np.float64)
-        z1 = np.zeros(n_docs, np.float64)
-        z2 = np.zeros(n_docs, np.float64)
-        pre_doc = np.zeros(n_docs, np.float64)
+        tail_doc = np.empty(n_docs, np.float64)
+        lex_doc = np.empty(n_docs, np.float64)
+        z1 = np.empty(n_docs, np.float64)
+        z2 = np.empty(n_docs, np.float64)
+        pre_doc = np.empty(n_docs, np.float64)
         bstamp = np.full(n_docs, -1, np.int64)
-        bval = np.zeros(n_docs, np.float64)
+        bval = np.empty(n_docs, np.float64)
         blist = np.empty(n_docs, np.int64)
         info = np.zeros(3, np.int64)
         for i in range(lo, hi):
@@ -627,7 +655,7 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
                 i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
                 mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
                 s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
-                c_norm, t_indptr, t_docs, t_tf, bm25_idf, qstamp, qval, rstamp, rval, sstamp,
+                c_norm, t_indptr, t_docs, t_tf, bm25_idf, qstamp, qval, mark, rstamp, rval, sstamp,
                 sval, rbuf, rt, rw, dstamp, esum, csum, dm_r, dm_e, dm_n, ulist, tail_doc,
                 lex_doc, z1, z2, pre_doc, bstamp, bval, blist, out_doc[i], out_comp[i], info)
             out_n[i] = n

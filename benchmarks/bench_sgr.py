@@ -1,0 +1,147 @@
+"""SparseGeometricRAG: index build and end-to-end query (text in -> top-10 out), SciFact and
+a synthetic corpus, at 1 and 2 threads, with bm25s (numba backend) side by side."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.common import PROFILE, SEED, Benchmark
+
+
+def _scifact():
+    """(doc_texts, test query texts) from the bundled or the shared SciFact copy."""
+    try:
+        from jkofast.data import load_dataset
+
+        ds = load_dataset("scifact")
+        q = ds.queries
+        return ds.doc_texts(" "), [q[i] for i in ds.split_query_ids("test")]
+    except Exception:  # noqa: BLE001
+        import os
+        import sys
+
+        from benchmarks.common import SHARED_DATA
+
+        path = os.path.join(SHARED_DATA, "scifact")
+        if not os.path.isdir(path):
+            raise NotImplementedError("SciFact data not available") from None
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
+        from sgr_eval import load_scifact
+
+        _, texts, queries, qrels = load_scifact(path)
+        return texts, [queries[q] for q in sorted(qrels["test"], key=int)]
+
+
+def synthetic_texts(n_docs: int, n_queries: int, n_words: int = 60_000, seed: int = SEED):
+    """Zipf-distributed word ids rendered as tokens ``t<id>`` (doc length ~ 40-80)."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"t{i}" for i in range(n_words)])
+    p = 1.0 / np.arange(1, n_words + 1) ** 1.05
+    p /= p.sum()
+    lens = rng.integers(40, 81, size=n_docs)
+    flat = rng.choice(n_words, size=int(lens.sum()), p=p)
+    bounds = np.concatenate([[0], np.cumsum(lens)])
+    docs = [" ".join(words[flat[bounds[i]:bounds[i + 1]]]) for i in range(n_docs)]
+    qlen = rng.integers(4, 12, size=n_queries)
+    queries = [" ".join(words[rng.choice(n_words, size=int(n), p=p)]) for n in qlen]
+    return docs, queries
+
+
+class SGRSciFactBuild(Benchmark):
+    """Index build on SciFact (5,183 docs); tracks index bytes per document."""
+
+    params = [[1, 2]]
+    param_names = ["threads"]
+
+    def make_inputs(self, threads):
+        self.texts, _ = _scifact()
+
+    def run(self, threads):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        self.r = SparseGeometricRetriever().fit(self.texts, n_threads=threads)
+
+    def time_build(self, threads):
+        self.run(threads)
+
+    def track_index_bytes_per_doc(self, threads):
+        return self.r.index_nbytes() / self.r.n_docs_
+
+    track_index_bytes_per_doc.unit = "bytes"
+
+
+class SGRSciFactQuery(Benchmark):
+    """End to end on the 300 SciFact test queries: tokenise + TF-IDF + SGR -> top-10."""
+
+    params = [[1, 2]]
+    param_names = ["threads"]
+
+    def make_inputs(self, threads):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        texts, self.queries = _scifact()
+        self.r = SparseGeometricRetriever().fit(texts)
+
+    def run(self, threads):
+        self.r.search(self.queries, k=10, n_threads=threads)
+
+    def time_search_300_queries(self, threads):
+        self.run(threads)
+
+
+class BM25sSciFactQuery(Benchmark):
+    """Peer: bm25s (numba backend), tokenisation included, top-10, same queries."""
+
+    params = [[1, 2]]
+    param_names = ["threads"]
+
+    def make_inputs(self, threads):
+        try:
+            import bm25s
+        except ImportError:
+            raise NotImplementedError("bm25s not installed") from None
+        texts, self.queries = _scifact()
+        self.bm25s = bm25s
+        self.ret = bm25s.BM25(backend="numba")
+        self.ret.index(bm25s.tokenize(texts, stopwords=None, show_progress=False), show_progress=False)
+
+    def run(self, threads):
+        from jkofast._threads import numba_threads
+
+        with numba_threads(threads):
+            tok = self.bm25s.tokenize(self.queries, stopwords=None, show_progress=False)
+            self.ret.retrieve(tok, k=10, n_threads=threads, show_progress=False)
+
+    def time_search_300_queries(self, threads):
+        self.run(threads)
+
+
+class SGRSynthetic(Benchmark):
+    """Synthetic corpus (200k docs in the regular profile, 20k in fast): build + query."""
+
+    params = [[1, 2]]
+    param_names = ["threads"]
+    timeout = 1800
+
+    def make_inputs(self, threads):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        n = 20_000 if PROFILE == "fast" else 200_000
+        self.docs, self.queries = synthetic_texts(n, 200)
+        self.r = SparseGeometricRetriever(tail_gate=True).fit(self.docs, n_threads=threads)
+
+    def run(self, threads):
+        self.r.search(self.queries, k=10, n_threads=threads)
+
+    def time_search_200_queries(self, threads):
+        self.run(threads)
+
+    def time_build(self, threads):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        SparseGeometricRetriever(tail_gate=True).fit(self.docs, n_threads=threads)
+
+    def track_index_bytes_per_doc(self, threads):
+        return self.r.index_nbytes() / self.r.n_docs_
+
+    track_index_bytes_per_doc.unit = "bytes"
