@@ -1,0 +1,167 @@
+"""JKO solver (jkofast.jko) vs the naive published-algorithm oracle, invariants, bad input, compat API."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import reference as ref
+from jkofast import compat
+from jkofast.jko import JKOConfig, jko_step, operating_point, run_jko, run_jko_with_duals
+
+
+def toy(m_per=4, d=8, seed=0):
+    """The reference's self-test construction (SPEC A.4.9), shrunk to 3 clusters of m_per."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(3, d))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    Z = []
+    for c in centres:
+        for _ in range(m_per):
+            z = c + 0.1 * rng.normal(size=d)
+            Z.append(z / np.linalg.norm(z))
+    Z = np.stack(Z).astype(np.float32)
+    S = Z @ Z.T
+    C = ((1.0 - S) ** 2).astype(np.float64)
+    C = 0.5 * (C + C.T)
+    K = np.maximum(S, 0.0).astype(np.float64)
+    M = 3 * m_per
+    E = rng.normal(size=M)
+    E[:m_per] -= 1.5
+    p0 = np.ones(M) / M
+    p0[:m_per] *= 1.5
+    return p0 / p0.sum(), E, C, K
+
+
+SMALL = dict(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=2, inner_steps=6)
+
+
+@pytest.mark.parametrize("mode, alpha", [("wasserstein", 0.5), ("kl", 0.5), ("noproximal", 0.5),
+                                         ("bregman", 0.5), ("bregman", 0.0), ("bregman", 1.0)])
+def test_matches_naive_published_loop(mode, alpha):
+    p0, E, C, K = toy()
+    cfg = JKOConfig(**SMALL, mode=mode, alpha_prox=alpha)
+    p, losses = run_jko(p0, E, C, K, cfg, return_losses=True)
+    p_ref, l_ref = ref.jko_naive(p0, E, C, K, h=0.5, lam=0.05, rho=0.05, eps=0.1, T=2, inner=6, mode=mode,
+                                 alpha=alpha)
+    assert_allclose(p, p_ref, atol=1e-12, rtol=1e-9)
+    assert_allclose(losses, l_ref, rtol=1e-10, atol=1e-12)
+    assert p.dtype == np.float64 and p.sum() == pytest.approx(1.0, abs=1e-12) and np.all(p > 0)
+
+
+def test_bregman_edge_cases_equal_pure_modes():
+    p0, E, C, K = toy()
+    pw = run_jko(p0, E, C, K, JKOConfig(**SMALL, mode="wasserstein"))
+    pk = run_jko(p0, E, C, K, JKOConfig(**SMALL, mode="kl"))
+    assert_allclose(run_jko(p0, E, C, K, JKOConfig(**SMALL, mode="bregman", alpha_prox=1.0)), pw, atol=1e-15)
+    assert_allclose(run_jko(p0, E, C, K, JKOConfig(**SMALL, mode="bregman", alpha_prox=0.0)), pk, atol=1e-15)
+    # alpha is clamped to [0, 1]
+    assert_allclose(run_jko(p0, E, C, K, JKOConfig(**SMALL, mode="bregman", alpha_prox=7.0)), pw, atol=1e-15)
+
+
+def test_jko_step_is_one_outer_step():
+    p0, E, C, K = toy()
+    cfg = JKOConfig(**SMALL)
+    p1 = jko_step(p0, E, C, K, cfg)
+    assert_allclose(jko_step(p1, E, C, K, cfg), run_jko(p0, E, C, K, cfg), atol=1e-14)
+
+
+def test_duals_uniform_target():
+    p0, E, C, K = toy()
+    cfg = JKOConfig(**SMALL)
+    p, f, g = run_jko_with_duals(p0, E, C, K, cfg)
+    assert_array_equal(p, run_jko(p0, E, C, K, cfg))
+    M = p.size
+    f_ref, g_ref, _ = ref.sinkhorn_log_naive(np.log(np.maximum(p, 1e-30)), np.full(M, -np.log(M)), C, 0.1, 60)
+    assert_allclose(f, f_ref, atol=1e-12)
+    assert_allclose(g, g_ref, atol=1e-12)
+    _, f0, g0 = run_jko_with_duals(p0, E, C, K, cfg.replace(mode="kl"))
+    assert not f0.any() and not g0.any()
+
+
+def test_implicit_equals_converged_unroll_and_entropic_differs():
+    # with enough fully-unrolled pairs the reference gradient is the exact one, so the
+    # implicit fast path must reproduce that flow; the entropic objective is another flow
+    p0, E, C, K = toy()
+    base = JKOConfig(**{**SMALL, "sinkhorn_eps": 0.5})
+    pu = run_jko(p0, E, C, K, base.replace(sinkhorn_iter=300, sinkhorn_iter_grad=300))
+    pi = run_jko(p0, E, C, K, base.replace(grad="implicit", tol=1e-12, cg_tol=1e-12))
+    pe = run_jko(p0, E, C, K, base.replace(objective="entropic", tol=1e-12))
+    for p in (pi, pe):
+        assert p.sum() == pytest.approx(1.0) and np.all(p > 0)
+    assert np.abs(pi - pu).sum() < 1e-6
+    assert np.abs(pe - pu).sum() > 1e-3
+
+
+def test_pool_of_one_and_operating_points():
+    assert_array_equal(run_jko([1.0], [0.3], [[0.0]], [[1.0]], "tuned"), [1.0])
+    t = operating_point("tuned")
+    assert (t.h, t.lam, t.rho, t.sinkhorn_eps, t.T, t.inner_steps, t.tau0) == (2.0, 0.1, 0.05, 0.2, 5, 40, 1.0)
+    assert operating_point("base") == JKOConfig()  # base = the published defaults (τ0 0.1)
+    assert operating_point("fast").T == 2 and operating_point("contrib").inner_steps == 20
+    assert operating_point("tuned", grad="implicit").grad == "implicit"
+    with pytest.raises(ValueError, match="operating point"):
+        operating_point("best")
+
+
+@pytest.mark.parametrize(
+    "change, exc, match",
+    [
+        (dict(E=[np.nan] + [0.0] * 11), ValueError, "E contains NaN"),
+        (dict(p0=[np.inf] + [0.1] * 11), ValueError, "p0 contains NaN"),
+        (dict(p0=[-0.1] + [0.1] * 11), ValueError, "p0 must be non-negative"),
+        (dict(p0=[0.0] * 12), ValueError, "p0 must have positive total mass"),
+        (dict(p0=[0.1] * 11), ValueError, "p0 and E"),
+        (dict(C=np.zeros((12, 11))), ValueError, "C must be square"),
+        (dict(K=np.zeros((11, 11))), ValueError, "K must be square"),
+        (dict(C=np.triu(np.ones((12, 12)))), ValueError, "C must be symmetric"),
+        (dict(C=np.full((12, 12), np.nan)), ValueError, "C contains NaN"),
+        (dict(K=np.full((12, 12), np.inf)), ValueError, "K contains NaN"),
+        (dict(E=[]), ValueError, "E must not be empty"),
+        (dict(cfg=JKOConfig(sinkhorn_eps=0.0)), ValueError, "sinkhorn_eps"),
+        (dict(cfg=JKOConfig(h=-1.0)), ValueError, "h must be"),
+        (dict(cfg=JKOConfig(mode="sinkhorn")), ValueError, "mode must be one of"),
+        (dict(cfg=JKOConfig(grad="envelope")), ValueError, "grad must be one of"),
+        (dict(cfg=JKOConfig(objective="dual")), ValueError, "objective must be one of"),
+        (dict(cfg=JKOConfig(T=1.5)), TypeError, "T must be an integer"),
+        (dict(cfg=3), TypeError, "cfg must be"),
+    ],
+)
+def test_bad_input(change, exc, match):
+    p0, E, C, K = toy()
+    args = dict(p0=p0, E=E, C=C, K=K, cfg=JKOConfig(**SMALL))
+    args.update(change)
+    with pytest.raises(exc, match=match):
+        run_jko(args["p0"], args["E"], args["C"], args["K"], args["cfg"])
+
+
+def test_p0_is_renormalised_and_inputs_untouched():
+    p0, E, C, K = toy()
+    C0 = C.copy()
+    cfg = JKOConfig(**SMALL)
+    assert_allclose(run_jko(3 * p0, E, C, K, cfg), run_jko(p0, E, C, K, cfg), atol=1e-15)
+    assert_array_equal(C, C0)
+
+
+def test_compat_api_structures():
+    p0, E, C, K = toy()
+    cfg = compat.JKOConfig(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=2, inner_steps=6)
+    p, infos = compat.run_jko(p0.astype(np.float32), E.astype(np.float32), C.astype(np.float32),
+                              K.astype(np.float32), cfg, device="cpu")
+    assert p.dtype == np.float32 and p.shape == (12,)
+    assert len(infos) == 2 and all(len(i["losses"]) == 6 for i in infos)
+    assert all(isinstance(x, float) for x in infos[0]["losses"])
+    p_ref, l_ref = ref.jko_naive(p0.astype(np.float32), E.astype(np.float32), C.astype(np.float32),
+                                 K.astype(np.float32), h=0.5, lam=0.05, rho=0.05, eps=0.1, T=2, inner=6)
+    assert_allclose(p, p_ref, atol=1e-7)
+    assert_allclose(infos[0]["losses"] + infos[1]["losses"], l_ref, rtol=1e-6)
+    p2, f, g = compat.run_jko_with_duals(p0, E, C, K, cfg, device="cuda")
+    assert p2.dtype == f.dtype == g.dtype == np.float32
+    _, f0, g0 = compat.run_jko_with_duals(p0, E, C, K, cfg.replace(mode="noproximal"))
+    assert not f0.any() and not g0.any()
+    p1, info = compat.jko_step(p0, E, C, K, cfg)
+    assert p1.dtype == np.float32 and len(info["losses"]) == 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compat.run_jko(p0, E, C, K, cfg)
