@@ -1,0 +1,114 @@
+"""Batched reranking (jkofast.jko.rerank_batch): ragged pools, geometry, thread invariance, bad queries."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+
+import reference as ref
+from jkofast import numba_threads
+from jkofast.jko import JKOConfig, initial_distribution, pool_geometry, rerank_batch, run_jko, run_jko_with_duals
+
+CFG = JKOConfig(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=2, inner_steps=5, tau0=1.0)
+SIZES = [6, 1, 9, 4, 7]
+
+
+def batch(sizes=SIZES, d=5, seed=0, sparse=False):
+    rng = np.random.default_rng(seed)
+    n = sum(sizes)
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    if sparse:
+        X = sp.random(n, 30, density=0.3, random_state=seed, format="csr", dtype=np.float64)
+        X.data += 0.1
+        emb = X
+    else:
+        emb = rng.normal(size=(n, d)).astype(np.float32)
+    E = -rng.random(n)
+    p0 = rng.random(n) + 0.05
+    return E, p0, off, emb
+
+
+def test_geometry_kernels_match_oracle():
+    _, _, _, Z = batch()
+    C, K = pool_geometry(embeddings=Z[:6])
+    Zd = Z[:6].astype(np.float64)
+    C_ref, K_ref = ref.geometry_dense_naive(Zd / np.linalg.norm(Zd, axis=1, keepdims=True))
+    assert_allclose(C, C_ref, atol=1e-12)
+    assert_allclose(K, K_ref, atol=1e-12)
+    assert_array_equal(C, C.T)
+    _, _, _, X = batch(sparse=True)
+    Cs, Ks = pool_geometry(csr=X[:7])
+    C_ref, K_ref = ref.geometry_csr_naive(X[:7])
+    assert_allclose(Cs, C_ref, atol=1e-12)
+    assert_allclose(Ks, K_ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_batch_equals_per_query_run_jko(sparse):
+    E, p0, off, emb = batch(sparse=sparse)
+    res = rerank_batch(E, p0, off, **({"csr": emb} if sparse else {"embeddings": emb}), config=CFG,
+                       return_duals=True)
+    assert res.p.dtype == np.float64 and res.offsets.dtype == np.int64 and res.status.dtype == np.int32
+    assert not res.errors and not res.status.any()
+    for q in range(len(SIZES)):
+        lo, hi = off[q], off[q + 1]
+        C, K = pool_geometry(**({"csr": emb[lo:hi]} if sparse else {"embeddings": emb[lo:hi]}))
+        p, f, g = run_jko_with_duals(p0[lo:hi], E[lo:hi], C, K, CFG)
+        assert_array_equal(res.pool(q), p)
+        assert_array_equal(res.f[lo:hi], f)
+        assert_array_equal(res.g[lo:hi], g)
+    assert_array_equal(res.pool(1), [1.0])
+
+
+@pytest.mark.parametrize("grad", ["unrolled", "implicit"])
+def test_thread_invariance(grad):
+    E, p0, off, Z = batch(sizes=[5, 8, 3, 6, 7, 4])
+    cfg = CFG.replace(grad=grad)
+    with numba_threads(1):
+        r1 = rerank_batch(E, p0, off, embeddings=Z, config=cfg, n_threads=1)
+    r2 = rerank_batch(E, p0, off, embeddings=Z, config=cfg, n_threads=2)
+    assert_array_equal(r1.p, r2.p)
+
+
+def test_default_p0_is_softmax_of_minus_energy():
+    E, _, off, Z = batch()
+    res = rerank_batch(E, None, off, embeddings=Z, config=CFG)
+    lo, hi = off[2], off[3]
+    C, K = pool_geometry(embeddings=Z[lo:hi])
+    assert_array_equal(res.pool(2), run_jko(initial_distribution(E[lo:hi], CFG.tau0), E[lo:hi], C, K, CFG))
+
+
+def test_bad_queries_are_reported_and_others_return():
+    E, p0, off, Z = batch(sizes=[6, 0, 9, 4, 7, 5])
+    clean = rerank_batch(E, p0, off, embeddings=Z, config=CFG)
+    E2, p02, Z2 = E.copy(), p0.copy(), Z.copy()
+    E2[off[2] + 1] = np.nan  # query 2: NaN energy
+    p02[off[3]:off[4]] = 0.0  # query 3: zero-mass p0
+    Z2[off[5]] = np.inf  # query 5: bad geometry row
+    res = rerank_batch(E2, p02, off, embeddings=Z2, config=CFG)
+    assert set(res.errors) == {1, 2, 3, 5}
+    assert "empty" in res.errors[1] and "energy" in res.errors[2] and "p0" in res.errors[3]
+    assert "embeddings" in res.errors[5]
+    assert res.status[0] == 0 and res.status[4] == 0 and all(res.status[q] != 0 for q in (1, 2, 3, 5))
+    for q in (0, 4):
+        assert_array_equal(res.pool(q), clean.pool(q))
+    assert np.isnan(res.pool(2)).all()
+    p03 = p0.copy()
+    p03[off[4]] = -1.0
+    assert set(rerank_batch(E, p03, off, embeddings=Z, config=CFG).errors) == {1, 4}
+
+
+def test_batch_bad_input():
+    E, p0, off, Z = batch()
+    with pytest.raises(ValueError, match="exactly one"):
+        rerank_batch(E, p0, off, config=CFG)
+    with pytest.raises(ValueError, match="embeddings must have one row"):
+        rerank_batch(E, p0, off, embeddings=Z[:-1], config=CFG)
+    with pytest.raises(ValueError, match="p0 and energy"):
+        rerank_batch(E, p0[:-1], off, embeddings=Z, config=CFG)
+    with pytest.raises(ValueError, match="offsets"):
+        rerank_batch(E, p0, off[:-1], embeddings=Z, config=CFG)
+    with pytest.raises(TypeError, match="offsets"):
+        rerank_batch(E, p0, off.astype(float), embeddings=Z, config=CFG)
+    with pytest.raises(ValueError, match="operating point"):
+        rerank_batch(E, p0, off, embeddings=Z, config="nope")
