@@ -1,0 +1,487 @@
+"""Ranking metrics (batched Numba kernels) and bootstrap confidence intervals.
+
+Two conventions (``tie_break``):
+
+``"trec_eval"`` (default) — identical to trec_eval / pytrec_eval / BEIR:
+    each query's run is sorted by score descending (scores rounded to float32, as
+    trec_eval stores them), ties broken by doc id **descending** in string order; a doc
+    repeated in a query keeps its last score (a dict-based run cannot hold duplicates);
+    negative labels have gain 0.
+``"given"`` — the published JKO-RAG evaluator (SPEC A.7.1):
+    the list order as given, duplicates counted each time, literal gains.
+
+Gains (``gain``): ``"linear"`` = label (trec_eval/BEIR default), ``"exponential"`` =
+2^label − 1 (the published JKO-RAG tables).  They agree on binary labels.
+
+Queries: the per-query arrays follow the run's query order; queries of the run that are
+absent from the qrels are skipped (as pytrec_eval and BEIR); queries of the qrels that are
+absent from the run are skipped too (``missing="skip"``, pytrec_eval's behaviour) or scored
+0 on every metric (``missing="zero"``, trec_eval ``-c``), appended in qrels order.
+"Relevant" means label > 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads
+from jkofast.kernels import ranking_metrics as _k
+from jkofast.trec import QrelsArrays, RunArrays
+
+__all__ = [
+    "BootstrapCI",
+    "EvalResult",
+    "bootstrap_ci",
+    "evaluate",
+    "evaluate_codes",
+    "paired_bootstrap_diff",
+    "parse_metric",
+]
+
+DEFAULT_METRICS = ("ndcg@10", "recall@10", "p@10", "mrr@10", "map")
+
+_KIND_NAMES = {_k.NDCG: "ndcg", _k.RECALL: "recall", _k.PRECISION: "p", _k.RR: "mrr",
+               _k.AP: "map"}
+_ALIASES = {
+    "ndcg": _k.NDCG, "ndcg_cut": _k.NDCG,
+    "recall": _k.RECALL, "r": _k.RECALL,
+    "p": _k.PRECISION, "precision": _k.PRECISION,
+    "mrr": _k.RR, "rr": _k.RR, "recip_rank": _k.RR,
+    "map": _k.AP, "ap": _k.AP, "map_cut": _k.AP,
+}
+_METRIC_RE = re.compile(r"^([a-z_]+?)(?:(?:@|_|\.)(\d+))?$")
+
+
+def parse_metric(name: str) -> tuple[str, int, int]:
+    """Parse a metric name into ``(canonical name, kind, k)`` (``k = 0``: no cutoff).
+
+    Accepted: ``ndcg@10``, ``ndcg_cut_10``, ``ndcg_cut.10``, ``ndcg``; ``recall@k``,
+    ``recall_k``; ``p@k``, ``precision@k``, ``P_10``; ``mrr@k``, ``rr@k``, ``mrr``,
+    ``recip_rank``; ``map``, ``map@k``, ``map_cut_k``.  Case-insensitive.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"metric names must be strings, got {type(name).__name__}")
+    m = _METRIC_RE.match(name.strip().lower())
+    if not m or m.group(1) not in _ALIASES:
+        raise ValueError(
+            f"unknown metric {name!r}; use ndcg@k, recall@k, p@k, mrr@k, map or map@k")
+    kind = _ALIASES[m.group(1)]
+    k = int(m.group(2)) if m.group(2) else 0
+    if m.group(2) and k < 1:
+        raise ValueError(f"metric {name!r}: the cutoff must be >= 1")
+    if kind in (_k.RECALL, _k.PRECISION) and k == 0:
+        raise ValueError(f"metric {name!r} needs a cutoff, e.g. {m.group(1)}@10")
+    canon = _KIND_NAMES[kind] + (f"@{k}" if k else "")
+    return canon, kind, k
+
+
+class BootstrapCI(NamedTuple):
+    """Point estimate (sample mean) and percentile-bootstrap interval."""
+
+    mean: float
+    lo: float
+    hi: float
+
+
+def bootstrap_ci(x, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> BootstrapCI:
+    """Percentile bootstrap CI of the mean (SPEC A.7.2).
+
+    A fresh ``numpy.random.default_rng(seed)`` is created at every call; replicate ``b``
+    draws ``rng.integers(0, n, n)`` and takes the mean of the resample; the interval is
+    the ``alpha/2`` and ``1 - alpha/2`` quantiles of the ``n_boot`` means (NumPy's default
+    linear interpolation); the point estimate is the plain sample mean.  The replicates
+    are drawn in blocks (one ``integers`` call per block), which yields exactly the
+    numbers of the one-replicate-at-a-time loop.
+
+    Parameters
+    ----------
+    x : array_like of float, shape (n,)
+        Per-query values (finite, n >= 1).
+    n_boot : int
+        Number of bootstrap replicates.
+    alpha : float
+        1 − confidence level (0 < alpha < 1).
+    seed : int
+        Seed of the generator.
+
+    Returns
+    -------
+    BootstrapCI
+        ``(mean, lo, hi)``.
+
+    Raises
+    ------
+    ValueError
+        Empty or non-finite ``x``, ``n_boot < 1`` or ``alpha`` outside (0, 1).
+
+    Examples
+    --------
+    >>> m, lo, hi = bootstrap_ci([0.0, 1.0, 1.0, 0.0])
+    >>> m
+    0.5
+    >>> 0.0 <= lo <= m <= hi <= 1.0
+    True
+    """
+    from jkofast._validation import as_float_array, check_int
+
+    x = as_float_array(x, "x", dtype=np.float64, ndim=1)
+    n_boot = check_int(n_boot, "n_boot", min_value=1)
+    alpha = float(alpha)
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    n = x.shape[0]
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_boot, dtype=np.float64)
+    block = max(1, min(n_boot, (1 << 22) // n))  # <= ~32 MB of indices per block
+    b = 0
+    while b < n_boot:
+        m = min(block, n_boot - b)
+        idx = rng.integers(0, n, (m, n))
+        means[b:b + m] = x[idx].mean(axis=1)
+        b += m
+    lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return BootstrapCI(float(x.mean()), float(lo), float(hi))
+
+
+def paired_bootstrap_diff(a, b, n_boot: int = 2000, alpha: float = 0.05,
+                          seed: int = 0) -> BootstrapCI:
+    """``bootstrap_ci(a - b)``: paired difference of two per-query metric arrays.
+
+    Significant at level ``alpha`` when the interval excludes 0.  ``a`` and ``b`` must be
+    aligned on the same queries (same length).
+    """
+    from jkofast._validation import as_float_array, check_same_length
+
+    a = as_float_array(a, "a", dtype=np.float64, ndim=1)
+    b = as_float_array(b, "b", dtype=np.float64, ndim=1)
+    check_same_length("a", a, "b", b)
+    return bootstrap_ci(a - b, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+@dataclass
+class EvalResult:
+    """Per-query metric values.
+
+    Attributes
+    ----------
+    query_ids : list of str
+        Evaluated queries, in the order of the per-query arrays.
+    per_query : dict of str to ndarray of float64
+        Canonical metric name -> values aligned with ``query_ids``.
+    n_ret : ndarray of int64
+        Number of ranked documents used per query (after de-duplication).
+    gain, tie_break : str
+        The conventions used.
+    """
+
+    query_ids: list
+    per_query: dict
+    n_ret: np.ndarray
+    gain: str = "linear"
+    tie_break: str = "trec_eval"
+    _summary_cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(self.per_query)
+
+    @property
+    def means(self) -> dict[str, float]:
+        """Mean over the evaluated queries (0.0 when there are none)."""
+        return {m: float(v.mean()) if v.size else 0.0 for m, v in self.per_query.items()}
+
+    def __getitem__(self, metric: str) -> np.ndarray:
+        canon = parse_metric(metric)[0]
+        return self.per_query[canon]
+
+    def summary(self, ci: bool = True, n_boot: int = 2000, alpha: float = 0.05,
+                seed: int = 0) -> dict[str, dict[str, float]]:
+        """``{metric: {"mean", "lo", "hi"}}`` with percentile-bootstrap CIs (SPEC A.7.2).
+
+        With ``ci=False`` only the means.  No queries -> mean 0 and no interval.
+        """
+        out = {}
+        for m, v in self.per_query.items():
+            if ci and v.size:
+                r = bootstrap_ci(v, n_boot=n_boot, alpha=alpha, seed=seed)
+                out[m] = {"mean": r.mean, "lo": r.lo, "hi": r.hi}
+            else:
+                out[m] = {"mean": float(v.mean()) if v.size else 0.0}
+        return out
+
+
+def _check_mode(gain: str, tie_break: str, missing: str) -> tuple[int, int]:
+    gains = {"linear": _k.GAIN_LINEAR, "exponential": _k.GAIN_EXPONENTIAL}
+    ties = {"trec_eval": _k.TIE_TREC_EVAL, "given": _k.TIE_GIVEN}
+    if gain not in gains:
+        raise ValueError(f"gain must be 'linear' or 'exponential', got {gain!r}")
+    if tie_break not in ties:
+        raise ValueError(f"tie_break must be 'trec_eval' or 'given', got {tie_break!r}")
+    if missing not in ("skip", "zero"):
+        raise ValueError(f"missing must be 'skip' or 'zero', got {missing!r}")
+    return gains[gain], ties[tie_break]
+
+
+def _parse_metrics(metrics) -> tuple[list[str], np.ndarray, np.ndarray]:
+    if isinstance(metrics, str):
+        metrics = [m for m in metrics.split(",") if m.strip()]
+    names, kinds, ks = [], [], []
+    for m in metrics:
+        c, kind, k = parse_metric(m)
+        if c not in names:
+            names.append(c)
+            kinds.append(kind)
+            ks.append(k)
+    if not names:
+        raise ValueError("metrics must name at least one metric")
+    return names, np.asarray(kinds, np.int64), np.asarray(ks, np.int64)
+
+
+def evaluate_codes(run_offsets, run_codes, run_scores, qrels_offsets, qrels_codes,
+                   qrels_labels, metrics=DEFAULT_METRICS, *, gain: str = "linear",
+                   tie_break: str = "trec_eval", dedupe: bool = True,
+                   n_threads: int | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Metrics from integer-coded, query-aligned ragged arrays (the kernel's interface).
+
+    Row ``q`` of the run (``run_codes[run_offsets[q]:run_offsets[q+1]]`` with scores) is
+    evaluated against row ``q`` of the qrels.  With ``tie_break="trec_eval"`` equal
+    (float32) scores are ordered by code *descending*, which is trec_eval's order when the
+    codes are the lexicographic ranks of the doc id strings.  Qrels codes must be unique
+    within a query.
+
+    Returns
+    -------
+    names : list of str
+        Canonical metric names.
+    values : ndarray of float64, shape (n_metrics, n_queries)
+    n_ret : ndarray of int64, shape (n_queries,)
+    """
+    from jkofast._validation import as_float_array, check_offsets
+
+    gain_mode, tie_mode = _check_mode(gain, tie_break, "skip")
+    names, kinds, ks = _parse_metrics(metrics)
+    run_codes = _as_int64(run_codes, "run_codes")
+    qrels_codes = _as_int64(qrels_codes, "qrels_codes")
+    qrels_labels = _as_int64(qrels_labels, "qrels_labels")
+    if qrels_labels.shape != qrels_codes.shape:
+        raise ValueError("qrels_codes and qrels_labels must have the same length")
+    roff = check_offsets(run_offsets, run_codes.shape[0], "run_offsets")
+    qoff = check_offsets(qrels_offsets, qrels_codes.shape[0], "qrels_offsets")
+    if roff.shape != qoff.shape:
+        raise ValueError(
+            f"run_offsets and qrels_offsets must describe the same number of queries, got "
+            f"{roff.shape[0] - 1} and {qoff.shape[0] - 1}")
+    scores = as_float_array(run_scores, "run_scores", dtype=np.float64, ndim=1,
+                            allow_empty=True, finite=False)
+    if scores.shape != run_codes.shape:
+        raise ValueError("run_scores and run_codes must have the same length")
+    if np.isnan(scores).any():
+        raise ValueError("run_scores contains NaN")
+    # trec_eval keeps scores as C floats: ties are decided at float32 precision
+    scores32 = scores.astype(np.float32)
+    nq = roff.shape[0] - 1
+    out = np.zeros((nq, len(names)), np.float64)
+    n_ret = np.zeros(nq, np.int64)
+    with numba_threads(n_threads):
+        _k.evaluate_batch(roff, run_codes, scores32, qoff, qrels_codes, qrels_labels, kinds,
+                          ks, gain_mode, tie_mode, bool(dedupe), out, n_ret)
+    return names, np.ascontiguousarray(out.T), n_ret
+
+
+def _as_int64(x, name: str) -> np.ndarray:
+    a = np.asarray(x)
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {a.shape}")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _as_run_arrays(run) -> RunArrays | None:
+    if isinstance(run, RunArrays):
+        return run
+    if isinstance(run, tuple) and len(run) == 4:
+        qids, off, ids, sc = run
+        return RunArrays(list(qids), np.asarray(off), np.asarray(ids), np.asarray(sc))
+    return None
+
+
+def _flatten_dict(d: dict, qids: list, value_dtype) -> tuple[np.ndarray, list, np.ndarray]:
+    lens, ids, vals = [], [], []
+    for q in qids:
+        row = d.get(q)
+        if row is None:
+            lens.append(0)
+            continue
+        lens.append(len(row))
+        ids.extend(row)
+        vals.extend(row.values())
+    off = np.zeros(len(qids) + 1, np.int64)
+    if lens:
+        np.cumsum(lens, out=off[1:])
+    return off, ids, np.asarray(vals, dtype=value_dtype)
+
+
+def _codes(run_ids: list, qrels_ids: list, lexicographic: bool):
+    """Integer codes shared by run and qrels doc ids (lexicographic ranks if asked)."""
+    lookup = dict.fromkeys(qrels_ids)
+    lookup.update(dict.fromkeys(run_ids))
+    uniq = list(lookup)
+    if lexicographic and uniq:
+        # numpy orders str by code point = byte order of UTF-8 = trec_eval's strcmp
+        order = np.argsort(np.asarray(uniq, dtype=str), kind="stable")
+        rank = np.empty(len(uniq), np.int64)
+        rank[order] = np.arange(len(uniq), dtype=np.int64)
+        lookup = dict(zip(uniq, rank.tolist()))
+    else:
+        lookup = dict(zip(uniq, range(len(uniq))))
+    get = lookup.__getitem__
+    rc = np.fromiter(map(get, run_ids), np.int64, len(run_ids))
+    qc = np.fromiter(map(get, qrels_ids), np.int64, len(qrels_ids))
+    return rc, qc
+
+
+def _codes_arrays(run_ids: np.ndarray, qrels_ids: np.ndarray):
+    """Lexicographic codes for numpy string arrays (vectorised)."""
+    allids = np.concatenate([np.asarray(run_ids, dtype=str), np.asarray(qrels_ids, dtype=str)])
+    if allids.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    _, inv = np.unique(allids, return_inverse=True)
+    inv = inv.astype(np.int64).ravel()
+    return inv[: len(run_ids)], inv[len(run_ids):]
+
+
+def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
+             tie_break: str = "trec_eval", *, missing: str = "skip",
+             n_threads: int | None = None) -> EvalResult:
+    """Evaluate a run against qrels: per-query nDCG / recall / precision / MRR / MAP.
+
+    Parameters
+    ----------
+    run : dict, RunArrays or tuple
+        ``{qid: {docid: score}}``, a :class:`jkofast.trec.RunArrays`, or a tuple
+        ``(query_ids, offsets, doc_ids, scores)`` (ragged arrays; duplicates allowed).
+    qrels : dict or QrelsArrays
+        ``{qid: {docid: label}}`` with integer labels (label 0 and negative kept), or
+        :class:`jkofast.trec.QrelsArrays` (a repeated doc keeps its last label).
+    metrics : sequence of str or str
+        Names such as ``"ndcg@10"``, ``"recall@100"``, ``"p@10"``, ``"mrr@10"``, ``"map"``,
+        ``"map@100"``, ``"ndcg"`` (see :func:`parse_metric`); a comma-separated string is
+        accepted.  Cutoff ``k``: nDCG@k = DCG@k / IDCG@k (0 when IDCG = 0); recall@k =
+        relevant in top k / relevant in qrels (0 when none); P@k = relevant in top k / k;
+        MRR@k = 1 / rank of the first relevant doc within k; MAP@k = Σ_{relevant rank
+        r ≤ k} P@r / relevant in qrels (trec_eval ``map_cut``).
+    gain : {"linear", "exponential"}
+        nDCG gain: ``label`` or ``2**label - 1``.
+    tie_break : {"trec_eval", "given"}
+        ``"trec_eval"``: sort by float32 score desc, ties by doc id desc, duplicates
+        removed (last wins), negative labels gain 0 — equal to pytrec_eval.
+        ``"given"``: list order as given, duplicates counted, literal gains (published
+        JKO-RAG evaluator; scores unused).
+    missing : {"skip", "zero"}
+        Queries in qrels but not in the run: skipped (pytrec_eval/BEIR) or scored 0.
+    n_threads : int, optional
+        Numba threads (queries are evaluated in parallel; results do not depend on it).
+
+    Returns
+    -------
+    EvalResult
+        ``per_query[metric]`` aligned with ``query_ids`` (run order, then — with
+        ``missing="zero"`` — the missing qrels queries in qrels order).
+
+    Raises
+    ------
+    ValueError
+        Unknown metric, gain or tie_break; NaN scores; malformed arrays.
+    TypeError
+        Unsupported run / qrels types or non-integer labels.
+
+    Examples
+    --------
+    >>> run = {"q1": {"d1": 2.0, "d2": 1.0}}
+    >>> qrels = {"q1": {"d2": 1}}
+    >>> r = evaluate(run, qrels, ["mrr@10", "p@1"])
+    >>> r.means
+    {'mrr@10': 0.5, 'p@1': 0.0}
+    """
+    gain_mode, tie_mode = _check_mode(gain, tie_break, missing)
+    names, kinds, ks = _parse_metrics(metrics)
+    lex = tie_mode == _k.TIE_TREC_EVAL
+
+    if isinstance(qrels, QrelsArrays):
+        qrels = qrels.to_dict()
+    if not isinstance(qrels, dict):
+        raise TypeError(f"qrels must be a dict or QrelsArrays, got {type(qrels).__name__}")
+
+    ra = _as_run_arrays(run)
+    if ra is None and not isinstance(run, dict):
+        raise TypeError(
+            f"run must be a dict, RunArrays or (query_ids, offsets, doc_ids, scores), "
+            f"got {type(run).__name__}")
+
+    if ra is None:
+        qids = [q for q in run if q in qrels]
+        extra = [q for q in qrels if q not in run] if missing == "zero" else []
+        all_q = qids + extra
+        roff, run_ids, scores = _flatten_dict(run, all_q, np.float64)
+        qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.int64)
+        rc, qc = _codes(run_ids, qrels_ids, lex)
+        dedupe = False  # a dict holds no duplicate doc ids
+    else:
+        from jkofast._validation import check_offsets
+
+        ids = np.asarray(ra.doc_ids)
+        off = check_offsets(ra.offsets, ids.shape[0], "run offsets")
+        if len(ra.query_ids) != off.shape[0] - 1:
+            raise ValueError("run: len(query_ids) must equal len(offsets) - 1")
+        sc_all = np.asarray(ra.scores, dtype=np.float64)
+        if sc_all.shape != ids.shape:
+            raise ValueError("run: doc_ids and scores must have the same length")
+        qlist = [str(q) for q in ra.query_ids]
+        if len(set(qlist)) != len(qlist):
+            raise ValueError("run: query ids must be unique (one row per query)")
+        keep = [i for i, q in enumerate(qlist) if q in qrels]
+        present = {qlist[i] for i in keep}
+        extra = [q for q in qrels if q not in present] if missing == "zero" else []
+        all_q = [qlist[i] for i in keep] + extra
+        lens = np.array([off[i + 1] - off[i] for i in keep] + [0] * len(extra), np.int64)
+        roff = np.zeros(len(all_q) + 1, np.int64)
+        np.cumsum(lens, out=roff[1:])
+        if keep:
+            sel = np.concatenate([np.arange(off[i], off[i + 1]) for i in keep])
+        else:
+            sel = np.zeros(0, np.int64)
+        run_ids_arr = ids[sel]
+        scores = sc_all[sel]
+        qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.int64)
+        if lex:
+            rc, qc = _codes_arrays(run_ids_arr, np.asarray(qrels_ids, dtype=str))
+        else:
+            rc, qc = _codes(run_ids_arr.tolist(), qrels_ids, False)
+        dedupe = True
+
+    if labels.dtype.kind not in "iu":
+        raise TypeError("qrels labels must be integers")
+    _, values, n_ret = evaluate_codes(roff, rc, scores, qoff, qc, labels, names, gain=gain,
+                                      tie_break=tie_break, dedupe=dedupe,
+                                      n_threads=n_threads)
+    per_query = {n: values[i] for i, n in enumerate(names)}
+    return EvalResult(all_q, per_query, n_ret, gain=gain, tie_break=tie_break)
+
+
+@register_warmup("evaluation")
+def _warmup() -> None:
+    run = {"a": {"x": 1.0, "y": 1.0, "z": 0.5}}
+    qrels = {"a": {"x": 1, "z": 2, "w": 0}}
+    for tie in ("trec_eval", "given"):
+        for g in ("linear", "exponential"):
+            evaluate(run, qrels, DEFAULT_METRICS, gain=g, tie_break=tie)
+    ra = RunArrays(["a"], np.array([0, 3]), np.array(["x", "y", "x"]), np.array([1.0, 1.0, 2.0]))
+    evaluate(ra, qrels, DEFAULT_METRICS)

@@ -1,0 +1,230 @@
+"""Ranking metrics over ragged (offsets, doc codes, scores / labels) batches.
+
+Layout (one query per row, ``q`` in ``[0, n_queries)``):
+
+* run:   ``run_indptr`` int64 (nq + 1,), ``run_codes`` int64 (n_run,),
+  ``run_scores`` float32 (n_run,): row ``q`` is ``[run_indptr[q], run_indptr[q + 1])``;
+* qrels: ``qrels_indptr`` int64 (nq + 1,), ``qrels_codes`` int64, ``qrels_labels`` int64;
+  codes unique within a query (precondition).
+
+Doc ids are integer *codes* assigned once by the wrapper (never hashed into floats).
+For ``tie_mode = TIE_TREC_EVAL`` the codes must be the lexicographic ranks of the doc id
+strings, because trec_eval orders a run by score descending and then by doc id
+*descending* (``strcmp``); the wrapper passes float32 scores because trec_eval stores
+``sim`` as a C ``float`` (ties are decided at float32 precision).
+
+Metric kinds (``metric_kinds``) and cutoffs (``metric_ks``; ``k <= 0`` = whole list):
+``NDCG, RECALL, PRECISION, RR, AP`` (AP with a cutoff is trec_eval's ``map_cut``).
+Gains: ``GAIN_LINEAR`` (label) or ``GAIN_EXPONENTIAL`` (2**label - 1).
+
+Conventions, per ``tie_mode``:
+
+* ``TIE_TREC_EVAL``: sort (score desc, code desc); duplicates of a code inside a query
+  keep the *last* occurrence in input order (Python-dict semantics, what a dict-based run
+  such as pytrec_eval's holds) when ``dedupe`` is set; negative labels give gain 0 in
+  DCG and ideal DCG (trec_eval).
+* ``TIE_GIVEN``: the list order as given, duplicates counted each time, literal gains
+  (a negative label has a negative gain), ideal DCG over the k largest qrels labels — the
+  published JKO-RAG evaluator (SPEC A.7.1).
+
+"relevant" means label > 0 everywhere (trec_eval's default ``relevance_level = 1`` on
+integer labels).  All arithmetic is float64, serial within a query, so results do not
+depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from jkofast._numba import kernel
+
+NDCG = 0
+RECALL = 1
+PRECISION = 2
+RR = 3
+AP = 4
+
+GAIN_LINEAR = 0
+GAIN_EXPONENTIAL = 1
+
+TIE_TREC_EVAL = 0
+TIE_GIVEN = 1
+
+
+@kernel(inline="always")
+def _gain(label, gain_mode, clamp):
+    """Gain of one label (float64)."""
+    if clamp and label < 0:
+        return 0.0
+    if gain_mode == GAIN_EXPONENTIAL:
+        return 2.0 ** label - 1.0
+    return float(label)
+
+
+@kernel()
+def _ranked_order(scores, codes, dedupe):
+    """Positions of one query's run in trec_eval order; duplicates dropped (last wins).
+
+    Returns an int64 array of positions (into this query's slice) in ranked order.
+    """
+    n = scores.shape[0]
+    keep = np.ones(n, dtype=np.bool_)
+    n_keep = n
+    if dedupe and n > 1:
+        # stable sort by code: within a run of equal codes the last one (input order) wins
+        by_code = np.argsort(codes, kind="mergesort")
+        for j in range(n - 1):
+            if codes[by_code[j]] == codes[by_code[j + 1]]:
+                keep[by_code[j]] = False
+                n_keep -= 1
+    pos = np.empty(n_keep, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        if keep[i]:
+            pos[m] = i
+            m += 1
+    # fast path: already in (score desc, code desc) order
+    ordered = True
+    for j in range(1, n_keep):
+        a = pos[j - 1]
+        b = pos[j]
+        if scores[a] < scores[b] or (scores[a] == scores[b] and codes[a] < codes[b]):
+            ordered = False
+            break
+    if ordered:
+        return pos
+    # codes are unique now: order by code desc, then a stable sort by score desc
+    neg_codes = np.empty(n_keep, dtype=np.int64)
+    for j in range(n_keep):
+        neg_codes[j] = -codes[pos[j]]
+    o1 = np.argsort(neg_codes, kind="mergesort")
+    neg_scores = np.empty(n_keep, dtype=scores.dtype)
+    for j in range(n_keep):
+        neg_scores[j] = -scores[pos[o1[j]]]
+    o2 = np.argsort(neg_scores, kind="mergesort")
+    out = np.empty(n_keep, dtype=np.int64)
+    for j in range(n_keep):
+        out[j] = pos[o1[o2[j]]]
+    return out
+
+
+@kernel()
+def _lookup_labels(run_codes, order, q_codes, q_labels, out_labels):
+    """``out_labels[j]`` = qrels label of ``run_codes[order[j]]`` (0 when not judged)."""
+    nq = q_codes.shape[0]
+    srt = np.argsort(q_codes, kind="mergesort")
+    sc = np.empty(nq, dtype=np.int64)
+    for j in range(nq):
+        sc[j] = q_codes[srt[j]]
+    for j in range(order.shape[0]):
+        c = run_codes[order[j]]
+        lo = 0
+        hi = nq
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if sc[mid] < c:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < nq and sc[lo] == c:
+            out_labels[j] = q_labels[srt[lo]]
+        else:
+            out_labels[j] = 0
+
+
+@kernel()
+def query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, clamp, out):
+    """All requested metrics of one query from its ranked labels.
+
+    ``labels`` int64: label of the doc at each rank; ``ideal`` int64: qrels labels sorted
+    descending; ``num_rel``: number of qrels docs with label > 0.  Writes ``out[m]``.
+    """
+    n = labels.shape[0]
+    n_ideal = ideal.shape[0]
+    for m in range(metric_kinds.shape[0]):
+        kind = metric_kinds[m]
+        k = metric_ks[m]
+        kk = n if k <= 0 else min(k, n)
+        val = 0.0
+        if kind == NDCG:
+            dcg = 0.0
+            for i in range(kk):
+                g = _gain(labels[i], gain_mode, clamp)
+                if g != 0.0:
+                    dcg += g / np.log2(i + 2.0)
+            ki = n_ideal if k <= 0 else min(k, n_ideal)
+            idcg = 0.0
+            for i in range(ki):
+                g = _gain(ideal[i], gain_mode, clamp)
+                if g != 0.0:
+                    idcg += g / np.log2(i + 2.0)
+            if idcg > 0.0:
+                val = dcg / idcg
+        elif kind == RECALL:
+            if num_rel > 0:
+                hits = 0
+                for i in range(kk):
+                    if labels[i] > 0:
+                        hits += 1
+                val = hits / num_rel
+        elif kind == PRECISION:
+            hits = 0
+            for i in range(kk):
+                if labels[i] > 0:
+                    hits += 1
+            denom = k if k > 0 else n
+            if denom > 0:
+                val = hits / denom
+        elif kind == RR:
+            for i in range(kk):
+                if labels[i] > 0:
+                    val = 1.0 / (i + 1.0)
+                    break
+        elif kind == AP:
+            if num_rel > 0:
+                hits = 0
+                acc = 0.0
+                for i in range(kk):
+                    if labels[i] > 0:
+                        hits += 1
+                        acc += hits / (i + 1.0)
+                val = acc / num_rel
+        out[m] = val
+
+
+@kernel(parallel=True)
+def evaluate_batch(run_indptr, run_codes, run_scores, qrels_indptr, qrels_codes,
+                   qrels_labels, metric_kinds, metric_ks, gain_mode, tie_mode, dedupe,
+                   out, out_n_ret):
+    """Metrics for a batch of queries; prange over queries, row ``q`` of ``out`` owned by q.
+
+    ``out`` float64 (nq, n_metrics); ``out_n_ret`` int64 (nq,) gets the number of ranked
+    docs used (after de-duplication).  Returns 0 (status OK).
+    """
+    nq = run_indptr.shape[0] - 1
+    clamp = tie_mode == TIE_TREC_EVAL
+    for q in prange(nq):
+        r0 = run_indptr[q]
+        r1 = run_indptr[q + 1]
+        g0 = qrels_indptr[q]
+        g1 = qrels_indptr[q + 1]
+        codes = run_codes[r0:r1]
+        q_codes = qrels_codes[g0:g1]
+        q_labels = qrels_labels[g0:g1]
+        if tie_mode == TIE_TREC_EVAL:
+            order = _ranked_order(run_scores[r0:r1], codes, dedupe)
+        else:
+            order = np.arange(r1 - r0)
+        labels = np.empty(order.shape[0], dtype=np.int64)
+        _lookup_labels(codes, order, q_codes, q_labels, labels)
+        # ideal: qrels labels sorted descending (qrels codes are unique per query)
+        ideal = np.sort(q_labels)[::-1].copy()
+        num_rel = 0
+        for j in range(ideal.shape[0]):
+            if ideal[j] > 0:
+                num_rel += 1
+        out_n_ret[q] = order.shape[0]
+        query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, clamp,
+                      out[q])
+    return 0
