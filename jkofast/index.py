@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_csr, check_int, check_positive
+from jkofast._validation import as_csr, check_csr, check_int, check_positive
 from jkofast.kernels import sparse_cosine as _kc
 from jkofast.kernels import sparse_scoring as _ks
 from jkofast.kernels import sparse_weights as _kw
@@ -122,6 +122,13 @@ class SparseIndex:
             q_ptr = np.zeros_like(q_ptr)
             np.cumsum(np.bincount(rows, minlength=q_ptr.size - 1), out=q_ptr[1:])
         return q_ptr, q_terms, self._query_weights(q_ptr, q_terms, q_counts)
+
+    def search_csr(self, q_ptr, q_terms, q_w, k: int = 10, n_threads: int | None = None):
+        """``search`` for queries already in CSR form (``query_csr``'s output: term ids over this
+        index's vocabulary, float64 weights); skips the analyser."""
+        self._check_fitted()
+        q_ptr, q_terms, q_w = check_csr(q_ptr, q_terms, q_w, self.n_terms, "queries", data_dtype=np.float64)
+        return self._topk(q_ptr, q_terms, q_w, k, n_threads)
 
     def _topk(self, q_ptr, q_terms, q_w, k, n_threads):
         self._check_fitted()

@@ -271,3 +271,25 @@ def test_scifact_lucene_ndcg(scifact, lucene):
     ndcg = float(np.mean([v["ndcg_cut_10"] for v in res.values()]))
     # reference: bm25s 0.3.16 lucene + English stop-words, no stemming = 0.6617 (data README)
     assert abs(ndcg - 0.662) <= 0.01, ndcg
+
+
+@pytest.mark.parametrize("variant", ["okapi", "lucene"])
+def test_topk_large_k_paths_with_ties(variant):
+    """k >= 64 takes the quickselect path; duplicates give exact ties, a 4-term vocabulary
+    gives negative okapi idfs (full-scan fallback), unknown ids give untouched documents."""
+    rng = np.random.default_rng(7)
+    base = [rng.integers(0, 4, rng.integers(1, 5)) for _ in range(40)]
+    docs = [base[i % 40] for i in range(160)] + [np.array([5, 6])] * 20  # 180 docs, many exact copies
+    idx = BM25Index(variant).fit_token_ids(docs, 8)
+    queries = [np.array([0]), np.array([1, 2, 2]), np.array([5]), np.array([3, 6]), np.array([7])]
+    q_ptr, q_terms, q_w = idx._token_query_csr(queries)
+    full = np.zeros((len(queries), idx.n_docs))
+    from jkofast.kernels import sparse_scoring as _ks
+
+    _ks.score_dense_batch(idx.term_ptr, idx.post_docs, idx.post_w, idx.n_docs, q_ptr, q_terms, q_w, 2, full)
+    for k in (10, 64, 100, 179, 200):
+        ids, sc = idx.search_token_ids(queries, k)
+        for q in range(len(queries)):
+            e_idx, e_val = ref.sparse_topk_padded(full[q], k)
+            np.testing.assert_array_equal(ids[q], e_idx)
+            np.testing.assert_array_equal(sc[q], e_val.astype(np.float32))

@@ -23,7 +23,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.topk import topk_select, topk_select_subset
+from jkofast.kernels.topk import _below, _heap_push_or_replace, _heap_sorted_out
 
 
 @kernel()
@@ -43,6 +43,124 @@ def _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp,
     return nt
 
 
+@kernel()
+def _select_touched(acc, touched, nt, kk, hv, hi, out_idx, out_val):
+    """Top-kk of ``acc[touched[:nt]]`` (desc, ties -> lowest doc id) into ``out_*``; returns the
+    count.  The heap is only entered when an item beats its current minimum (the common case
+    for small k is one inlined comparison per document)."""
+    m = 0
+    for i in range(nt):
+        d = touched[i]
+        s = acc[d]
+        if m < kk or _below(hv[0], hi[0], s, d):
+            m = _heap_push_or_replace(hv, hi, m, kk, s, d)
+    _heap_sorted_out(hv, hi, m, out_idx, out_val)
+    return m
+
+
+@kernel()
+def _select_all(acc, kk, hv, hi, out_idx, out_val):
+    """Top-kk of the whole ``acc`` (same order); returns the count."""
+    m = 0
+    for d in range(acc.shape[0]):
+        s = acc[d]
+        if m < kk or _below(hv[0], hi[0], s, d):
+            m = _heap_push_or_replace(hv, hi, m, kk, s, d)
+    _heap_sorted_out(hv, hi, m, out_idx, out_val)
+    return m
+
+
+@kernel()
+def _select_partition(acc, touched, nt, kk, out_idx, out_val):
+    """Top-kk of ``acc[touched[:nt]]`` for large kk: quickselect the kk-th largest score,
+    keep the docs above it plus the lowest-id docs equal to it, then sort those by score
+    (desc) and by id within equal-score runs.  Same result as the heap; returns the count."""
+    m = min(kk, nt)
+    if m == 0:
+        return 0
+    vals = np.empty(nt, np.float64)
+    for i in range(nt):
+        vals[i] = acc[touched[i]]
+    thr = np.partition(vals, nt - m)[nt - m] if nt > m else -np.inf
+    cid = np.empty(m, np.int64)
+    eq = np.empty(nt, np.int64)
+    cnt = 0
+    neq = 0
+    for i in range(nt):
+        d = touched[i]
+        s = acc[d]
+        if s > thr:
+            cid[cnt] = d
+            cnt += 1
+        elif s == thr:
+            eq[neq] = d
+            neq += 1
+    if cnt < m:
+        eqs = np.sort(eq[:neq])
+        for j in range(m - cnt):
+            cid[cnt] = eqs[j]
+            cnt += 1
+    neg = np.empty(m, np.float64)
+    for i in range(m):
+        neg[i] = -acc[cid[i]]
+    order = np.argsort(neg)
+    for r in range(m):
+        d = cid[order[r]]
+        out_idx[r] = d
+        out_val[r] = acc[d]
+    # exact ties: ascending doc id inside each equal-score run
+    r = 0
+    while r < m:
+        e = r + 1
+        while e < m and out_val[e] == out_val[r]:
+            e += 1
+        if e - r > 1:
+            out_idx[r:e] = np.sort(out_idx[r:e])
+        r = e
+    return m
+
+
+@kernel()
+def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, q_start, q_end,
+                out_idx, out_val):
+    """Serial body of ``score_topk_batch`` for queries ``q_start:q_end`` (kept out of the
+    parfor so the hot loops compile as plain signed-integer loops)."""
+    kk = min(k, n_docs)
+    acc = np.zeros(n_docs, np.float64)
+    stamp = np.full(n_docs, -1, np.int64)
+    touched = np.empty(n_docs, np.int64)
+    tidx = np.empty(max(kk, 1), np.int64)
+    tval = np.empty(max(kk, 1), np.float64)
+    hv = np.empty(max(kk, 1), np.float64)
+    hi = np.empty(max(kk, 1), np.int64)
+    for q in range(q_start, q_end):
+        nt = _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp, touched)
+        if kk >= 64:
+            m = _select_partition(acc, touched, nt, kk, tidx, tval)
+        else:
+            m = _select_touched(acc, touched, nt, kk, hv, hi, tidx, tval)
+        if m < kk or (nt < n_docs and m > 0 and not tval[m - 1] > 0.0):
+            if m == nt and (m == 0 or tval[m - 1] > 0.0):
+                # all touched docs are in and score > 0: untouched zeros fill, index order
+                d = 0
+                while m < kk:
+                    if stamp[d] != q:
+                        tidx[m] = d
+                        tval[m] = 0.0
+                        m += 1
+                    d += 1
+            else:
+                m = _select_all(acc, kk, hv, hi, tidx, tval)
+        for r in range(m):
+            out_idx[q, r] = tidx[r]
+            out_val[q, r] = tval[r]
+        for r in range(m, k):
+            out_idx[q, r] = -1
+            out_val[q, r] = -np.inf
+        for i in range(nt):
+            acc[touched[i]] = 0.0
+
+
 @kernel(parallel=True)
 def score_topk_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, chunk,
                      out_idx, out_val):
@@ -53,38 +171,25 @@ def score_topk_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k
     """
     nq = q_ptr.shape[0] - 1
     n_chunks = (nq + chunk - 1) // chunk
-    kk = min(k, n_docs)
     for c in prange(n_chunks):
-        acc = np.zeros(n_docs, np.float64)
-        stamp = np.full(n_docs, -1, np.int64)
-        touched = np.empty(n_docs, np.int64)
-        tidx = np.empty(max(kk, 1), np.int64)
-        tval = np.empty(max(kk, 1), np.float64)
-        q_end = min(nq, (c + 1) * chunk)
-        for q in range(c * chunk, q_end):
-            nt = _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp, touched)
-            m = topk_select_subset(acc, touched, nt, kk, tidx, tval)
-            if m < kk or (nt < n_docs and m > 0 and not tval[m - 1] > 0.0):
-                if m == nt and (m == 0 or tval[m - 1] > 0.0):
-                    # all touched docs are in and score > 0: untouched zeros fill, index order
-                    d = 0
-                    while m < kk:
-                        if stamp[d] != q:
-                            tidx[m] = d
-                            tval[m] = 0.0
-                            m += 1
-                        d += 1
-                else:
-                    m = topk_select(acc, kk, tidx, tval)
-            for r in range(m):
-                out_idx[q, r] = tidx[r]
-                out_val[q, r] = tval[r]
-            for r in range(m, k):
-                out_idx[q, r] = -1
-                out_val[q, r] = -np.inf
-            for i in range(nt):
-                acc[touched[i]] = 0.0
+        q_start = np.int64(c) * chunk
+        q_end = min(nq, q_start + chunk)
+        _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, q_start, q_end,
+                    out_idx, out_val)
     return 0
+
+
+@kernel()
+def _dense_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, q_start, q_end, out):
+    acc = np.zeros(n_docs, np.float64)
+    stamp = np.full(n_docs, -1, np.int64)
+    touched = np.empty(n_docs, np.int64)
+    for q in range(q_start, q_end):
+        nt = _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp, touched)
+        for i in range(nt):
+            d = touched[i]
+            out[q, d] = acc[d]
+            acc[d] = 0.0
 
 
 @kernel(parallel=True)
@@ -94,14 +199,7 @@ def score_dense_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, 
     nq = q_ptr.shape[0] - 1
     n_chunks = (nq + chunk - 1) // chunk
     for c in prange(n_chunks):
-        acc = np.zeros(n_docs, np.float64)
-        stamp = np.full(n_docs, -1, np.int64)
-        touched = np.empty(n_docs, np.int64)
-        q_end = min(nq, (c + 1) * chunk)
-        for q in range(c * chunk, q_end):
-            nt = _accumulate(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, stamp, touched)
-            for i in range(nt):
-                d = touched[i]
-                out[q, d] = acc[d]
-                acc[d] = 0.0
+        q_start = np.int64(c) * chunk
+        q_end = min(nq, q_start + chunk)
+        _dense_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, q_start, q_end, out)
     return 0
