@@ -1,0 +1,385 @@
+"""Ranking metrics vs pytrec_eval and naive oracles; bootstrap CIs vs the SPEC loop."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import reference as ref
+from numpy.testing import assert_allclose, assert_array_equal
+
+from jkofast import numba_threads
+from jkofast.evaluation import (
+    bootstrap_ci,
+    evaluate,
+    evaluate_codes,
+    paired_bootstrap_diff,
+    parse_metric,
+)
+from jkofast.trec import QrelsArrays, RunArrays, read_qrels, read_run, read_run_arrays
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+SCIFACT_RUN = os.path.join(DATA, "metrics_scifact_bm25_top30.tsv.gz")
+SCIFACT_QRELS = os.path.join(DATA, "metrics_scifact_qrels_test.tsv")
+
+METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg", "recall@3", "recall@10", "p@1", "p@5",
+           "p@10", "map", "map@5", "mrr"]
+
+
+def synthetic(seed: int, n_queries: int = 30, n_docs: int = 40, score_levels: int = 4):
+    """Random runs/qrels covering the edge cases: coarse scores (many ties), graded,
+    label-0 and negative labels, unjudged docs, empty runs, queries without relevant
+    docs, queries only in the run or only in the qrels, ids whose string order differs
+    from their numeric order."""
+    rng = np.random.default_rng(seed)
+    docs = [str(i) for i in range(n_docs)] + ["d9", "d10", "D", "é", "z"]
+    run, qrels = {}, {}
+    for q in range(n_queries):
+        qid = f"q{q}"
+        n_ret = int(rng.integers(0, 15))
+        chosen = rng.choice(len(docs), n_ret, replace=False)
+        run[qid] = {docs[i]: float(rng.integers(0, score_levels)) / 2 for i in chosen}
+        n_j = int(rng.integers(1, 8))
+        judged = rng.choice(len(docs), n_j, replace=False)
+        # labels in {-1, 0, 1, 2, 3}; at least one non-negative label per query
+        # (pytrec_eval 0.5 loops forever on a query whose labels are all negative)
+        labels = rng.integers(-1, 4, n_j)
+        labels[0] = abs(labels[0])
+        qrels[qid] = {docs[i]: int(v) for i, v in zip(judged, labels)}
+        if q % 7 == 3:
+            qrels[qid] = {docs[i]: 0 for i in judged}  # no relevant document
+        if q % 11 == 5:
+            run[qid] = {}  # empty run
+    run["only_in_run"] = {"1": 1.0}
+    qrels["only_in_qrels"] = {"1": 1}
+    return run, qrels
+
+
+def _pytrec(run, qrels, metrics):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    req = {ref.pytrec_measure(m)[0] for m in metrics}
+    res = pytrec_eval.RelevanceEvaluator(qrels, req).evaluate(run)
+    return {m: {q: v[ref.pytrec_measure(m)[1]] for q, v in res.items()} for m in metrics}
+
+
+def _check_against(res, expected):
+    for m, by_q in expected.items():
+        assert sorted(by_q) == sorted(res.query_ids)
+        got = dict(zip(res.query_ids, res.per_query[m].tolist()))
+        for q, v in by_q.items():
+            assert abs(got[q] - v) <= 1e-9, (m, q, got[q], v)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matches_pytrec_eval_synthetic(seed):
+    run, qrels = synthetic(seed)
+    res = evaluate(run, qrels, METRICS)
+    _check_against(res, _pytrec(run, qrels, METRICS))
+    assert res.query_ids == [q for q in run if q in qrels]
+
+
+def test_matches_naive_trec_eval_oracle():
+    run, qrels = synthetic(5)
+    res = evaluate(run, qrels, METRICS)
+    _check_against(res, ref.trec_eval_metrics(run, qrels, METRICS))
+
+
+def test_mrr_at_k_matches_pytrec_recip_rank_of_truncated_run():
+    run, qrels = synthetic(3)
+    for k in (1, 3, 10):
+        trunc = {q: {d: run[q][d] for d in ref.trec_eval_order(run[q])[:k]} for q in run}
+        expected = _pytrec(trunc, qrels, ["mrr"])["mrr"]
+        r = evaluate(run, qrels, [f"mrr@{k}"])
+        got = dict(zip(r.query_ids, r[f"mrr@{k}"].tolist()))
+        for q, v in expected.items():
+            assert abs(got[q] - v) <= 1e-9
+
+
+def test_tie_break_is_doc_id_descending_string_order():
+    # '9' > '10' as strings: trec_eval ranks '9' first among equal scores
+    qrels = {"q": {"10": 1}}
+    res = evaluate({"q": {"9": 1.0, "10": 1.0}}, qrels, ["mrr"])
+    assert res["mrr"][0] == 0.5
+    res = evaluate({"q": {"9": 1.0, "10": 1.0 + 1e-6}}, qrels, ["mrr"])
+    assert res["mrr"][0] == 1.0
+
+
+def test_scores_tie_at_float32_precision():
+    # 1 + 5e-8 rounds to 1.0f (a tie, broken by doc id: 'b' first); 1 + 1e-7 does not
+    qrels = {"q": {"a": 1}}
+    assert evaluate({"q": {"a": 1.0 + 5e-8, "b": 1.0}}, qrels, ["mrr"])["mrr"][0] == 0.5
+    assert evaluate({"q": {"a": 1.0 + 1e-7, "b": 1.0}}, qrels, ["mrr"])["mrr"][0] == 1.0
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    for eps in (5e-8, 1e-7):
+        r = {"q": {"a": 1.0 + eps, "b": 1.0}}
+        exp = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(r)
+        assert evaluate(r, qrels, ["mrr"])["mrr"][0] == exp["q"]["recip_rank"]
+
+
+def _scifact():
+    return read_run(SCIFACT_RUN), read_qrels(SCIFACT_QRELS)
+
+
+def test_matches_pytrec_eval_on_scifact():
+    run, qrels = _scifact()
+    assert len(run) == 300 and all(len(v) == 30 for v in run.values())
+    metrics = ["ndcg@10", "ndcg@5", "ndcg", "recall@10", "recall@30", "p@10", "map",
+               "map@10", "mrr"]
+    res = evaluate(run, qrels, metrics)
+    _check_against(res, _pytrec(run, qrels, metrics))
+    # tie-heavy variant: scores rounded to one decimal
+    coarse = {q: {d: round(s, 1) for d, s in v.items()} for q, v in run.items()}
+    res = evaluate(coarse, qrels, metrics)
+    _check_against(res, _pytrec(coarse, qrels, metrics))
+
+
+def test_array_run_equals_dict_run_and_dedupes_last_wins():
+    run, qrels = synthetic(7)
+    ra = RunArrays.from_dict(run)
+    a = evaluate(run, qrels, METRICS)
+    b = evaluate(ra, qrels, METRICS)
+    assert a.query_ids == b.query_ids
+    for m in METRICS:
+        assert_array_equal(a.per_query[m], b.per_query[m])
+    # duplicates in array form: the last occurrence wins, as in a dict built line by line
+    ids = np.array(["x", "y", "x", "z"])
+    sc = np.array([5.0, 2.0, 1.0, 3.0])
+    r_arr = evaluate((["q"], np.array([0, 4]), ids, sc), {"q": {"x": 1}}, ["mrr", "p@3"])
+    r_dict = evaluate({"q": {"x": 1.0, "y": 2.0, "z": 3.0}}, {"q": {"x": 1}}, ["mrr", "p@3"])
+    assert_array_equal(r_arr["mrr"], r_dict["mrr"])
+    assert r_arr["mrr"][0] == pytest.approx(1 / 3)
+    assert r_arr.n_ret[0] == 3
+    # qrels in array form too
+    c = evaluate(run, QrelsArrays.from_dict(qrels), METRICS)
+    for m in METRICS:
+        assert_array_equal(a.per_query[m], c.per_query[m])
+
+
+def test_scifact_arrays_path_matches_dict_path():
+    run, qrels = _scifact()
+    ra = read_run_arrays(SCIFACT_RUN)
+    a = evaluate(run, qrels, ["ndcg@10", "map"])
+    b = evaluate(ra, qrels, ["ndcg@10", "map"])
+    assert_array_equal(a["ndcg@10"], b["ndcg@10"])
+    assert_array_equal(a["map"], b["map"])
+
+
+@pytest.mark.parametrize("gain", ["linear", "exponential"])
+def test_given_order_matches_published_evaluator(gain):
+    rng = np.random.default_rng(11)
+    ranked, qrels = {}, {}
+    for q in range(25):
+        n = int(rng.integers(0, 12))
+        ranked[f"q{q}"] = [f"d{int(i)}" for i in rng.integers(0, 10, n)]  # duplicates
+        judged = rng.choice(10, int(rng.integers(1, 6)), replace=False)
+        qrels[f"q{q}"] = {f"d{int(i)}": int(rng.integers(-1, 4)) for i in judged}
+    lens = [len(v) for v in ranked.values()]
+    off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    ids = np.array([d for v in ranked.values() for d in v], dtype=str)
+    scores = rng.random(off[-1])  # ignored in "given" mode
+    res = evaluate((list(ranked), off, ids, scores), qrels, METRICS, gain=gain,
+                   tie_break="given")
+    _check_against(res, ref.jko_metrics(ranked, qrels, METRICS, gain=gain))
+
+
+def test_exponential_gain_trec_order_vs_oracle():
+    run, qrels = synthetic(4)
+    res = evaluate(run, qrels, ["ndcg@3", "ndcg@10"], gain="exponential")
+    for q, i in zip(res.query_ids, range(len(res.query_ids))):
+        ranked = ref.trec_eval_order(run[q])
+        for m, k in (("ndcg@3", 3), ("ndcg@10", 10)):
+            exp = ref.metric_one(ranked, qrels[q], "ndcg", k, gain="exponential")
+            assert abs(res[m][i] - exp) <= 1e-12
+
+
+def test_linear_ndcg_matches_sklearn_on_binary_and_graded():
+    sk = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(2)
+    n = 12
+    rel = rng.integers(0, 4, n)
+    score = rng.permutation(n).astype(float)  # no ties
+    docs = [f"d{i}" for i in range(n)]
+    run = {"q": dict(zip(docs, score.tolist()))}
+    qrels = {"q": dict(zip(docs, rel.tolist()))}
+    for k in (3, 5, 12):
+        got = evaluate(run, qrels, [f"ndcg@{k}"])[f"ndcg@{k}"][0]
+        assert_allclose(got, sk.ndcg_score(rel[None], score[None], k=k), rtol=1e-12)
+
+
+def test_invariants_ndcg_range_and_ideal_ranking():
+    run, qrels = synthetic(8)
+    res = evaluate(run, qrels, METRICS)
+    for m in METRICS:
+        v = res.per_query[m]
+        assert np.all((v >= 0) & (v <= 1)), m
+    # the ideal ranking (labels descending) scores nDCG = 1 wherever a label is > 0
+    ideal = {q: {d: float(lab) for d, lab in qrels[q].items()} for q in qrels}
+    r = evaluate(ideal, qrels, ["ndcg@5", "ndcg", "map", "mrr"])
+    for i, q in enumerate(r.query_ids):
+        has_rel = any(v > 0 for v in qrels[q].values())
+        for m in ("ndcg@5", "ndcg", "map", "mrr"):
+            assert r[m][i] == pytest.approx(1.0 if has_rel else 0.0), (m, q)
+
+
+def test_missing_queries_skip_or_zero():
+    run, qrels = synthetic(9)
+    skip = evaluate(run, qrels, ["ndcg@10"])
+    zero = evaluate(run, qrels, ["ndcg@10"], missing="zero")
+    assert "only_in_qrels" not in skip.query_ids
+    assert zero.query_ids[: len(skip.query_ids)] == skip.query_ids
+    assert zero.query_ids[len(skip.query_ids):] == ["only_in_qrels"]
+    assert zero["ndcg@10"][-1] == 0.0
+    assert "only_in_run" not in zero.query_ids
+
+
+def test_thread_invariance():
+    run, qrels = synthetic(10, n_queries=60)
+    with numba_threads(1):
+        a = evaluate(run, qrels, METRICS)
+    with numba_threads(2):
+        b = evaluate(run, qrels, METRICS)
+    c = evaluate(run, qrels, METRICS, n_threads=2)
+    for m in METRICS:
+        assert_array_equal(a.per_query[m], b.per_query[m])
+        assert_array_equal(a.per_query[m], c.per_query[m])
+
+
+def test_evaluate_codes_kernel_interface():
+    # two queries; codes are lexicographic ranks; ties broken by code descending
+    names, vals, n_ret = evaluate_codes(
+        [0, 3, 3], [5, 7, 6], [1.0, 1.0, 2.0], [0, 1, 2], [5, 9], [1, 1],
+        ["mrr", "recall@2"])
+    assert names == ["mrr", "recall@2"]
+    # ranking of query 0: code 6 (2.0), then 7, then 5 -> relevant 5 at rank 3
+    assert_allclose(vals[:, 0], [1 / 3, 0.0])
+    assert_allclose(vals[:, 1], [0.0, 0.0])
+    assert_array_equal(n_ret, [3, 0])
+    with pytest.raises(TypeError, match="run_codes"):
+        evaluate_codes([0, 1], [1.5], [1.0], [0, 0], [], [], ["mrr"])
+    with pytest.raises(ValueError, match="same number of queries"):
+        evaluate_codes([0, 1], [1], [1.0], [0, 0, 0], [], [], ["mrr"])
+
+
+def test_parse_metric_aliases_and_errors():
+    assert parse_metric("NDCG@10") == ("ndcg@10", 0, 10)
+    assert parse_metric("ndcg_cut_10")[0] == "ndcg@10"
+    assert parse_metric("ndcg_cut.5")[0] == "ndcg@5"
+    assert parse_metric("P_10")[0] == "p@10"
+    assert parse_metric("precision@3")[0] == "p@3"
+    assert parse_metric("recip_rank")[0] == "mrr"
+    assert parse_metric("map_cut_100")[0] == "map@100"
+    for bad in ("foo@10", "ndcg@0", "recall", "p", "ndcg@x"):
+        with pytest.raises(ValueError):
+            parse_metric(bad)
+    with pytest.raises(TypeError):
+        parse_metric(10)
+
+
+def test_bad_input_errors():
+    run, qrels = {"q": {"a": 1.0}}, {"q": {"a": 1}}
+    with pytest.raises(ValueError, match="gain"):
+        evaluate(run, qrels, gain="log")
+    with pytest.raises(ValueError, match="tie_break"):
+        evaluate(run, qrels, tie_break="random")
+    with pytest.raises(ValueError, match="missing"):
+        evaluate(run, qrels, missing="drop")
+    with pytest.raises(ValueError, match="NaN"):
+        evaluate({"q": {"a": float("nan")}}, qrels)
+    with pytest.raises(TypeError, match="run"):
+        evaluate([1, 2], qrels)
+    with pytest.raises(TypeError, match="qrels"):
+        evaluate(run, [1])
+    with pytest.raises(ValueError, match="offsets"):
+        evaluate((["q"], np.array([0, 2]), np.array(["a"]), np.array([1.0])), qrels)
+    with pytest.raises(ValueError, match="unique"):
+        evaluate((["q", "q"], np.array([0, 1, 2]), np.array(["a", "b"]),
+                  np.array([1.0, 2.0])), qrels)
+    with pytest.raises(ValueError, match="at least one"):
+        evaluate(run, qrels, [])
+
+
+def test_empty_inputs():
+    res = evaluate({}, {"q": {"a": 1}}, ["ndcg@10"])
+    assert res.query_ids == [] and res["ndcg@10"].shape == (0,)
+    assert res.means == {"ndcg@10": 0.0}
+    assert res.summary() == {"ndcg@10": {"mean": 0.0}}
+    res = evaluate({"q": {}}, {"q": {"a": 1}}, ["ndcg@10", "p@10"])
+    assert_array_equal(res["ndcg@10"], [0.0])
+    assert res.n_ret[0] == 0
+
+
+def test_summary_uses_bootstrap_ci():
+    run, qrels = synthetic(12)
+    res = evaluate(run, qrels, ["ndcg@10"])
+    s = res.summary()["ndcg@10"]
+    m, lo, hi = ref.bootstrap_ci_loop(res["ndcg@10"])
+    assert (s["mean"], s["lo"], s["hi"]) == (m, lo, hi)
+    assert res.summary(ci=False)["ndcg@10"] == {"mean": m}
+
+
+# ---------------------------------------------------------------- bootstrap
+
+@pytest.mark.parametrize("n,n_boot,alpha,seed", [(1, 50, 0.05, 0), (7, 300, 0.1, 3),
+                                                  (300, 2000, 0.05, 0), (301, 123, 0.05, 42)])
+def test_bootstrap_ci_identical_to_naive_loop(n, n_boot, alpha, seed):
+    x = np.random.default_rng(n).random(n)
+    got = bootstrap_ci(x, n_boot=n_boot, alpha=alpha, seed=seed)
+    assert tuple(got) == ref.bootstrap_ci_loop(x, n_boot, alpha, seed)
+    assert got.lo <= got.mean <= got.hi or n == 1
+
+
+def test_bootstrap_ci_blocks_do_not_change_numbers():
+    # a large n forces several blocks of replicates
+    x = np.random.default_rng(0).random(5000)
+    assert tuple(bootstrap_ci(x, n_boot=900)) == ref.bootstrap_ci_loop(x, 900)
+
+
+def test_bootstrap_fresh_generator_and_paired_diff():
+    rng = np.random.default_rng(1)
+    a, b = rng.random(50), rng.random(50)
+    assert bootstrap_ci(a) == bootstrap_ci(a)
+    assert paired_bootstrap_diff(a, b) == bootstrap_ci(a - b)
+    d = paired_bootstrap_diff(a + 1.0, a)
+    assert d.lo == pytest.approx(1.0) and d.hi == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same length"):
+        paired_bootstrap_diff(a, b[:3])
+    with pytest.raises(ValueError, match="alpha"):
+        bootstrap_ci(a, alpha=1.5)
+    with pytest.raises(ValueError, match="n_boot"):
+        bootstrap_ci(a, n_boot=0)
+    with pytest.raises(ValueError, match="x"):
+        bootstrap_ci([])
+    with pytest.raises(ValueError, match="x"):
+        bootstrap_ci([1.0, float("nan")])
+
+
+# ---------------------------------------------------------------- CLI
+
+def test_cli_evaluate_with_qrels_file(capsys):
+    from jkofast.cli import main
+
+    rc = main(["evaluate", "--qrels", SCIFACT_QRELS, "--run", SCIFACT_RUN,
+               "--metrics", "ndcg@10,recall@10", "--json", "--n-boot", "200"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    run, qrels = _scifact()
+    res = evaluate(run, qrels, ["ndcg@10", "recall@10"])
+    assert out["n_queries"] == 300
+    m = out["metrics"]["ndcg@10"]
+    assert m["mean"] == pytest.approx(res.means["ndcg@10"], abs=1e-12)
+    assert (m["lo"], m["hi"]) == tuple(bootstrap_ci(res["ndcg@10"], n_boot=200)[1:])
+    rc = main(["evaluate", "--qrels", SCIFACT_QRELS, "--run", SCIFACT_RUN])
+    text = capsys.readouterr().out
+    assert rc == 0 and "ndcg@10" in text and "95% CI" in text
+
+
+def test_cli_evaluate_errors(capsys, tmp_path):
+    from jkofast.cli import main
+
+    assert main(["evaluate", "--run", SCIFACT_RUN]) == 2  # neither --dataset nor --qrels
+    bad = tmp_path / "bad.trec"
+    bad.write_text("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 x\n")
+    assert main(["evaluate", "--qrels", SCIFACT_QRELS, "--run", str(bad)]) == 2
+    assert "bad.trec:2" in capsys.readouterr().err

@@ -1,0 +1,177 @@
+"""TREC run / qrels IO: formats, round trips, atomic writes, errors with file:line."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+from jkofast.trec import (
+    QrelsArrays,
+    RunArrays,
+    read_qrels,
+    read_qrels_arrays,
+    read_run,
+    read_run_arrays,
+    write_run,
+)
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def _write(path, text, gz=False):
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_read_run_six_columns(tmp_path):
+    p = _write(tmp_path / "r.trec",
+               "q1 Q0 d1 1 2.5 tag\nq1 Q0 d2 2 1.5 tag\n\n# comment\nq2 Q0 d1 1 -3 tag\n")
+    assert read_run(p) == {"q1": {"d1": 2.5, "d2": 1.5}, "q2": {"d1": -3.0}}
+    ra = read_run_arrays(p)
+    assert ra.query_ids == ["q1", "q2"]
+    assert_array_equal(ra.offsets, [0, 2, 3])
+    assert ra.doc_ids.tolist() == ["d1", "d2", "d1"]
+    assert_array_equal(ra.scores, [2.5, 1.5, -3.0])
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_read_run_three_columns_with_header_and_gz(tmp_path, gz):
+    name = "r.tsv.gz" if gz else "r.tsv"
+    p = _write(tmp_path / name, "query-id\tcorpus-id\tscore\n1\t10\t0.5\n1\t9\t0.25\n", gz)
+    assert read_run(p) == {"1": {"10": 0.5, "9": 0.25}}
+    p2 = _write(tmp_path / ("n" + name), "1\t10\t0.5\n", gz)  # no header
+    assert read_run(p2) == {"1": {"10": 0.5}}
+
+
+def test_read_run_duplicates_last_wins_in_dict_kept_in_arrays(tmp_path):
+    p = _write(tmp_path / "r.trec", "q Q0 a 1 3 t\nq Q0 b 2 2 t\nq Q0 a 3 1 t\n")
+    assert read_run(p) == {"q": {"a": 1.0, "b": 2.0}}
+    assert read_run_arrays(p).doc_ids.tolist() == ["a", "b", "a"]
+    assert RunArrays.from_dict(read_run(p)).to_dict() == read_run(p)
+    assert read_run_arrays(p).to_dict() == read_run(p)
+
+
+@pytest.mark.parametrize("text,line,msg", [
+    ("q Q0 a 1 3 t\nq Q0 b 2\n", 2, "expected 6 columns"),
+    ("q Q0 a 1 x t\n", 1, "not a number"),
+    ("q Q0 a 1 3 t\nq Q0 b 2 y t\n", 2, "not a number"),
+    ("q Q0 a one 3 t\n", 1, "rank"),
+    ("q a\n", 1, "6 columns"),
+    ("q Q0 a 1 nan t\n", 1, "NaN"),
+    ("q\ta\t1\nq\tb\n", 2, "expected 3 columns"),
+])
+def test_read_run_malformed_names_file_and_line(tmp_path, text, line, msg):
+    p = _write(tmp_path / "bad.trec", text)
+    with pytest.raises(ValueError, match=msg) as ei:
+        read_run(p)
+    assert f"bad.trec:{line}" in str(ei.value)
+
+
+def test_read_run_arrays_requires_contiguous_queries(tmp_path):
+    p = _write(tmp_path / "r.trec", "q1 Q0 a 1 3 t\nq2 Q0 a 1 3 t\nq1 Q0 b 2 2 t\n")
+    with pytest.raises(ValueError, match="contiguous"):
+        read_run_arrays(p)
+    assert read_run(p) == {"q1": {"a": 3.0, "b": 2.0}, "q2": {"a": 3.0}}
+
+
+def test_read_qrels_trec_and_beir():
+    trec = "q1 0 d1 1\nq1 0 d2 0\nq2 0 d3 -1\nq2 0 d4 2\n"
+    beir = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td3\t-1\nq2\td4\t2\n"
+    expected = {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": -1, "d4": 2}}
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in (("q.trec", trec), ("q.tsv", beir)):
+            p = os.path.join(d, name)
+            with open(p, "w") as fh:
+                fh.write(text)
+            assert read_qrels(p) == expected
+            qa = read_qrels_arrays(p)
+            assert qa.to_dict() == expected
+            assert qa.labels.dtype == np.int64
+    assert QrelsArrays.from_dict(expected).to_dict() == expected
+
+
+def test_read_qrels_bundled_scifact_copy():
+    q = read_qrels(os.path.join(DATA, "metrics_scifact_qrels_test.tsv"))
+    assert len(q) == 300 and sum(len(v) for v in q.values()) == 339
+
+
+@pytest.mark.parametrize("text,line,msg", [
+    ("q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 columns"),
+    ("q1 0 d1 x\n", 1, "not an integer"),
+    ("q1 0 d1 1.5\n", 1, "not an integer"),
+    ("q1 d1\n", 1, "4 columns"),
+])
+def test_read_qrels_malformed(tmp_path, text, line, msg):
+    p = _write(tmp_path / "bad.qrels", text)
+    with pytest.raises(ValueError, match=msg) as ei:
+        read_qrels(p)
+    assert f"bad.qrels:{line}" in str(ei.value)
+
+
+def test_missing_file():
+    with pytest.raises(FileNotFoundError):
+        read_run("/nonexistent/run.trec")
+
+
+@pytest.mark.parametrize("suffix", [".trec", ".trec.gz"])
+def test_write_run_dict_round_trip_trec_order(tmp_path, suffix):
+    run = {"q1": {"a": 1.0, "b": 3.0, "c": 1.0}, "q2": {"x": 0.1 + 0.2}}
+    p = tmp_path / ("out" + suffix)
+    write_run(p, run, tag="bm25")
+    assert read_run(p) == run  # float64 repr round-trips exactly
+    ra = read_run_arrays(p)
+    # score desc, ties by doc id desc (trec_eval's order)
+    assert ra.doc_ids.tolist() == ["b", "c", "a", "x"]
+    opener = gzip.open if suffix.endswith(".gz") else open
+    with opener(p, "rt") as fh:
+        first = fh.readline().split()
+    assert first == ["q1", "Q0", "b", "1", "3.0", "bm25"]
+
+
+def test_write_run_arrays_and_retriever_tuple(tmp_path):
+    ra = RunArrays(["q1", "q2"], np.array([0, 2, 3]), np.array(["d2", "d0", "d1"]),
+                   np.array([0.7, 0.3, 0.9], np.float32))
+    p = tmp_path / "a.trec"
+    write_run(p, ra)
+    back = read_run_arrays(p)
+    assert back.doc_ids.tolist() == ["d2", "d0", "d1"]
+    assert_array_equal(back.scores.astype(np.float32), ra.scores)  # float32 exact
+    # (indices, scores) as a retriever returns them, padded with -1 / -inf
+    idx = np.array([[2, 0, -1], [1, -1, -1]], np.int64)
+    sc = np.array([[0.7, 0.3, -np.inf], [0.9, -np.inf, -np.inf]], np.float32)
+    p2 = tmp_path / "b.trec"
+    write_run(p2, (idx, sc), query_ids=["q1", "q2"], doc_ids=["d0", "d1", "d2"])
+    assert read_run(p2) == read_run(p)
+    with pytest.raises(ValueError, match="query_ids"):
+        write_run(p2, (idx, sc), doc_ids=["d0", "d1", "d2"])
+    with pytest.raises(ValueError, match="doc_ids"):
+        write_run(p2, (idx, sc), query_ids=["q1", "q2"])
+    with pytest.raises(TypeError, match="run"):
+        write_run(p2, [1, 2])
+    with pytest.raises(ValueError, match="tag"):
+        write_run(p2, {"q": {"a": 1.0}}, tag="has space")
+
+
+def test_write_run_is_atomic(tmp_path):
+    p = tmp_path / "run.trec"
+    write_run(p, {"q": {"a": 1.0}})
+    before = p.read_text()
+
+    class Boom(dict):
+        def items(self):
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        write_run(p, {"q": Boom(a=2.0)})
+    assert p.read_text() == before  # the old file is untouched
+    assert sorted(os.listdir(tmp_path)) == ["run.trec"]  # no temporary left behind
