@@ -515,8 +515,10 @@ class SparseGeometricRetriever:
             Corpus row positions in rank order, padded with -1 (empty query, no routed
             document, or fewer than k in the pool).
         scores : float32 ndarray (nq, k)
-            The relevance (SPEC B.9) of each returned document, padded with -inf.  Ranks
-            2-10 follow the diversity order, so scores need not be monotone there.
+            The relevance (SPEC B.9) of each returned document, padded with -inf, capped
+            to be strictly decreasing in rank: ranks 2-10 follow the diversity order, and
+            the cap keeps that order for tools that re-sort by score.  The raw relevance
+            is in :meth:`pool`.
         """
         k = check_int(k, "k", min_value=1)
         resolve_threads(n_threads)
@@ -527,8 +529,14 @@ class SparseGeometricRetriever:
         idx = np.full((len(query_texts), k), -1, np.int64)
         sc = np.full((len(query_texts), k), -np.inf, np.float32)
         idx[:, :kk] = out_doc[:, :kk]
-        rel = out_comp[:, 4, :kk]
-        sc[:, :kk] = np.where(idx[:, :kk] >= 0, rel, -np.inf).astype(np.float32)
+        rel = np.where(idx[:, :kk] >= 0, out_comp[:, 4, :kk], -np.inf).astype(np.float32)
+        # make scores non-increasing in rank so tools that re-sort by score (trec_eval,
+        # pytrec_eval) keep the diversified order: cap each at just below its predecessor
+        if kk:
+            sc[:, 0] = rel[:, 0]
+        for c in range(1, kk):
+            cap = np.nextafter(sc[:, c - 1], np.float32(-np.inf))
+            sc[:, c] = np.where(np.isfinite(rel[:, c]), np.minimum(rel[:, c], cap), -np.inf)
         return idx, sc
 
     def pool(self, query_texts, P: int | None = None, n_threads: int | None = None) -> SGRPool:
