@@ -123,6 +123,14 @@ class SparseIndex:
             np.cumsum(np.bincount(rows, minlength=q_ptr.size - 1), out=q_ptr[1:])
         return q_ptr, q_terms, self._query_weights(q_ptr, q_terms, q_counts)
 
+    def _positive_weights(self) -> bool:
+        """All postings weights > 0 (cached): enables the touched-list scoring path."""
+        pos = getattr(self, "_pos_cache", None)
+        if pos is None or pos[0] is not self.post_w:
+            pos = (self.post_w, bool(self.post_w.size == 0 or float(np.min(self.post_w)) > 0.0))
+            self._pos_cache = pos
+        return pos[1]
+
     def search_csr(self, q_ptr, q_terms, q_w, k: int = 10, n_threads: int | None = None):
         """``search`` for queries already in CSR form (``query_csr``'s output: term ids over this
         index's vocabulary, float64 weights); skips the analyser."""
@@ -142,7 +150,8 @@ class SparseIndex:
             # chunking only balances work; every query's result is independent of it
             chunk = max(1, min(32, -(-nq // (4 * nt))))
             _ks.score_topk_batch(self.term_ptr, self.post_docs, self.post_w, self.n_docs, q_ptr, q_terms,
-                                 q_w, k, chunk, out_idx, out_val)
+                                 q_w, k, self._positive_weights() and bool(np.all(q_w > 0)), chunk,
+                                 out_idx, out_val)
         return out_idx, out_val
 
     def search(self, query_texts, k: int = 10, n_threads: int | None = None):
@@ -176,7 +185,7 @@ class SparseIndex:
         self._check_fitted()
         q_ptr, q_terms, q_w = self.query_csr(query_texts)
         nq = q_ptr.shape[0] - 1
-        out = np.zeros((nq, self.n_docs), dtype)
+        out = np.empty((nq, self.n_docs), dtype)
         if nq:
             with numba_threads(n_threads):
                 chunk = max(1, min(32, -(-nq // 8)))
@@ -505,3 +514,6 @@ def _warmup() -> None:
         d = np.zeros((1, 3), dt)
         _ks.score_dense_batch(np.array([0, 1], np.int64), np.array([0], np.int64), np.array([1.0], dt), 3,
                               np.array([0, 1], np.int64), np.array([0], np.int64), np.array([1.0]), 1, d)
+    # the signed-weight path (okapi with negative idf floors)
+    for k in (2, 70):
+        BM25Index("okapi").fit(["a b", "a b c", "a b", "a c", "b c"]).search(["a"], k=k)
