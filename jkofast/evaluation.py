@@ -358,6 +358,42 @@ def _codes_arrays(run_ids: np.ndarray, qrels_ids: np.ndarray):
     return inv[: len(run_ids)], inv[len(run_ids):]
 
 
+MAX_ID_ROWS_BYTES = 1 << 30
+
+
+def _id_rows(run_ids, qrels_ids):
+    """Doc ids as zero-padded rows of big-endian uint64 words holding their UTF-8 bytes
+    (one width for run and qrels), so that comparing rows word by word is C ``strcmp``
+    order — trec_eval's.  ``None`` when they would exceed ``MAX_ID_ROWS_BYTES``."""
+    ids = (run_ids.tolist() if isinstance(run_ids, np.ndarray) else list(run_ids))
+    n_run = len(ids)
+    ids += qrels_ids
+    n = len(ids)
+    if n == 0:
+        return np.zeros((0, 1), np.uint64), np.zeros((0, 1), np.uint64)
+    try:
+        joined = "\x00".join(ids)
+    except TypeError:
+        ids = [str(x) for x in ids]
+        joined = "\x00".join(ids)
+    buf = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
+    seps = np.flatnonzero(buf == 0)
+    if seps.shape[0] != n - 1:
+        raise ValueError("document ids must not contain NUL characters")
+    starts = np.empty(n, np.int64)
+    starts[0] = 0
+    starts[1:] = seps + 1
+    lengths = np.empty(n, np.int64)
+    lengths[:-1] = seps - starts[:-1]
+    lengths[-1] = buf.shape[0] - starts[-1]
+    n_words = max(1, -(-int(lengths.max()) // 8))
+    if n * n_words * 8 > MAX_ID_ROWS_BYTES:
+        return None
+    out = np.zeros((n, n_words), np.uint64)
+    _k.pack_id_bytes(buf, starts, lengths, out)
+    return out[:n_run], out[n_run:]
+
+
 def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
              tie_break: str = "trec_eval", *, missing: str = "skip",
              n_threads: int | None = None) -> EvalResult:
@@ -427,12 +463,10 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
             f"got {type(run).__name__}")
 
     if ra is None:
-        qids = [q for q in run if q in qrels]
-        extra = [q for q in qrels if q not in run] if missing == "zero" else []
-        all_q = qids + extra
+        all_q = [q for q in run if q in qrels]
+        if missing == "zero":
+            all_q += [q for q in qrels if q not in run]
         roff, run_ids, scores = _flatten_dict(run, all_q, np.float64)
-        qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.int64)
-        rc, qc = _codes(run_ids, qrels_ids, lex)
         dedupe = False  # a dict holds no duplicate doc ids
     else:
         from jkofast._validation import check_offsets
@@ -454,24 +488,33 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         lens = np.array([off[i + 1] - off[i] for i in keep] + [0] * len(extra), np.int64)
         roff = np.zeros(len(all_q) + 1, np.int64)
         np.cumsum(lens, out=roff[1:])
-        if keep:
+        if keep and len(keep) < len(qlist):
             sel = np.concatenate([np.arange(off[i], off[i + 1]) for i in keep])
+            run_ids, scores = ids[sel], sc_all[sel]
+        elif keep:
+            run_ids, scores = ids, sc_all
         else:
-            sel = np.zeros(0, np.int64)
-        run_ids_arr = ids[sel]
-        scores = sc_all[sel]
-        qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.int64)
-        if lex:
-            rc, qc = _codes_arrays(run_ids_arr, np.asarray(qrels_ids, dtype=str))
-        else:
-            rc, qc = _codes(run_ids_arr.tolist(), qrels_ids, False)
+            run_ids, scores = ids[:0], sc_all[:0]
         dedupe = True
+    qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.int64)
+    if np.isnan(scores).any():
+        raise ValueError("run scores contain NaN")
 
-    if labels.dtype.kind not in "iu":
-        raise TypeError("qrels labels must be integers")
-    _, values, n_ret = evaluate_codes(roff, rc, scores, qoff, qc, labels, names, gain=gain,
-                                      tie_break=tie_break, dedupe=dedupe,
-                                      n_threads=n_threads)
+    rows = _id_rows(run_ids, qrels_ids)
+    if rows is None:  # very long ids: integer codes instead of character rows
+        rc, qc = _codes(list(run_ids), qrels_ids, lex)
+        _, values, n_ret = evaluate_codes(roff, rc, scores, qoff, qc, labels, names,
+                                          gain=gain, tie_break=tie_break, dedupe=dedupe,
+                                          n_threads=n_threads)
+    else:
+        nq = len(all_q)
+        out = np.zeros((nq, len(names)), np.float64)
+        n_ret = np.zeros(nq, np.int64)
+        with numba_threads(n_threads):
+            _k.evaluate_batch_chars(roff, rows[0], scores.astype(np.float32), qoff,
+                                    rows[1], labels, kinds, ks, gain_mode, tie_mode, dedupe,
+                                    out, n_ret)
+        values = np.ascontiguousarray(out.T)
     per_query = {n: values[i] for i, n in enumerate(names)}
     return EvalResult(all_q, per_query, n_ret, gain=gain, tie_break=tie_break)
 
@@ -485,3 +528,5 @@ def _warmup() -> None:
             evaluate(run, qrels, DEFAULT_METRICS, gain=g, tie_break=tie)
     ra = RunArrays(["a"], np.array([0, 3]), np.array(["x", "y", "x"]), np.array([1.0, 1.0, 2.0]))
     evaluate(ra, qrels, DEFAULT_METRICS)
+    evaluate({"a": {"é": 1.0, "x": 1.0}}, qrels, DEFAULT_METRICS)  # UCS-4 id rows
+    evaluate_codes([0, 2], [1, 0], [1.0, 1.0], [0, 1], [0], [1], DEFAULT_METRICS)

@@ -228,3 +228,198 @@ def evaluate_batch(run_indptr, run_codes, run_scores, qrels_indptr, qrels_codes,
         query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, clamp,
                       out[q])
     return 0
+
+
+# --------------------------------------------------------------------------------------
+# String ids as fixed-width character rows (no global code table needed)
+#
+# ``run_chars`` / ``qrels_chars``: (n, w) uint8 (ASCII/bytes) or uint32 (UCS-4 code
+# points) matrices of the same width, rows zero-padded — numpy's ``S``/``U`` arrays viewed
+# as integers.  Comparing rows element-wise gives C ``strcmp`` order on UTF-8 (code-point
+# order equals UTF-8 byte order), i.e. trec_eval's doc id order.
+
+
+@kernel()
+def _cmp_rows(a, i, b, j):
+    """-1 / 0 / 1 comparing row ``a[i]`` with row ``b[j]`` (same width, zero-padded)."""
+    for c in range(a.shape[1]):
+        x = a[i, c]
+        y = b[j, c]
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+@kernel()
+def _before(mode, i, j, scores, chars):
+    """Strict order used by the merge sort: mode 0 = id ascending; mode 1 = trec_eval
+    ranking (score desc, then id desc)."""
+    if mode == 0:
+        return _cmp_rows(chars, i, chars, j) < 0
+    if scores[i] != scores[j]:
+        return scores[i] > scores[j]
+    return _cmp_rows(chars, i, chars, j) > 0
+
+
+@kernel()
+def _merge_sort(idx, mode, scores, chars):
+    """Stable bottom-up merge sort of the row indices ``idx`` (returns a sorted copy)."""
+    n = idx.shape[0]
+    src = idx.copy()
+    dst = np.empty_like(src)
+    width = 1
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            k = lo
+            while i < mid and j < hi:
+                if _before(mode, src[j], src[i], scores, chars):
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+            lo += 2 * width
+        tmp = src
+        src = dst
+        dst = tmp
+        width *= 2
+    return src
+
+
+@kernel()
+def _sort_rows_by_id(rows, chars):
+    """Stable sort of row indices by id (ascending); one-word ids use a numeric sort."""
+    if chars.shape[1] == 1:
+        keys = np.empty(rows.shape[0], dtype=np.uint64)
+        for j in range(rows.shape[0]):
+            keys[j] = chars[rows[j], 0]
+        o = np.argsort(keys, kind="mergesort")
+        out = np.empty_like(rows)
+        for j in range(rows.shape[0]):
+            out[j] = rows[o[j]]
+        return out
+    return _merge_sort(rows, 0, np.zeros(1, dtype=np.float32), chars)
+
+
+@kernel()
+def _trec_sort(rows, scores, chars):
+    """Rows (unique ids) in trec_eval order: score desc, then id desc."""
+    n = rows.shape[0]
+    keys = np.empty(n, dtype=scores.dtype)
+    for j in range(n):
+        keys[j] = -scores[rows[j]]
+    o = np.argsort(keys)
+    out = np.empty_like(rows)
+    for j in range(n):
+        out[j] = rows[o[j]]
+    # equal scores: order by id descending (ids are unique, so the result is unique)
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and scores[out[j]] == scores[out[i]]:
+            j += 1
+        if j - i > 1:
+            grp = _sort_rows_by_id(out[i:j].copy(), chars)
+            for t in range(j - i):
+                out[i + t] = grp[j - i - 1 - t]
+        i = j
+    return out
+
+
+@kernel()
+def _ranked_rows(r0, r1, scores, chars, tie_mode, dedupe):
+    """Global run row indices of one query in ranked order (see module docstring)."""
+    n = r1 - r0
+    rows = np.arange(r0, r1)
+    if tie_mode != TIE_TREC_EVAL:
+        return rows
+    if dedupe and n > 1:
+        by_id = _sort_rows_by_id(rows, chars)
+        keep = np.ones(n, dtype=np.bool_)
+        n_keep = n
+        for j in range(n - 1):
+            # stable sort: equal ids keep input order, so the last of a group wins
+            if _cmp_rows(chars, by_id[j], chars, by_id[j + 1]) == 0:
+                keep[by_id[j] - r0] = False
+                n_keep -= 1
+        if n_keep < n:
+            kept = np.empty(n_keep, dtype=np.int64)
+            m = 0
+            for j in range(n):
+                if keep[j]:
+                    kept[m] = r0 + j
+                    m += 1
+            rows = kept
+    for j in range(1, rows.shape[0]):
+        if _before(1, rows[j], rows[j - 1], scores, chars):
+            return _trec_sort(rows, scores, chars)
+    return rows
+
+
+@kernel()
+def pack_id_bytes(buf, starts, lengths, out):
+    """Pack byte strings ``buf[starts[i]:starts[i] + lengths[i]]`` into zero-padded rows of
+    big-endian uint64 words (``out`` (n, n_words), zero-initialised), so that comparing
+    rows word by word is ``strcmp`` order on the bytes."""
+    for i in range(starts.shape[0]):
+        s = starts[i]
+        for c in range(lengths[i]):
+            w = c >> 3
+            shift = np.uint64(8 * (7 - (c & 7)))
+            out[i, w] |= np.uint64(buf[s + c]) << shift
+
+
+@kernel(parallel=True)
+def evaluate_batch_chars(run_indptr, run_chars, run_scores, qrels_indptr, qrels_chars,
+                         qrels_labels, metric_kinds, metric_ks, gain_mode, tie_mode, dedupe,
+                         out, out_n_ret):
+    """Like :func:`evaluate_batch` with doc ids as character rows (exact string order).
+
+    Qrels rows must be unique within a query.  Returns 0 (status OK).
+    """
+    nq = run_indptr.shape[0] - 1
+    clamp = tie_mode == TIE_TREC_EVAL
+    for q in prange(nq):
+        g0 = qrels_indptr[q]
+        g1 = qrels_indptr[q + 1]
+        rows = _ranked_rows(run_indptr[q], run_indptr[q + 1], run_scores, run_chars,
+                            tie_mode, dedupe)
+        # qrels of the query sorted by id, for binary search
+        qrows = _merge_sort(np.arange(g0, g1), 0, run_scores, qrels_chars)
+        nqr = qrows.shape[0]
+        labels = np.zeros(rows.shape[0], dtype=np.int64)
+        for j in range(rows.shape[0]):
+            r = rows[j]
+            lo = 0
+            hi = nqr
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if _cmp_rows(qrels_chars, qrows[mid], run_chars, r) < 0:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < nqr and _cmp_rows(qrels_chars, qrows[lo], run_chars, r) == 0:
+                labels[j] = qrels_labels[qrows[lo]]
+        ideal = np.sort(qrels_labels[g0:g1])[::-1].copy()
+        num_rel = 0
+        for j in range(ideal.shape[0]):
+            if ideal[j] > 0:
+                num_rel += 1
+        out_n_ret[q] = rows.shape[0]
+        query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, clamp,
+                      out[q])
+    return 0
