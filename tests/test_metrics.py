@@ -28,13 +28,16 @@ METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg", "recall@3", "recall@10", "p@1"
            "p@10", "map", "map@5", "mrr"]
 
 
-def synthetic(seed: int, n_queries: int = 30, n_docs: int = 40, score_levels: int = 4):
+def synthetic(seed: int, n_queries: int = 30, n_docs: int = 40, score_levels: int = 4,
+              long_ids: bool = False):
     """Random runs/qrels covering the edge cases: coarse scores (many ties), graded,
     label-0 and negative labels, unjudged docs, empty runs, queries without relevant
     docs, queries only in the run or only in the qrels, ids whose string order differs
     from their numeric order."""
     rng = np.random.default_rng(seed)
     docs = [str(i) for i in range(n_docs)] + ["d9", "d10", "D", "é", "z"]
+    if long_ids:  # ids spanning several 8-byte words, sharing long prefixes
+        docs = [f"MED-doc-{d}-{'x' * (i % 3)}" for i, d in enumerate(docs)] + ["MED-doc-"]
     run, qrels = {}, {}
     for q in range(n_queries):
         qid = f"q{q}"
@@ -72,12 +75,50 @@ def _check_against(res, expected):
             assert abs(got[q] - v) <= 1e-9, (m, q, got[q], v)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_matches_pytrec_eval_synthetic(seed):
-    run, qrels = synthetic(seed)
+@pytest.mark.parametrize("seed,long_ids", [(0, False), (1, False), (2, True), (3, True)])
+def test_matches_pytrec_eval_synthetic(seed, long_ids):
+    run, qrels = synthetic(seed, long_ids=long_ids)
     res = evaluate(run, qrels, METRICS)
     _check_against(res, _pytrec(run, qrels, METRICS))
     assert res.query_ids == [q for q in run if q in qrels]
+    # array input (de-duplication path) and the integer-code fallback give the same
+    ra = RunArrays.from_dict(run)
+    b = evaluate(ra, qrels, METRICS)
+    for m in METRICS:
+        assert_array_equal(res.per_query[m], b.per_query[m])
+
+
+def test_integer_code_fallback_for_huge_ids(monkeypatch):
+    import jkofast.evaluation as ev
+
+    run, qrels = synthetic(6, long_ids=True)
+    a = evaluate(run, qrels, METRICS)
+    monkeypatch.setattr(ev, "MAX_ID_ROWS_BYTES", 0)
+    assert ev._id_rows(["a"], ["b"]) is None
+    b = evaluate(run, qrels, METRICS)
+    c = evaluate(RunArrays.from_dict(run), qrels, METRICS)
+    d = evaluate(run, qrels, METRICS, tie_break="given")
+    monkeypatch.setattr(ev, "MAX_ID_ROWS_BYTES", 1 << 30)
+    e = evaluate(run, qrels, METRICS, tie_break="given")
+    for m in METRICS:
+        assert_array_equal(a.per_query[m], b.per_query[m])
+        assert_array_equal(a.per_query[m], c.per_query[m])
+        assert_array_equal(d.per_query[m], e.per_query[m])
+
+
+def test_id_rows_compare_like_strcmp_on_utf8():
+    import itertools
+
+    from jkofast.evaluation import _id_rows
+
+    ids = ["", "a", "ab", "abcdefgh", "abcdefghi", "abcdefgh\x7f", "b", "é", "éa", "ÿ",
+           "10", "9", "\U0001f600", "zzzzzzzzzzzzzzzzz"]
+    r, q = _id_rows(ids, ["x"])
+    assert r.shape == (len(ids), 3) and q.shape == (1, 3)
+    for i, j in itertools.product(range(len(ids)), repeat=2):
+        assert (tuple(r[i]) < tuple(r[j])) == (ids[i].encode() < ids[j].encode())
+    with pytest.raises(ValueError, match="NUL"):
+        _id_rows(["a\x00b"], [])
 
 
 def test_matches_naive_trec_eval_oracle():
