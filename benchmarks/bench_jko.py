@@ -1,0 +1,73 @@
+"""asv suites for the JKO solver: one query per gradient path, and batched reranking."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.bench_sinkhorn import clustered_pool
+from benchmarks.common import PROFILE, SEED, Benchmark
+from jkofast import numba_threads
+
+
+def jko_query_inputs(m=200, seed=SEED, tau0=1.0):
+    """A seeded M-pool with SPEC A.4.7's synthetic energy: E = -(0.4 minmax(U) + 0.6 minmax(N))."""
+    rng = np.random.default_rng(seed)
+    Z, C, K = clustered_pool(m, seed=seed)
+
+    def minmax(x):
+        return (x - x.min()) / (x.max() - x.min())
+
+    r = 0.4 * minmax(rng.random(m)) + 0.6 * minmax(rng.normal(size=m))
+    x = r / tau0
+    p0 = np.exp(x - x.max())
+    return Z, p0 / p0.sum(), -r, C, K
+
+
+class JKOQuery(Benchmark):
+    """One M = 200 query, 1 thread: operating point x gradient path."""
+
+    params = (["base", "tuned"], ["unrolled", "implicit"])
+    param_names = ["config", "grad"]
+
+    def make_inputs(self, config, grad):
+        from jkofast.jko import operating_point
+
+        self.cfg = operating_point(config, grad=grad)
+        _, self.p0, self.E, self.C, self.K = jko_query_inputs(tau0=self.cfg.tau0)
+
+    def run(self, config, grad):
+        from jkofast.jko import run_jko
+
+        with numba_threads(1):
+            run_jko(self.p0, self.E, self.C, self.K, self.cfg)
+
+    def time_run_jko(self, config, grad):
+        self.run(config, grad)
+
+
+class RerankBatch(Benchmark):
+    """Batched rerank of 300 pools of M = 200 (dense geometry built in-kernel), tuned/implicit."""
+
+    N_POOLS = 24 if PROFILE == "fast" else 300
+    params = ([1, 2],)
+    param_names = ["threads"]
+    timeout = 1800
+
+    def make_inputs(self, threads):
+        zs, es = [], []
+        for q in range(self.N_POOLS):
+            Z, _, E, _, _ = jko_query_inputs(seed=SEED + q)
+            zs.append(Z.astype(np.float32))
+            es.append(E)
+        self.Z = np.concatenate(zs)
+        self.E = np.concatenate(es)
+        self.off = np.arange(0, 200 * (self.N_POOLS + 1), 200, dtype=np.int64)
+
+    def run(self, threads):
+        from jkofast.jko import operating_point, rerank_batch
+
+        rerank_batch(self.E, None, self.off, embeddings=self.Z, config=operating_point("tuned", grad="implicit"),
+                     n_threads=threads)
+
+    def time_rerank_batch(self, threads):
+        self.run(threads)

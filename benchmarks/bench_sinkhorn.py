@@ -1,0 +1,74 @@
+"""asv suites for the log-domain Sinkhorn kernel (jkofast.sinkhorn_log).
+
+Times ``N_ITER`` update pairs from a cold start (fixed count, no tolerance) on a seeded
+clustered pool with the JKO geometry ``C = (1 - cos)^2``; divide by ``N_ITER`` for the
+per-iteration figure (``benchmarks/compare_peers.py`` prints it next to POT's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.common import PROFILE, SEED, Benchmark
+
+N_ITER = 100
+
+
+def clustered_pool(m, d=384, n_clusters=20, seed=SEED):
+    """Unit rows in ``n_clusters`` clusters (within-cluster cosine ~0.5), like MiniLM pools."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_clusters, d))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    Z = centres[np.arange(m) % n_clusters] + 0.05 * rng.normal(size=(m, d))
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    S = np.clip(Z @ Z.T, -1, 1)
+    return Z, (1 - S) ** 2, np.maximum(S, 0)
+
+
+class SinkhornIteration(Benchmark):
+    """``N_ITER`` pairs at ε = 0.1, M in {200, 1000}, float64 / float32."""
+
+    params = ([200] if PROFILE == "fast" else [200, 1000], ["float64", "float32"])
+    param_names = ["M", "dtype"]
+
+    def make_inputs(self, m, dtype):
+        rng = np.random.default_rng(SEED)
+        _, C, _ = clustered_pool(m)
+        self.C = C.astype(dtype)
+        a = rng.random(m) + 0.01
+        self.a = (a / a.sum()).astype(dtype)
+        self.b = np.full(m, 1.0 / m, dtype)
+
+    def run(self, m, dtype):
+        from jkofast import sinkhorn_log
+
+        return sinkhorn_log(self.a, self.b, self.C, 0.1, max_iter=N_ITER, tol=None)
+
+    def time_sinkhorn_100_pairs(self, m, dtype):
+        self.run(m, dtype)
+
+    def track_marginal_error(self, m, dtype):
+        """Row-marginal L1 error after N_ITER pairs (correctness rides along)."""
+        return float(self.run(m, dtype).marginal_error)
+
+    track_marginal_error.unit = "L1"
+
+
+class SinkhornSmallEps(Benchmark):
+    """The log-form fallback: ε = 0.002 makes the scaled sums underflow (M = 200, float64)."""
+
+    params = ([200],)
+    param_names = ["M"]
+
+    def make_inputs(self, m):
+        _, C, _ = clustered_pool(m)
+        self.C = 4.0 * C
+        self.a = np.full(m, 1.0 / m)
+
+    def run(self, m):
+        from jkofast import sinkhorn_log
+
+        return sinkhorn_log(self.a, self.a, self.C, 0.002, max_iter=20, tol=None)
+
+    def time_sinkhorn_20_pairs_log_form(self, m):
+        self.run(m)
