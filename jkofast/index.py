@@ -451,7 +451,7 @@ def cosine_rows(X, rows=None, dtype=np.float64) -> np.ndarray:
     if rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= shape[0])):
         raise ValueError(f"rows must be a 1-D array of row indices in [0, {shape[0]})")
     out = np.empty((rows.size, rows.size), dtype)
-    _kc.cosine_rows(ip, ix, dt, rows, out)
+    _kc.cosine_rows(ip, ix, dt, rows, shape[1], out)
     return out
 
 
@@ -470,7 +470,7 @@ def cosine_pools(X, offsets, dtype=np.float64, n_threads: int | None = None):
     np.cumsum(m * m, out=out_off[1:])
     out = np.empty(out_off[-1], dtype)
     with numba_threads(n_threads):
-        _kc.cosine_pools(ip, ix, dt, off, out_off, out)
+        _kc.cosine_pools(ip, ix, dt, off, shape[1], out_off, out)
     return out, out_off
 
 
@@ -484,7 +484,7 @@ def cosine_cross(A, B, dtype=np.float64, n_threads: int | None = None) -> np.nda
         b = (b[0], b[1], b[2].astype(a[2].dtype), b[3])
     out = np.empty((a[3][0], b[3][0]), dtype)
     with numba_threads(n_threads):
-        _kc.cosine_cross(a[0], a[1], a[2], b[0], b[1], b[2], out)
+        _kc.cosine_cross(a[0], a[1], a[2], b[0], b[1], b[2], a[3][1], out)
     return out
 
 

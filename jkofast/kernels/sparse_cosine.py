@@ -63,69 +63,72 @@ def _cos(dot, ni, nj):
 
 
 @kernel()
-def cosine_rows(indptr, indices, data, rows, out):
-    """Pairwise cosine among ``rows`` (int64, m): ``out`` (m, m) float32/float64, symmetric;
-    ``out[i, i]`` = 1 for non-zero rows (0 for all-zero rows).  Serial (one pool)."""
+def _pool_block(indptr, indices, data, rows, buf, out, base):
+    """m x m cosine block of ``rows`` into ``out[base:base + m*m]`` (row-major).
+
+    Scatter-gather: row a is scattered into the dense float64 buffer ``buf`` (n_cols,
+    all-zero on entry and on exit), then each later row b is a gather over its own non-zeros
+    -- no branchy merge.  The sum runs over b's non-zeros in column order; only the common
+    columns contribute, so the value equals the merge join's."""
     m = rows.shape[0]
     norms = np.empty(m, np.float64)
     for a in range(m):
         norms[a] = row_norm(indptr, data, rows[a])
     for a in range(m):
-        out[a, a] = 1.0 if norms[a] > 0.0 else 0.0
+        ra = rows[a]
+        for p in range(indptr[ra], indptr[ra + 1]):
+            buf[indices[p]] = data[p]
+        out[base + a * m + a] = 1.0 if norms[a] > 0.0 else 0.0
         for b in range(a + 1, m):
-            c = _cos(row_dot(indptr, indices, data, rows[a], rows[b]), norms[a], norms[b])
-            out[a, b] = c
-            out[b, a] = c
+            rb = rows[b]
+            s = 0.0
+            for p in range(indptr[rb], indptr[rb + 1]):
+                s += buf[indices[p]] * np.float64(data[p])
+            c = _cos(s, norms[a], norms[b])
+            out[base + a * m + b] = c
+            out[base + b * m + a] = c
+        for p in range(indptr[ra], indptr[ra + 1]):
+            buf[indices[p]] = 0.0
+
+
+@kernel()
+def cosine_rows(indptr, indices, data, rows, n_cols, out):
+    """Pairwise cosine among ``rows`` (int64, m): ``out`` (m, m) float32/float64, symmetric;
+    ``out[i, i]`` = 1 for non-zero rows (0 for all-zero rows).  Serial (one pool);
+    ``n_cols`` = number of columns (size of the scatter buffer)."""
+    buf = np.zeros(n_cols, np.float64)
+    _pool_block(indptr, indices, data, rows, buf, out.reshape(-1), 0)
 
 
 @kernel(parallel=True)
-def cosine_pools(indptr, indices, data, offsets, out_offsets, out):
+def cosine_pools(indptr, indices, data, offsets, n_cols, out_offsets, out):
     """Batched pool cosines: pool ``q`` = rows ``offsets[q]:offsets[q+1]`` (contiguous, one per
     flat candidate).  Its m_q x m_q block is written row-major at
     ``out[out_offsets[q]:out_offsets[q+1]]`` (``out_offsets`` = cumsum of m_q**2).
-    ``prange`` over pools."""
+    ``prange`` over pools; each pool owns its scatter buffer and its output block."""
     nq = offsets.shape[0] - 1
     for q in prange(nq):
-        a0 = offsets[q]
-        m = offsets[q + 1] - a0
-        base = out_offsets[q]
-        norms = np.empty(m, np.float64)
-        for a in range(m):
-            norms[a] = row_norm(indptr, data, a0 + a)
-        for a in range(m):
-            out[base + a * m + a] = 1.0 if norms[a] > 0.0 else 0.0
-            for b in range(a + 1, m):
-                c = _cos(row_dot(indptr, indices, data, a0 + a, a0 + b), norms[a], norms[b])
-                out[base + a * m + b] = c
-                out[base + b * m + a] = c
+        rows = np.arange(offsets[q], offsets[q + 1])
+        buf = np.zeros(n_cols, np.float64)
+        _pool_block(indptr, indices, data, rows, buf, out, out_offsets[q])
 
 
 @kernel(parallel=True)
-def cosine_cross(a_ptr, a_idx, a_dat, b_ptr, b_idx, b_dat, out):
+def cosine_cross(a_ptr, a_idx, a_dat, b_ptr, b_idx, b_dat, n_cols, out):
     """Cosine between every row of A and every row of B: ``out`` (n_a, n_b).  Both CSR over the
-    same column space.  ``prange`` over rows of A."""
+    same ``n_cols`` columns.  ``prange`` over rows of A (scatter row a, gather rows of B)."""
     n_a = a_ptr.shape[0] - 1
     n_b = b_ptr.shape[0] - 1
     nb = np.empty(n_b, np.float64)
     for j in range(n_b):
         nb[j] = row_norm(b_ptr, b_dat, j)
     for i in prange(n_a):
+        buf = np.zeros(n_cols, np.float64)
         na = row_norm(a_ptr, a_dat, i)
+        for p in range(a_ptr[i], a_ptr[i + 1]):
+            buf[a_idx[p]] = a_dat[p]
         for j in range(n_b):
             s = 0.0
-            p = a_ptr[i]
-            pe = a_ptr[i + 1]
-            r = b_ptr[j]
-            re = b_ptr[j + 1]
-            while p < pe and r < re:
-                ia = a_idx[p]
-                ib = b_idx[r]
-                if ia == ib:
-                    s += np.float64(a_dat[p]) * np.float64(b_dat[r])
-                    p += 1
-                    r += 1
-                elif ia < ib:
-                    p += 1
-                else:
-                    r += 1
+            for r in range(b_ptr[j], b_ptr[j + 1]):
+                s += buf[b_idx[r]] * np.float64(b_dat[r])
             out[i, j] = _cos(s, na, nb[j])
