@@ -220,14 +220,21 @@ def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen
 
 @kernel()
 def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_indptr,
-              c_terms, c_vals, c_norm, n_elig, top_h, n_div, lam_d, out_order):
+              c_terms, c_vals, c_norm, n_elig, top_h, n_div, lam_d, cstamp, cval, key0,
+              out_order):
     """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10).
 
     ``plain`` = the pool in plain relevance order (desc, ties lowest doc id).  Writes the
     final order (doc ids) to ``out_order[:n_pool]``: rank 1 = ``plain[0]``; ranks 2..n_div
     greedily maximise ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's
     eligible branches (ties: earlier in plain order); the rest follow plain order.
+    ``cstamp`` (int64, V) / ``cval`` (float64, V) are scratch; keys ``key0 - b`` (b < n_elig)
+    must not have been used before on ``cstamp``.
     """
+    if n_div <= 1 or n_pool <= 1:
+        for a in range(n_pool):
+            out_order[a] = plain[a]
+        return
     # H_j = mean of the top-`top_h` E_dj over pool docs, per routed branch position k
     hsum_top = np.full((max(n_routed, 1), top_h), -np.inf)
     hcnt = np.zeros(max(n_routed, 1), np.int64)
@@ -273,28 +280,27 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
     elig_of = np.full(max(n_routed, 1), -1, np.int64)
     for b in range(ne):
         elig_of[elig[b]] = b
-    # pairwise cosines of the eligible (unit) centres by sparse merge
+    # pairwise cosines of the eligible (unit) centres: scatter centre b into a stamped
+    # dense table, then read the entries of b2 <= b (ascending term id, i.e. the same sum
+    # order as a sorted merge, so Cos is exactly symmetric)
     cos = np.zeros((max(ne, 1), max(ne, 1)))
     for b in range(ne):
         jb = rt[elig[b]]
-        for b2 in range(ne):
+        key = key0 - b
+        for p in range(c_indptr[jb], c_indptr[jb + 1]):
+            cstamp[c_terms[p]] = key
+            cval[c_terms[p]] = np.float64(c_vals[p])
+        for b2 in range(b + 1):
             j2 = rt[elig[b2]]
             s_ = 0.0
-            p = c_indptr[jb]
-            pe = c_indptr[jb + 1]
-            q = c_indptr[j2]
-            qe = c_indptr[j2 + 1]
-            while p < pe and q < qe:
-                if c_terms[p] == c_terms[q]:
-                    s_ += np.float64(c_vals[p]) * np.float64(c_vals[q])
-                    p += 1
-                    q += 1
-                elif c_terms[p] < c_terms[q]:
-                    p += 1
-                else:
-                    q += 1
+            for q in range(c_indptr[j2], c_indptr[j2 + 1]):
+                t = c_terms[q]
+                if cstamp[t] == key:
+                    s_ += cval[t] * np.float64(c_vals[q])
             den = c_norm[jb] * c_norm[j2]
-            cos[b, b2] = s_ / den if den > 0.0 else 0.0
+            v = s_ / den if den > 0.0 else 0.0
+            cos[b, b2] = v
+            cos[b2, b] = v
     used = np.zeros(n_pool, np.bool_)
     sel = np.empty(max(n_div, 1) * 1 + n_pool, np.int64)  # S (may repeat)
     ns = 0
@@ -572,7 +578,8 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     pr = np.empty(max(npool, 1), np.float64)
     topk_select_subset(pre_doc, pool, npool, npool, plain, pr)
     diversify(pool, npool, pre_doc, plain, rt, nr, dm_r, dm_e, dm_n, c_indptr, c_terms,
-              c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], out_doc)
+              c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], rstamp, rval,
+              -2 - gen * (ip[I_N_ELIG] + 1), out_doc)
     # components aligned with the final order: map doc -> pool position via esum scratch
     for a in range(npool):
         z2[pool[a]] = a
