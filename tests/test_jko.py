@@ -94,6 +94,15 @@ def test_implicit_equals_converged_unroll_and_entropic_differs():
     assert np.abs(pe - pu).sum() > 1e-3
 
 
+def test_converged_paths_survive_underflow_fallback():
+    # eps small enough that the scaled sums underflow: both converged paths switch to the log form
+    p0, E, C, K = toy()
+    for kw in (dict(grad="implicit"), dict(objective="entropic")):
+        p = run_jko(p0, E, 4 * C, K, JKOConfig(**{**SMALL, "sinkhorn_eps": 0.003, "T": 1, "inner_steps": 3}, **kw,
+                                               sinkhorn_max_iter=50))
+        assert np.all(np.isfinite(p)) and p.sum() == pytest.approx(1.0)
+
+
 def test_pool_of_one_and_operating_points():
     assert_array_equal(run_jko([1.0], [0.3], [[0.0]], [[1.0]], "tuned"), [1.0])
     t = operating_point("tuned")

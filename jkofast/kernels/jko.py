@@ -217,21 +217,16 @@ def _schur_apply(Kmat, uu, vv, sc, prow, qinv, x, t1, t2, out):
 
 
 @kernel()
-def implicit_solve(Kmat, KCmat, uu, vv, sc, x, cg_tol, cg_max, w1, w2, w3, w4, w5, w6, w7, w8):
+def implicit_solve(Kmat, KCmat, uu, vv, sc, prow, qinv, x, cg_tol, cg_max, w3, w4, w5, w6, w7, w8):
     """Solve SPEC A.4.7's Schur system for ``x = ∂<Π*,C>/∂p`` (+const) by Jacobi-PCG.
 
-    ``Pi = sc * diag(uu) Kmat diag(vv)`` (``KCmat`` the same with ``Kmat ⊙ C``); ``x`` holds
-    the warm start and receives the solution. The system is PSD and singular along 1,
-    its right-hand side sums to 0, so plain PCG stays consistent. Returns
-    ``(loss=<Pi,C>, cg_iterations)``.
+    ``Pi = sc * diag(uu) Kmat diag(vv)`` (``KCmat`` the same with ``Kmat ⊙ C``), ``prow`` its
+    row sums and ``qinv`` the inverse column sums (0 where a column is empty); ``x`` holds
+    the warm start and receives the solution. The system is PSD and singular along 1, its
+    right-hand side sums to 0, so plain PCG stays consistent. Returns ``(<Pi,C>, iterations)``.
     """
     m = x.shape[0]
-    prow, qinv, rhs, r, zz, pdir, ap, t1 = w1, w2, w3, w4, w5, w6, w7, w8
-    # marginals of the plan actually used (so A 1 = 0 exactly up to rounding)
-    _pi_apply(Kmat, uu, vv, sc, np.ones(m), t1, prow)
-    _pit_apply(Kmat, uu, vv, sc, np.ones(m), t1, qinv)
-    for j in range(m):
-        qinv[j] = 1.0 / qinv[j] if qinv[j] > 0.0 else 0.0
+    rhs, r, zz, pdir, ap, t1 = w3, w4, w5, w6, w7, w8
     # r_i = rowsum(Pi ⊙ C), c_j = colsum(Pi ⊙ C); rhs = r - Pi diag(1/q) c
     _pi_apply(KCmat, uu, vv, sc, np.ones(m), t1, rhs)
     loss = 0.0
@@ -314,10 +309,56 @@ def w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objectiv
             loss += w1[i] * fw[i] + w2[i] * gw[i] - eps * w1[i]
             grad_p[i] = fw[i]
         return loss, OK
-    loss, _ = implicit_solve(Kmat, KCmat, uu, vv, sc, xw, cg_tol, cg_max, w1, w2, w3, w4, w5, w6, w7, w8)
+    _pi_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w1)
+    _pit_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w2)
+    for j in range(m):
+        w2[j] = 1.0 / w2[j] if w2[j] > 0.0 else 0.0
+    loss, _ = implicit_solve(Kmat, KCmat, uu, vv, sc, w1, w2, xw, cg_tol, cg_max, w3, w4, w5, w6, w7, w8)
     for i in range(m):
         grad_p[i] = xw[i]
     return loss, OK
+
+
+@kernel()
+def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, u, v, s, t, tmp_m, tmp_n, xw, cg_tol, cg_max, grad_p,
+                      w1, w2, w3, w4, w5, w6, w7, w8):
+    """Implicit path kept entirely in the scaled form across inner steps (no exp/log per step).
+
+    ``v`` (the scaled g) persists between calls as the warm start; each call runs at least
+    one pair, then pairs until the row-marginal L1 error ``|vmax u ⊙ (Kg v) - pa|_1 < tol``
+    or ``max_iter``. The plan ``vmax diag(u) Kg diag(v)`` feeds ``implicit_solve`` with its
+    own marginals (``prow = vmax u ⊙ s``, column sums ``vmax v ⊙ t``). Returns
+    ``(ok, loss)``; ``ok`` False = a sum underflowed (caller falls back to the log path).
+    """
+    m = pa.shape[0]
+    vmax = 1.0
+    it = 0
+    while True:
+        ok, _ = scaled_half_step(Kg, False, pa, v, s, tmp_m, TINY)
+        if it > 0:
+            err = 0.0
+            for i in range(m):
+                err += abs(vmax * u[i] * s[i] - pa[i])
+            if err < tol or it >= max_iter:
+                break
+        if not ok:
+            return False, 0.0
+        for i in range(m):
+            u[i] = tmp_m[i]
+        ok, vmax = scaled_half_step(Kg, True, qb, u, t, tmp_n, TINY)
+        if not ok:
+            return False, 0.0
+        for j in range(m):
+            v[j] = tmp_n[j]
+        it += 1
+    for i in range(m):
+        w1[i] = vmax * u[i] * s[i]
+        cs = vmax * v[i] * t[i]
+        w2[i] = 1.0 / cs if cs > 0.0 else 0.0
+    loss, _ = implicit_solve(Kg, KC, u, v, vmax, w1, w2, xw, cg_tol, cg_max, w3, w4, w5, w6, w7, w8)
+    for i in range(m):
+        grad_p[i] = xw[i]
+    return True, loss
 
 
 # ----------------------------------------------------------------------------------------
@@ -370,6 +411,7 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
         use_w = False
         use_kl = False
     converged_path = objective == OBJ_ENTROPIC or grad == GRAD_IMPLICIT
+    implicit_scaled = objective == OBJ_TRANSPORT and grad == GRAD_IMPLICIT
 
     mw = m if use_w else 1
     Kg = np.empty((mw, mw))
@@ -399,6 +441,7 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
     qb = np.empty(m)
     fw = np.zeros(m)
     gw = np.zeros(m)
+    vs = np.ones(m)  # scaled g of the implicit path (warm start across inner steps)
     xw = np.zeros(m)
     wk = np.empty((8, m))
     theta = np.empty(m)
@@ -440,7 +483,21 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
                 loss += p[i] * E[i] + lam * p[i] * a[i] + 0.5 * rho * p[i] * kp[i]
                 gh[i] = p[i] * E[i] + lam * p[i] * (a[i] + 1.0) + rho * p[i] * kp[i]
             if use_w:
-                if converged_path:
+                if implicit_scaled:
+                    for i in range(m):
+                        pa[i] = p[i]
+                    ok, lw = w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, u, vs, y, z, tmp_m, tmp_n, xw,
+                                               cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3], wk[4], wk[5],
+                                               wk[6], wk[7])
+                    if ok:
+                        for i in range(m):
+                            gh[i] += w_w * p[i] * abar[i]
+                    else:
+                        implicit_scaled = False  # log-form fallback for the rest of the query
+                        for i in range(m):
+                            fw[i] = 0.0
+                            gw[i] = 0.0
+                if use_w and not implicit_scaled and converged_path:
                     lw, _ = w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objective, xw,
                                         cg_tol, cg_max, abar, pa, qb, u, v, y, z, tmp_m, tmp_n,
                                         wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7])
@@ -449,7 +506,7 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
                         qb[i] = np.exp(b[i])
                     for i in range(m):
                         gh[i] += w_w * p[i] * abar[i]
-                else:
+                elif not converged_path:
                     for i in range(m):
                         pa[i] = p[i]
                     ok, lw = w_unrolled_scaled(Kg, KC, pa, qb, eps, n_warm, n_grad, U, S, V, TT, u, v, y, z,
