@@ -23,6 +23,7 @@ absent from the run are skipped too (``missing="skip"``, pytrec_eval's behaviour
 from __future__ import annotations
 
 import re
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -314,19 +315,16 @@ def _as_run_arrays(run) -> RunArrays | None:
 
 
 def _flatten_dict(d: dict, qids: list, value_dtype) -> tuple[np.ndarray, list, np.ndarray]:
-    lens, ids, vals = [], [], []
-    for q in qids:
-        row = d.get(q)
-        if row is None:
-            lens.append(0)
-            continue
-        lens.append(len(row))
-        ids.extend(row)
-        vals.extend(row.values())
-    off = np.zeros(len(qids) + 1, np.int64)
-    if lens:
-        np.cumsum(lens, out=off[1:])
-    return off, ids, np.asarray(vals, dtype=value_dtype)
+    """Rows ``d[q]`` for ``q`` in ``qids`` (missing -> empty) as offsets, ids, values."""
+    empty: dict = {}
+    rows = [d.get(q, empty) for q in qids]
+    off = np.zeros(len(rows) + 1, np.int64)
+    if rows:
+        np.cumsum([len(r) for r in rows], out=off[1:])
+    ids = list(chain.from_iterable(rows))
+    vals = np.fromiter(chain.from_iterable(r.values() for r in rows), value_dtype,
+                       count=int(off[-1]))
+    return off, ids, vals
 
 
 def _codes(run_ids: list, qrels_ids: list, lexicographic: bool):
@@ -361,37 +359,78 @@ def _codes_arrays(run_ids: np.ndarray, qrels_ids: np.ndarray):
 MAX_ID_ROWS_BYTES = 1 << 30
 
 
+def _words(n_rows: int, max_bytes: int):
+    n_words = max(1, -(-int(max_bytes) // 8))
+    if n_rows * n_words * 8 > MAX_ID_ROWS_BYTES:
+        return None
+    return np.zeros((n_rows, n_words), np.uint64)
+
+
+def _rows_from_strings(ids) -> np.ndarray | None:
+    """Word rows for a sequence (or iterable) of str: one join, one encode, one kernel."""
+    if not isinstance(ids, list | tuple):
+        ids = list(ids)
+    n = len(ids)
+    if n == 0:
+        return np.zeros((0, 1), np.uint64)
+    try:
+        joined = "\x00".join(ids)
+    except TypeError:
+        joined = "\x00".join(map(str, ids))
+    buf = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    starts = np.empty(n, np.int64)
+    lengths = np.empty(n, np.int64)
+    if _k.split_lengths(buf, 0, starts, lengths) != n:
+        raise ValueError("document ids must not contain NUL characters")
+    out = _words(n, lengths.max())
+    if out is not None:
+        _k.pack_id_bytes(buf, starts, lengths, out)
+    return out
+
+
+def _rows_from_array(ids: np.ndarray) -> np.ndarray | None:
+    """Word rows for a numpy ``U``/``S`` array, without creating Python strings."""
+    n = ids.shape[0]
+    if n == 0:
+        return np.zeros((0, 1), np.uint64)
+    ids = np.ascontiguousarray(ids)
+    if ids.dtype.kind == "U":
+        w = ids.itemsize // 4
+        cps = ids.view(np.uint32).reshape(n, w)
+        lens = np.empty(n, np.int64)
+        _k.ucs4_rows_utf8_length(cps, lens)
+        out = _words(n, lens.max())
+        if out is not None:
+            _k.pack_ucs4_rows(cps, out)
+        return out
+    # bytes (S): pack the raw bytes; trailing NULs are padding
+    w = ids.itemsize
+    raw = ids.view(np.uint8).reshape(n, w)
+    out = _words(n, w)
+    if out is not None:
+        lengths = np.full(n, w, np.int64)
+        starts = np.arange(n, dtype=np.int64) * w
+        _k.pack_id_bytes(raw.ravel(), starts, lengths, out)
+    return out
+
+
 def _id_rows(run_ids, qrels_ids):
     """Doc ids as zero-padded rows of big-endian uint64 words holding their UTF-8 bytes
     (one width for run and qrels), so that comparing rows word by word is C ``strcmp``
     order — trec_eval's.  ``None`` when they would exceed ``MAX_ID_ROWS_BYTES``."""
-    ids = (run_ids.tolist() if isinstance(run_ids, np.ndarray) else list(run_ids))
-    n_run = len(ids)
-    ids += qrels_ids
-    n = len(ids)
-    if n == 0:
-        return np.zeros((0, 1), np.uint64), np.zeros((0, 1), np.uint64)
-    try:
-        joined = "\x00".join(ids)
-    except TypeError:
-        ids = [str(x) for x in ids]
-        joined = "\x00".join(ids)
-    buf = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
-    seps = np.flatnonzero(buf == 0)
-    if seps.shape[0] != n - 1:
-        raise ValueError("document ids must not contain NUL characters")
-    starts = np.empty(n, np.int64)
-    starts[0] = 0
-    starts[1:] = seps + 1
-    lengths = np.empty(n, np.int64)
-    lengths[:-1] = seps - starts[:-1]
-    lengths[-1] = buf.shape[0] - starts[-1]
-    n_words = max(1, -(-int(lengths.max()) // 8))
-    if n * n_words * 8 > MAX_ID_ROWS_BYTES:
+    if isinstance(run_ids, np.ndarray) and run_ids.dtype.kind in "US":
+        a = _rows_from_array(run_ids)
+    else:
+        a = _rows_from_strings(run_ids)
+    b = _rows_from_strings(qrels_ids)
+    if a is None or b is None:
         return None
-    out = np.zeros((n, n_words), np.uint64)
-    _k.pack_id_bytes(buf, starts, lengths, out)
-    return out[:n_run], out[n_run:]
+    w = max(a.shape[1], b.shape[1])
+    if a.shape[1] < w:
+        a = np.pad(a, ((0, 0), (0, w - a.shape[1])))
+    if b.shape[1] < w:
+        b = np.pad(b, ((0, 0), (0, w - b.shape[1])))
+    return a, b
 
 
 def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
@@ -496,7 +535,10 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         else:
             run_ids, scores = ids[:0], sc_all[:0]
         dedupe = True
-    qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.int64)
+    qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.float64)
+    if not np.all(np.floor(labels) == labels):
+        raise ValueError("qrels labels must be integers")
+    labels = labels.astype(np.int64)
     if np.isnan(scores).any():
         raise ValueError("run scores contain NaN")
 
@@ -528,5 +570,7 @@ def _warmup() -> None:
             evaluate(run, qrels, DEFAULT_METRICS, gain=g, tie_break=tie)
     ra = RunArrays(["a"], np.array([0, 3]), np.array(["x", "y", "x"]), np.array([1.0, 1.0, 2.0]))
     evaluate(ra, qrels, DEFAULT_METRICS)
-    evaluate({"a": {"é": 1.0, "x": 1.0}}, qrels, DEFAULT_METRICS)  # UCS-4 id rows
+    evaluate({"a": {"é": 1.0, "x": 1.0}}, qrels, DEFAULT_METRICS)
+    _id_rows(np.array(["é", "x"]), ["x"])  # UCS-4 rows
+    _id_rows(np.array([b"y", b"x"]), ["x"])  # byte rows
     evaluate_codes([0, 2], [1, 0], [1.0, 1.0], [0, 1], [0], [1], DEFAULT_METRICS)

@@ -341,6 +341,23 @@ def test_bad_input_errors():
         evaluate(run, qrels, [])
 
 
+def test_bytes_and_unicode_id_arrays():
+    run, qrels = synthetic(13)
+    a = evaluate(run, qrels, METRICS)
+    ra = RunArrays.from_dict(run)
+    assert ra.doc_ids.dtype.kind == "U"
+    ascii_q = {q: v for q, v in run.items() if all(d.isascii() for d in v)}
+    rb = RunArrays.from_dict(ascii_q)
+    rb.doc_ids = rb.doc_ids.astype("S")
+    b = evaluate(rb, qrels, METRICS)
+    c = evaluate(ascii_q, qrels, METRICS)
+    for m in METRICS:
+        assert_array_equal(b.per_query[m], c.per_query[m])
+        assert_array_equal(a.per_query[m], evaluate(ra, qrels, METRICS).per_query[m])
+    with pytest.raises(ValueError, match="integers"):
+        evaluate({"q": {"a": 1.0}}, {"q": {"a": 1.5}})
+
+
 def test_empty_inputs():
     res = evaluate({}, {"q": {"a": 1}}, ["ndcg@10"])
     assert res.query_ids == [] and res["ndcg@10"].shape == (0,)

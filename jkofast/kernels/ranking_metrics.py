@@ -371,6 +371,26 @@ def _ranked_rows(r0, r1, scores, chars, tie_mode, dedupe):
 
 
 @kernel()
+def split_lengths(buf, sep, starts, lengths):
+    """Split ``buf`` (uint8) at every ``sep`` byte into ``starts.shape[0]`` pieces; writes
+    their starts and lengths; returns the number of pieces found (caller checks it)."""
+    n = starts.shape[0]
+    m = 0
+    s = 0
+    for i in range(buf.shape[0]):
+        if buf[i] == sep:
+            if m < n:
+                starts[m] = s
+                lengths[m] = i - s
+            m += 1
+            s = i + 1
+    if m < n:
+        starts[m] = s
+        lengths[m] = buf.shape[0] - s
+    return m + 1
+
+
+@kernel()
 def pack_id_bytes(buf, starts, lengths, out):
     """Pack byte strings ``buf[starts[i]:starts[i] + lengths[i]]`` into zero-padded rows of
     big-endian uint64 words (``out`` (n, n_words), zero-initialised), so that comparing
@@ -378,9 +398,67 @@ def pack_id_bytes(buf, starts, lengths, out):
     for i in range(starts.shape[0]):
         s = starts[i]
         for c in range(lengths[i]):
-            w = c >> 3
-            shift = np.uint64(8 * (7 - (c & 7)))
-            out[i, w] |= np.uint64(buf[s + c]) << shift
+            out[i, c >> 3] |= np.uint64(buf[s + c]) << np.uint64(8 * (7 - (c & 7)))
+
+
+@kernel()
+def _put_byte(out, i, pos, b):
+    out[i, pos >> 3] |= np.uint64(b) << np.uint64(8 * (7 - (pos & 7)))
+
+
+@kernel()
+def ucs4_rows_utf8_length(cps, out_len):
+    """UTF-8 byte length of each zero-padded row of code points (uint32 (n, w))."""
+    for i in range(cps.shape[0]):
+        m = 0
+        for c in range(cps.shape[1]):
+            x = cps[i, c]
+            if x == 0:
+                break
+            if x < 0x80:
+                m += 1
+            elif x < 0x800:
+                m += 2
+            elif x < 0x10000:
+                m += 3
+            else:
+                m += 4
+        out_len[i] = m
+
+
+@kernel()
+def pack_ucs4_rows(cps, out):
+    """UTF-8-encode zero-padded code-point rows (numpy ``U`` viewed as uint32) into
+    big-endian uint64 word rows (``out`` zero-initialised, wide enough)."""
+    m6 = np.uint64(0x3F)
+    c80 = np.uint64(0x80)
+    s6 = np.uint64(6)
+    s12 = np.uint64(12)
+    s18 = np.uint64(18)
+    for i in range(cps.shape[0]):
+        pos = 0
+        for c in range(cps.shape[1]):
+            x = np.uint64(cps[i, c])
+            if x == np.uint64(0):
+                break
+            if x < np.uint64(0x80):
+                _put_byte(out, i, pos, x)
+                pos += 1
+            elif x < np.uint64(0x800):
+                _put_byte(out, i, pos, np.uint64(0xC0) | (x >> s6))
+                _put_byte(out, i, pos + 1, c80 | (x & m6))
+                pos += 2
+            elif x < np.uint64(0x10000):
+                _put_byte(out, i, pos, np.uint64(0xE0) | (x >> s12))
+                _put_byte(out, i, pos + 1, c80 | ((x >> s6) & m6))
+                _put_byte(out, i, pos + 2, c80 | (x & m6))
+                pos += 3
+            else:
+                _put_byte(out, i, pos, np.uint64(0xF0) | (x >> s18))
+                _put_byte(out, i, pos + 1, c80 | ((x >> s12) & m6))
+                _put_byte(out, i, pos + 2, c80 | ((x >> s6) & m6))
+                _put_byte(out, i, pos + 3, c80 | (x & m6))
+                pos += 4
 
 
 @kernel(parallel=True)

@@ -1,0 +1,120 @@
+"""asv suites: ranking metrics (end to end from dicts, and the kernel alone), bootstrap CIs.
+
+Side-by-side figures against pytrec_eval and ranx: ``benchmarks/compare_metrics.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from benchmarks.common import PROFILE, SHARED_DATA, Benchmark
+
+METRICS = ("ndcg@10", "recall@10", "p@10", "mrr@10", "map")
+
+
+def _synthetic(n_queries: int, depth: int, seed: int = 0):
+    from benchmarks.compare_metrics import make_data
+
+    return make_data(n_queries, depth, seed=seed)
+
+
+class EvaluateDicts(Benchmark):
+    """``evaluate(run_dict, qrels_dict)``: flattening + id packing + kernel."""
+
+    params = ([1000, 10000] if PROFILE != "fast" else [200], [100], [1])
+    param_names = ["n_queries", "depth", "n_threads"]
+
+    def make_inputs(self, n_queries, depth, n_threads):
+        self.run_d, self.qrels_d = _synthetic(n_queries, depth)
+
+    def run(self, n_queries, depth, n_threads):
+        from jkofast.evaluation import evaluate
+
+        evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
+
+    def time_evaluate(self, *p):
+        self.run(*p)
+
+
+class EvaluateKernel(Benchmark):
+    """The batched kernel alone on packed arrays (trec_eval order)."""
+
+    params = ([1000, 10000] if PROFILE != "fast" else [200], [100, 1000], [1, 2])
+    param_names = ["n_queries", "depth", "n_threads"]
+
+    def make_inputs(self, n_queries, depth, n_threads):
+        from jkofast.evaluation import _flatten_dict, _id_rows, _parse_metrics
+
+        if n_queries * depth > 2_000_000:
+            raise NotImplementedError("grid point skipped (too large)")
+        run, qrels = _synthetic(n_queries, depth)
+        qids = list(run)
+        self.roff, rids, sc = _flatten_dict(run, qids, np.float64)
+        self.qoff, qids_, self.lab = _flatten_dict(qrels, qids, np.int64)
+        self.rr, self.qr = _id_rows(rids, qids_)
+        self.s32 = sc.astype(np.float32)
+        _, self.kinds, self.ks = _parse_metrics(METRICS)
+        self.out = np.zeros((len(qids), len(METRICS)))
+        self.nret = np.zeros(len(qids), np.int64)
+
+    def run(self, n_queries, depth, n_threads):
+        from jkofast import numba_threads
+        from jkofast.kernels import ranking_metrics as K
+
+        with numba_threads(n_threads):
+            K.evaluate_batch_chars(self.roff, self.rr, self.s32, self.qoff, self.qr,
+                                   self.lab, self.kinds, self.ks, K.GAIN_LINEAR,
+                                   K.TIE_TREC_EVAL, False, self.out, self.nret)
+
+    def time_kernel(self, *p):
+        self.run(*p)
+
+
+class EvaluateSciFact(Benchmark):
+    """SciFact BM25 top-100 run (300 test queries) from ../shared/data."""
+
+    params = ([1],)
+    param_names = ["n_threads"]
+
+    def make_inputs(self, n_threads):
+        from jkofast.trec import read_qrels, read_run
+
+        run_p = os.path.join(SHARED_DATA, "scifact", "runs", "bm25s_snowball_test_top100.tsv.gz")
+        qrels_p = os.path.join(SHARED_DATA, "scifact", "qrels", "test.tsv")
+        if not (os.path.exists(run_p) and os.path.exists(qrels_p)):
+            raise NotImplementedError("../shared/data/scifact is absent")
+        self.run_d, self.qrels_d = read_run(run_p), read_qrels(qrels_p)
+
+    def run(self, n_threads):
+        from jkofast.evaluation import evaluate
+
+        evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
+
+    def time_evaluate(self, *p):
+        self.run(*p)
+
+    def track_ndcg10(self, *p):
+        """Correctness rides along: mean nDCG@10 of the BM25 run."""
+        from jkofast.evaluation import evaluate
+
+        return float(evaluate(self.run_d, self.qrels_d, ["ndcg@10"]).means["ndcg@10"])
+
+
+class Bootstrap(Benchmark):
+    """``bootstrap_ci`` with the SPEC's 2000 replicates."""
+
+    params = ([300, 10000],)
+    param_names = ["n"]
+
+    def make_inputs(self, n):
+        self.x = np.random.default_rng(0).random(n)
+
+    def run(self, n):
+        from jkofast.evaluation import bootstrap_ci
+
+        bootstrap_ci(self.x)
+
+    def time_bootstrap_ci(self, *p):
+        self.run(*p)
