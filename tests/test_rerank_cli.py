@@ -44,7 +44,8 @@ def _fake_core(monkeypatch):
 
     def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tuned", return_duals=False,
                      n_threads=None):
-        assert embeddings is not None and embeddings.shape[0] == len(energy)
+        rows = embeddings if embeddings is not None else csr
+        assert rows is not None and rows.shape[0] == len(energy)
         p = p0 * np.exp(-energy)
         status = np.zeros(len(offsets) - 1, np.int32)
         for q in range(len(offsets) - 1):
@@ -147,3 +148,16 @@ def test_real_core_tiny(tmp_path):
         p.setdefault(r[0], []).append(float(r[4]))
     for v in p.values():
         assert abs(sum(v) - 1) < 1e-5 and v == sorted(v, reverse=True)
+
+
+def test_tfidf_geometry(tmp_path, monkeypatch):
+    _fake_core(monkeypatch)
+    import json
+
+    run = _write_inputs(tmp_path, nq=2, m=4)
+    with open(tmp_path / "corpus.jsonl", "w") as fh:
+        for i in range(30):
+            fh.write(json.dumps({"_id": f"d{i}", "title": f"t{i}", "text": f"word{i % 5} common text {i}"}) + "\n")
+    assert main(["rerank", "--pools", str(run), "--tfidf-corpus", str(tmp_path / "corpus.jsonl"),
+                 "--out", str(tmp_path / "t.trec"), "--quiet"]) == 0
+    assert len((tmp_path / "t.trec").read_text().splitlines()) == 8

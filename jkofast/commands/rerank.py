@@ -21,6 +21,7 @@ written unchanged, in its input order, with its input scores -- never dropped.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -57,14 +58,9 @@ def add_parser(sub) -> None:
     p.add_argument("--keep-parts", action="store_true", help="keep OUT.parts/ after success")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
-    p.add_argument("--fail-after-chunks", type=int, default=None, help=argparse_suppress())
+    # test hook: raise before processing chunk N (simulates an interruption)
+    p.add_argument("--fail-after-chunks", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
-
-
-def argparse_suppress():
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +313,7 @@ def _write_npz_streaming(path: str, parts: list[str]) -> None:
             for pth in parts:
                 with np.load(pth) as z:
                     fh.write(np.ascontiguousarray(z["p"], dtype="<f4").tobytes())
-    os.replace(tmp, path if path.endswith(".npz") else path)
+    os.replace(tmp, path)
 
 
 def run(args) -> int:
