@@ -45,6 +45,9 @@ K_EVAL = 10
 # (alpha, gamma) of the configuration selected on SciFact TRAIN queries by the published search
 # (scripts/tune_scifact.py; config #12 = the "tuned" operating point, whose own weights are (0.4, 0.3))
 TUNED_AG = (0.4, 0.3)
+DEFAULT_METHODS = ("hybrid_rrf", "mmr", "dpp_map", "blend", "sgr", "kl_blend", "jko_blend", "jko_tuned",
+                   "jko_sparse")
+ALL_METHODS = (*DEFAULT_METHODS, "noprox_blend", "bw_jko_a50")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,7 +217,7 @@ def _resolve_config(config, grad):
 def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str = "tuned",
                  grad: str | None = "implicit", scores_file: str | None = None, n_queries: int | None = None,
                  n_threads: int | None = None, include_sgr: bool = True, progress: bool = True,
-                 methods: tuple | None = None) -> MainJobResult:
+                 methods: tuple | None = None, sparse: str = "bm25") -> MainJobResult:
     """Run the end-to-end job (see the module docstring) and return its metrics.
 
     Parameters
@@ -232,7 +235,10 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
     n_queries : int or None
         Use only the first n queries of the split (``--quick``).
     methods : tuple of str or None
-        Restrict to these methods (default: all).
+        Restrict to these methods (default: all of :data:`DEFAULT_METHODS`; the optional
+        ``noprox_blend`` and ``bw_jko_a50`` (bregman, α = 0.5) run only when listed).
+    sparse : {"bm25", "bm25-lucene", "tfidf", "sgr"}
+        Sparse first stage of the hybrid pool (``bm25`` = okapi ``\\w+``, the published one).
     """
     from jkofast.data import load_dataset
 
@@ -244,7 +250,13 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
 
     stage = _Stage(log)
     notes = []
-    want = (lambda m: True) if methods is None else (lambda m: m in methods)
+    methods = DEFAULT_METHODS if methods is None else tuple(methods)
+    unknown = set(methods) - set(ALL_METHODS)
+    if unknown:
+        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(ALL_METHODS)}")
+
+    def want(m):
+        return m in methods
 
     with stage("load"):
         ds = load_dataset(dataset)
@@ -269,14 +281,26 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
         methods_out[name] = m
         log(f"  {name:<12} nDCG@10 {np.mean(m['ndcg']):.4f}  R@10 {np.mean(m['recall']):.3f}")
 
-    from jkofast.index import BM25Index, TfidfIndex
+    from jkofast.index import TfidfIndex
+
+    from jkofast.retriever import get_retriever
 
     with stage("bm25_index"):
-        bm25 = BM25Index("okapi").fit(ds.doc_texts(". "))
+        bm25 = get_retriever(sparse).fit(ds.doc_texts(". " if sparse == "bm25" else " "))
     with stage("bm25_search"):
-        S = bm25.score_all(queries, n_threads=n_threads)
+        if hasattr(bm25, "score_all"):
+            S = bm25.score_all(queries, n_threads=n_threads)
+        else:  # a retriever without full scores (sgr): its top-500 list, others at the list minimum
+            s_idx, s_val = bm25.search(queries, 500, n_threads=n_threads)
+            S = np.zeros((nq, ds.n_docs), np.float32)
+            for i in range(nq):
+                ok = (s_idx[i] >= 0) & np.isfinite(s_val[i])
+                S[i] = s_val[i][ok].min() if ok.any() else 0.0
+                S[i, s_idx[i][ok]] = s_val[i][ok]
         bm25_top, _ = top_lists(S, K_READ, n_threads)
-    add("bm25", bm25_top, 1000 * stage.times["bm25_search"] / nq)
+    add(sparse if sparse != "bm25" else "bm25", bm25_top, 1000 * stage.times["bm25_search"] / nq)
+    if sparse != "bm25":
+        notes.append(f"sparse first stage: {sparse} (pools and the 'rerank' stand-in use its scores)")
     with stage("dense_search"):
         D = dense_scores(doc_emb, q_emb)
         dense_top, _ = top_lists(D, K_READ, n_threads)
@@ -330,7 +354,8 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
             except Exception as exc:  # another area's module: report, never abort the job
                 notes.append(f"sgr failed: {type(exc).__name__}: {exc}")
 
-    jko_methods = [m for m in ("kl_blend", "jko_blend", "jko_tuned", "jko_sparse") if want(m)]
+    jko_methods = [m for m in ("noprox_blend", "kl_blend", "jko_blend", "bw_jko_a50", "jko_tuned", "jko_sparse")
+                   if want(m)]
     if jko_methods:
         try:
             cfg = _resolve_config(config, grad)
@@ -342,10 +367,11 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
             notes.append(f"JKO config: {config} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
                          f"T {cfg.T}, inner {cfg.inner_steps}, tau0 {cfg.tau0}), grad={cfg.grad}")
             E, p0 = energy_and_p0(off, dense=P.dense, rerank=rer, alpha=0.4, gamma=0.6, tau0=cfg.tau0)
-            for name, mode in (("kl_blend", "kl"), ("jko_blend", "wasserstein")):
+            for name, mode, ap in (("noprox_blend", "noproximal", 0.5), ("kl_blend", "kl", 0.5),
+                                   ("jko_blend", "wasserstein", 0.5), ("bw_jko_a50", "bregman", 0.5)):
                 if name not in jko_methods:
                     continue
-                c = dataclasses.replace(cfg, mode=mode)
+                c = dataclasses.replace(cfg, mode=mode, alpha_prox=ap)
                 with stage(name):
                     res = rerank_batch(E, p0, off, embeddings=Z, config=c, n_threads=n_threads)
                     top = readout_topk(res.p, P, K_READ)

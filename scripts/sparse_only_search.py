@@ -63,10 +63,10 @@ def main(argv=None):
 
     from jkofast.baselines import positions_to_docs, topk_by_score
     from jkofast.data import load_dataset
-    from jkofast.energy import blend, energy_and_p0, minmax
+    from jkofast.energy import minmax
     from jkofast.jko import operating_point, rerank_batch
     from jkofast.pipeline import _bootstrap_ci, evaluate_topk, readout_topk
-    from jkofast.pools import build_pools, rrf_fuse, top_lists, Pools
+    from jkofast.pools import build_pools
 
     ds = load_dataset("scifact")
     res = {}
@@ -162,7 +162,6 @@ def main(argv=None):
             if X is None:
                 X = TfidfIndex().fit(ds.doc_texts(" ")).doc_matrix()
             t0 = time.perf_counter()
-            p0 = np.empty_like(r)
             from jkofast.energy import softmax_tau
 
             p0 = softmax_tau(r, P.offsets, cfg.tau0)

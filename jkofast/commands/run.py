@@ -14,6 +14,10 @@ def _add(sub, name: str, help_: str) -> None:
     p.add_argument("--quick", action="store_true", help="first 60 queries, fast operating point")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
     p.add_argument("--no-sgr", action="store_true", help="skip SparseGeometricRAG")
+    p.add_argument("--sparse", default="bm25", choices=["bm25", "bm25-lucene", "tfidf", "sgr"],
+                   help="sparse first stage of the hybrid pool (bm25 = okapi \\w+, published)")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated subset, e.g. hybrid_rrf,jko_blend (extra: noprox_blend, bw_jko_a50)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -38,6 +42,8 @@ def run(args) -> int:
     res = run_main_job(args.dataset, split=args.split, config="fast" if args.quick else args.config,
                        grad=None if args.grad == "config" else args.grad, scores_file=args.scores,
                        n_queries=60 if args.quick else None, n_threads=args.threads,
-                       include_sgr=not args.no_sgr, progress=not (args.quiet or args.json))
+                       include_sgr=not args.no_sgr, progress=not (args.quiet or args.json),
+                       sparse=args.sparse,
+                       methods=tuple(m.strip() for m in args.methods.split(",")) if args.methods else None)
     emit(res.summary(), args.json, res.table())
     return 0
