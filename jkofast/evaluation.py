@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -185,7 +185,6 @@ class EvalResult:
     n_ret: np.ndarray
     gain: str = "linear"
     tie_break: str = "trec_eval"
-    _summary_cache: dict = field(default_factory=dict, repr=False)
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -311,6 +310,17 @@ def _as_run_arrays(run) -> RunArrays | None:
     if isinstance(run, tuple) and len(run) == 4:
         qids, off, ids, sc = run
         return RunArrays(list(qids), np.asarray(off), np.asarray(ids), np.asarray(sc))
+    if isinstance(run, dict) and run and all(
+            isinstance(v, list | tuple | np.ndarray) for v in run.values()):
+        # {qid: [doc ids in ranked order]}: scores n, n-1, ..., 1 keep the list order
+        lens = [len(v) for v in run.values()]
+        off = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        ids = [str(d) for v in run.values() for d in v]
+        sc = np.concatenate([np.arange(n, 0, -1, dtype=np.float64) for n in lens]
+                            or [np.zeros(0)])
+        ids_arr = np.asarray(ids, dtype=str) if ids else np.zeros(0, "<U1")
+        return RunArrays(list(run), off, ids_arr, sc)
     return None
 
 
@@ -441,7 +451,8 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
     Parameters
     ----------
     run : dict, RunArrays or tuple
-        ``{qid: {docid: score}}``, a :class:`jkofast.trec.RunArrays`, or a tuple
+        ``{qid: {docid: score}}``, ``{qid: [docid, ...]}`` (ranked lists, best first;
+        duplicates allowed), a :class:`jkofast.trec.RunArrays`, or a tuple
         ``(query_ids, offsets, doc_ids, scores)`` (ragged arrays; duplicates allowed).
     qrels : dict or QrelsArrays
         ``{qid: {docid: label}}`` with integer labels (label 0 and negative kept), or

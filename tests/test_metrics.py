@@ -223,6 +223,13 @@ def test_given_order_matches_published_evaluator(gain):
     res = evaluate((list(ranked), off, ids, scores), qrels, METRICS, gain=gain,
                    tie_break="given")
     _check_against(res, ref.jko_metrics(ranked, qrels, METRICS, gain=gain))
+    # the same as ranked lists {qid: [doc ids]}
+    res2 = evaluate(ranked, qrels, METRICS, gain=gain, tie_break="given")
+    for m in METRICS:
+        assert_array_equal(res.per_query[m], res2.per_query[m])
+    # a ranked list in trec_eval mode: list order kept, duplicates dropped (last wins)
+    r3 = evaluate({"q": ["a", "b", "a"]}, {"q": {"a": 1}}, ["mrr"])
+    assert r3["mrr"][0] == 0.5 and r3.n_ret[0] == 2
 
 
 def test_exponential_gain_trec_order_vs_oracle():

@@ -17,18 +17,21 @@ def add_parser(sub) -> None:
     src.add_argument("--dataset", help='bundled name ("scifact") or a BEIR folder path')
     src.add_argument("--qrels", help="qrels file (TREC 4-column or BEIR 3-column TSV)")
     p.add_argument("--split", default="test", help="qrels split with --dataset (default test)")
-    p.add_argument("--run", required=True, help="run file (TREC 6-column or qid/docid/score TSV; .gz ok)")
+    p.add_argument("--run", required=True,
+                   help="run file (TREC 6-column or qid/docid/score TSV; .gz ok)")
     p.add_argument("--metrics", default="ndcg@10,recall@10,p@10,mrr@10,map",
                    help="comma-separated metric names (default ndcg@10,recall@10,p@10,mrr@10,map)")
     p.add_argument("--gain", choices=("linear", "exponential"), default="linear",
                    help="nDCG gain: label (trec_eval/BEIR, default) or 2^label-1")
     p.add_argument("--tie-break", choices=("trec_eval", "given"), default="trec_eval",
-                   help="trec_eval: sort by score, ties by doc id desc (default); given: file order")
+                   help="trec_eval: sort by score, ties by doc id desc (default); "
+                   "given: file order")
     p.add_argument("--missing", choices=("skip", "zero"), default="skip",
                    help="qrels queries absent from the run: skip (pytrec_eval/BEIR) or score 0")
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--per-query", action="store_true", help="include per-query values (with --json)")
+    p.add_argument("--per-query", action="store_true",
+                   help="include per-query values (with --json)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
