@@ -79,13 +79,19 @@ def evaluate_topk(top_rows, query_ids, qrels: dict, doc_ids, k: int = K_EVAL) ->
     except ImportError:
         evaluate = None
     if evaluate is not None:
-        run = {qid: {d: float(len(r) - j) for j, d in enumerate(r)} for qid, r in zip(query_ids, runs, strict=True)}
+        run = dict(zip(query_ids, runs, strict=True))
         sub = {qid: qrels.get(qid, {}) for qid in query_ids}
-        lin = evaluate(run, sub, metrics=(f"ndcg@{k}", f"recall@{k}"), gain="linear")
-        ex = evaluate(run, sub, metrics=(f"ndcg@{k}",), gain="exponential")
-        return {"ndcg": np.asarray(lin[f"ndcg@{k}"], np.float64),
-                "ndcg_exp": np.asarray(ex[f"ndcg@{k}"], np.float64),
-                "recall": np.asarray(lin[f"recall@{k}"], np.float64)}
+        out = {}
+        for key, gain, metrics in (("lin", "linear", (f"ndcg@{k}", f"recall@{k}")),
+                                   ("exp", "exponential", (f"ndcg@{k}",))):
+            res = evaluate(run, sub, metrics=metrics, gain=gain, tie_break="given", missing="zero")
+            pos = {q: i for i, q in enumerate(res.query_ids)}
+            idx = [pos.get(q, -1) for q in query_ids]
+            for name, vals in res.per_query.items():
+                v = np.asarray(vals, np.float64)
+                out[(key, name)] = np.array([v[i] if i >= 0 else 0.0 for i in idx])
+        return {"ndcg": out[("lin", f"ndcg@{k}")], "ndcg_exp": out[("exp", f"ndcg@{k}")],
+                "recall": out[("lin", f"recall@{k}")]}
     lin = np.empty(len(runs))
     ex = np.empty(len(runs))
     rec = np.empty(len(runs))
