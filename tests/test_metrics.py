@@ -448,3 +448,24 @@ def test_cli_evaluate_errors(capsys, tmp_path):
     bad.write_text("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 x\n")
     assert main(["evaluate", "--qrels", SCIFACT_QRELS, "--run", str(bad)]) == 2
     assert "bad.trec:2" in capsys.readouterr().err
+
+
+def test_hypothesis_matches_naive_oracle():
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+    ids = st.sampled_from(["a", "b", "c", "10", "9", "ab", "é", "long-document-id-1"])
+    runs = st.dictionaries(ids, st.sampled_from([0.0, 0.5, 1.0, -1.0, 2.0]), max_size=8)
+    qrels_s = st.dictionaries(ids, st.integers(-1, 3), max_size=6)
+
+    @hyp.settings(max_examples=40, deadline=None)
+    @hyp.given(runs, qrels_s, st.sampled_from(["linear", "exponential"]))
+    def check(run_q, qrels_q, gain):
+        run, qrels = {"q": run_q}, {"q": qrels_q}
+        res = evaluate(run, qrels, METRICS, gain=gain)
+        ranked = ref.trec_eval_order(run_q)
+        for m in METRICS:
+            kind, k = ref.split_metric(m)
+            exp = ref.metric_one(ranked, qrels_q, kind, k, gain=gain)
+            assert abs(res[m][0] - exp) <= 1e-12, (m, res[m][0], exp)
+
+    check()
