@@ -315,8 +315,10 @@ def second_order_graph(a_indptr, a_idx, a_val, at_indptr, at_idx, at_val, n_term
         lo, hi = _chunk_bounds(n_terms, n_chunks, c)
         if lo >= hi:
             continue
+        # Â ≥ 0, so a touched entry is > 0: the accumulator doubles as its own "seen"
+        # flag (no stamp table: half the random memory traffic in this hot loop) and is
+        # reset through the touched list after each row.
         acc = np.zeros(n_terms, np.float64)
-        stamp = np.full(n_terms, -1, np.int64)
         touched = np.empty(n_terms, np.int64)
         vals = np.empty(n_terms, np.float64)
         pos = np.empty(n_keep, np.int64)
@@ -329,11 +331,7 @@ def second_order_graph(a_indptr, a_idx, a_val, at_indptr, at_idx, at_val, n_term
                 v = a_val[p]
                 for q in range(at_indptr[n], at_indptr[n + 1]):
                     k = at_idx[q]
-                    if k == i:
-                        continue
-                    if stamp[k] != i:
-                        stamp[k] = i
-                        acc[k] = 0.0
+                    if acc[k] == 0.0:
                         touched[nt] = k
                         nt += 1
                     acc[k] += v * at_val[q]
@@ -341,10 +339,12 @@ def second_order_graph(a_indptr, a_idx, a_val, at_indptr, at_idx, at_val, n_term
             npos = 0
             for a in range(nt):
                 k = tt[a]
-                if acc[k] > 0.0:
+                if k != i and acc[k] > 0.0:
                     tt[npos] = k
                     vals[npos] = acc[k]
                     npos += 1
+            for a in range(nt):
+                acc[touched[a]] = 0.0
             n = topk_select(vals[:npos], n_keep, pos, kv)
             sel = np.sort(pos[:n])
             for a in range(n):
