@@ -196,25 +196,34 @@ def top_lists(scores, k: int, n_threads: int | None = None) -> tuple[np.ndarray,
     return idx, val
 
 
-def dense_scores(doc_emb, query_emb) -> np.ndarray:
-    """Cosine scores ``query_emb @ doc_emb.T`` as float32 (nq, N); inputs assumed L2-normalised."""
+def dense_scores(doc_emb, query_emb, *, per_query: bool = True, batch: int = 256) -> np.ndarray:
+    """Cosine scores ``query_emb @ doc_emb.T`` as float32 (nq, N); inputs assumed L2-normalised.
+
+    ``per_query=True`` computes one matrix-vector product per query (``docs @ q``), as the
+    reference builds its pools: a matrix-matrix product rounds differently (~5e-7) and can
+    swap near-tied dense ranks.  ``per_query=False`` uses blocked matrix-matrix products
+    (much faster for many queries; ranks may differ on near-ties).
+    """
     D = as_float_array(doc_emb, "doc_emb", dtype=np.float32, ndim=2)
     Q = as_float_array(query_emb, "query_emb", dtype=np.float32, ndim=2)
     if D.shape[1] != Q.shape[1]:
         raise ValueError(f"doc_emb and query_emb dimensions differ: {D.shape[1]} vs {Q.shape[1]}")
     out = np.empty((Q.shape[0], D.shape[0]), np.float32)
-    # one matrix-vector product per query (``docs @ q``, as the reference builds its pools):
-    # a matrix-matrix product rounds differently (~5e-7) and can swap near-tied dense ranks
-    for i in range(Q.shape[0]):
-        np.dot(D, Q[i], out=out[i])
+    if per_query:
+        for i in range(Q.shape[0]):
+            np.dot(D, Q[i], out=out[i])
+    else:
+        for a in range(0, Q.shape[0], batch):
+            np.matmul(Q[a:a + batch], D.T, out=out[a:a + batch])
     return out
 
 
-def dense_search(doc_emb, query_emb, k: int, *, batch: int = 1024,
+def dense_search(doc_emb, query_emb, k: int, *, batch: int = 1024, per_query: bool = False,
                  n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Exact dense first stage: top-k corpus rows by cosine (``doc_emb @ q``), per query.
 
-    Processes ``batch`` queries at a time so memory stays ``batch x N`` floats.
+    Processes ``batch`` queries at a time so memory stays ``batch x N`` floats
+    (``per_query``: see :func:`dense_scores`).
     Returns (indices int64 (nq, k), scores float32 (nq, k)).
     """
     D = as_float_array(doc_emb, "doc_emb", dtype=np.float32, ndim=2)
@@ -223,7 +232,7 @@ def dense_search(doc_emb, query_emb, k: int, *, batch: int = 1024,
     idx = np.empty((Q.shape[0], kk), np.int64)
     val = np.empty((Q.shape[0], kk), np.float32)
     for a in range(0, Q.shape[0], batch):
-        i, v = top_lists(dense_scores(D, Q[a:a + batch]), kk, n_threads)
+        i, v = top_lists(dense_scores(D, Q[a:a + batch], per_query=per_query), kk, n_threads)
         idx[a:a + batch], val[a:a + batch] = i, v
     return idx, val
 

@@ -142,3 +142,19 @@ def test_scifact_fixture_pools():
         assert set(cand[q]) == set(z["cand_idx"][q]) or len(set(cand[q]) ^ set(z["cand_idx"][q])) <= 4
     assert_array_equal(P.sparse.reshape(30, 200)[same], z["bm25_pool"][same])
     np.testing.assert_allclose(P.dense.reshape(30, 200)[same], z["dense_pool"][same], atol=1e-6)
+
+
+def test_dense_search_and_scores():
+    from jkofast.pools import dense_scores, dense_search
+
+    rng = np.random.default_rng(2)
+    D = rng.normal(size=(40, 6)).astype(np.float32)
+    Q = rng.normal(size=(3, 6)).astype(np.float32)
+    full = Q.astype(np.float64) @ D.T.astype(np.float64)
+    np.testing.assert_allclose(dense_scores(D, Q), full, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dense_scores(D, Q, per_query=False), full, rtol=1e-5, atol=1e-5)
+    idx, val = dense_search(D, Q, 4, batch=2)
+    for q in range(3):
+        assert idx[q].tolist() == list(np.argsort(-dense_scores(D, Q)[q], kind="stable")[:4])
+    with pytest.raises(ValueError, match="dimensions"):
+        dense_scores(D, Q[:, :3])
