@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.4, help="weight of the run score when --scores (0.4)")
     p.add_argument("--gamma", type=float, default=0.6, help="weight of the rerank score when --scores (0.6)")
     p.add_argument("--config", default="tuned", help="operating point: base, tuned, contrib, fast (tuned)")
+    p.add_argument("--mode", default=None, choices=["wasserstein", "kl", "noproximal", "bregman"],
+                   help="proximal term (default: the operating point's, wasserstein = JKO-RAG; kl = KL-Prox)")
+    p.add_argument("--alpha-prox", type=float, default=None, help="transport weight of --mode bregman (BW-JKO)")
     p.add_argument("--grad", default=None, choices=["unrolled", "implicit"],
                    help="override the operating point's Wasserstein gradient path")
     p.add_argument("--out", required=True, help="output TREC run")
@@ -281,7 +284,8 @@ def _fingerprint(args) -> dict:
     d = {"version": FMT_VERSION, "pools": os.path.abspath(args.pools), "size": st.st_size,
          "mtime_ns": st.st_mtime_ns, "config": args.config, "chunk_size": args.chunk_size, "k": args.k,
          "tag": args.tag, "embeddings": args.embeddings, "ids": args.ids, "tfidf_corpus": args.tfidf_corpus,
-         "scores": args.scores, "grad": getattr(args, "grad", None), "alpha": args.alpha, "gamma": args.gamma, "dist": bool(args.dist)}
+         "scores": args.scores, "grad": getattr(args, "grad", None),
+         "mode": getattr(args, "mode", None), "alpha_prox": getattr(args, "alpha_prox", None), "alpha": args.alpha, "gamma": args.gamma, "dist": bool(args.dist)}
     d["hash"] = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
     return d
 
@@ -328,8 +332,10 @@ def run(args) -> int:
     from jkofast.jko import JKOConfig, operating_point
 
     cfg = args.config if isinstance(args.config, JKOConfig) else operating_point(args.config)
-    if getattr(args, "grad", None):
-        cfg = cfg.replace(grad=args.grad)
+    for field, val in (("grad", getattr(args, "grad", None)), ("mode", getattr(args, "mode", None)),
+                       ("alpha_prox", getattr(args, "alpha_prox", None))):
+        if val is not None:
+            cfg = cfg.replace(**{field: val})
     t0 = time.perf_counter()
     quiet = args.quiet or args.json
 
