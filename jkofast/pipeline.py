@@ -288,7 +288,6 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
         log(f"  {name:<12} nDCG@10 {np.mean(m['ndcg']):.4f}  R@10 {np.mean(m['recall']):.3f}")
 
     from jkofast.index import TfidfIndex
-
     from jkofast.retriever import get_retriever
 
     with stage("bm25_index"):
