@@ -81,3 +81,24 @@ def test_cli_has_run_and_demo():
     a = p.parse_args(["demo", "--quick"])
     b = p.parse_args(["run", "--dataset", "scifact", "--json"])
     assert a.func is b.func and a.quick and b.json
+
+
+def test_main_job_user_scores_file(tmp_path):
+    """--scores with the BM25 scores themselves reproduces the default (BM25 stand-in) run."""
+    from jkofast.data import load_dataset
+    from jkofast.pipeline import run_main_job
+    from jkofast.retriever import get_retriever
+
+    ds = load_dataset("scifact")
+    qids = ds.split_query_ids("test")[:3]
+    S = get_retriever("bm25").fit(ds.doc_texts(". ")).score_all([ds.queries[q] for q in qids])
+    with open(tmp_path / "s.tsv", "w") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for i, q in enumerate(qids):
+            fh.writelines(f"{q}\t{d}\t{float(S[i, j])!r}\n" for j, d in enumerate(ds.doc_ids))
+    kw = dict(n_queries=3, include_sgr=False, progress=False, methods=("blend", "mmr"))
+    a = run_main_job("scifact", **kw)
+    b = run_main_job("scifact", scores_file=str(tmp_path / "s.tsv"), **kw)
+    for m in ("blend", "mmr"):
+        np.testing.assert_array_equal(a.methods[m]["ndcg"], b.methods[m]["ndcg"])
+    assert any("user scores" in n and "(0 pool pairs missing)" in n for n in b.notes)
