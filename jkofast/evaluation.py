@@ -282,15 +282,25 @@ def evaluate_codes(run_offsets, run_codes, run_scores, qrels_offsets, qrels_code
         raise ValueError("run_scores and run_codes must have the same length")
     if np.isnan(scores).any():
         raise ValueError("run_scores contains NaN")
-    # trec_eval keeps scores as C floats: ties are decided at float32 precision
-    scores32 = scores.astype(np.float32)
+    # one-word id rows; flipping the sign bit keeps the signed order in uint64
+    rrows = (run_codes.view(np.uint64) ^ np.uint64(1 << 63)).reshape(-1, 1)
+    qrows = (qrels_codes.view(np.uint64) ^ np.uint64(1 << 63)).reshape(-1, 1)
+    return names, *_run_kernel(roff, rrows, scores, qoff, qrows, qrels_labels, kinds, ks,
+                               gain_mode, tie_mode, dedupe, n_threads)
+
+
+def _run_kernel(roff, rrows, scores, qoff, qrows, labels, kinds, ks, gain_mode, tie_mode,
+                dedupe, n_threads):
     nq = roff.shape[0] - 1
-    out = np.zeros((nq, len(names)), np.float64)
+    out = np.zeros((nq, kinds.shape[0]), np.float64)
     n_ret = np.zeros(nq, np.int64)
+    # trec_eval keeps scores as C floats: ties are decided at float32 precision
     with numba_threads(n_threads):
-        _k.evaluate_batch(roff, run_codes, scores32, qoff, qrels_codes, qrels_labels, kinds,
-                          ks, gain_mode, tie_mode, bool(dedupe), out, n_ret)
-    return names, np.ascontiguousarray(out.T), n_ret
+        _k.evaluate_batch_chars(roff, np.ascontiguousarray(rrows),
+                                scores.astype(np.float32), qoff,
+                                np.ascontiguousarray(qrows), labels, kinds, ks, gain_mode,
+                                tie_mode, bool(dedupe), out, n_ret)
+    return np.ascontiguousarray(out.T), n_ret
 
 
 def _as_int64(x, name: str) -> np.ndarray:
@@ -554,20 +564,11 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         raise ValueError("run scores contain NaN")
 
     rows = _id_rows(run_ids, qrels_ids)
-    if rows is None:  # very long ids: integer codes instead of character rows
+    if rows is None:  # very long ids: one-word rows of integer codes instead
         rc, qc = _codes(list(run_ids), qrels_ids, lex)
-        _, values, n_ret = evaluate_codes(roff, rc, scores, qoff, qc, labels, names,
-                                          gain=gain, tie_break=tie_break, dedupe=dedupe,
-                                          n_threads=n_threads)
-    else:
-        nq = len(all_q)
-        out = np.zeros((nq, len(names)), np.float64)
-        n_ret = np.zeros(nq, np.int64)
-        with numba_threads(n_threads):
-            _k.evaluate_batch_chars(roff, rows[0], scores.astype(np.float32), qoff,
-                                    rows[1], labels, kinds, ks, gain_mode, tie_mode, dedupe,
-                                    out, n_ret)
-        values = np.ascontiguousarray(out.T)
+        rows = (rc.astype(np.uint64).reshape(-1, 1), qc.astype(np.uint64).reshape(-1, 1))
+    values, n_ret = _run_kernel(roff, rows[0], scores, qoff, rows[1], labels, kinds, ks,
+                                gain_mode, tie_mode, dedupe, n_threads)
     per_query = {n: values[i] for i, n in enumerate(names)}
     return EvalResult(all_q, per_query, n_ret, gain=gain, tie_break=tie_break)
 

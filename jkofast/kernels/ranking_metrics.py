@@ -1,17 +1,18 @@
-"""Ranking metrics over ragged (offsets, doc codes, scores / labels) batches.
+"""Ranking metrics over ragged (offsets, doc-id rows, scores / labels) batches.
 
 Layout (one query per row, ``q`` in ``[0, n_queries)``):
 
-* run:   ``run_indptr`` int64 (nq + 1,), ``run_codes`` int64 (n_run,),
-  ``run_scores`` float32 (n_run,): row ``q`` is ``[run_indptr[q], run_indptr[q + 1])``;
-* qrels: ``qrels_indptr`` int64 (nq + 1,), ``qrels_codes`` int64, ``qrels_labels`` int64;
-  codes unique within a query (precondition).
+* run:   ``run_indptr`` int64 (nq + 1,), ``run_ids`` uint64 (n_run, n_words),
+  ``run_scores`` float32 (n_run,): query ``q`` is rows ``[run_indptr[q], run_indptr[q+1])``;
+* qrels: ``qrels_indptr`` int64 (nq + 1,), ``qrels_ids`` uint64 (n_qrels, n_words),
+  ``qrels_labels`` int64; ids unique within a query (precondition).
 
-Doc ids are integer *codes* assigned once by the wrapper (never hashed into floats).
-For ``tie_mode = TIE_TREC_EVAL`` the codes must be the lexicographic ranks of the doc id
-strings, because trec_eval orders a run by score descending and then by doc id
-*descending* (``strcmp``); the wrapper passes float32 scores because trec_eval stores
-``sim`` as a C ``float`` (ties are decided at float32 precision).
+Doc ids are rows of uint64 *words* (never hashes): the wrapper packs each id's UTF-8 bytes
+big-endian, 8 per word, zero-padded (``pack_id_bytes`` / ``pack_ucs4_rows``), so that
+comparing rows word by word is C ``strcmp`` order — the order trec_eval breaks score ties
+with (doc id *descending*).  Integer codes fit the same interface as one-word rows
+(``code ^ 2**63``, which keeps the signed order).  Scores are float32 because trec_eval
+stores ``sim`` as a C ``float`` (ties are decided at float32 precision).
 
 Metric kinds (``metric_kinds``) and cutoffs (``metric_ks``; ``k <= 0`` = whole list):
 ``NDCG, RECALL, PRECISION, RR, AP`` (AP with a cutoff is trec_eval's ``map_cut``).
@@ -19,10 +20,10 @@ Gains: ``GAIN_LINEAR`` (label) or ``GAIN_EXPONENTIAL`` (2**label - 1).
 
 Conventions, per ``tie_mode``:
 
-* ``TIE_TREC_EVAL``: sort (score desc, code desc); duplicates of a code inside a query
-  keep the *last* occurrence in input order (Python-dict semantics, what a dict-based run
-  such as pytrec_eval's holds) when ``dedupe`` is set; negative labels give gain 0 in
-  DCG and ideal DCG (trec_eval).
+* ``TIE_TREC_EVAL``: sort (score desc, id desc); when ``dedupe`` is set, an id repeated
+  inside a query keeps its *last* occurrence in input order (Python-dict semantics, what a
+  dict-based run such as pytrec_eval's holds); negative labels give gain 0 in DCG and
+  ideal DCG (trec_eval).
 * ``TIE_GIVEN``: the list order as given, duplicates counted each time, literal gains
   (a negative label has a negative gain), ideal DCG over the k largest qrels labels — the
   published JKO-RAG evaluator (SPEC A.7.1).
@@ -60,77 +61,6 @@ def _gain(label, gain_mode, clamp):
     if gain_mode == GAIN_EXPONENTIAL:
         return 2.0 ** label - 1.0
     return float(label)
-
-
-@kernel()
-def _ranked_order(scores, codes, dedupe):
-    """Positions of one query's run in trec_eval order; duplicates dropped (last wins).
-
-    Returns an int64 array of positions (into this query's slice) in ranked order.
-    """
-    n = scores.shape[0]
-    keep = np.ones(n, dtype=np.bool_)
-    n_keep = n
-    if dedupe and n > 1:
-        # stable sort by code: within a run of equal codes the last one (input order) wins
-        by_code = np.argsort(codes, kind="mergesort")
-        for j in range(n - 1):
-            if codes[by_code[j]] == codes[by_code[j + 1]]:
-                keep[by_code[j]] = False
-                n_keep -= 1
-    pos = np.empty(n_keep, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        if keep[i]:
-            pos[m] = i
-            m += 1
-    # fast path: already in (score desc, code desc) order
-    ordered = True
-    for j in range(1, n_keep):
-        a = pos[j - 1]
-        b = pos[j]
-        if scores[a] < scores[b] or (scores[a] == scores[b] and codes[a] < codes[b]):
-            ordered = False
-            break
-    if ordered:
-        return pos
-    # codes are unique now: order by code desc, then a stable sort by score desc
-    neg_codes = np.empty(n_keep, dtype=np.int64)
-    for j in range(n_keep):
-        neg_codes[j] = -codes[pos[j]]
-    o1 = np.argsort(neg_codes, kind="mergesort")
-    neg_scores = np.empty(n_keep, dtype=scores.dtype)
-    for j in range(n_keep):
-        neg_scores[j] = -scores[pos[o1[j]]]
-    o2 = np.argsort(neg_scores, kind="mergesort")
-    out = np.empty(n_keep, dtype=np.int64)
-    for j in range(n_keep):
-        out[j] = pos[o1[o2[j]]]
-    return out
-
-
-@kernel()
-def _lookup_labels(run_codes, order, q_codes, q_labels, out_labels):
-    """``out_labels[j]`` = qrels label of ``run_codes[order[j]]`` (0 when not judged)."""
-    nq = q_codes.shape[0]
-    srt = np.argsort(q_codes, kind="mergesort")
-    sc = np.empty(nq, dtype=np.int64)
-    for j in range(nq):
-        sc[j] = q_codes[srt[j]]
-    for j in range(order.shape[0]):
-        c = run_codes[order[j]]
-        lo = 0
-        hi = nq
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if sc[mid] < c:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < nq and sc[lo] == c:
-            out_labels[j] = q_labels[srt[lo]]
-        else:
-            out_labels[j] = 0
 
 
 @kernel()
@@ -193,50 +123,8 @@ def query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, cl
         out[m] = val
 
 
-@kernel(parallel=True)
-def evaluate_batch(run_indptr, run_codes, run_scores, qrels_indptr, qrels_codes,
-                   qrels_labels, metric_kinds, metric_ks, gain_mode, tie_mode, dedupe,
-                   out, out_n_ret):
-    """Metrics for a batch of queries; prange over queries, row ``q`` of ``out`` owned by q.
-
-    ``out`` float64 (nq, n_metrics); ``out_n_ret`` int64 (nq,) gets the number of ranked
-    docs used (after de-duplication).  Returns 0 (status OK).
-    """
-    nq = run_indptr.shape[0] - 1
-    clamp = tie_mode == TIE_TREC_EVAL
-    for q in prange(nq):
-        r0 = run_indptr[q]
-        r1 = run_indptr[q + 1]
-        g0 = qrels_indptr[q]
-        g1 = qrels_indptr[q + 1]
-        codes = run_codes[r0:r1]
-        q_codes = qrels_codes[g0:g1]
-        q_labels = qrels_labels[g0:g1]
-        if tie_mode == TIE_TREC_EVAL:
-            order = _ranked_order(run_scores[r0:r1], codes, dedupe)
-        else:
-            order = np.arange(r1 - r0)
-        labels = np.empty(order.shape[0], dtype=np.int64)
-        _lookup_labels(codes, order, q_codes, q_labels, labels)
-        # ideal: qrels labels sorted descending (qrels codes are unique per query)
-        ideal = np.sort(q_labels)[::-1].copy()
-        num_rel = 0
-        for j in range(ideal.shape[0]):
-            if ideal[j] > 0:
-                num_rel += 1
-        out_n_ret[q] = order.shape[0]
-        query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, clamp,
-                      out[q])
-    return 0
-
-
 # --------------------------------------------------------------------------------------
-# String ids as fixed-width character rows (no global code table needed)
-#
-# ``run_chars`` / ``qrels_chars``: (n, w) uint8 (ASCII/bytes) or uint32 (UCS-4 code
-# points) matrices of the same width, rows zero-padded — numpy's ``S``/``U`` arrays viewed
-# as integers.  Comparing rows element-wise gives C ``strcmp`` order on UTF-8 (code-point
-# order equals UTF-8 byte order), i.e. trec_eval's doc id order.
+# Doc ids as rows of big-endian uint64 words (see the module docstring)
 
 
 @kernel()
@@ -465,9 +353,11 @@ def pack_ucs4_rows(cps, out):
 def evaluate_batch_chars(run_indptr, run_chars, run_scores, qrels_indptr, qrels_chars,
                          qrels_labels, metric_kinds, metric_ks, gain_mode, tie_mode, dedupe,
                          out, out_n_ret):
-    """Like :func:`evaluate_batch` with doc ids as character rows (exact string order).
+    """All requested metrics for a batch of queries (layout in the module docstring).
 
-    Qrels rows must be unique within a query.  Returns 0 (status OK).
+    prange over queries; row ``q`` of ``out`` (float64 (nq, n_metrics)) and
+    ``out_n_ret[q]`` (int64: ranked docs used, after de-duplication) are written by
+    iteration ``q`` only.  Qrels ids must be unique within a query.  Returns 0 (OK).
     """
     nq = run_indptr.shape[0] - 1
     clamp = tie_mode == TIE_TREC_EVAL
