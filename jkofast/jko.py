@@ -72,6 +72,9 @@ class JKOConfig:
         Temperature τ0 of the default initial distribution ``p0 = softmax(-E/τ0)``.
     sinkhorn_max_iter, cg_tol, cg_max_iter
         Limits of the converged solves (pairs per solve, relative CG tolerance, CG steps).
+    newton_every : int
+        ``grad="implicit"``: a Newton step on the duals after every this many Sinkhorn pairs
+        that did not reach ``tol`` (0 = plain Sinkhorn).
     """
 
     h: float = 0.5
@@ -92,6 +95,7 @@ class JKOConfig:
     sinkhorn_max_iter: int = 1000
     cg_tol: float = 1e-6
     cg_max_iter: int = 200
+    newton_every: int = 8
 
     def validate(self) -> JKOConfig:
         """Raise ValueError/TypeError naming the offending field; return self."""
@@ -119,6 +123,7 @@ class JKOConfig:
         check_int(self.sinkhorn_max_iter, "sinkhorn_max_iter", min_value=1)
         check_positive(self.cg_tol, "cg_tol")
         check_int(self.cg_max_iter, "cg_max_iter", min_value=0)
+        check_int(self.newton_every, "newton_every", min_value=0)
         return self
 
     def replace(self, **changes) -> JKOConfig:
@@ -146,6 +151,7 @@ class JKOConfig:
         ip[_k.IP_DUALS] = int(with_duals)
         ip[_k.IP_MAXIT] = self.sinkhorn_max_iter
         ip[_k.IP_CGMAX] = self.cg_max_iter
+        ip[_k.IP_NEWTON] = self.newton_every
         return fp, ip
 
 

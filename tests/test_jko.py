@@ -88,6 +88,10 @@ def test_implicit_equals_converged_unroll_and_entropic_differs():
     pu = run_jko(p0, E, C, K, base.replace(sinkhorn_iter=300, sinkhorn_iter_grad=300))
     pi = run_jko(p0, E, C, K, base.replace(grad="implicit", tol=1e-12, cg_tol=1e-12))
     pe = run_jko(p0, E, C, K, base.replace(objective="entropic", tol=1e-12))
+    # Newton steps on the duals (every pair / never) reach the same converged plans
+    for every in (0, 1):
+        pn = run_jko(p0, E, C, K, base.replace(grad="implicit", tol=1e-12, cg_tol=1e-12, newton_every=every))
+        assert np.abs(pn - pu).sum() < 1e-6
     for p in (pi, pe):
         assert p.sum() == pytest.approx(1.0) and np.all(p > 0)
     assert np.abs(pi - pu).sum() < 1e-6

@@ -38,8 +38,8 @@ from jkofast.kernels.sinkhorn_log import (
 FP_H, FP_LAM, FP_RHO, FP_EPS, FP_ALPHA, FP_LR, FP_TOL, FP_CG_TOL = 0, 1, 2, 3, 4, 5, 6, 7
 N_FP = 8
 # ip layout
-IP_T, IP_INNER, IP_NITER, IP_NGRAD, IP_MODE, IP_GRAD, IP_OBJ, IP_DUALS, IP_MAXIT, IP_CGMAX = range(10)
-N_IP = 10
+IP_T, IP_INNER, IP_NITER, IP_NGRAD, IP_MODE, IP_GRAD, IP_OBJ, IP_DUALS, IP_MAXIT, IP_CGMAX, IP_NEWTON = range(11)
+N_IP = 11
 
 MODE_W, MODE_KL, MODE_NOPROX, MODE_BREGMAN = 0, 1, 2, 3
 GRAD_UNROLLED, GRAD_IMPLICIT = 0, 1
@@ -238,6 +238,18 @@ def implicit_solve(Kmat, KCmat, uu, vv, sc, prow, qinv, x, cg_tol, cg_max, w3, w
     _pi_apply(Kmat, uu, vv, sc, zz, t1, ap)
     for i in range(m):
         rhs[i] -= ap[i]
+    k = schur_pcg(Kmat, uu, vv, sc, prow, qinv, rhs, x, cg_tol, cg_max, r, zz, pdir, ap, t1)
+    return loss, k
+
+
+@kernel()
+def schur_pcg(Kmat, uu, vv, sc, prow, qinv, rhs, x, cg_tol, cg_max, r, zz, pdir, ap, t1):
+    """Jacobi-preconditioned CG for ``(diag(prow) - Pi diag(qinv) Piᵀ) x = rhs`` (x: warm start).
+
+    Stops when the preconditioned residual norm falls below ``cg_tol`` times that of ``rhs``.
+    Returns the number of iterations.
+    """
+    m = x.shape[0]
     _schur_apply(Kmat, uu, vv, sc, prow, qinv, x, t1, zz, ap)
     rz = 0.0
     rhs_n = 0.0
@@ -270,7 +282,7 @@ def implicit_solve(Kmat, KCmat, uu, vv, sc, prow, qinv, x, cg_tol, cg_max, w3, w
             pdir[i] = zz[i] + beta * pdir[i]
         rz = rz_new
         k += 1
-    return loss, k
+    return k
 
 
 @kernel()
@@ -320,27 +332,54 @@ def w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objectiv
 
 
 @kernel()
-def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, u, v, s, t, tmp_m, tmp_n, xw, cg_tol, cg_max, grad_p,
-                      w1, w2, w3, w4, w5, w6, w7, w8):
+def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton_every, u, v, s, t, tmp_m, tmp_n, xw, cg_tol, cg_max,
+                      grad_p, w1, w2, w3, w4, w5, w6, w7, w8):
     """Implicit path kept entirely in the scaled form across inner steps (no exp/log per step).
 
     ``v`` (the scaled g) persists between calls as the warm start; each call runs at least
     one pair, then pairs until the row-marginal L1 error ``|vmax u ⊙ (Kg v) - pa|_1 < tol``
-    or ``max_iter``. The plan ``vmax diag(u) Kg diag(v)`` feeds ``implicit_solve`` with its
-    own marginals (``prow = vmax u ⊙ s``, column sums ``vmax v ⊙ t``). Returns
-    ``(ok, loss)``; ``ok`` False = a sum underflowed (caller falls back to the log path).
+    or ``max_iter``. Every ``newton_every`` pairs without convergence (0: never) a Newton
+    step on the duals is taken: the linearised marginal equations reduce to the same Schur
+    system as the gradient, ``A α = pa - prow``, solved loosely by PCG, then
+    ``v ← v ⊙ exp(-qinv ⊙ Πᵀα)`` (the next row update recomputes u exactly). This removes
+    the slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) Kg diag(v)``
+    then feeds ``implicit_solve`` with its own marginals. Returns ``(ok, loss)``; ``ok``
+    False = a sum underflowed (caller falls back to the log path).
     """
     m = pa.shape[0]
     vmax = 1.0
     it = 0
+    since = 0
+    fresh = True
     while True:
         ok, _ = scaled_half_step(Kg, False, pa, v, s, tmp_m, TINY)
-        if it > 0:
+        if not fresh:
             err = 0.0
             for i in range(m):
                 err += abs(vmax * u[i] * s[i] - pa[i])
             if err < tol or it >= max_iter:
                 break
+            if ok and newton_every > 0 and since >= newton_every:
+                for i in range(m):
+                    w1[i] = vmax * u[i] * s[i]
+                    cs = vmax * v[i] * t[i]
+                    w2[i] = 1.0 / cs if cs > 0.0 else 0.0
+                    w3[i] = pa[i] - w1[i]
+                    grad_p[i] = 0.0
+                schur_pcg(Kg, u, v, vmax, w1, w2, w3, grad_p, 1e-2, 50, w4, w5, w6, w7, w8)
+                _pit_apply(Kg, u, v, vmax, grad_p, w8, tmp_n)
+                bmax = -np.inf
+                for j in range(m):
+                    bj = -w2[j] * tmp_n[j]
+                    bj = min(max(bj, -10.0), 10.0)
+                    v[j] *= np.exp(bj)
+                    if v[j] > bmax:
+                        bmax = v[j]
+                for j in range(m):
+                    v[j] /= bmax
+                since = 0
+                fresh = True
+                continue
         if not ok:
             return False, 0.0
         for i in range(m):
@@ -351,6 +390,8 @@ def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, u, v, s, t, tmp_m, tmp_n, x
         for j in range(m):
             v[j] = tmp_n[j]
         it += 1
+        since += 1
+        fresh = False
     for i in range(m):
         w1[i] = vmax * u[i] * s[i]
         cs = vmax * v[i] * t[i]
@@ -387,6 +428,7 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
     objective = ip[IP_OBJ]
     max_iter = ip[IP_MAXIT]
     cg_max = ip[IP_CGMAX]
+    newton = ip[IP_NEWTON]
     n_warm = n_iter - n_grad
 
     if mode == MODE_BREGMAN:
@@ -486,7 +528,7 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
                 if implicit_scaled:
                     for i in range(m):
                         pa[i] = p[i]
-                    ok, lw = w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, u, vs, y, z, tmp_m, tmp_n, xw,
+                    ok, lw = w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton, u, vs, y, z, tmp_m, tmp_n, xw,
                                                cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3], wk[4], wk[5],
                                                wk[6], wk[7])
                     if ok:
