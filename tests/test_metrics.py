@@ -469,3 +469,23 @@ def test_hypothesis_matches_naive_oracle():
             assert abs(res[m][0] - exp) <= 1e-12, (m, res[m][0], exp)
 
     check()
+
+
+def test_cli_evaluate_with_bundled_dataset(capsys):
+    """``--dataset scifact`` (the copy bundled in the package) gives the same numbers as
+    ``--qrels`` with the test split file."""
+    from jkofast.cli import main
+
+    pytest.importorskip("jkofast.data")
+    from jkofast.data import bundled_path
+
+    if not os.path.isdir(bundled_path("scifact")):
+        pytest.skip("bundled SciFact is absent")
+    args = ["evaluate", "--run", SCIFACT_RUN, "--metrics", "ndcg@10,map", "--json",
+            "--n-boot", "100"]
+    assert main([*args, "--dataset", "scifact", "--split", "test"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main([*args, "--qrels", SCIFACT_QRELS]) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert a["metrics"] == b["metrics"] and a["n_queries"] == 300
+    assert main([*args, "--dataset", "scifact", "--split", "nosuchsplit"]) == 2
