@@ -329,6 +329,7 @@ class RerankResult:
     Attributes
     ----------
     p : ndarray float64 (n_total,)      final distributions, query q in ``p[offsets[q]:offsets[q+1]]``
+                                         (NaN for queries with a non-zero status)
     offsets : ndarray int64 (n_queries+1,)
     status : ndarray int32 (n_queries,)  0 = ok; see ``jkofast._status``
     errors : dict[int, str]               query index -> message for rejected/failed queries
