@@ -73,9 +73,9 @@ def test_local_score_stage(retr, qtext):
     V, N = retr.n_terms_, retr.n_docs_
     o = ref.sgr_query(ix, _dense_q(retr, qtext), p, _sem_lists(retr))
     rt, rw = o["route_terms"], o["route_w"]
-    qstamp = np.full(V, -1, np.int64)
+    mark = np.zeros(V, np.uint8)
     qval = np.zeros(V)
-    qstamp[qt] = 7
+    mark[qt] = 1
     qval[qt] = qv
     dstamp = np.full(N, -1, np.int64)
     esum, csum = np.zeros(N), np.zeros(N)
@@ -83,7 +83,7 @@ def test_local_score_stage(retr, qtext):
     ulist = np.empty(N, np.int64)
     nu = gk.accumulate_tail(rt, rw, len(rt), ix["b_indptr"], ix["b_mem"], ix["mem_doc"], ix["mem_m"],
                             ix["code_term"], ix["code_sign"], ix["code_cval"], ix["code_w"],
-                            ix["code_count"], qstamp, qval, 7, p["gamma"], dstamp, esum, csum,
+                            ix["code_count"], mark, qval, 7, p["gamma"], dstamp, esum, csum,
                             dm_r, dm_e, dm_n, ulist)
     U = np.sort(ulist[:nu])
     assert_array_equal(U, o["U"])

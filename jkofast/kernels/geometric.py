@@ -119,7 +119,7 @@ def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen
 
 @kernel()
 def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
-                    code_cval, code_w, code_count, qstamp, qval, gen, gamma, dstamp, esum,
+                    code_cval, code_w, code_count, mark, qval, gen, gamma, dstamp, esum,
                     csum, dm_r, dm_e, dm_n, ulist):
     """Branch-local signed scores over the postings of the routed branches (SPEC B.7).
 
@@ -127,7 +127,8 @@ def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term
     ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r``, ``Q = Σ_r q[t_r]²``,
     ``E = m ρ L Q^γ`` (0 when Q = 0).  Accumulates ``esum[d] += E``, ``csum[d] += m ρ``,
     records (k, E) in ``dm_r``/``dm_e`` (row d, ``dm_n[d]`` entries) and appends new docs to
-    ``ulist``.  The query vector is read through ``qstamp``/``qval`` (stamp ``gen``).
+    ``ulist``.  The query vector is read through ``mark`` (uint8, bit 0 = query term; a
+    byte table stays in L1) and ``qval``; ``gen`` stamps ``dstamp``.
     Returns |U|.
     """
     nu = 0
@@ -142,7 +143,7 @@ def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term
             for r in range(code_count[m]):
                 t = code_term[m, r]
                 qt_ = 0.0
-                if qstamp[t] == gen:
+                if mark[t] & 1:
                     qt_ = qval[t]
                 lsum += np.float64(code_w[m, r]) * (qt_ - np.float64(code_cval[m, r])) * code_sign[m, r]
                 qsum += qt_ * qt_
@@ -163,24 +164,6 @@ def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term
             dm_e[d, dm_n[d]] = e
             dm_n[d] += 1
     return nu
-
-
-@kernel()
-def doc_lexical(d, s_indptr, s_idx, idf, idf_power, mark):
-    """(Σ_{t ∈ q ∩ d} idf(t)^idf_power, n_qd) by a scan of document d's binary support.
-
-    ``mark`` (uint8, V) has bit 0 set on the query terms: a byte table stays in L1/L2
-    where an int64 stamp table does not, and this scan is the hot loop of the rescue.
-    """
-    s = 0.0
-    n = 0
-    for p in range(s_indptr[d], s_indptr[d + 1]):
-        t = s_idx[p]
-        if mark[t] & 1:
-            v = idf[t]
-            s += v * v if idf_power == 2 else v
-            n += 1
-    return s, n
 
 
 @kernel()
@@ -400,9 +383,9 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
                   mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr, s_idx,
                   idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals, c_norm,
                   t_indptr, t_docs, t_tf, bm25_idf,
-                  qstamp, qval, mark, rstamp, rval, sstamp, sval, rbuf, rt, rw, dstamp, esum,
-                  csum, dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, z1, z2, pre_doc, bstamp, bval,
-                  blist, out_doc, out_comp, out_info):
+                  qval, mark, rstamp, rval, sstamp, sval, rbuf, rt, rw, dstamp, esum,
+                  csum, dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, lexadj_doc, sem_doc,
+                  rare_doc, z1, z2, pre_doc, bstamp, bval, blist, out_doc, out_comp, out_info):
     """The whole query path for one query; returns (n_pool, status).
 
     ``out_doc`` (int64, >= P) receives the pool in final order; ``out_comp`` (7, >= P)
@@ -418,13 +401,12 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     avgdl = fp[F_AVGDL]
     big_p = ip[I_POOL]
     for a in range(nq):
-        qstamp[qt[a]] = gen
         qval[qt[a]] = np.float64(qv[a])
         mark[qt[a]] = 1
     nr = route_query(qt, qv, g_indptr, g_idx, g_val, fp[F_ALPHA], ip[I_BUDGET], rstamp, rval,
                      gen, rbuf, rt, rw)
     nu = accumulate_tail(rt, rw, nr, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
-                         code_cval, code_w, code_count, qstamp, qval, gen, fp[F_GAMMA],
+                         code_cval, code_w, code_count, mark, qval, gen, fp[F_GAMMA],
                          dstamp, esum, csum, dm_r, dm_e, dm_n, ulist)
     n_routed_docs = nu
     # optional BM25 fusion: full-corpus BM25 over the query terms' postings
@@ -481,12 +463,52 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             for a in range(ng):
                 ulist[a] = gsel[a]
             nuse = ng
+    # query-only tables for the final features, set before the rescue so that ONE scan
+    # of each routed doc's binary support yields lex1 and every pool feature (the pool is
+    # a subset of the scanned docs; sums run in the same ascending-term order either way)
+    semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen)
+    n_rare = min(ip[I_N_RARE], nq)
+    qidf = np.empty(nq, np.float64)
+    for a in range(nq):
+        qidf[a] = idf[qt[a]]
+    rpos = np.empty(max(n_rare, 1), np.int64)
+    rv = np.empty(max(n_rare, 1), np.float64)
+    n_rare = topk_select(qidf, n_rare, rpos, rv)
+    for a in range(n_rare):
+        mark[qt[rpos[a]]] |= 4
+    for a in range(nq):
+        t = qt[a]
+        for p in range(sem_indptr[t], sem_indptr[t + 1]):
+            mark[sem_idx[p]] |= 2
     # early rescue: lex1 over the binary support of every (kept) routed doc
     b1 = fp[F_B_RESCUE]
+    b2 = fp[F_B_FINAL]
+    coord = fp[F_COORD]
     for a in range(nuse):
         d = ulist[a]
-        s, _ = doc_lexical(d, s_indptr, s_idx, idf, 1, mark)
-        lex_doc[d] = s / ((1.0 - b1) + b1 * dl[d] / avgdl)
+        s1 = 0.0
+        s2 = 0.0
+        nqd = 0
+        ssum = 0.0
+        nr_hit = 0
+        for p in range(s_indptr[d], s_indptr[d + 1]):
+            t = s_idx[p]
+            mk = mark[t]
+            if mk == 0:
+                continue
+            if mk & 1:
+                v = idf[t]
+                s1 += v
+                s2 += v * v
+                nqd += 1
+            if mk & 2:
+                ssum += sval[t]
+            if mk & 4:
+                nr_hit += 1
+        lex_doc[d] = s1 / ((1.0 - b1) + b1 * dl[d] / avgdl)
+        lexadj_doc[d] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
+        sem_doc[d] = ssum
+        rare_doc[d] = nr_hit / n_rare if n_rare > 0 else 0.0
     zscore_subset(tail_doc, ulist, nuse, z1)
     zscore_subset(lex_doc, ulist, nuse, z2)
     eta = fp[F_ETA]
@@ -507,49 +529,15 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     lex1p = np.empty(max(npool, 1), np.float64)
     for a in range(npool):
         lex1p[a] = lex_doc[pool[a]]
-    # final features on the pool
-    semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen)
-    n_rare = min(ip[I_N_RARE], nq)
-    qidf = np.empty(nq, np.float64)
-    for a in range(nq):
-        qidf[a] = idf[qt[a]]
-    rpos = np.empty(max(n_rare, 1), np.int64)
-    rv = np.empty(max(n_rare, 1), np.float64)
-    n_rare = topk_select(qidf, n_rare, rpos, rv)
-    for a in range(n_rare):
-        mark[qt[rpos[a]]] |= 4
-    for a in range(nq):
-        t = qt[a]
-        for p in range(sem_indptr[t], sem_indptr[t + 1]):
-            mark[sem_idx[p]] |= 2
-    b2 = fp[F_B_FINAL]
-    coord = fp[F_COORD]
+    # final features on the pool (computed in the rescue scan)
     lexadj = np.empty(max(npool, 1), np.float64)
     sem = np.empty(max(npool, 1), np.float64)
     rare = np.empty(max(npool, 1), np.float64)
     for a in range(npool):
         d = pool[a]
-        s2 = 0.0
-        nqd = 0
-        ssum = 0.0
-        nr_hit = 0
-        for p in range(s_indptr[d], s_indptr[d + 1]):
-            t = s_idx[p]
-            mk = mark[t]
-            if mk == 0:
-                continue
-            if mk & 1:
-                v = idf[t]
-                s2 += v * v
-                nqd += 1
-            if mk & 2:
-                ssum += sval[t]
-            if mk & 4:
-                nr_hit += 1
-        lex2 = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl)
-        lexadj[a] = lex2 * math.pow(nqd / nq, coord)
-        sem[a] = ssum
-        rare[a] = nr_hit / n_rare if n_rare > 0 else 0.0
+        lexadj[a] = lexadj_doc[d]
+        sem[a] = sem_doc[d]
+        rare[a] = rare_doc[d]
     # relevance = Σ w z_P(feature); reuse doc-indexed scratch for the z-scores
     rel = np.zeros(max(npool, 1), np.float64)
     w_feat = (fp[F_W_TAIL], fp[F_W_LEX], fp[F_W_SEM], fp[F_W_RARE], fp[F_W_BM25])
@@ -629,7 +617,6 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
             continue
         # only the stamp tables need initialising; every other entry is written before
         # it is read under a matching stamp
-        qstamp = np.full(n_terms, -1, np.int64)
         qval = np.empty(n_terms, np.float64)
         mark = np.zeros(n_terms, np.uint8)  # bit 0 query term, 1 semantic, 2 rare
         rstamp = np.full(n_terms, -1, np.int64)
@@ -648,6 +635,9 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         ulist = np.empty(n_docs, np.int64)
         tail_doc = np.empty(n_docs, np.float64)
         lex_doc = np.empty(n_docs, np.float64)
+        lexadj_doc = np.empty(n_docs, np.float64)
+        sem_doc = np.empty(n_docs, np.float64)
+        rare_doc = np.empty(n_docs, np.float64)
         z1 = np.empty(n_docs, np.float64)
         z2 = np.empty(n_docs, np.float64)
         pre_doc = np.empty(n_docs, np.float64)
@@ -662,9 +652,10 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
                 i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
                 mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
                 s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
-                c_norm, t_indptr, t_docs, t_tf, bm25_idf, qstamp, qval, mark, rstamp, rval, sstamp,
+                c_norm, t_indptr, t_docs, t_tf, bm25_idf, qval, mark, rstamp, rval, sstamp,
                 sval, rbuf, rt, rw, dstamp, esum, csum, dm_r, dm_e, dm_n, ulist, tail_doc,
-                lex_doc, z1, z2, pre_doc, bstamp, bval, blist, out_doc[i], out_comp[i], info)
+                lex_doc, lexadj_doc, sem_doc, rare_doc, z1, z2, pre_doc, bstamp, bval, blist,
+                out_doc[i], out_comp[i], info)
             out_n[i] = n
             out_status[i] = st
             for a in range(3):
