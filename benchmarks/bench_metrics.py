@@ -118,3 +118,26 @@ class Bootstrap(Benchmark):
 
     def time_bootstrap_ci(self, *p):
         self.run(*p)
+
+
+class FirstCall:
+    """Compile time of the metrics kernels: first ``evaluate`` call in a fresh process
+    with the on-disk cache off (``JKOFAST_NUMBA_CACHE=0``)."""
+
+    timeout = 600
+    number = 1
+    repeat = 1
+
+    def track_first_call_seconds(self):
+        import subprocess
+        import sys
+
+        code = ("import time; t = time.perf_counter(); from jkofast.evaluation import "
+                "evaluate; evaluate({'q': {'a': 1.0, 'b': 0.5}}, {'q': {'a': 1}}); "
+                "print(time.perf_counter() - t)")
+        env = dict(os.environ, JKOFAST_NUMBA_CACHE="0")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, check=True)
+        return float(out.stdout.strip().splitlines()[-1])
+
+    track_first_call_seconds.unit = "seconds"
