@@ -16,7 +16,8 @@ Gains (``gain``): ``"linear"`` = label (trec_eval/BEIR default), ``"exponential"
 Queries: the per-query arrays follow the run's query order; queries of the run that are
 absent from the qrels are skipped (as pytrec_eval and BEIR); queries of the qrels that are
 absent from the run are skipped too (``missing="skip"``, pytrec_eval's behaviour) or scored
-0 on every metric (``missing="zero"``, trec_eval ``-c``), appended in qrels order.
+0 on every metric (``missing="zero"``, trec_eval ``-c``), appended in qrels order.  A
+qrels query with no judgments at all counts as absent (as in pytrec_eval).
 "Relevant" means label > 0.
 """
 
@@ -515,6 +516,8 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         qrels = qrels.to_dict()
     if not isinstance(qrels, dict):
         raise TypeError(f"qrels must be a dict or QrelsArrays, got {type(qrels).__name__}")
+    if not all(qrels.values()):  # a query without judgments is absent (pytrec_eval)
+        qrels = {q: d for q, d in qrels.items() if d}
 
     ra = _as_run_arrays(run)
     if ra is None and not isinstance(run, dict):

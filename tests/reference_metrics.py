@@ -74,7 +74,7 @@ def trec_eval_metrics(run: dict, qrels: dict, metrics) -> dict:
     """{metric: {qid: value}} with trec_eval conventions (queries in both run and qrels)."""
     out = {m: {} for m in metrics}
     for q in run:
-        if q not in qrels:
+        if not qrels.get(q):
             continue
         ranked = trec_eval_order(run[q])
         for m in metrics:

@@ -57,6 +57,8 @@ def synthetic(seed: int, n_queries: int = 30, n_docs: int = 40, score_levels: in
             run[qid] = {}  # empty run
     run["only_in_run"] = {"1": 1.0}
     qrels["only_in_qrels"] = {"1": 1}
+    run["no_judgments"] = {"1": 1.0}
+    qrels["no_judgments"] = {}  # pytrec_eval skips it
     return run, qrels
 
 
@@ -80,7 +82,7 @@ def test_matches_pytrec_eval_synthetic(seed, long_ids):
     run, qrels = synthetic(seed, long_ids=long_ids)
     res = evaluate(run, qrels, METRICS)
     _check_against(res, _pytrec(run, qrels, METRICS))
-    assert res.query_ids == [q for q in run if q in qrels]
+    assert res.query_ids == [q for q in run if qrels.get(q)]
     # array input (de-duplication path) and the integer-code fallback give the same
     ra = RunArrays.from_dict(run)
     b = evaluate(ra, qrels, METRICS)
@@ -462,6 +464,9 @@ def test_hypothesis_matches_naive_oracle():
     def check(run_q, qrels_q, gain):
         run, qrels = {"q": run_q}, {"q": qrels_q}
         res = evaluate(run, qrels, METRICS, gain=gain)
+        if not qrels_q:  # no judgments: the query is not evaluated (pytrec_eval)
+            assert res.query_ids == []
+            return
         ranked = ref.trec_eval_order(run_q)
         for m in METRICS:
             kind, k = ref.split_metric(m)
