@@ -178,7 +178,8 @@ class MainJobResult:
             lines.append(f"{name:<14} {ci:<25} {r['ndcg@10_exp']:>6.4f} {r['recall@10']:>6.3f}  {diff:<30} "
                          f"{(f'{ms:8.2f}' if ms is not None else '      --')}")
         lines.append("-" * 95)
-        lines.append("* = paired-difference CI excludes 0")
+        lines.append("* = paired-difference CI excludes 0; ms/q = wall clock per query of the method's own step "
+                     "(includes kernel compilation when the Numba cache is cold)")
         if self.pool_recall is not None:
             lines.append(f"hybrid pool (M=200) micro recall: {self.pool_recall:.4f}")
         lines.append("stages (ms/query): " + ", ".join(f"{k} {v:.2f}" for k, v in self.stages.items()))

@@ -320,6 +320,22 @@ def _write_npz_streaming(path: str, parts: list[str]) -> None:
     os.replace(tmp, path)
 
 
+def _warm_needed() -> None:
+    """Warm up only the modules a chunk uses (energy + the JKO core), not the whole package."""
+    import importlib
+
+    from jkofast._numba import WARMUPS
+
+    for mod, name in (("jkofast.energy", "energy"), ("jkofast.jko", "jko")):
+        try:
+            importlib.import_module(mod)
+            if name in WARMUPS:
+                WARMUPS[name]()
+        except Exception as exc:  # a broken warm-up must not stop a batch job: kernels compile lazily
+            print(f"jkofast rerank: warm-up of {mod} failed ({type(exc).__name__}: {exc}); continuing",
+                  file=sys.stderr)
+
+
 def run(args) -> int:
     from jkofast.commands._common import emit
 
@@ -355,12 +371,7 @@ def run(args) -> int:
 
         user_scores = read_score_file(args.scores)
 
-    from jkofast.warmup import warmup
-
-    try:
-        warmup()  # compile / load every kernel before the worker starts
-    except Exception as exc:  # a broken warm-up elsewhere must not stop a batch job
-        say(f"jkofast rerank: warm-up failed ({type(exc).__name__}: {exc}); continuing")
+    _warm_needed()  # compile / load the kernels a chunk needs before the worker starts
 
     work = args.out + ".parts"
     os.makedirs(work, exist_ok=True)

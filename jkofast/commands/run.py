@@ -31,14 +31,10 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from jkofast.commands._common import emit
     from jkofast.pipeline import run_main_job
-    from jkofast.warmup import warmup
 
-    try:
-        warmup()  # compile / load every kernel up front
-    except Exception as exc:  # a broken warm-up elsewhere must not stop the job: kernels compile lazily
-        import sys
-
-        print(f"jkofast run: warm-up failed ({type(exc).__name__}: {exc}); continuing", file=sys.stderr)
+    # No global warm-up here: the job compiles (or loads from the cache) only the kernels it
+    # calls, for the dtypes it uses -- on a fresh machine that is a fraction of warming every
+    # kernel of the package for both dtypes.
     res = run_main_job(args.dataset, split=args.split, config="fast" if args.quick else args.config,
                        grad=None if args.grad == "config" else args.grad, scores_file=args.scores,
                        n_queries=60 if args.quick else None, n_threads=args.threads,
