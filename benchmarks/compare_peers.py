@@ -56,8 +56,9 @@ def sinkhorn_rows(quick):
         n_j = 2000 if m == 200 else 200
         n_p = 100 if m == 200 else 20
         sinkhorn_log(a, b, C, 0.1, max_iter=5, tol=None)  # warm-up
-        tj, _ = _best(lambda: sinkhorn_log(a, b, C, 0.1, max_iter=n_j, tol=None), 5)
-        tp, _ = _best(lambda: ot.sinkhorn(a, b, C, 0.1, method="sinkhorn_log", numItermax=n_p, stopThr=0.0), 3)
+        tj, _ = _best(lambda a=a, b=b, C=C, n=n_j: sinkhorn_log(a, b, C, 0.1, max_iter=n, tol=None), 5)
+        tp, _ = _best(lambda a=a, b=b, C=C, n=n_p: ot.sinkhorn(a, b, C, 0.1, method="sinkhorn_log", numItermax=n,
+                                                           stopThr=0.0), 3)
         P = ot.sinkhorn(a, b, C, 0.1, method="sinkhorn_log", numItermax=2000, stopThr=1e-13)
         r = sinkhorn_log(a, b, C, 0.1, max_iter=2000, tol=1e-13, check_every=1)
         rows.append({"M": m, "jkofast_us_per_iter": 1e6 * tj / n_j, "pot_us_per_iter": 1e6 * tp / n_p,
@@ -76,7 +77,7 @@ def jko_rows(quick):
         with numba_threads(1):
             run_jko(p0, E, C, K, cfg.replace(T=1, inner_steps=1))  # warm-up
             cpu = []
-            tmin, tmed = _best(lambda: run_jko(p0, E, C, K, cfg), 3 if quick else 7, cpu)
+            tmin, tmed = _best(lambda p0=p0, E=E, C=C, K=K, cfg=cfg: run_jko(p0, E, C, K, cfg), 3 if quick else 7, cpu)
         key = f"{config}/{grad}"
         rows.append({"path": key, "ms_per_query_median": 1e3 * tmed, "ms_per_query_min": 1e3 * tmin,
                      "cpu_ms_per_query_min": 1e3 * cpu[0],
@@ -131,7 +132,8 @@ def batch_rows(quick):
         rerank_batch(E[: o[1]], None, o[:2], embeddings=Z[: o[1]], config=cfg.replace(T=1, inner_steps=1))
         res = {}
         for th in (1, 2):
-            t, _ = _best(lambda: rerank_batch(E[: o[-1]], None, o, embeddings=Z[: o[-1]], config=cfg, n_threads=th), 2)
+            t, _ = _best(lambda o=o, cfg=cfg, th=th: rerank_batch(E[: o[-1]], None, o, embeddings=Z[: o[-1]], config=cfg,
+                                                                  n_threads=th), 2)
             res[th] = nn / t
         rows.append({"config": f"tuned/{grad}", "pools": nn, "queries_per_s_1thread": res[1],
                      "queries_per_s_2threads": res[2], "scaling": res[2] / res[1]})
