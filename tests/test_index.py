@@ -26,7 +26,7 @@ def _tok(texts):
     return [ref.sparse_tokenize_word(t) for t in texts]
 
 
-def _check_topk_consistent(idx_obj, queries, ks=(1, 3, 6, 9)):
+def _check_topk_consistent(idx_obj, queries, ks=(1, 3, 6, 9, 17)):
     """search() == exact top-k (desc, lowest index) of score_all in float64, padded."""
     full = idx_obj.score_all(queries, dtype=np.float64)
     for k in ks:
@@ -287,7 +287,7 @@ def test_topk_large_k_paths_with_ties(variant):
     from jkofast.kernels import sparse_scoring as _ks
 
     _ks.score_dense_batch(idx.term_ptr, idx.post_docs, idx.post_w, idx.n_docs, q_ptr, q_terms, q_w, 2, full)
-    for k in (10, 64, 100, 179, 200):
+    for k in (1, 10, 16, 17, 40, 64, 100, 179, 200):
         ids, sc = idx.search_token_ids(queries, k)
         for q in range(len(queries)):
             e_idx, e_val = ref.sparse_topk_padded(full[q], k)

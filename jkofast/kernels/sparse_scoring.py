@@ -10,8 +10,9 @@ then posting order (serial per query => identical at any thread count).  ``prang
 over fixed-size chunks of queries; each chunk owns a dense float64 accumulator and a
 ``touched`` list, and writes only its queries' output rows.
 
-Top-k: order = score desc, ties -> lowest doc index (the heap helpers of
-``jkofast.kernels.topk``; a quickselect path for k >= 64 gives the same result).  When all
+Top-k: order = score desc, ties -> lowest doc index: sorted insertion for k <= 16, the heap
+helpers of ``jkofast.kernels.topk`` for 16 < k < 64, quickselect + sort for k >= 64 (all give
+the same result).  When all
 weights are positive (``positive=True``: BM25 with positive idf, TF-IDF) selection runs over
 the touched documents only; untouched ones score exactly 0 and fill any remaining slots in
 index order.  Otherwise every document is scanned.  Output rows are padded with ``-1`` /
@@ -54,6 +55,33 @@ def _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc
             nt += acc[d] == 0.0
             acc[d] += w * post_w[p]
     return nt
+
+
+@kernel()
+def _select_small(acc, touched, nt, kk, out_idx, out_val):
+    """Top-kk of ``acc[touched[:nt]]`` for small kk (<= 16): insertion into the sorted output
+    (desc score, ties -> lowest doc id).  Cheaper than a heap here because the ~k ln(n/k)
+    replacements are a few short shifts; the gate on the k-th score is one compare."""
+    m = 0
+    thr = -np.inf
+    for i in range(nt):
+        d = touched[i]
+        s = acc[d]
+        if s >= thr or m < kk:
+            if m == kk and not (s > out_val[m - 1] or (s == out_val[m - 1] and d < out_idx[m - 1])):
+                continue
+            j = m - 1 if m == kk else m
+            while j > 0 and (s > out_val[j - 1] or (s == out_val[j - 1] and d < out_idx[j - 1])):
+                out_val[j] = out_val[j - 1]
+                out_idx[j] = out_idx[j - 1]
+                j -= 1
+            out_val[j] = s
+            out_idx[j] = d
+            if m < kk:
+                m += 1
+            if m == kk:
+                thr = out_val[m - 1]
+    return m
 
 
 @kernel()
@@ -142,7 +170,9 @@ def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, pos
         if positive:
             # untouched docs score exactly 0 < every touched score
             nt = _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, touched)
-            if kk >= 64:
+            if kk <= 16:
+                m = _select_small(acc, touched, nt, kk, tidx, tval)
+            elif kk >= 64:
                 m = _select_partition(acc, touched, nt, kk, tidx, tval)
             else:
                 m = _select_touched(acc, touched, nt, kk, hv, hi, tidx, tval)
@@ -158,7 +188,9 @@ def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, pos
         else:
             # signed weights: exact selection over every document
             _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc)
-            if kk >= 64:
+            if kk <= 16:
+                m = _select_small(acc, all_ids, n_docs, kk, tidx, tval)
+            elif kk >= 64:
                 m = _select_partition(acc, all_ids, n_docs, kk, tidx, tval)
             else:
                 m = _select_touched(acc, all_ids, n_docs, kk, hv, hi, tidx, tval)
