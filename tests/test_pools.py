@@ -158,3 +158,19 @@ def test_dense_search_and_scores():
         assert idx[q].tolist() == list(np.argsort(-dense_scores(D, Q)[q], kind="stable")[:4])
     with pytest.raises(ValueError, match="dimensions"):
         dense_scores(D, Q[:, :3])
+
+
+def test_pools_from_lists_fills_missing_scores_with_list_minimum():
+    from jkofast.pools import pools_from_lists
+
+    s_idx = np.array([[4, 2, -1]])
+    s_val = np.array([[3.0, 1.0, -np.inf]], np.float32)
+    d_idx = np.array([[2, 7, 4]])
+    d_val = np.array([[0.9, 0.8, 0.1]], np.float32)
+    P = pools_from_lists(s_idx, s_val, d_idx, d_val, M=4, query_ids=["q"])
+    ids, _ = ref.rrf_pool_naive(s_idx[0], d_idx[0], 4)
+    assert P.doc_idx.tolist() == ids  # [2, 4, 7]
+    exp_sparse = {4: 3.0, 2: 1.0, 7: 1.0}  # 7 is not in the sparse list -> its minimum
+    exp_dense = {2: 0.9, 7: 0.8, 4: 0.1}
+    assert P.sparse.tolist() == [exp_sparse[d] for d in ids]
+    np.testing.assert_allclose(P.dense, [exp_dense[d] for d in ids], rtol=1e-6)
