@@ -26,12 +26,15 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
     if fastmath is True:  # pragma: no cover - guarded by the hygiene test
         raise ValueError("use a named fastmath preset from jkofast._config, never True")
 
+    # numba wants a mutable set (or bool); presets are frozensets so nobody edits them
+    fm = set(fastmath) if isinstance(fastmath, frozenset | set) else fastmath
+
     def deco(fn):
         disp = numba.njit(
             cache=_config.CACHE,
             nogil=True,
             parallel=parallel,
-            fastmath=fastmath,
+            fastmath=fm,
             inline=inline,
         )(fn)
         REGISTRY[f"{fn.__module__}.{fn.__name__}"] = disp
