@@ -217,25 +217,28 @@ def speed(args) -> dict:
     ret.retrieve(bm25s.tokenize(all_q[:8], stopwords=None, show_progress=False), k=10,
                  show_progress=False)
 
-    def best(fn):
-        ts = []
+    def interleaved(fns):
+        """Best-of-``repeats`` per function, runs interleaved so that a shared host's load
+        drifts affect every contender alike."""
+        ts = [[] for _ in fns]
         for _ in range(args.repeats):
-            t = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t)
-        return min(ts)
+            for i, fn in enumerate(fns):
+                t = time.perf_counter()
+                fn()
+                ts[i].append(time.perf_counter() - t)
+        return [min(x) for x in ts]
 
     for label, qs in (("test300", test_q), ("all1109", all_q)):
         for nt in (1, 2):
-            ts = best(lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt))
 
             def b(qs=qs, nt=nt):
                 with numba_threads(nt):
                     tok = bm25s.tokenize(qs, stopwords=None, show_progress=False)
                     ret.retrieve(tok, k=10, n_threads=nt, show_progress=False)
 
-            tb = best(b)
-            tsel = best(lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt))
+            ts, tb, tsel = interleaved([
+                lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt), b,
+                lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt)])
             out[f"{label}_{nt}t"] = {
                 "sgr_ms_per_query": 1e3 * ts / len(qs), "sgr_qps": len(qs) / ts,
                 "sgr_selected_ms_per_query": 1e3 * tsel / len(qs), "sgr_selected_qps": len(qs) / tsel,
