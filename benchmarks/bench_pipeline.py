@@ -78,3 +78,55 @@ class PoolBaselines(Benchmark):
 
     def time_baseline(self, method, threads):
         self.run(method, threads)
+
+
+class SciFactPools(Benchmark):
+    """Hybrid pools of the bundled SciFact test queries (BM25 okapi + MiniLM -> RRF -> 200);
+    times pool construction and tracks the in-pool RRF / blend nDCG@10 (correctness rides along)."""
+
+    params = (["build_pools", "inpool_rrf", "blend"],)
+    param_names = ["step"]
+    timeout = 300
+
+    def make_inputs(self, step):
+        from jkofast.data import load_dataset
+        from jkofast.pools import dense_scores
+        from jkofast.retriever import get_retriever
+
+        ds = load_dataset("scifact")
+        n = 60 if PROFILE == "fast" else 300
+        self.qids = ds.split_query_ids("test")[:n]
+        self.ds = ds
+        self.S = get_retriever("bm25").fit(ds.doc_texts(". ")).score_all([ds.queries[q] for q in self.qids])
+        demb, qemb = ds.embeddings()
+        row = {q: i for i, q in enumerate(ds.query_ids)}
+        self.D = dense_scores(demb, qemb[[row[q] for q in self.qids]])
+        from jkofast.pools import build_pools
+
+        self.P = build_pools(self.S, self.D, query_ids=self.qids)
+
+    def run(self, step):
+        from jkofast import baselines as B
+        from jkofast.energy import blend
+        from jkofast.pools import build_pools
+
+        P = self.P
+        if step == "build_pools":
+            return build_pools(self.S, self.D, query_ids=self.qids).doc_idx
+        if step == "inpool_rrf":
+            return B.positions_to_docs(B.inpool_rrf(P.sparse, P.dense, P.offsets, 20), P.offsets, P.doc_idx)
+        r = blend(P.offsets, dense=P.dense, rerank=P.sparse, alpha=0.4, gamma=0.6)
+        return B.positions_to_docs(B.topk_by_score(r, P.offsets, 20), P.offsets, P.doc_idx)
+
+    def time_step(self, step):
+        self.run(step)
+
+    def track_ndcg10(self, step):
+        from jkofast.pipeline import evaluate_topk
+
+        if step == "build_pools":
+            return self.P.recall(self.ds.qrels("test"), self.ds.doc_ids)  # micro pool recall
+        top = self.run(step)
+        return float(np.mean(evaluate_topk(top, self.qids, self.ds.qrels("test"), self.ds.doc_ids)["ndcg"]))
+
+    track_ndcg10.unit = "nDCG@10 (pool recall for build_pools)"
