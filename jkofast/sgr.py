@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import re
+import threading
 
 import numpy as np
 
@@ -165,6 +166,9 @@ class SparseGeometricRetriever:
         p.update(params)
         self.params = self._check_params(p)
         self._fitted = False
+        self._lock = threading.Lock()
+        self._scratch = None
+        self._gen = 0
 
     # ------------------------------------------------------------------ params
     @staticmethod
@@ -375,6 +379,7 @@ class SparseGeometricRetriever:
             "x_data": x_data,
         }
         self._ix = ix
+        self._scratch = None
         self._idf32 = idf.astype(np.float32)
         self.n_docs_, self.n_terms_ = N, V
         self._make_semantic()
@@ -490,17 +495,36 @@ class SparseGeometricRetriever:
         out_n = np.zeros(nq, np.int64)
         out_info = np.zeros((nq, 3), np.int64)
         out_status = np.zeros(nq, np.int32)
-        with numba_threads(n_threads) as nt:
+        with self._lock, numba_threads(n_threads) as nt:
             n_chunks = max(1, min(nq, nt))
+            sc = self._get_scratch(n_chunks)
+            gen_base = self._gen
+            self._gen += nq
             _q.sgr_query_batch(
                 q_indptr, q_terms, q_vals, fp, ip, ix["g_indptr"], ix["g_idx"], ix["g_val"],
                 ix["b_indptr"], ix["b_mem"], ix["mem_doc"], ix["mem_m"], ix["code_term"],
                 ix["code_sign"], ix["code_cval"], ix["code_w"], ix["code_count"], ix["s_indptr"],
                 ix["s_idx"], ix["idf"], ix["dl"], ix["sem_indptr"], ix["sem_idx"], ix["sem_val"],
                 ix["c_indptr"], ix["c_terms"], ix["c_vals"], ix["c_norm"], ix["t_indptr"],
-                ix["t_docs"], ix["t_tf"], ix["bm25_idf"], n_chunks, out_doc, out_comp, out_n,
-                out_info, out_status)
+                ix["t_docs"], ix["t_tf"], ix["bm25_idf"], n_chunks, gen_base, *sc, out_doc,
+                out_comp, out_n, out_info, out_status)
         return out_doc, out_comp, out_n, out_info, out_status
+
+    def _get_scratch(self, n_chunks: int):
+        """Per-chunk query scratch, allocated once and reused across calls (SPEC B.12: no
+        dense per-query zeroing).  Stamps start at -1; marks must stay all zero."""
+        sc = getattr(self, "_scratch", None)
+        if sc is None or sc[0].shape[0] < n_chunks:
+            import numba
+
+            m = max(n_chunks, int(numba.config.NUMBA_NUM_THREADS))
+            V, N, F = self.n_terms_, self.n_docs_, self.params["n_memberships"]
+            sc = (np.full((m, 3, V), -1, np.int64), np.zeros((m, 3, V)),
+                  np.zeros((m, V), np.uint8), np.full((m, 5, N), -1, np.int64),
+                  np.zeros((m, 11, N)), np.zeros((m, N, F), np.int64), np.zeros((m, N, F)))
+            self._scratch = sc
+            self._gen = 0
+        return sc
 
     def search(self, query_texts, k: int = 10, n_threads: int | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -587,6 +611,7 @@ class SparseGeometricRetriever:
         self.ids_ = meta["ids"]
         self.n_docs_ = int(meta["n_docs"])
         self.n_terms_ = len(self.terms_)
+        self._scratch = None
         self._idf32 = self._ix["idf"].astype(np.float32)
         self._make_semantic()
         self._fitted = True

@@ -248,3 +248,20 @@ def test_z_scores_population_and_zero_std():
     assert_allclose(out[ids], (x - x.mean()) / x.std(ddof=0))
     gk.zscore_subset(vals, np.array([2, 3], np.int64), 2, out)
     assert_array_equal(out[[2, 3]], 0.0)
+
+
+def test_reused_scratch_is_stateless(retr):
+    """Scratch persists across calls (stamps advance); results must not depend on history."""
+    fresh = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
+    want = fresh.pool(QUERIES)
+    retr.pool(QUERIES[::-1])
+    retr.set_params(n_eligible=1)
+    retr.pool(QUERIES)
+    retr.set_params(n_eligible=SMALL["n_eligible"])
+    for _ in range(2):
+        got = retr.pool(QUERIES)
+        for name in ("doc", "n", "relevance", "tail", "sem"):
+            assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    one = [retr.search([q], k=5) for q in QUERIES]
+    both = retr.search(QUERIES, k=5)
+    assert_array_equal(np.vstack([o[0] for o in one]), both[0])

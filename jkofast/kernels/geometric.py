@@ -211,8 +211,8 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
     final order (doc ids) to ``out_order[:n_pool]``: rank 1 = ``plain[0]``; ranks 2..n_div
     greedily maximise ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's
     eligible branches (ties: earlier in plain order); the rest follow plain order.
-    ``cstamp`` (int64, V) / ``cval`` (float64, V) are scratch; keys ``key0 - b`` (b < n_elig)
-    must not have been used before on ``cstamp``.
+    ``cstamp`` (int64, V) / ``cval`` (float64, V) are scratch; the negative ``key0`` is
+    written for one centre at a time and reset to -1 afterwards.
     """
     if n_div <= 1 or n_pool <= 1:
         for a in range(n_pool):
@@ -269,7 +269,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
     cos = np.zeros((max(ne, 1), max(ne, 1)))
     for b in range(ne):
         jb = rt[elig[b]]
-        key = key0 - b
+        key = key0
         for p in range(c_indptr[jb], c_indptr[jb + 1]):
             cstamp[c_terms[p]] = key
             cval[c_terms[p]] = np.float64(c_vals[p])
@@ -284,6 +284,8 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
             v = s_ / den if den > 0.0 else 0.0
             cos[b, b2] = v
             cos[b2, b] = v
+        for p in range(c_indptr[jb], c_indptr[jb + 1]):
+            cstamp[c_terms[p]] = -1  # un-scatter: the key can be reused
     used = np.zeros(n_pool, np.bool_)
     sel = np.empty(max(n_div, 1) * 1 + n_pool, np.int64)  # S (may repeat)
     ns = 0
@@ -567,7 +569,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     topk_select_subset(pre_doc, pool, npool, npool, plain, pr)
     diversify(pool, npool, pre_doc, plain, rt, nr, dm_r, dm_e, dm_n, c_indptr, c_terms,
               c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], rstamp, rval,
-              -2 - gen * (ip[I_N_ELIG] + 1), out_doc)
+              -2, out_doc)
     # components aligned with the final order: map doc -> pool position via esum scratch
     for a in range(npool):
         z2[pool[a]] = a
@@ -592,9 +594,19 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
 def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b_indptr,
                     b_mem, mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count,
                     s_indptr, s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms,
-                    c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, n_chunks, out_doc,
-                    out_comp, out_n, out_info, out_status):
+                    c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, n_chunks, gen_base,
+                    sc_vi, sc_vf, sc_mark, sc_ni, sc_nf, sc_dmr, sc_dme, out_doc, out_comp,
+                    out_n, out_info, out_status):
     """Batched SGR query path; prange over ``n_chunks`` contiguous chunks of queries.
+
+    Scratch is owned by the caller and reused across calls, one slab per chunk (chunk c
+    only touches slab c): ``sc_vi`` int64 (>= n_chunks, 3, V) = route stamps, semantic
+    stamps, route buffer; ``sc_vf`` float64 (·, 3, V) = query, route and semantic values;
+    ``sc_mark`` uint8 (·, V), all zero between queries; ``sc_ni`` int64 (·, 5, N) = doc
+    stamps, BM25 stamps, membership counts, routed list, BM25 list; ``sc_nf`` float64
+    (·, 11, N); ``sc_dmr``/``sc_dme`` (·, N, F).  Stamps start at -1 and query i is stamped
+    ``gen_base + i``: the caller advances ``gen_base`` by nq after each call, so nothing is
+    re-initialised between queries or calls.
 
     Per query i: ``out_doc[i, :n]`` (int64) = pool in final order (diversity on ranks
     2..n_div), ``out_comp[i, :, :n]`` = components (tail, lexadj, sem, rare, relevance,
@@ -603,9 +615,6 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
     Rows beyond ``n`` are left untouched (the wrapper pre-fills padding).
     """
     nq = q_indptr.shape[0] - 1
-    n_terms = idf.shape[0]
-    n_docs = dl.shape[0]
-    nf = ip[I_F]
     max_q = 0
     for i in range(nq):
         max_q = max(max_q, q_indptr[i + 1] - q_indptr[i])
@@ -615,41 +624,39 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         hi = min(nq, lo + step)
         if lo >= hi:
             continue
-        # only the stamp tables need initialising; every other entry is written before
-        # it is read under a matching stamp
-        qval = np.empty(n_terms, np.float64)
-        mark = np.zeros(n_terms, np.uint8)  # bit 0 query term, 1 semantic, 2 rare
-        rstamp = np.full(n_terms, -1, np.int64)
-        rval = np.empty(n_terms, np.float64)
-        sstamp = np.full(n_terms, -1, np.int64)
-        sval = np.empty(n_terms, np.float64)
-        rbuf = np.empty(n_terms, np.int64)
+        rstamp = sc_vi[c, 0]
+        sstamp = sc_vi[c, 1]
+        rbuf = sc_vi[c, 2]
+        qval = sc_vf[c, 0]
+        rval = sc_vf[c, 1]
+        sval = sc_vf[c, 2]
+        mark = sc_mark[c]  # bit 0 query term, 1 semantic, 2 rare; cleared after each query
+        dstamp = sc_ni[c, 0]
+        bstamp = sc_ni[c, 1]
+        dm_n = sc_ni[c, 2]
+        ulist = sc_ni[c, 3]
+        blist = sc_ni[c, 4]
+        esum = sc_nf[c, 0]
+        csum = sc_nf[c, 1]
+        tail_doc = sc_nf[c, 2]
+        lex_doc = sc_nf[c, 3]
+        lexadj_doc = sc_nf[c, 4]
+        sem_doc = sc_nf[c, 5]
+        rare_doc = sc_nf[c, 6]
+        z1 = sc_nf[c, 7]
+        z2 = sc_nf[c, 8]
+        pre_doc = sc_nf[c, 9]
+        bval = sc_nf[c, 10]
+        dm_r = sc_dmr[c]
+        dm_e = sc_dme[c]
         rt = np.empty(max_q + ip[I_BUDGET], np.int64)
         rw = np.empty(max_q + ip[I_BUDGET], np.float64)
-        dstamp = np.full(n_docs, -1, np.int64)
-        esum = np.empty(n_docs, np.float64)
-        csum = np.empty(n_docs, np.float64)
-        dm_r = np.empty((n_docs, nf), np.int64)
-        dm_e = np.empty((n_docs, nf), np.float64)
-        dm_n = np.empty(n_docs, np.int64)
-        ulist = np.empty(n_docs, np.int64)
-        tail_doc = np.empty(n_docs, np.float64)
-        lex_doc = np.empty(n_docs, np.float64)
-        lexadj_doc = np.empty(n_docs, np.float64)
-        sem_doc = np.empty(n_docs, np.float64)
-        rare_doc = np.empty(n_docs, np.float64)
-        z1 = np.empty(n_docs, np.float64)
-        z2 = np.empty(n_docs, np.float64)
-        pre_doc = np.empty(n_docs, np.float64)
-        bstamp = np.full(n_docs, -1, np.int64)
-        bval = np.empty(n_docs, np.float64)
-        blist = np.empty(n_docs, np.int64)
         info = np.zeros(3, np.int64)
         for i in range(lo, hi):
             s = q_indptr[i]
             e = q_indptr[i + 1]
             n, st = sgr_one_query(
-                i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
+                gen_base + i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
                 mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
                 s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
                 c_norm, t_indptr, t_docs, t_tf, bm25_idf, qval, mark, rstamp, rval, sstamp,
