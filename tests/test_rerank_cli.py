@@ -161,3 +161,29 @@ def test_tfidf_geometry(tmp_path, monkeypatch):
     assert main(["rerank", "--pools", str(run), "--tfidf-corpus", str(tmp_path / "corpus.jsonl"),
                  "--out", str(tmp_path / "t.trec"), "--quiet"]) == 0
     assert len((tmp_path / "t.trec").read_text().splitlines()) == 8
+
+
+def test_scores_streamed_equals_in_memory(tmp_path, monkeypatch, capsys):
+    _fake_core(monkeypatch)
+    run = _write_inputs(tmp_path, nq=5)
+    rng = np.random.default_rng(3)
+    lines = ["query-id\tcorpus-id\tscore\n"]
+    for ln in run.read_text().splitlines():
+        parts = ln.split()
+        if len(parts) == 6 and parts[0] != "q2":  # q2 has no scores at all
+            lines.append(f"{parts[0]}\t{parts[2]}\t{rng.normal():.5f}\n")
+    (tmp_path / "s.tsv").write_text("".join(lines))
+    base = ["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+            str(tmp_path / "ids.txt"), "--scores", str(tmp_path / "s.tsv"), "--chunk-size", "2", "--quiet"]
+    assert main([*base, "--out", str(tmp_path / "a.trec")]) == 0
+    assert "1 queries had no rerank scores" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "b.trec"), "--scores-in-memory"]) == 0
+    assert (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()
+    no_scores = [a for a in base if a not in ("--scores", str(tmp_path / "s.tsv"))]
+    assert main([*no_scores, "--out", str(tmp_path / "n.trec")]) == 0
+    assert (tmp_path / "n.trec").read_bytes() != (tmp_path / "a.trec").read_bytes()  # scores were used
+    # resume with streamed scores: skipped chunks still advance the stream
+    with pytest.raises(RuntimeError):
+        main([*base, "--out", str(tmp_path / "c.trec"), "--fail-after-chunks", "1"])
+    assert main([*base, "--out", str(tmp_path / "c.trec")]) == 0
+    assert (tmp_path / "c.trec").read_bytes() == (tmp_path / "a.trec").read_bytes()

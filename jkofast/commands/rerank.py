@@ -9,7 +9,8 @@ parsed, and written **atomically** to ``OUT.parts/chunk_NNNNNN.trec`` (temp file
 concatenation of the parts, byte-identical to an uninterrupted run.
 
 Energy: ``r = minmax(run score)`` per pool, or with ``--scores`` (user rerank scores,
-``query-id doc-id score``) ``r = alpha*minmax(run score) + gamma*minmax(rerank)``;
+``query-id doc-id score``, streamed in the pool file's query order, or loaded whole with
+``--scores-in-memory``) ``r = alpha*minmax(run score) + gamma*minmax(rerank)``;
 ``E = -r``, ``p0 = softmax_{tau0}(r)`` with the operating point's ``tau0``.
 Geometry: ``--embeddings E.npy --ids ids.txt`` (dense rows, cosine) or
 ``--tfidf-corpus corpus.jsonl`` (TF-IDF rows, sparse cosine).
@@ -43,7 +44,10 @@ def add_parser(sub) -> None:
     g.add_argument("--embeddings", help=".npy (n_docs, d) document embeddings (L2-normalised)")
     g.add_argument("--tfidf-corpus", help="BEIR corpus.jsonl(.gz): TF-IDF geometry")
     p.add_argument("--ids", help="text file, one doc id per embeddings row")
-    p.add_argument("--scores", help="rerank scores 'query-id doc-id score' (TREC-style)")
+    p.add_argument("--scores", help="rerank scores 'query-id doc-id score' (TREC-style), streamed in the "
+                   "pool file's query order")
+    p.add_argument("--scores-in-memory", action="store_true",
+                   help="load --scores into memory (any query order) instead of streaming it")
     p.add_argument("--alpha", type=float, default=0.4, help="weight of the run score when --scores (0.4)")
     p.add_argument("--gamma", type=float, default=0.6, help="weight of the rerank score when --scores (0.6)")
     p.add_argument("--config", default="tuned", help="operating point: base, tuned, contrib, fast (tuned)")
@@ -128,6 +132,53 @@ def iter_chunks(path: str, chunk_size: int, report):
             chunk = []
     if chunk:
         yield chunk
+
+
+class ScoreStream:
+    """Stream a score file by contiguous query blocks, in the pool file's query order.
+
+    ``take(qid)`` returns the next block if it belongs to ``qid`` (and advances), else None
+    (the query has no scores; nothing is consumed).  Memory: one query block.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.missing = 0
+        self._it = self._blocks()
+        self._cur = next(self._it, None)
+
+    def _blocks(self):
+        from jkofast.energy import _parse_score_line
+
+        cur, block = None, {}
+        with open(self.path, encoding="utf-8") as fh:
+            for ln, line in enumerate(fh, 1):
+                parts = line.split()
+                if not parts:
+                    continue
+                try:
+                    qid, did, v = _parse_score_line(parts)
+                except ValueError as exc:
+                    if ln == 1:
+                        continue  # header
+                    raise ValueError(f"{self.path}:{ln}: malformed score line: {exc}") from None
+                if not np.isfinite(v):
+                    raise ValueError(f"{self.path}:{ln}: non-finite score")
+                if qid != cur:
+                    if cur is not None:
+                        yield cur, block
+                    cur, block = qid, {}
+                block[did] = v
+        if cur is not None:
+            yield cur, block
+
+    def take(self, qid: str):
+        if self._cur is not None and self._cur[0] == qid:
+            block = self._cur[1]
+            self._cur = next(self._it, None)
+            return block
+        self.missing += 1
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +335,7 @@ def _fingerprint(args) -> dict:
     d = {"version": FMT_VERSION, "pools": os.path.abspath(args.pools), "size": st.st_size,
          "mtime_ns": st.st_mtime_ns, "config": args.config, "chunk_size": args.chunk_size, "k": args.k,
          "tag": args.tag, "embeddings": args.embeddings, "ids": args.ids, "tfidf_corpus": args.tfidf_corpus,
-         "scores": args.scores, "grad": getattr(args, "grad", None),
+         "scores": args.scores, "scores_in_memory": args.scores_in_memory, "grad": getattr(args, "grad", None),
          "mode": getattr(args, "mode", None), "alpha_prox": getattr(args, "alpha_prox", None), "alpha": args.alpha, "gamma": args.gamma, "dist": bool(args.dist)}
     d["hash"] = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
     return d
@@ -365,11 +416,25 @@ def run(args) -> int:
         say(f"jkofast rerank: {args.pools}:{ln}: malformed line skipped: {msg}")
 
     geom = DenseGeometry(args.embeddings, args.ids) if args.embeddings else TfidfGeometry(args.tfidf_corpus)
-    user_scores = None
-    if args.scores:
+    all_scores = stream = None
+    if args.scores and args.scores_in_memory:
         from jkofast.energy import read_score_file
 
-        user_scores = read_score_file(args.scores)
+        all_scores = read_score_file(args.scores)
+    elif args.scores:
+        stream = ScoreStream(args.scores)
+
+    def chunk_scores(chunk):
+        if all_scores is not None:
+            return all_scores
+        if stream is None:
+            return None
+        out = {}
+        for qid, *_ in chunk:
+            block = stream.take(qid)
+            if block is not None:
+                out[qid] = block
+        return out
 
     _warm_needed()  # compile / load the kernels a chunk needs before the worker starts
 
@@ -399,7 +464,7 @@ def run(args) -> int:
         t_compute += dt
         prog.update(nq_c)
 
-    def job(ci, chunk):
+    def job(ci, chunk, user_scores):
         ts = time.perf_counter()
         text, dist, nbad = process_chunk(chunk, geom, user_scores, cfg, args, say)
         base = os.path.join(work, f"chunk_{ci:06d}")
@@ -411,6 +476,7 @@ def run(args) -> int:
     with ThreadPoolExecutor(max_workers=1) as ex:
         for ci, chunk in enumerate(iter_chunks(args.pools, args.chunk_size, report)):
             n_q += len(chunk)
+            scores_c = chunk_scores(chunk)  # advances the score stream even for finished chunks
             base = os.path.join(work, f"chunk_{ci:06d}")
             part_names.append(base)
             if os.path.exists(base + ".trec") and (not args.dist or os.path.exists(base + ".npz")):
@@ -423,10 +489,13 @@ def run(args) -> int:
                 raise RuntimeError(f"injected failure before chunk {ci}")
             if pending is not None:
                 finish(pending)  # keeps at most two chunks in memory
-            pending = ex.submit(job, ci, chunk)
+            pending = ex.submit(job, ci, chunk, scores_c)
         if pending is not None:
             finish(pending)
     prog.close()
+    if stream is not None and stream.missing:
+        say(f"jkofast rerank: {stream.missing} queries had no rerank scores (their rerank term is 0); if "
+            f"{args.scores} is not in the pool file's query order, use --scores-in-memory")
 
     # final output: concatenation of the parts, written atomically
     tmp = args.out + ".tmp"
