@@ -39,7 +39,8 @@ FMT_VERSION = 1
 def add_parser(sub) -> None:
     p = sub.add_parser("rerank", help="batch JKO-RAG reranking of a TREC run (streaming, resumable)",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--pools", required=True, help="input run: TREC 6-column or 'qid docid score'")
+    p.add_argument("--pools", required=True,
+                   help="input run: TREC 6-column or 'qid docid score' (optional header; .gz ok)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--embeddings", help=".npy (n_docs, d) document embeddings (L2-normalised)")
     g.add_argument("--tfidf-corpus", help="BEIR corpus.jsonl(.gz): TF-IDF geometry")
@@ -87,6 +88,14 @@ def _parse_line(parts):
     return qid, did, s, v
 
 
+def _open_text(path: str):
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
 def iter_queries(path: str, report):
     """Stream ``(qid, docids, score_strs, scores)`` per contiguous query block.
 
@@ -98,7 +107,7 @@ def iter_queries(path: str, report):
     sstr: list = []
     vals: list = []
     seen: set = set()
-    with open(path, encoding="utf-8") as fh:
+    with _open_text(path) as fh:
         for ln, line in enumerate(fh, 1):
             parts = line.split()
             if not parts:
@@ -106,6 +115,8 @@ def iter_queries(path: str, report):
             try:
                 qid, did, s, v = _parse_line(parts)
             except ValueError as exc:
+                if ln == 1 and len(parts) == 3:
+                    continue  # a 'query-id corpus-id score' header
                 report(ln, str(exc))
                 continue
             if qid != cur:
@@ -151,7 +162,7 @@ class ScoreStream:
         from jkofast.energy import _parse_score_line
 
         cur, block = None, {}
-        with open(self.path, encoding="utf-8") as fh:
+        with _open_text(self.path) as fh:
             for ln, line in enumerate(fh, 1):
                 parts = line.split()
                 if not parts:
