@@ -159,8 +159,11 @@ def positions_to_docs(pos, offsets, doc_idx) -> np.ndarray:
     """Map ``(nq, k)`` local pool positions to corpus rows (``-1`` stays ``-1``)."""
     pos = np.asarray(pos, np.int64)
     off = np.asarray(offsets, np.int64)
+    doc_idx = np.asarray(doc_idx)
+    if doc_idx.size == 0:
+        return np.full(pos.shape, -1, np.int64)
     flat = off[:-1, None] + pos
-    out = np.where(pos >= 0, np.asarray(doc_idx)[np.clip(flat, 0, max(len(doc_idx) - 1, 0))], -1)
+    out = np.where(pos >= 0, doc_idx[np.clip(flat, 0, doc_idx.size - 1)], -1)
     return out.astype(np.int64)
 
 

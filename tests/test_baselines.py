@@ -116,6 +116,12 @@ def test_thread_invariance():
 def test_positions_to_docs_and_errors():
     pos = np.array([[1, 0], [0, -1]])
     assert positions_to_docs(pos, [0, 2, 3], np.array([10, 11, 12])).tolist() == [[11, 10], [12, -1]]
+    assert positions_to_docs(np.full((2, 2), -1), [0, 0, 0], np.zeros(0, np.int64)).tolist() == [[-1, -1]] * 2
+    # empty pools are fine everywhere
+    assert topk_by_score(np.zeros(0), [0, 0], 2).tolist() == [[-1, -1]]
+    assert mmr(np.zeros(0), np.zeros((0, 2)), [0, 0], 2).tolist() == [[-1, -1]]
+    assert dpp_map(np.zeros(0), np.zeros((0, 2)), [0, 0], 2).tolist() == [[-1, -1]]
+    assert inpool_rrf(np.zeros(0), np.zeros(0), [0, 0], 2).tolist() == [[-1, -1]]
     with pytest.raises(ValueError, match="embeddings"):
         mmr(np.ones(3), np.ones((2, 2)), [0, 3], 2)
     with pytest.raises(ValueError, match="lam"):
