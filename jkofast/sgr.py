@@ -75,6 +75,7 @@ def _defaults() -> dict:
         w_tail=1.0, w_lex=4.0, w_sem=0.3, w_rare=1.0, n_eligible=10, top_h=3, n_diverse=10,
         lam_d=0.1, tail_gate=False, gate_min=10_000, gate_mult=40, bm25_weight=0.0,
         bm25_rescue_weight=0.0, bm25_candidates=0, bm25_k1=1.2, bm25_b=0.75,
+        rescue_mode="auto",
     )
 
 
@@ -148,6 +149,10 @@ class SparseGeometricRetriever:
         Extension: add the BM25 top-n documents of the full corpus to the routed set.
     bm25_k1, bm25_b : float, default 1.2, 0.75
         BM25 (Lucene idf) parameters of the extension.
+    rescue_mode : {"auto", "scan", "postings"}, default "auto"
+        How lex1 and the pool features are gathered: scanning every routed document's
+        binary support (the frozen method), streaming the postings of the query and
+        semantic terms, or the cheaper of the two per query.  Results are bit-identical.
 
     Examples
     --------
@@ -194,6 +199,9 @@ class SparseGeometricRetriever:
         if p["semantic_neighbours"] not in ("strongest", "lowest_term_id"):
             raise ValueError("semantic_neighbours must be 'strongest' or 'lowest_term_id', "
                              f"got {p['semantic_neighbours']!r}")
+        if p["rescue_mode"] not in ("auto", "scan", "postings"):
+            raise ValueError("rescue_mode must be 'auto', 'scan' or 'postings', "
+                             f"got {p['rescue_mode']!r}")
         if p["reliability_mean"] not in ("distinct", "occurrence"):
             raise ValueError("reliability_mean must be 'distinct' or 'occurrence', "
                              f"got {p['reliability_mean']!r}")
@@ -483,6 +491,7 @@ class SparseGeometricRetriever:
         ip[_q.I_GATE_MULT] = p["gate_mult"]
         ip[_q.I_BM25_CANDS] = p["bm25_candidates"]
         ip[_q.I_F] = p["n_memberships"]
+        ip[_q.I_RESCUE_MODE] = ("auto", "scan", "postings").index(p["rescue_mode"])
         return fp, ip
 
     def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads):

@@ -265,3 +265,17 @@ def test_reused_scratch_is_stateless(retr):
     one = [retr.search([q], k=5) for q in QUERIES]
     both = retr.search(QUERIES, k=5)
     assert_array_equal(np.vstack([o[0] for o in one]), both[0])
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_rescue_modes_bit_identical(retr, gate):
+    outs = []
+    try:
+        for mode in ("scan", "postings", "auto"):
+            retr.set_params(rescue_mode=mode, tail_gate=gate, gate_min=1, gate_mult=2)
+            outs.append(retr.pool(QUERIES))
+    finally:
+        retr.set_params(rescue_mode="auto", tail_gate=False, gate_min=10_000, gate_mult=40)
+    for o in outs[1:]:
+        for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
+            assert_array_equal(getattr(o, name), getattr(outs[0], name), err_msg=name)

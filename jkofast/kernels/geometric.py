@@ -62,7 +62,8 @@ I_GATE_MIN = 7
 I_GATE_MULT = 8
 I_BM25_CANDS = 9
 I_F = 10
-N_IP = 11
+I_RESCUE_MODE = 11  # 0 auto, 1 support scan, 2 postings
+N_IP = 12
 
 STATUS_OK = 0
 STATUS_EMPTY = 3
@@ -188,8 +189,12 @@ def zscore_subset(vals, ids, n, out):
 
 
 @kernel()
-def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen):
-    """``semvec[n] += q_t · A[t, n] · idf(n)`` over each query term's semantic neighbours."""
+def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen, buf):
+    """``semvec[n] += q_t · A[t, n] · idf(n)`` over each query term's semantic neighbours.
+
+    Appends each distinct n to ``buf`` and returns their number.
+    """
+    ns = 0
     for a in range(qt.shape[0]):
         t = qt[a]
         w = np.float64(qv[a])
@@ -198,7 +203,10 @@ def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen
             if sstamp[n] != gen:
                 sstamp[n] = gen
                 sval[n] = 0.0
+                buf[ns] = n
+                ns += 1
             sval[n] += w * np.float64(sem_val[p]) * idf[n]
+    return ns
 
 
 @kernel()
@@ -468,7 +476,8 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     # query-only tables for the final features, set before the rescue so that ONE scan
     # of each routed doc's binary support yields lex1 and every pool feature (the pool is
     # a subset of the scanned docs; sums run in the same ascending-term order either way)
-    semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen)
+    n_sem = semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen,
+                            rbuf)
     n_rare = min(ip[I_N_RARE], nq)
     qidf = np.empty(nq, np.float64)
     for a in range(nq):
@@ -482,35 +491,91 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         t = qt[a]
         for p in range(sem_indptr[t], sem_indptr[t + 1]):
             mark[sem_idx[p]] |= 2
-    # early rescue: lex1 over the binary support of every (kept) routed doc
+    # early rescue: lex1 (and the pool features) for every (kept) routed doc, either by a
+    # scan of each doc's binary support (the frozen method) or by streaming the postings
+    # of the query and semantic terms; per doc both add the same terms in ascending id
+    # order, so the two give bit-identical results and the cheaper is picked per query
     b1 = fp[F_B_RESCUE]
     b2 = fp[F_B_FINAL]
     coord = fp[F_COORD]
-    for a in range(nuse):
-        d = ulist[a]
-        s1 = 0.0
-        s2 = 0.0
-        nqd = 0
-        ssum = 0.0
-        nr_hit = 0
-        for p in range(s_indptr[d], s_indptr[d + 1]):
-            t = s_idx[p]
-            mk = mark[t]
-            if mk == 0:
-                continue
-            if mk & 1:
-                v = idf[t]
-                s1 += v
-                s2 += v * v
-                nqd += 1
-            if mk & 2:
-                ssum += sval[t]
-            if mk & 4:
-                nr_hit += 1
-        lex_doc[d] = s1 / ((1.0 - b1) + b1 * dl[d] / avgdl)
-        lexadj_doc[d] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
-        sem_doc[d] = ssum
-        rare_doc[d] = nr_hit / n_rare if n_rare > 0 else 0.0
+    mode = ip[I_RESCUE_MODE]
+    use_postings = mode == 2
+    if mode == 0:
+        scan_cost = 0
+        for a in range(nuse):
+            d = ulist[a]
+            scan_cost += s_indptr[d + 1] - s_indptr[d]
+        post_cost = 0
+        for a in range(nq):
+            post_cost += t_indptr[qt[a] + 1] - t_indptr[qt[a]]
+        for a in range(n_sem):
+            post_cost += t_indptr[rbuf[a] + 1] - t_indptr[rbuf[a]]
+        # measured on SciFact: a posting visit (stamp test + up to 4 accumulations) costs
+        # about twice a support visit (one byte-mark test), hence the factor 2
+        use_postings = 2 * post_cost < scan_cost
+    if use_postings:
+        for a in range(nuse):
+            d = ulist[a]
+            lex_doc[d] = 0.0
+            lexadj_doc[d] = 0.0
+            sem_doc[d] = 0.0
+            rare_doc[d] = 0.0
+            z1[d] = 0.0
+        # docs of U dropped by the tail gate still carry the stamp; they accumulate here
+        # but are never read
+        for a in range(nq):
+            t = qt[a]
+            v = idf[t]
+            v2 = v * v
+            is_rare = (mark[t] & 4) != 0
+            for p in range(t_indptr[t], t_indptr[t + 1]):
+                d = t_docs[p]
+                if dstamp[d] == gen:
+                    lex_doc[d] += v
+                    lexadj_doc[d] += v2
+                    z1[d] += 1.0
+                    if is_rare:
+                        rare_doc[d] += 1.0
+        sterms = np.sort(rbuf[:n_sem])
+        for a in range(n_sem):
+            n = sterms[a]
+            v = sval[n]
+            for p in range(t_indptr[n], t_indptr[n + 1]):
+                d = t_docs[p]
+                if dstamp[d] == gen:
+                    sem_doc[d] += v
+        for a in range(nuse):
+            d = ulist[a]
+            lex_doc[d] = lex_doc[d] / ((1.0 - b1) + b1 * dl[d] / avgdl)
+            lexadj_doc[d] = (lexadj_doc[d] / ((1.0 - b2) + b2 * dl[d] / avgdl)
+                             * math.pow(z1[d] / nq, coord))
+            rare_doc[d] = rare_doc[d] / n_rare if n_rare > 0 else 0.0
+    else:
+        for a in range(nuse):
+            d = ulist[a]
+            s1 = 0.0
+            s2 = 0.0
+            nqd = 0
+            ssum = 0.0
+            nr_hit = 0
+            for p in range(s_indptr[d], s_indptr[d + 1]):
+                t = s_idx[p]
+                mk = mark[t]
+                if mk == 0:
+                    continue
+                if mk & 1:
+                    v = idf[t]
+                    s1 += v
+                    s2 += v * v
+                    nqd += 1
+                if mk & 2:
+                    ssum += sval[t]
+                if mk & 4:
+                    nr_hit += 1
+            lex_doc[d] = s1 / ((1.0 - b1) + b1 * dl[d] / avgdl)
+            lexadj_doc[d] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
+            sem_doc[d] = ssum
+            rare_doc[d] = nr_hit / n_rare if n_rare > 0 else 0.0
     zscore_subset(tail_doc, ulist, nuse, z1)
     zscore_subset(lex_doc, ulist, nuse, z2)
     eta = fp[F_ETA]
