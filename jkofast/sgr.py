@@ -233,8 +233,10 @@ class SparseGeometricRetriever:
 
         Parameters
         ----------
-        texts : list of str
-            Documents; empty strings are allowed (they are never retrieved).
+        texts : list of str or scipy.sparse matrix
+            Documents; empty strings are allowed (they are never retrieved).  A sparse
+            (N, V) matrix is read as raw term counts (columns = term ids; ``dl`` = row
+            sums); such an index is queried with :meth:`search_counts`.
         ids : list of str, optional
             Document ids; duplicates raise ``ValueError`` naming the id.
         n_threads : int, optional
@@ -249,6 +251,10 @@ class SparseGeometricRetriever:
         """
         from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
+        import scipy.sparse as sp
+
+        if sp.issparse(texts):
+            return self._fit_counts(texts, ids, n_threads)
         if isinstance(texts, str) or not hasattr(texts, "__len__"):
             raise TypeError("texts must be a list of strings")
         texts = list(texts)
@@ -257,15 +263,7 @@ class SparseGeometricRetriever:
                 raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
         if len(texts) == 0:
             raise ValueError("texts must not be empty")
-        if ids is not None:
-            ids = [str(x) for x in ids]
-            if len(ids) != len(texts):
-                raise ValueError(f"ids and texts must have the same length, got {len(ids)} and {len(texts)}")
-            seen = set()
-            for x in ids:
-                if x in seen:
-                    raise ValueError(f"ids: duplicate document id {x!r}")
-                seen.add(x)
+        ids = self._check_ids(ids, len(texts))
         p = self.params
         cv = CountVectorizer(lowercase=True, token_pattern=TOKEN_PATTERN,
                              max_features=p["max_features"], dtype=np.float32)
@@ -286,6 +284,63 @@ class SparseGeometricRetriever:
         self.ids_ = ids
         self._build(X, counts, dl, np.asarray(tr.idf_, np.float64), n_threads)
         return self
+
+    def _check_ids(self, ids, n):
+        if ids is None:
+            return None
+        ids = [str(x) for x in ids]
+        if len(ids) != n:
+            raise ValueError(f"ids and texts must have the same length, got {len(ids)} and {n}")
+        seen = set()
+        for x in ids:
+            if x in seen:
+                raise ValueError(f"ids: duplicate document id {x!r}")
+            seen.add(x)
+        return ids
+
+    def _fit_counts(self, counts, ids, n_threads) -> SparseGeometricRetriever:
+        """Build from a raw term-count matrix (smooth idf, raw tf, L2; SPEC B.2)."""
+        from sklearn.feature_extraction.text import TfidfTransformer
+
+        from jkofast._validation import as_csr
+
+        ip_, ix_, dt_, shape = as_csr(counts, "texts", dtype=np.float32)
+        if dt_.size and (dt_.min() < 0):
+            raise ValueError("texts: term counts must be non-negative")
+        import scipy.sparse as sp
+
+        C = sp.csr_matrix((dt_, ix_, ip_), shape=shape)
+        C.eliminate_zeros()
+        if C.nnz == 0:
+            raise ValueError("texts: the count matrix has no non-zero entry")
+        self.ids_ = self._check_ids(ids, shape[0])
+        tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
+        X = tr.fit_transform(C).tocsr().astype(np.float32)
+        X.sort_indices()
+        dl = np.asarray(C.sum(axis=1), np.float64).ravel()
+        self.vocabulary_ = None
+        self.terms_ = None
+        self._build(X, C, dl, np.asarray(tr.idf_, np.float64), n_threads)
+        return self
+
+    def search_counts(self, q_counts, k: int = 10, n_threads: int | None = None):
+        """:meth:`search` for queries given as a sparse (nq, V) raw term-count matrix."""
+        self._check_fitted()
+        k = check_int(k, "k", min_value=1)
+        from jkofast._validation import as_csr
+
+        ip_, ix_, dt_, shape = as_csr(q_counts, "q_counts", dtype=np.float32)
+        if shape[1] != self.n_terms_:
+            raise ValueError(f"q_counts must have {self.n_terms_} columns, got {shape[1]}")
+        v = dt_ * self._idf32[ix_]
+        rows = np.repeat(np.arange(shape[0]), np.diff(ip_))
+        nrm = np.sqrt(np.bincount(rows, weights=v.astype(np.float64) ** 2, minlength=shape[0]))
+        keep = v > 0
+        v = (v / np.where(nrm[rows] > 0, nrm[rows], 1).astype(np.float32)).astype(np.float32)
+        cnt = np.bincount(rows[keep], minlength=shape[0])
+        qi = np.zeros(shape[0] + 1, np.int64)
+        np.cumsum(cnt, out=qi[1:])
+        return self._search_arrays(qi, ix_[keep].astype(np.int32), v[keep], shape[0], k, n_threads)
 
     def _build(self, X, counts, dl, idf, n_threads) -> None:
         import scipy.sparse as sp
@@ -426,6 +481,8 @@ class SparseGeometricRetriever:
         tokens are dropped (a query without known terms is an empty row).
         """
         self._check_fitted()
+        if self.vocabulary_ is None:
+            raise ValueError("this index was built from a count matrix; query it with search_counts")
         if isinstance(query_texts, str) or not hasattr(query_texts, "__len__"):
             raise TypeError("query_texts must be a list of strings")
         get = self.vocabulary_.get
@@ -561,11 +618,14 @@ class SparseGeometricRetriever:
         k = check_int(k, "k", min_value=1)
         resolve_threads(n_threads)
         qi, qt, qv = self.transform_queries(query_texts)
+        return self._search_arrays(qi, qt, qv, len(query_texts), k, n_threads)
+
+    def _search_arrays(self, qi, qt, qv, nq, k, n_threads):
         P = self.params["pool_size"]
         out_doc, out_comp, out_n, _, _ = self._run(qi, qt, qv, P, n_threads)
         kk = min(k, P)
-        idx = np.full((len(query_texts), k), -1, np.int64)
-        sc = np.full((len(query_texts), k), -np.inf, np.float32)
+        idx = np.full((nq, k), -1, np.int64)
+        sc = np.full((nq, k), -np.inf, np.float32)
         idx[:, :kk] = out_doc[:, :kk]
         rel = np.where(idx[:, :kk] >= 0, out_comp[:, 4, :kk], -np.inf).astype(np.float32)
         # make scores non-increasing in rank so tools that re-sort by score (trec_eval,
@@ -615,11 +675,12 @@ class SparseGeometricRetriever:
         self = cls(**meta["params"])
         with np.load(os.path.join(path, "index.npz")) as z:
             self._ix = {k: z[k] for k in z.files}
-        self.terms_ = list(meta["terms"])
-        self.vocabulary_ = {t: i for i, t in enumerate(self.terms_)}
+        terms = meta["terms"]
+        self.terms_ = None if terms is None else list(terms)
+        self.vocabulary_ = None if terms is None else {t: i for i, t in enumerate(self.terms_)}
         self.ids_ = meta["ids"]
         self.n_docs_ = int(meta["n_docs"])
-        self.n_terms_ = len(self.terms_)
+        self.n_terms_ = int(self._ix["idf"].shape[0])
         self._scratch = None
         self._idf32 = self._ix["idf"].astype(np.float32)
         self._make_semantic()

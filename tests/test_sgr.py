@@ -279,3 +279,26 @@ def test_rescue_modes_bit_identical(retr, gate):
     for o in outs[1:]:
         for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
             assert_array_equal(getattr(o, name), getattr(outs[0], name), err_msg=name)
+
+
+def test_fit_from_count_matrix_matches_text_fit(tmp_path):
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    corpus = synthetic_corpus(n_docs=40, seed=1)
+    cv = CountVectorizer(token_pattern=r"(?u)\b\w\w+\b").fit(corpus)
+    rt = SparseGeometricRetriever(**SMALL).fit(corpus)
+    rc = SparseGeometricRetriever(**SMALL).fit(cv.transform(corpus))
+    for key in ("code_term", "code_w", "g_idx", "g_val", "c_vals"):
+        assert_array_equal(rc._ix[key], rt._ix[key], err_msg=key)
+    a = rt.search(QUERIES, k=6)
+    b = rc.search_counts(cv.transform(QUERIES), k=6)
+    # same vocabulary, counts and dl (every analyser token is in-vocabulary here)
+    assert_array_equal(a[0], b[0])
+    assert_allclose(a[1], b[1], rtol=1e-6)
+    with pytest.raises(ValueError, match="search_counts"):
+        rc.search(["w01"], k=3)
+    with pytest.raises(ValueError, match="columns"):
+        rc.search_counts(cv.transform(QUERIES)[:, :5], k=3)
+    rc.save(str(tmp_path / "c"))
+    r2 = SparseGeometricRetriever.load(str(tmp_path / "c"))
+    assert_array_equal(r2.search_counts(cv.transform(QUERIES), k=6)[0], b[0])
