@@ -293,3 +293,35 @@ def test_topk_large_k_paths_with_ties(variant):
             e_idx, e_val = ref.sparse_topk_padded(full[q], k)
             np.testing.assert_array_equal(ids[q], e_idx)
             np.testing.assert_array_equal(sc[q], e_val.astype(np.float32))
+
+
+@pytest.mark.parametrize("variant", ["okapi", "lucene"])
+def test_topk_small_k_dense_and_touched_paths(variant):
+    """k <= 16: the dense-accumulator scan (seeded by a short postings list or not, blocks of
+    64 plus a tail) and the touched-list path give the exact top-k of the float64 scores,
+    at 1 and 2 threads; duplicate documents give exact ties (lowest index first)."""
+    from jkofast.kernels import sparse_scoring as _ks
+
+    rng = np.random.default_rng(11)
+    base = [rng.integers(0, 12, rng.integers(1, 9)) for _ in range(90)]
+    docs = [base[i % 90] for i in range(250)] + [np.array([12, 13])] * 3  # 253 docs (3 full blocks + tail)
+    idx = BM25Index(variant).fit_token_ids(docs, 15)
+    queries = [np.array([0]), np.array([1, 5, 5]), np.array([12]), np.array([3, 13]), np.array([14]),
+               np.array([0, 2, 4, 6, 8, 10]), np.array([13, 7])]
+    q_ptr, q_terms, q_w = idx._token_query_csr(queries)
+    nq = len(queries)
+    full = np.zeros((nq, idx.n_docs))
+    _ks.score_dense_batch(idx.term_ptr, idx.post_docs, idx.post_w, idx.n_docs, q_ptr, q_terms, q_w, 2, full)
+    positive = idx._positive_weights()
+    for k in (1, 3, 10, 16):
+        expect = [ref.sparse_topk_padded(full[q], k) for q in range(nq)]
+        for dense_ratio in (0.0, 8.0, 1e18):  # never / auto / always the dense scan
+            for nt in (1, 2):
+                ids = np.empty((nq, k), np.int64)
+                sc = np.empty((nq, k), np.float32)
+                with numba_threads(nt):
+                    _ks.score_topk_batch(idx.term_ptr, idx.post_docs, idx.post_w, idx.n_docs, q_ptr, q_terms,
+                                         q_w, k, positive, dense_ratio, 2, ids, sc)
+                for q in range(nq):
+                    np.testing.assert_array_equal(ids[q], expect[q][0])
+                    np.testing.assert_array_equal(sc[q], expect[q][1].astype(np.float32))

@@ -17,6 +17,13 @@ weights are positive (``positive=True``: BM25 with positive idf, TF-IDF) selecti
 the touched documents only; untouched ones score exactly 0 and fill any remaining slots in
 index order.  Otherwise every document is scanned.  Output rows are padded with ``-1`` /
 ``-inf`` when ``k > n_docs``.
+
+k <= 16 with ``n_docs <= dense_ratio * (postings of the query)`` (or signed weights) takes a
+cheaper route with the same sums: plain scatter-add into the dense accumulator (no touched
+list), then ``_select_dense_small``: a threshold seeded from the query's shortest postings
+list and a vectorised blocked scan of the scores (SciFact: ~2x less time per query than the
+touched route).  Hot loops index with unsigned integers, which drops Numba's negative-index
+wraparound code (~1.5x on the scatter-add).
 """
 
 from __future__ import annotations
@@ -34,8 +41,13 @@ def _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc):
     for j in range(q_ptr[q], q_ptr[q + 1]):
         t = q_terms[j]
         w = q_w[j]
-        for p in range(term_ptr[t], term_ptr[t + 1]):
-            acc[post_docs[p]] += w * post_w[p]
+        lo = term_ptr[t]
+        ln = term_ptr[t + 1] - lo
+        docs = post_docs[lo:lo + ln]
+        ws = post_w[lo:lo + ln]
+        for p in range(ln):
+            # unsigned index: no negative-index wraparound code in the hot loop (~1.5x)
+            acc[np.uint64(docs[p])] += w * ws[p]
 
 
 @kernel()
@@ -45,16 +57,20 @@ def _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc
     Precondition: every product ``q_w * post_w`` is > 0, so ``acc[d] == 0`` exactly when d
     is untouched; the list is then built without a branch (always write, conditionally
     advance), which is several times faster than a stamp test on the hot loop."""
-    nt = 0
+    nt = np.uint64(0)
     for j in range(q_ptr[q], q_ptr[q + 1]):
         t = q_terms[j]
         w = q_w[j]
-        for p in range(term_ptr[t], term_ptr[t + 1]):
-            d = post_docs[p]
+        lo = term_ptr[t]
+        ln = term_ptr[t + 1] - lo
+        docs = post_docs[lo:lo + ln]
+        ws = post_w[lo:lo + ln]
+        for p in range(ln):
+            d = np.uint64(docs[p])
             touched[nt] = d
-            nt += acc[d] == 0.0
-            acc[d] += w * post_w[p]
-    return nt
+            nt += np.uint64(acc[d] == 0.0)
+            acc[d] += w * ws[p]
+    return np.int64(nt)
 
 
 @kernel()
@@ -66,7 +82,7 @@ def _select_small(acc, touched, nt, kk, out_idx, out_val):
     thr = -np.inf
     for i in range(nt):
         d = touched[i]
-        s = acc[d]
+        s = acc[np.uint64(d)]
         if s >= thr or m < kk:
             if m == kk and not (s > out_val[m - 1] or (s == out_val[m - 1] and d < out_idx[m - 1])):
                 continue
@@ -85,6 +101,78 @@ def _select_small(acc, touched, nt, kk, out_idx, out_val):
 
 
 @kernel()
+def _select_dense_small(acc, n_docs, kk, seed, seed_lo, seed_hi, out_idx, out_val):
+    """Top-kk (kk <= 16) of the dense ``acc[0:n_docs]`` (desc score, ties -> lowest doc id)
+    into ``out_*``; returns the count.
+
+    ``seed[seed_lo:seed_hi]``: distinct doc ids (a short postings list of the query) whose
+    best kk scores start the buffer when there are >= kk of them: the k-th best of any kk
+    documents bounds the final k-th score from below, so the scan starts with a high
+    threshold.  The scan tests blocks of 64 scores against the threshold with a branch-free
+    count (vectorised by LLVM: constant trip count, unsigned indices so no wraparound
+    check) and walks only the few blocks holding a candidate; seeded documents met again
+    are skipped.  Insertion is written out inline (a call per offer costs more than the
+    offer)."""
+    m = 0
+    seeded = seed_hi - seed_lo >= kk
+    d0 = 0
+    n_fill = seed_hi - seed_lo if seeded else n_docs
+    for i in range(n_fill):
+        if seeded:
+            d = seed[seed_lo + i]
+        else:
+            if m == kk:
+                break
+            d = i
+            d0 = i + 1
+        s = acc[d]
+        if m == kk:
+            if not (s > out_val[kk - 1] or (s == out_val[kk - 1] and d < out_idx[kk - 1])):
+                continue
+            j = kk - 1
+        else:
+            j = m
+            m += 1
+        while j > 0 and (s > out_val[j - 1] or (s == out_val[j - 1] and d < out_idx[j - 1])):
+            out_val[j] = out_val[j - 1]
+            out_idx[j] = out_idx[j - 1]
+            j -= 1
+        out_val[j] = s
+        out_idx[j] = d
+    if m < kk:
+        return m
+    thr = out_val[kk - 1]
+    while d0 < n_docs:
+        nb = min(64, n_docs - d0)
+        c = 1
+        if nb == 64:
+            c = 0
+            base = np.uint64(d0)
+            for i in range(np.uint64(64)):
+                c += acc[base + i] >= thr
+        if c > 0:
+            for d in range(d0, d0 + nb):
+                s = acc[d]
+                if s >= thr and (s > thr or d < out_idx[kk - 1]):
+                    if seeded:
+                        dup = False
+                        for j in range(kk):
+                            dup |= out_idx[j] == d
+                        if dup:
+                            continue
+                    j = kk - 1
+                    while j > 0 and (s > out_val[j - 1] or (s == out_val[j - 1] and d < out_idx[j - 1])):
+                        out_val[j] = out_val[j - 1]
+                        out_idx[j] = out_idx[j - 1]
+                        j -= 1
+                    out_val[j] = s
+                    out_idx[j] = d
+                    thr = out_val[kk - 1]
+        d0 += nb
+    return m
+
+
+@kernel()
 def _select_touched(acc, touched, nt, kk, hv, hi, out_idx, out_val):
     """Top-kk of ``acc[touched[:nt]]`` (desc, ties -> lowest doc id) into ``out_*``; returns the
     count.  The heap is only entered when an item beats its current minimum (the common case
@@ -93,7 +181,7 @@ def _select_touched(acc, touched, nt, kk, hv, hi, out_idx, out_val):
     thr = -np.inf  # heap minimum, kept in a register: one compare per rejected document
     for i in range(nt):
         d = touched[i]
-        s = acc[d]
+        s = acc[np.uint64(d)]
         if s >= thr or m < kk:
             if m < kk or _below(hv[0], hi[0], s, d):
                 m = _heap_push_or_replace(hv, hi, m, kk, s, d)
@@ -113,7 +201,7 @@ def _select_partition(acc, touched, nt, kk, out_idx, out_val):
         return 0
     vals = np.empty(nt, np.float64)
     for i in range(nt):
-        vals[i] = acc[touched[i]]
+        vals[i] = acc[np.uint64(touched[i])]
     thr = np.partition(vals, nt - m)[nt - m] if nt > m else -np.inf
     cid = np.empty(m, np.int64)
     eq = np.empty(nt, np.int64)
@@ -154,8 +242,8 @@ def _select_partition(acc, touched, nt, kk, out_idx, out_val):
 
 
 @kernel()
-def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, q_start, q_end,
-                out_idx, out_val):
+def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, dense_ratio,
+                q_start, q_end, out_idx, out_val):
     """Serial body of ``score_topk_batch`` for queries ``q_start:q_end`` (kept out of the
     parfor so the hot loops compile as plain signed-integer loops)."""
     kk = min(k, n_docs)
@@ -167,6 +255,34 @@ def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, pos
     hv = np.empty(max(kk, 1), np.float64)
     hi = np.empty(max(kk, 1), np.int64)
     for q in range(q_start, q_end):
+        if kk <= 16:
+            # postings of the query and the shortest list holding >= kk docs (the seed)
+            n_post = 0
+            seed_lo = 0
+            seed_hi = 0
+            for j in range(q_ptr[q], q_ptr[q + 1]):
+                t = q_terms[j]
+                ln = term_ptr[t + 1] - term_ptr[t]
+                n_post += ln
+                if ln >= kk and (seed_hi == seed_lo or ln < seed_hi - seed_lo):
+                    seed_lo = term_ptr[t]
+                    seed_hi = term_ptr[t + 1]
+            if not positive or n_docs <= dense_ratio * n_post:
+                # dense accumulator + blocked threshold scan: no touched list; the same
+                # float64 sums, so the same result as the touched path below
+                _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc)
+                if not positive:
+                    seed_hi = seed_lo
+                m = _select_dense_small(acc, n_docs, kk, post_docs, seed_lo, min(seed_hi, seed_lo + 1024),
+                                        tidx, tval)
+                acc[:] = 0.0
+                for r in range(m):
+                    out_idx[q, r] = tidx[r]
+                    out_val[q, r] = tval[r]
+                for r in range(m, k):
+                    out_idx[q, r] = -1
+                    out_val[q, r] = -np.inf
+                continue
         if positive:
             # untouched docs score exactly 0 < every touched score
             nt = _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, touched)
@@ -184,7 +300,7 @@ def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, pos
                     m += 1
                 d += 1
             for i in range(nt):
-                acc[touched[i]] = 0.0
+                acc[np.uint64(touched[i])] = 0.0
         else:
             # signed weights: exact selection over every document
             _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc)
@@ -204,22 +320,24 @@ def _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, pos
 
 
 @kernel(parallel=True)
-def score_topk_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, chunk,
-                     out_idx, out_val):
+def score_topk_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, dense_ratio,
+                     chunk, out_idx, out_val):
     """Top-k documents per query.
 
     ``out_idx`` int64 (nq, k), ``out_val`` float32 (nq, k); ``k >= 1``; ``chunk >= 1``
     queries per parallel task (does not change results).  ``positive``: every
     ``q_w * post_w`` product is > 0 (BM25 with positive idf, TF-IDF) -- enables the touched-
-    list path; otherwise every document is scanned.  Returns 0.
+    list path; otherwise every document is scanned.  ``dense_ratio`` (>= 0): for k <= 16, a
+    positive query whose postings number at least ``n_docs / dense_ratio`` uses the dense
+    scan instead of the touched list (0: never; results do not depend on it).  Returns 0.
     """
     nq = q_ptr.shape[0] - 1
     n_chunks = (nq + chunk - 1) // chunk
     for c in prange(n_chunks):
         q_start = np.int64(c) * chunk
         q_end = min(nq, q_start + chunk)
-        _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, q_start, q_end,
-                    out_idx, out_val)
+        _topk_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, dense_ratio,
+                    q_start, q_end, out_idx, out_val)
     return 0
 
 
