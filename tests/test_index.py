@@ -299,7 +299,8 @@ def test_topk_large_k_paths_with_ties(variant):
 def test_topk_small_k_dense_and_touched_paths(variant):
     """k <= 16: the dense-accumulator scan (seeded by a short postings list or not, blocks of
     64 plus a tail) and the touched-list path give the exact top-k of the float64 scores,
-    at 1 and 2 threads; duplicate documents give exact ties (lowest index first)."""
+    at 1 and 2 threads; duplicate documents give exact ties (lowest index first).  Larger k
+    covers the heap and the radix-sorted partition path over doc ids > 255."""
     from jkofast.kernels import sparse_scoring as _ks
 
     rng = np.random.default_rng(11)
@@ -313,7 +314,7 @@ def test_topk_small_k_dense_and_touched_paths(variant):
     full = np.zeros((nq, idx.n_docs))
     _ks.score_dense_batch(idx.term_ptr, idx.post_docs, idx.post_w, idx.n_docs, q_ptr, q_terms, q_w, 2, full)
     positive = idx._positive_weights()
-    for k in (1, 3, 10, 16):
+    for k in (1, 3, 10, 16, 17, 64, 100, 253, 260):  # k >= 64: radix-sorted partition path
         expect = [ref.sparse_topk_padded(full[q], k) for q in range(nq)]
         for dense_ratio in (0.0, 8.0, 1e18):  # never / auto / always the dense scan
             for nt in (1, 2):

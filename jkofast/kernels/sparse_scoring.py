@@ -11,8 +11,8 @@ over fixed-size chunks of queries; each chunk owns a dense float64 accumulator a
 ``touched`` list, and writes only its queries' output rows.
 
 Top-k: order = score desc, ties -> lowest doc index: sorted insertion for k <= 16, the heap
-helpers of ``jkofast.kernels.topk`` for 16 < k < 64, quickselect + sort for k >= 64 (all give
-the same result).  When all
+helpers of ``jkofast.kernels.topk`` for 16 < k < 64, quickselect + stable radix sorts for
+k >= 64 (all give the same result).  When all
 weights are positive (``positive=True``: BM25 with positive idf, TF-IDF) selection runs over
 the touched documents only; untouched ones score exactly 0 and fill any remaining slots in
 index order.  Otherwise every document is scanned.  Output rows are padded with ``-1`` /
@@ -195,7 +195,7 @@ def _select_touched(acc, touched, nt, kk, hv, hi, out_idx, out_val):
 def _select_partition(acc, touched, nt, kk, out_idx, out_val):
     """Top-kk of ``acc[touched[:nt]]`` for large kk: quickselect the kk-th largest score,
     keep the docs above it plus the lowest-id docs equal to it, then sort those by score
-    (desc) and by id within equal-score runs.  Same result as the heap; returns the count."""
+    (desc) and id (asc).  Same result as the heap; returns the count."""
     m = min(kk, nt)
     if m == 0:
         return 0
@@ -221,24 +221,68 @@ def _select_partition(acc, touched, nt, kk, out_idx, out_val):
         for j in range(m - cnt):
             cid[cnt] = eqs[j]
             cnt += 1
-    neg = np.empty(m, np.float64)
+    # order (score desc, id asc) with two stable LSD radix sorts (8-bit digits): by id, then
+    # by a key whose unsigned order is the descending float order (several times faster than
+    # argsort here: BM25 scores have many exact ties)
+    key = np.zeros(m, np.uint64)
+    ids = np.empty(m, np.int64)
+    key2 = np.empty(m, np.uint64)
+    ids2 = np.empty(m, np.int64)
+    cnt = np.empty(256, np.int64)
     for i in range(m):
-        neg[i] = -acc[cid[i]]
-    order = np.argsort(neg)
+        key[i] = np.uint64(cid[i])
+        ids[i] = cid[i]
+    swapped = _radix_sort_pairs(key, ids, key2, ids2, m, cnt)
+    if swapped:
+        key, key2 = key2, key
+        ids, ids2 = ids2, ids
+    vals = np.empty(m, np.float64)
+    for i in range(m):
+        vals[i] = acc[ids[i]] + 0.0  # + 0.0: -0.0 -> 0.0 (equal floats, one key)
+    bits = vals.view(np.uint64)
+    top = np.uint64(1) << np.uint64(63)
+    for i in range(m):
+        b = bits[i]
+        b = ~b if b & top else b | top  # unsigned order == float order
+        key[i] = ~b  # ascending key == descending score
+    swapped = _radix_sort_pairs(key, ids, key2, ids2, m, cnt)
+    if swapped:
+        ids = ids2
     for r in range(m):
-        d = cid[order[r]]
+        d = ids[r]
         out_idx[r] = d
         out_val[r] = acc[d]
-    # exact ties: ascending doc id inside each equal-score run
-    r = 0
-    while r < m:
-        e = r + 1
-        while e < m and out_val[e] == out_val[r]:
-            e += 1
-        if e - r > 1:
-            out_idx[r:e] = np.sort(out_idx[r:e])
-        r = e
     return m
+
+
+@kernel()
+def _radix_sort_pairs(key, ids, key2, ids2, m, cnt):
+    """Stable LSD radix sort of ``(key[:m], ids[:m])`` by the uint64 key, 8 bits a pass,
+    ping-ponging with ``key2, ids2``; passes whose digit is constant are skipped.  Returns
+    True when the sorted data ended in ``key2, ids2``."""
+    swapped = False
+    for sh in range(0, 64, 8):
+        shift = np.uint64(sh)
+        cnt[:] = 0
+        for i in range(m):
+            cnt[(key[i] >> shift) & np.uint64(255)] += 1
+        if cnt[(key[0] >> shift) & np.uint64(255)] == m:
+            continue  # every key has this digit
+        tot = 0
+        for b in range(256):
+            c = cnt[b]
+            cnt[b] = tot
+            tot += c
+        for i in range(m):
+            b = (key[i] >> shift) & np.uint64(255)
+            pos = cnt[b]
+            key2[pos] = key[i]
+            ids2[pos] = ids[i]
+            cnt[b] = pos + 1
+        key, key2 = key2, key
+        ids, ids2 = ids2, ids
+        swapped = not swapped
+    return swapped
 
 
 @kernel()
