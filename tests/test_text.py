@@ -5,7 +5,14 @@ import pytest
 import reference as ref
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
-from jkofast.text import SKLEARN, WORD, Analyzer, Vocabulary, counts_from_token_ids
+from jkofast.text import (
+    SKLEARN,
+    WORD,
+    Analyzer,
+    Vocabulary,
+    counts_from_token_ids,
+    porter_stem,
+)
 
 TEXTS = [
     "The cat sat on the mat; a cat!",
@@ -108,3 +115,107 @@ def test_counts_from_token_ids_matches_naive():
         counts_from_token_ids([np.array([-1, 2])])
     with pytest.raises(TypeError, match="integers"):
         counts_from_token_ids([np.array([1.5])])
+
+
+# Porter (1980): expected stems derived by hand from the paper's rules (its own step examples,
+# carried through the remaining steps), plus the consonant-y and measure edge cases.
+PORTER_CASES = {
+    # step 1a
+    "caresses": "caress", "ponies": "poni", "ties": "ti", "caress": "caress", "cats": "cat",
+    # step 1b (+ the cleanup after -ed/-ing), then steps 2-5
+    "feed": "feed", "agreed": "agre", "plastered": "plaster", "bled": "bled", "motoring": "motor", "sing": "sing",
+    "conflated": "conflat", "troubled": "troubl", "sized": "size", "hopping": "hop", "tanned": "tan",
+    "falling": "fall", "hissing": "hiss", "fizzed": "fizz", "failing": "fail", "filing": "file",
+    # step 1c
+    "happy": "happi", "sky": "sky",
+    # step 2 (m > 0)
+    "relational": "relat", "conditional": "condit", "rational": "ration", "valenci": "valenc", "hesitanci": "hesit",
+    "digitizer": "digit", "conformabli": "conform", "radicalli": "radic", "differentli": "differ", "vileli": "vile",
+    "analogousli": "analog", "vietnamization": "vietnam", "predication": "predic", "operator": "oper",
+    "feudalism": "feudal", "decisiveness": "decis", "hopefulness": "hope", "callousness": "callous",
+    "formaliti": "formal", "sensitiviti": "sensit", "sensibiliti": "sensibl",
+    # step 3 (m > 0)
+    "triplicate": "triplic", "formative": "form", "formalize": "formal", "electriciti": "electr",
+    "electrical": "electr", "hopeful": "hope", "goodness": "good",
+    # step 4 (m > 1; -ion only after s/t; longest suffix only: -ement before -ment before -ent)
+    "revival": "reviv", "allowance": "allow", "inference": "infer", "airliner": "airlin", "gyroscopic": "gyroscop",
+    "adjustable": "adjust", "defensible": "defens", "irritant": "irrit", "replacement": "replac",
+    "adjustment": "adjust", "dependent": "depend", "adoption": "adopt", "homologou": "homolog",
+    "communism": "commun", "activate": "activ", "angulariti": "angular", "homologous": "homolog",
+    "effective": "effect", "bowdlerize": "bowdler",
+    # step 5
+    "probate": "probat", "rate": "rate", "cease": "ceas", "controll": "control", "roll": "roll",
+    # several steps; a leading y is a consonant; no length guard (paper, not the C reference)
+    "generalization": "gener", "oscillators": "oscil", "ying": "ying", "yy": "yy", "is": "i",
+}
+
+
+def test_porter_rule_cases():
+    got = {w: porter_stem(w) for w in PORTER_CASES}
+    assert got == PORTER_CASES
+
+
+def test_porter_matches_nltk_original_algorithm():
+    porter = pytest.importorskip("nltk.stem.porter")
+    ps = porter.PorterStemmer(mode=porter.PorterStemmer.ORIGINAL_ALGORITHM)
+    words = set(PORTER_CASES) | {t for text in TEXTS for t in re.findall(r"\w+", text.lower())}
+    words |= {"yearly", "syzygy", "abbey", "toy", "tying", "agreement", "sensational", "troubles", "ceased"}
+    for w in sorted(words):
+        assert porter_stem(w) == ps.stem(w), w
+
+
+def test_stemming_analyzer_and_vocabulary():
+    an = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
+    assert an.tokenize("The cats were running; relational ponies") == ["cat", "run", "relat", "poni"]
+    assert Analyzer.from_dict(an.to_dict()) == an
+    assert Analyzer.from_dict({"token_pattern": WORD, "lowercase": True, "stopwords": None}).stemmer is None  # old manifests
+    assert Analyzer(stemmer="none").stemmer is None
+    with pytest.raises(ValueError, match="stemmer"):
+        Analyzer(stemmer="snowball")
+    # Vocabulary's one-pass analysis = the analyser callable; stop-words go before stemming
+    texts = [*TEXTS, "Was it ceased? The cease hoping hopes"]
+    v = Vocabulary(an)
+    indptr, indices, counts, doc_len = v.fit_transform(texts)
+    cv = an.vectorizer()
+    X = cv.fit_transform(texts)
+    assert v.terms == cv.get_feature_names_out().tolist()
+    np.testing.assert_array_equal(X.toarray(), _dense(indptr, indices, counts, X.shape))
+    np.testing.assert_array_equal(doc_len, X.sum(1).A1)
+    qp, qi, qc = v.transform(["hoped HOPING cats", "the"])
+    np.testing.assert_array_equal(_dense(qp, qi, qc, (2, len(v.terms))), cv.transform(["hoped HOPING cats", "the"]).toarray())
+
+
+def _dense(indptr, indices, counts, shape):
+    out = np.zeros(shape)
+    for i in range(shape[0]):
+        out[i, indices[indptr[i]:indptr[i + 1]]] = counts[indptr[i]:indptr[i + 1]]
+    return out
+
+
+def test_stemmer_through_registry_save_load_and_cli(tmp_path, data_dir, capsys):
+    import json
+    import os
+
+    from jkofast.cli import main
+    from jkofast.retriever import SparseRetriever, get_retriever
+
+    docs = ["the cats are running", "a cat runs", "dogs bark"]
+    r = get_retriever("bm25-lucene", stemmer="porter").fit(docs)
+    assert r.index.vocab.analyzer.stemmer == "porter" and "run" in r.index.vocab.terms
+    idx, sc = r.search(["running cat"], 2)
+    assert idx.tolist() == [[0, 1]] and sc[0, 0] == sc[0, 1] > 0  # cats/cat and running/runs both match
+    r.save(str(tmp_path / "ix"))
+    back = SparseRetriever.load(str(tmp_path / "ix"))
+    assert back.index.vocab.analyzer.stemmer == "porter"
+    np.testing.assert_array_equal(back.score_all(["running cat"]), r.score_all(["running cat"]))
+    assert get_retriever("tfidf", stemmer="porter").index.vocab.analyzer.stemmer == "porter"
+    with pytest.raises(ValueError, match="stemmer"):
+        get_retriever("bm25", stemmer="lancaster")
+    tiny = os.path.join(data_dir, "beir_tiny")
+    out = tmp_path / "run.trec"
+    assert main(["search", "--dataset", tiny, "--method", "bm25-lucene", "--stemmer", "porter", "--k", "2",
+                 "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lines"] == 6
+    assert main(["index", "--dataset", tiny, "--method", "bm25", "--stemmer", "porter", "--out",
+                 str(tmp_path / "ix2")]) == 0
+    assert SparseRetriever.load(str(tmp_path / "ix2")).index.vocab.analyzer.stemmer == "porter"

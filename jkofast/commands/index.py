@@ -15,6 +15,8 @@ def add_method_args(p) -> None:
     p.add_argument("--b", type=float, default=None, help="BM25 b (default 0.75)")
     p.add_argument("--stopwords", choices=("english", "none"), default=None,
                    help="stop-word list (default: english for bm25-lucene, none otherwise)")
+    p.add_argument("--stemmer", choices=("porter", "none"), default=None,
+                   help="stem tokens (Porter 1980) after stop-word removal (default none)")
     p.add_argument("--max-features", type=int, default=None, help="keep the most frequent terms only")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -32,6 +34,8 @@ def method_params(args) -> dict:
             params["stopwords"] = None if args.stopwords == "none" else "english"
         if args.max_features is not None:
             params["max_features"] = args.max_features
+        if getattr(args, "stemmer", None) not in (None, "none"):
+            params["stemmer"] = args.stemmer
     return params
 
 
