@@ -102,3 +102,23 @@ def test_main_job_user_scores_file(tmp_path):
     for m in ("blend", "mmr"):
         np.testing.assert_array_equal(a.methods[m]["ndcg"], b.methods[m]["ndcg"])
     assert any("user scores" in n and "(0 pool pairs missing)" in n for n in b.notes)
+
+
+def test_sparse_only_recipe_tiny():
+    pytest.importorskip("jkofast.jko")
+    from jkofast.data import load_dataset
+    from jkofast.pipeline import SPARSE_RECIPE, run_main_job, sparse_only_inputs
+
+    ds = load_dataset("scifact")
+    qids = ds.split_query_ids("test")[:2]
+    recipe = {**SPARSE_RECIPE, "weights": {"base": 0.8, "tfs": 0.2}}
+    P, r, X = sparse_only_inputs(ds, [ds.queries[q] for q in qids], qids, recipe=recipe)
+    assert np.diff(P.offsets).tolist() == [200, 200] and r.shape == (400,) and X.shape[0] == 400
+    for i in range(2):  # minmax per pool: weights sum to 1 -> r in [0, 1], the BM25 top doc first
+        ri = r[P.offsets[i]:P.offsets[i + 1]]
+        assert 0.0 <= ri.min() and ri.max() <= 1.0 + 1e-12
+    with pytest.raises(ValueError, match="unknown sparse-only signals"):
+        sparse_only_inputs(ds, ["x"], ["q"], recipe={**SPARSE_RECIPE, "weights": {"dense": 1.0}})
+    res = run_main_job("scifact", n_queries=3, include_sgr=False, progress=False, methods=("jko_sparse",))
+    assert 0.0 <= res.summary()["methods"]["jko_sparse"]["ndcg@10"] <= 1.0
+    assert any("Porter" in n and "no transformer" in n for n in res.notes)
