@@ -66,12 +66,21 @@ class JKOConfig:
     grad : {"unrolled", "implicit"}
     tol : float or None
         Row-marginal L1 tolerance of the converged Sinkhorn solves (``implicit`` /
-        ``entropic``); None means 1e-6 (the gradient uses the plan's own marginals, so a
-        loose tolerance shifts it by O(tol) only).
+        ``entropic``); None means 1e-5 for ``implicit`` (plus ``tol_step``) and 1e-6 for
+        ``entropic`` (the gradient uses the plan's own marginals, so a loose tolerance
+        shifts it by O(tol) only). ``implicit`` with tol and cg_tol >= 1e-5 stores the
+        Gibbs kernels in float32 (float32 sums, half the bytes per matvec) when
+        max/min Kg <= e^60; tighter tolerances use float64.
     tau0 : float
         Temperature τ0 of the default initial distribution ``p0 = softmax(-E/τ0)``.
     sinkhorn_max_iter, cg_tol, cg_max_iter
-        Limits of the converged solves (pairs per solve, relative CG tolerance, CG steps).
+        Limits of the converged solves (pairs per solve, CG tolerance relative to the
+        row costs of Π ⊙ C, CG steps).
+    tol_step : float
+        ``grad="implicit"`` with ``tol=None``: each inner step's Sinkhorn tolerance is
+        ``max(1e-5, tol_step * |p - p_prev|_1)`` (warm-started duals only need to be
+        accurate relative to how far p moved; 0 = fixed tolerance). Ignored when ``tol``
+        is given.
     newton_every : int
         ``grad="implicit"``: a Newton step on the duals after every this many Sinkhorn pairs
         that did not reach ``tol`` (0 = plain Sinkhorn).
@@ -93,7 +102,8 @@ class JKOConfig:
     tol: float | None = None
     tau0: float = 0.1
     sinkhorn_max_iter: int = 1000
-    cg_tol: float = 1e-6
+    cg_tol: float = 1e-3
+    tol_step: float = 0.1
     cg_max_iter: int = 200
     newton_every: int = 8
 
@@ -122,9 +132,16 @@ class JKOConfig:
         check_positive(self.tau0, "tau0")
         check_int(self.sinkhorn_max_iter, "sinkhorn_max_iter", min_value=1)
         check_positive(self.cg_tol, "cg_tol")
+        check_positive(self.tol_step, "tol_step", strict=False)
         check_int(self.cg_max_iter, "cg_max_iter", min_value=0)
         check_int(self.newton_every, "newton_every", min_value=0)
         return self
+
+    def resolved_tol(self) -> float:
+        """``tol``, or its default: 1e-5 for ``grad="implicit"``, 1e-6 for ``objective="entropic"``."""
+        if self.tol is not None:
+            return float(self.tol)
+        return 1e-6 if self.objective == "entropic" else 1e-5
 
     def replace(self, **changes) -> JKOConfig:
         """A copy with fields changed (``dataclasses.replace``)."""
@@ -138,8 +155,9 @@ class JKOConfig:
         fp[_k.FP_EPS] = self.sinkhorn_eps
         fp[_k.FP_ALPHA] = float(self.alpha_prox)
         fp[_k.FP_LR] = self.inner_lr
-        fp[_k.FP_TOL] = 1e-6 if self.tol is None else self.tol
+        fp[_k.FP_TOL] = self.resolved_tol()
         fp[_k.FP_CG_TOL] = self.cg_tol
+        fp[_k.FP_TOL_STEP] = self.tol_step if self.tol is None else 0.0
         ip = np.zeros(_k.N_IP, np.int64)
         ip[_k.IP_T] = self.T
         ip[_k.IP_INNER] = self.inner_steps

@@ -98,6 +98,25 @@ def test_implicit_equals_converged_unroll_and_entropic_differs():
     assert np.abs(pe - pu).sum() > 1e-3
 
 
+def test_implicit_defaults_float32_and_adaptive_tol_track_the_tight_float64_flow():
+    # default tol (1e-5 + tol_step * |Δp|_1, float32 Gibbs kernels, cg_tol 1e-3) against the
+    # tight float64 solve of the same flow; and each relaxation on its own
+    # (float32 needs tol and cg_tol >= 1e-5; the adaptive tolerance only lags while p moves
+    # fast, so over a tuned-length flow the difference washes out)
+    p0, E, C, K = toy()
+    base = JKOConfig(**{**SMALL, "sinkhorn_eps": 0.2}, grad="implicit")
+    tight = run_jko(p0, E, C, K, base.replace(tol=1e-12, cg_tol=1e-12))
+    for cfg, bar in ((base.replace(tol_step=0.0), 1e-4), (base.replace(tol=1e-5, cg_tol=1e-5), 1e-3),
+                     (base.replace(tol=1e-6, cg_tol=1e-12), 1e-5), (base, 2e-2)):
+        assert np.abs(run_jko(p0, E, C, K, cfg) - tight).sum() < bar, cfg
+    long = dict(T=5, inner_steps=40)
+    tight = run_jko(p0, E, C, K, base.replace(tol=1e-12, cg_tol=1e-12, **long))
+    assert np.abs(run_jko(p0, E, C, K, base.replace(**long)) - tight).sum() < 1e-4
+    assert base.resolved_tol() == 1e-5 and base.replace(objective="entropic").resolved_tol() == 1e-6
+    with pytest.raises(ValueError, match="tol_step"):
+        base.replace(tol_step=-1.0).validate()
+
+
 def test_converged_paths_survive_underflow_fallback():
     # eps small enough that the scaled sums underflow: both converged paths switch to the log form
     p0, E, C, K = toy()

@@ -160,3 +160,17 @@ def test_entropic_ot_gradients_centred_and_match_fd():
     fdC = (entropic_ot(a, b, C + h * dC, eps, tol=1e-14, max_iter=20000).value
            - entropic_ot(a, b, C - h * dC, eps, tol=1e-14, max_iter=20000).value) / (2 * h)
     assert fdC == pytest.approx(float((r.grad_C * dC).sum()), rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m, n", [(1, 1), (5, 3), (8, 7), (9, 1)])
+def test_matvec_lp_sums_in_the_operand_dtype(dtype, m, n):
+    from jkofast.kernels.sinkhorn_log import matvec_lp
+
+    rng = np.random.default_rng(m * 10 + n)
+    A = rng.random((m, n)).astype(dtype)
+    x = rng.random(n).astype(dtype)
+    out = np.full(m, np.nan)
+    matvec_lp(A, x, out)
+    ref_ = A.astype(np.float64) @ x.astype(np.float64)
+    assert_allclose(out, ref_, rtol=1e-14 if dtype == np.float64 else 1e-6)

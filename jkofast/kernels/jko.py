@@ -28,15 +28,17 @@ from jkofast.kernels.sinkhorn_log import (
     matvec,
     plan_fill,
     rmatvec,
+    matvec_lp,
     scaled_half_step,
+    scaled_half_step_lp,
     sinkhorn_log_solve,
     sinkhorn_log_update_cols,
     sinkhorn_log_update_rows,
 )
 
 # fp layout
-FP_H, FP_LAM, FP_RHO, FP_EPS, FP_ALPHA, FP_LR, FP_TOL, FP_CG_TOL = 0, 1, 2, 3, 4, 5, 6, 7
-N_FP = 8
+FP_H, FP_LAM, FP_RHO, FP_EPS, FP_ALPHA, FP_LR, FP_TOL, FP_CG_TOL, FP_TOL_STEP = 0, 1, 2, 3, 4, 5, 6, 7, 8
+N_FP = 9
 # ip layout
 IP_T, IP_INNER, IP_NITER, IP_NGRAD, IP_MODE, IP_GRAD, IP_OBJ, IP_DUALS, IP_MAXIT, IP_CGMAX, IP_NEWTON = range(11)
 N_IP = 11
@@ -48,6 +50,15 @@ OBJ_TRANSPORT, OBJ_ENTROPIC = 0, 1
 OK = 0
 NON_FINITE = 2
 TINY = 1e-280
+
+# float32 operators on the implicit path: only when tol, cg_tol >= LOWP_TOL (float32 sums
+# carry a relative error ~1e-6, below such tolerances) and max Kg / min Kg <= e^60
+LOWP_TOL = 1e-5
+LOWP_RANGE = 60.0
+# Newton steps on the duals are inexact: PCG to a 0.1 relative residual, at most 10 steps
+# (at eps = 0.05 tighter solves cost more CG steps than the Sinkhorn pairs they save)
+NEWTON_RTOL = 0.1
+NEWTON_CG_MAX = 10
 
 BETA1 = 0.9
 BETA2 = 0.999
@@ -186,84 +197,95 @@ def w_unrolled_log(C, C_T, a, b, eps, n_warm, n_grad, Fs, Gs, f, g, fbar, gbar, 
 # Converged plan: implicit gradient (CG) and entropic value
 # ----------------------------------------------------------------------------------------
 @kernel()
-def _pi_apply(Kmat, uu, vv, sc, x, tmp, out):
-    """``out = Pi @ x`` with ``Pi = sc * diag(uu) Kmat diag(vv)``."""
+def _pi_apply(Kmat, KTmat, uu, vv, sc, x, xs, out):
+    """``out = Pi @ x`` with ``Pi = sc * diag(uu) Kmat diag(vv)`` (``xs``: scratch in Kmat's dtype)."""
     for j in range(x.shape[0]):
-        tmp[j] = vv[j] * x[j]
-    matvec(Kmat, tmp, out)
+        xs[j] = vv[j] * x[j]
+    matvec_lp(Kmat, xs, out)
     for i in range(out.shape[0]):
         out[i] *= sc * uu[i]
 
 
 @kernel()
-def _pit_apply(Kmat, uu, vv, sc, x, tmp, out):
-    """``out = Pi.T @ x``."""
+def _pit_apply(Kmat, KTmat, uu, vv, sc, x, xs, out):
+    """``out = Pi.T @ x`` (through the stored transpose ``KTmat``)."""
     for i in range(x.shape[0]):
-        tmp[i] = uu[i] * x[i]
-    rmatvec(Kmat, tmp, out)
+        xs[i] = uu[i] * x[i]
+    matvec_lp(KTmat, xs, out)
     for j in range(out.shape[0]):
         out[j] *= sc * vv[j]
 
 
 @kernel()
-def _schur_apply(Kmat, uu, vv, sc, prow, qinv, x, t1, t2, out):
+def _schur_apply(Kmat, KTmat, uu, vv, sc, prow, qinv, x, xs, t2, out):
     """``out = (diag(prow) - Pi diag(1/q) Piᵀ) x``."""
-    _pit_apply(Kmat, uu, vv, sc, x, t1, t2)
+    _pit_apply(Kmat, KTmat, uu, vv, sc, x, xs, t2)
     for j in range(t2.shape[0]):
         t2[j] *= qinv[j]
-    _pi_apply(Kmat, uu, vv, sc, t2, t1, out)
+    _pi_apply(Kmat, KTmat, uu, vv, sc, t2, xs, out)
     for i in range(out.shape[0]):
         out[i] = prow[i] * x[i] - out[i]
 
 
 @kernel()
-def implicit_solve(Kmat, KCmat, uu, vv, sc, prow, qinv, x, cg_tol, cg_max, w3, w4, w5, w6, w7, w8):
+def implicit_solve(Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, prow, qinv, x, cg_tol, cg_max, w3, w4, w5, w6, w7, w8,
+                   xs):
     """Solve SPEC A.4.7's Schur system for ``x = ∂<Π*,C>/∂p`` (+const) by Jacobi-PCG.
 
-    ``Pi = sc * diag(uu) Kmat diag(vv)`` (``KCmat`` the same with ``Kmat ⊙ C``), ``prow`` its
-    row sums and ``qinv`` the inverse column sums (0 where a column is empty); ``x`` holds
-    the warm start and receives the solution. The system is PSD and singular along 1, its
+    ``Pi = sc * diag(uu) Kmat diag(vv)`` (``KCmat`` the same with ``Kmat ⊙ C``; ``KTmat``,
+    ``KCTmat`` the transposes), ``prow`` its row sums and ``qinv`` the inverse column sums
+    (0 where a column is empty); ``x`` holds the warm start and receives the solution. The
+    right-hand side is ``rhs = r - Pi diag(qinv) c`` (``r``, ``c`` the row/column sums of
+    ``Pi ⊙ C``); the warm-start residual ``rhs - A x = r - prow ⊙ x - Pi diag(qinv)(c - Piᵀx)``
+    costs two matvecs, not three. PCG stops when the preconditioned residual norm falls
+    below ``cg_tol`` times that of ``r``. The system is PSD and singular along 1, its
     right-hand side sums to 0, so plain PCG stays consistent. Returns ``(<Pi,C>, iterations)``.
     """
     m = x.shape[0]
-    rhs, r, zz, pdir, ap, t1 = w3, w4, w5, w6, w7, w8
-    # r_i = rowsum(Pi ⊙ C), c_j = colsum(Pi ⊙ C); rhs = r - Pi diag(1/q) c
-    _pi_apply(KCmat, uu, vv, sc, np.ones(m), t1, rhs)
+    rr, res, cc, t, ap = w3, w4, w5, w6, w7
+    for j in range(m):
+        xs[j] = vv[j]
+    matvec_lp(KCmat, xs, rr)
     loss = 0.0
     for i in range(m):
-        loss += rhs[i]
-    _pit_apply(KCmat, uu, vv, sc, np.ones(m), t1, zz)
+        rr[i] *= sc * uu[i]
+        loss += rr[i]
+        xs[i] = uu[i]
+    matvec_lp(KCTmat, xs, cc)
     for j in range(m):
-        zz[j] *= qinv[j]
-    _pi_apply(Kmat, uu, vv, sc, zz, t1, ap)
+        cc[j] *= sc * vv[j]
+    _pit_apply(Kmat, KTmat, uu, vv, sc, x, xs, t)
+    for j in range(m):
+        t[j] = qinv[j] * (cc[j] - t[j])
+    _pi_apply(Kmat, KTmat, uu, vv, sc, t, xs, ap)
+    ref_n = 0.0
     for i in range(m):
-        rhs[i] -= ap[i]
-    k = schur_pcg(Kmat, uu, vv, sc, prow, qinv, rhs, x, cg_tol, cg_max, r, zz, pdir, ap, t1)
+        res[i] = rr[i] - prow[i] * x[i] - ap[i]
+        d = prow[i] if prow[i] > TINY else TINY
+        ref_n += rr[i] * rr[i] / d
+    k = schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w5, w6, w7, w8,
+                  xs)
     return loss, k
 
 
 @kernel()
-def schur_pcg(Kmat, uu, vv, sc, prow, qinv, rhs, x, cg_tol, cg_max, r, zz, pdir, ap, t1):
-    """Jacobi-preconditioned CG for ``(diag(prow) - Pi diag(qinv) Piᵀ) x = rhs`` (x: warm start).
+def schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, r, x, thr, cg_max, zz, pdir, ap, t1, xs):
+    """Jacobi-preconditioned CG for ``(diag(prow) - Pi diag(qinv) Piᵀ) x = rhs``.
 
-    Stops when the preconditioned residual norm falls below ``cg_tol`` times that of ``rhs``.
+    ``x`` is the warm start and ``r`` its residual ``rhs - A x`` on entry (overwritten).
+    Stops when the preconditioned residual ``rᵀ D⁻¹ r`` falls to ``thr`` (absolute).
     Returns the number of iterations.
     """
     m = x.shape[0]
-    _schur_apply(Kmat, uu, vv, sc, prow, qinv, x, t1, zz, ap)
     rz = 0.0
-    rhs_n = 0.0
     for i in range(m):
-        r[i] = rhs[i] - ap[i]
         d = prow[i] if prow[i] > TINY else TINY
         zz[i] = r[i] / d
         pdir[i] = zz[i]
         rz += r[i] * zz[i]
-        rhs_n += rhs[i] * rhs[i] / d
-    thr = cg_tol * cg_tol * rhs_n
     k = 0
     while k < cg_max and rz > thr:
-        _schur_apply(Kmat, uu, vv, sc, prow, qinv, pdir, t1, zz, ap)
+        _schur_apply(Kmat, KTmat, uu, vv, sc, prow, qinv, pdir, xs, t1, ap)
         pap = 0.0
         for i in range(m):
             pap += pdir[i] * ap[i]
@@ -313,34 +335,41 @@ def w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objectiv
         uu = np.ones(m)
         vv = np.ones(m)
         sc = 1.0
+    KTmat = np.ascontiguousarray(Kmat.T)
+    ones = np.ones(m)
     if objective == OBJ_ENTROPIC:
-        _pi_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w1)
-        _pit_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w2)
+        _pi_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w1)
+        _pit_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w2)
         loss = 0.0
         for i in range(m):
             loss += w1[i] * fw[i] + w2[i] * gw[i] - eps * w1[i]
             grad_p[i] = fw[i]
         return loss, OK
-    _pi_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w1)
-    _pit_apply(Kmat, uu, vv, sc, np.ones(m), tmp_m, w2)
+    KCTmat = np.ascontiguousarray(KCmat.T)
+    _pi_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w1)
+    _pit_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w2)
     for j in range(m):
         w2[j] = 1.0 / w2[j] if w2[j] > 0.0 else 0.0
-    loss, _ = implicit_solve(Kmat, KCmat, uu, vv, sc, w1, w2, xw, cg_tol, cg_max, w3, w4, w5, w6, w7, w8)
+    loss, _ = implicit_solve(Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, w1, w2, xw, cg_tol, cg_max,
+                             w3, w4, w5, w6, w7, w8, tmp_m)
     for i in range(m):
         grad_p[i] = xw[i]
     return loss, OK
 
 
 @kernel()
-def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton_every, u, v, s, t, tmp_m, tmp_n, xw, cg_tol, cg_max,
-                      grad_p, w1, w2, w3, w4, w5, w6, w7, w8):
+def w_implicit_scaled(Kop, KTop, KCop, KCTop, pa, qb, tol, max_iter, newton_every, u, v, s, t, tmp_m, tmp_n, xw,
+                      cg_tol, cg_max, grad_p, w1, w2, w3, w4, w5, w6, w7, w8, xs):
     """Implicit path kept entirely in the scaled form across inner steps (no exp/log per step).
 
-    ``v`` (the scaled g) persists between calls as the warm start; each call runs at least
-    one pair, then pairs until the row-marginal L1 error ``|vmax u ⊙ (Kg v) - pa|_1 < tol``
-    or ``max_iter``. Every ``newton_every`` pairs without convergence (0: never) a Newton
-    step on the duals is taken: the linearised marginal equations reduce to the same Schur
-    system as the gradient, ``A α = pa - prow``, solved loosely by PCG, then
+    ``Kop = Kg`` (``KTop`` its transpose, ``KCop``/``KCTop`` the same for ``Kg ⊙ C``), in
+    float64 or float32 (``xs``: an M scratch of the same dtype; float32 halves the bytes
+    each matvec streams, see ``jko_query``). ``v`` (the scaled g) persists between calls as
+    the warm start; each call runs at least one pair, then pairs until the row-marginal L1
+    error ``|vmax u ⊙ (Kg v) - pa|_1 < tol`` or ``max_iter``. Every ``newton_every`` pairs
+    without convergence (0: never) a Newton step on the duals is taken: the linearised
+    marginal equations reduce to the same Schur system as the gradient, ``A α = pa - prow``,
+    solved loosely by PCG from zero (``NEWTON_RTOL``, ``NEWTON_CG_MAX``), then
     ``v ← v ⊙ exp(-qinv ⊙ Πᵀα)`` (the next row update recomputes u exactly). This removes
     the slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) Kg diag(v)``
     then feeds ``implicit_solve`` with its own marginals. Returns ``(ok, loss)``; ``ok``
@@ -352,7 +381,7 @@ def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton_every, u, v, s, t, t
     since = 0
     fresh = True
     while True:
-        ok, _ = scaled_half_step(Kg, False, pa, v, s, tmp_m, TINY)
+        ok, _ = scaled_half_step_lp(Kop, pa, v, xs, s, tmp_m, TINY)
         if not fresh:
             err = 0.0
             for i in range(m):
@@ -360,14 +389,18 @@ def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton_every, u, v, s, t, t
             if err < tol or it >= max_iter:
                 break
             if ok and newton_every > 0 and since >= newton_every:
+                nthr = 0.0
                 for i in range(m):
                     w1[i] = vmax * u[i] * s[i]
                     cs = vmax * v[i] * t[i]
                     w2[i] = 1.0 / cs if cs > 0.0 else 0.0
                     w3[i] = pa[i] - w1[i]
                     grad_p[i] = 0.0
-                schur_pcg(Kg, u, v, vmax, w1, w2, w3, grad_p, 1e-2, 50, w4, w5, w6, w7, w8)
-                _pit_apply(Kg, u, v, vmax, grad_p, w8, tmp_n)
+                    d = w1[i] if w1[i] > TINY else TINY
+                    nthr += w3[i] * w3[i] / d
+                schur_pcg(Kop, KTop, u, v, vmax, w1, w2, w3, grad_p, NEWTON_RTOL**2 * nthr, NEWTON_CG_MAX, w5, w6, w7,
+                          w8, xs)
+                _pit_apply(Kop, KTop, u, v, vmax, grad_p, xs, tmp_n)
                 bmax = -np.inf
                 for j in range(m):
                     bj = -w2[j] * tmp_n[j]
@@ -384,7 +417,7 @@ def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton_every, u, v, s, t, t
             return False, 0.0
         for i in range(m):
             u[i] = tmp_m[i]
-        ok, vmax = scaled_half_step(Kg, True, qb, u, t, tmp_n, TINY)
+        ok, vmax = scaled_half_step_lp(KTop, qb, u, xs, t, tmp_n, TINY)
         if not ok:
             return False, 0.0
         for j in range(m):
@@ -396,7 +429,8 @@ def w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton_every, u, v, s, t, t
         w1[i] = vmax * u[i] * s[i]
         cs = vmax * v[i] * t[i]
         w2[i] = 1.0 / cs if cs > 0.0 else 0.0
-    loss, _ = implicit_solve(Kg, KC, u, v, vmax, w1, w2, xw, cg_tol, cg_max, w3, w4, w5, w6, w7, w8)
+    loss, _ = implicit_solve(Kop, KTop, KCop, KCTop, u, v, vmax, w1, w2, xw, cg_tol, cg_max,
+                             w3, w4, w5, w6, w7, w8, xs)
     for i in range(m):
         grad_p[i] = xw[i]
     return True, loss
@@ -419,6 +453,7 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
     lr = fp[FP_LR]
     tol = fp[FP_TOL]
     cg_tol = fp[FP_CG_TOL]
+    tol_step = fp[FP_TOL_STEP]
     T = ip[IP_T]
     inner = ip[IP_INNER]
     n_iter = ip[IP_NITER]
@@ -464,6 +499,43 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
         for i in range(m):
             for j in range(m):
                 KC[i, j] = Kg[i, j] * C[i, j]
+    # implicit path: transposed copies (every product is a row-dot matvec), float32 when the
+    # tolerances are loose enough (tol, cg_tol >= LOWP_TOL: a float32 operator stalls tighter
+    # CG solves) and every Kg entry is a normal float32
+    lowp = False
+    mi = 1
+    if implicit_scaled and use_w:
+        mi = m
+        cmax = -np.inf
+        for i in range(m):
+            for j in range(m):
+                if C[i, j] > cmax:
+                    cmax = C[i, j]
+        lowp = tol >= LOWP_TOL and cg_tol >= LOWP_TOL and (cmax - cmin) / eps <= LOWP_RANGE
+    m32 = mi if lowp else 1
+    m64 = 1 if lowp else mi
+    K32 = np.empty((m32, m32), np.float32)
+    KT32 = np.empty((m32, m32), np.float32)
+    KC32 = np.empty((m32, m32), np.float32)
+    KCT32 = np.empty((m32, m32), np.float32)
+    Ks32 = np.empty((m32, m32), np.float32)
+    KT64 = np.empty((m64, m64))
+    KCT64 = np.empty((m64, m64))
+    if lowp:
+        for i in range(m):
+            for j in range(m):
+                K32[i, j] = Kg[i, j]
+                KT32[j, i] = Kg[i, j]
+                KC32[i, j] = KC[i, j]
+                KCT32[j, i] = KC[i, j]
+                Ks32[i, j] = Ks[i, j]
+    elif mi > 1:
+        for i in range(m):
+            for j in range(m):
+                KT64[j, i] = Kg[i, j]
+                KCT64[j, i] = KC[i, j]
+    xs32 = np.empty(m, np.float32)
+    xs64 = np.empty(m)
     ng = max(n_grad, 1)
     U = np.empty((ng, m))
     S = np.empty((ng, m))
@@ -519,18 +591,33 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
             for i in range(m):
                 a[i] = theta[i] - lse
                 p[i] = np.exp(a[i])
-            matvec(Ks, p, kp)
+            if lowp:
+                for i in range(m):
+                    xs32[i] = p[i]
+                matvec_lp(Ks32, xs32, kp)
+            else:
+                matvec(Ks, p, kp)
             loss = 0.0
             for i in range(m):
                 loss += p[i] * E[i] + lam * p[i] * a[i] + 0.5 * rho * p[i] * kp[i]
                 gh[i] = p[i] * E[i] + lam * p[i] * (a[i] + 1.0) + rho * p[i] * kp[i]
             if use_w:
                 if implicit_scaled:
+                    # Sinkhorn only needs to be accurate relative to how far p moved since the
+                    # previous inner step (warm start): tol_eff = max(tol, tol_step * |Δp|_1)
+                    dp = 0.0
                     for i in range(m):
+                        dp += abs(p[i] - pa[i])
                         pa[i] = p[i]
-                    ok, lw = w_implicit_scaled(Kg, KC, pa, qb, tol, max_iter, newton, u, vs, y, z, tmp_m, tmp_n, xw,
-                                               cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3], wk[4], wk[5],
-                                               wk[6], wk[7])
+                    tol_eff = max(tol, tol_step * dp) if s_ > 1 else tol
+                    if lowp:
+                        ok, lw = w_implicit_scaled(K32, KT32, KC32, KCT32, pa, qb, tol_eff, max_iter, newton, u, vs, y, z,
+                                                   tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3],
+                                                   wk[4], wk[5], wk[6], wk[7], xs32)
+                    else:
+                        ok, lw = w_implicit_scaled(Kg, KT64, KC, KCT64, pa, qb, tol_eff, max_iter, newton, u, vs, y, z,
+                                                   tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3],
+                                                   wk[4], wk[5], wk[6], wk[7], xs64)
                     if ok:
                         for i in range(m):
                             gh[i] += w_w * p[i] * abar[i]

@@ -88,6 +88,40 @@ def rmatvec(A, x, out):
         i += 1
 
 
+@kernel(fastmath=_ARITH)
+def matvec_lp(A, x, out):
+    """``out = A @ x`` summed in the dtype of ``A[i, j] * x[j]`` (float32 when both are float32).
+
+    Same blocking as ``matvec`` (four rows per sweep); each sum starts from its first product,
+    so the accumulator takes the operands' type. ``out`` may be float64. n >= 1.
+    """
+    m, n = A.shape
+    i = 0
+    while i + 4 <= m:
+        x0 = x[0]
+        s0 = A[i, 0] * x0
+        s1 = A[i + 1, 0] * x0
+        s2 = A[i + 2, 0] * x0
+        s3 = A[i + 3, 0] * x0
+        for j in range(1, n):
+            xj = x[j]
+            s0 += A[i, j] * xj
+            s1 += A[i + 1, j] * xj
+            s2 += A[i + 2, j] * xj
+            s3 += A[i + 3, j] * xj
+        out[i] = s0
+        out[i + 1] = s1
+        out[i + 2] = s2
+        out[i + 3] = s3
+        i += 4
+    while i < m:
+        s = A[i, 0] * x[0]
+        for j in range(1, n):
+            s += A[i, j] * x[j]
+        out[i] = s
+        i += 1
+
+
 @kernel()
 def gibbs_kernel(C, eps, Kg):
     """Fill ``Kg = exp(-(C - min C)/eps)`` (entries in (0, 1]); return ``min C``."""
@@ -130,6 +164,25 @@ def scaled_half_step(Kg, transpose, w, x, y, tmp, tiny):
         rmatvec(Kg, x, y)
     else:
         matvec(Kg, x, y)
+    return scale_normalise(w, y, tmp, tiny)
+
+
+@kernel()
+def scaled_half_step_lp(Kop, w, x, xs, y, tmp, tiny):
+    """``scaled_half_step`` through ``matvec_lp``: ``xs = x`` (in ``Kop``'s dtype), ``y = Kop @ xs``.
+
+    With float32 ``Kop`` and ``xs`` the matvec streams half the bytes and sums in float32
+    (relative error ~1e-6); ``y``, ``tmp`` stay float64. Transposes are passed as matrices.
+    """
+    for j in range(x.shape[0]):
+        xs[j] = x[j]
+    matvec_lp(Kop, xs, y)
+    return scale_normalise(w, y, tmp, tiny)
+
+
+@kernel()
+def scale_normalise(w, y, tmp, tiny):
+    """``tmp = w / y`` normalised to max 1; ``(ok, tmax)`` as in ``scaled_half_step``."""
     n = w.shape[0]
     ok = True
     tmax = 0.0
