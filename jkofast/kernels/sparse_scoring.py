@@ -34,6 +34,14 @@ from numba import prange
 from jkofast._numba import kernel
 from jkofast.kernels.topk import _below, _heap_push_or_replace, _heap_sorted_out
 
+# index of the lowest set bit of a 64-bit word w: _DEBRUIJN64[((w & -w) * _DEBRUIJN_MUL) >> 58]
+# (constants, frozen into the kernels at compile time)
+_DEBRUIJN_MUL = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN64 = np.zeros(64, np.int64)
+for _i in range(64):
+    _DEBRUIJN64[((int(_DEBRUIJN_MUL) << _i) & 0xFFFFFFFFFFFFFFFF) >> 58] = _i
+del _i
+
 
 @kernel()
 def _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc):
@@ -108,9 +116,9 @@ def _select_dense_small(acc, n_docs, kk, seed, seed_lo, seed_hi, out_idx, out_va
     ``seed[seed_lo:seed_hi]``: distinct doc ids (a short postings list of the query) whose
     best kk scores start the buffer when there are >= kk of them: the k-th best of any kk
     documents bounds the final k-th score from below, so the scan starts with a high
-    threshold.  The scan tests blocks of 64 scores against the threshold with a branch-free
-    count (vectorised by LLVM: constant trip count, unsigned indices so no wraparound
-    check) and walks only the few blocks holding a candidate; seeded documents met again
+    threshold.  The scan compares blocks of 64 scores with the threshold into a 64-bit mask
+    (vectorised by LLVM: constant trip count, unsigned indices so no wraparound check) and
+    visits only the set bits (lowest first, de Bruijn bit index); seeded documents met again
     are skipped.  Insertion is written out inline (a call per offer costs more than the
     offer)."""
     m = 0
@@ -142,32 +150,36 @@ def _select_dense_small(acc, n_docs, kk, seed, seed_lo, seed_hi, out_idx, out_va
     if m < kk:
         return m
     thr = out_val[kk - 1]
+    one = np.uint64(1)
     while d0 < n_docs:
         nb = min(64, n_docs - d0)
-        c = 1
         if nb == 64:
-            c = 0
+            mask = np.uint64(0)
             base = np.uint64(d0)
             for i in range(np.uint64(64)):
-                c += acc[base + i] >= thr
-        if c > 0:
-            for d in range(d0, d0 + nb):
-                s = acc[d]
-                if s >= thr and (s > thr or d < out_idx[kk - 1]):
-                    if seeded:
-                        dup = False
-                        for j in range(kk):
-                            dup |= out_idx[j] == d
-                        if dup:
-                            continue
-                    j = kk - 1
-                    while j > 0 and (s > out_val[j - 1] or (s == out_val[j - 1] and d < out_idx[j - 1])):
-                        out_val[j] = out_val[j - 1]
-                        out_idx[j] = out_idx[j - 1]
-                        j -= 1
-                    out_val[j] = s
-                    out_idx[j] = d
-                    thr = out_val[kk - 1]
+                mask |= np.uint64(acc[base + i] >= thr) << i
+        else:
+            mask = (one << np.uint64(nb)) - one  # tail: every document
+        while mask != 0:
+            low = mask & (~mask + one)  # lowest set bit
+            mask ^= low
+            d = d0 + _DEBRUIJN64[(low * _DEBRUIJN_MUL) >> np.uint64(58)]
+            s = acc[d]
+            if s >= thr and (s > thr or d < out_idx[kk - 1]):
+                if seeded:
+                    dup = False
+                    for j in range(kk):
+                        dup |= out_idx[j] == d
+                    if dup:
+                        continue
+                j = kk - 1
+                while j > 0 and (s > out_val[j - 1] or (s == out_val[j - 1] and d < out_idx[j - 1])):
+                    out_val[j] = out_val[j - 1]
+                    out_idx[j] = out_idx[j - 1]
+                    j -= 1
+                out_val[j] = s
+                out_idx[j] = d
+                thr = out_val[kk - 1]
         d0 += nb
     return m
 
