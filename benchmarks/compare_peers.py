@@ -130,11 +130,13 @@ def batch_rows(quick):
         nn = n if grad == "implicit" else max(4, n // 5)
         o = off[: nn + 1]
         rerank_batch(E[: o[1]], None, o[:2], embeddings=Z[: o[1]], config=cfg.replace(T=1, inner_steps=1))
-        res = {}
-        for th in (1, 2):
-            t, _ = _best(lambda o=o, cfg=cfg, th=th: rerank_batch(E[: o[-1]], None, o, embeddings=Z[: o[-1]], config=cfg,
-                                                                  n_threads=th), 2)
-            res[th] = nn / t
+        best = {1: np.inf, 2: np.inf}
+        for _ in range(3):  # alternate the thread counts, best of 3 (load from other jobs comes and goes)
+            for th in (1, 2):
+                t0 = time.perf_counter()
+                rerank_batch(E[: o[-1]], None, o, embeddings=Z[: o[-1]], config=cfg, n_threads=th)
+                best[th] = min(best[th], time.perf_counter() - t0)
+        res = {th: nn / best[th] for th in (1, 2)}
         rows.append({"config": f"tuned/{grad}", "pools": nn, "queries_per_s_1thread": res[1],
                      "queries_per_s_2threads": res[2], "scaling": res[2] / res[1]})
     return rows
