@@ -6,6 +6,7 @@ set -u
 OUT=${OUT:-/tmp/scaling_out}; mkdir -p "$OUT"
 export NUMBA_NUM_THREADS=${NUMBA_NUM_THREADS:-16} PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 Q=${Q:-100000}
+export OUT
 {
   date; nproc; lscpu | grep -E 'Model name|^CPU\(s\)' ; free -g | head -2
   python3 -c "import numba, numpy, scipy, sklearn; print('numba', numba.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__)"
@@ -15,15 +16,17 @@ t0=$(date +%s)
 python3 scripts/make_synthetic_pools.py /tmp/syn --queries "$Q" --pool 200 2>&1 | tail -2
 echo "generated $Q queries in $(( $(date +%s) - t0 )) s; $(wc -l < /tmp/syn/run.trec) lines" | tee "$OUT/rerank100k.log"
 timeout ${RERANK_TIMEOUT:-240} python3 - "$Q" <<'PY' 2>&1 | tee -a "$OUT/rerank100k.log"
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, time
 q = sys.argv[1]
 cmd = [sys.executable, "-m", "jkofast", "rerank", "--pools", "/tmp/syn/run.trec", "--embeddings", "/tmp/syn/E.npy",
-       "--ids", "/tmp/syn/ids.txt", "--config", "fast", "--chunk-size", "2000", "--threads", "16",
-       "--out", "/tmp/syn/out.trec", "--json", "--quiet"]
+       "--ids", "/tmp/syn/ids.txt", "--config", "tuned", "--grad", "implicit", "--chunk-size", "2000",
+       "--threads", os.environ.get("NUMBA_NUM_THREADS", "16"), "--out", "/tmp/syn/out.trec", "--json"]
+print(" ".join(cmd), flush=True)
 t = time.perf_counter()
-r = subprocess.run(cmd, capture_output=True, text=True)
+with open(os.path.join(os.environ["OUT"], "rerank_stderr.log"), "w") as err:
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
 wall = time.perf_counter() - t
-print(r.stdout[-3000:]); print(r.stderr[-2000:])
+print(r.stdout[-3000:])
 print(json.dumps({"queries": int(q), "wall_s": wall, "rc": r.returncode,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 PY
