@@ -13,6 +13,7 @@ import numpy as np
 
 from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
+from jkofast.kernels.sparse_cosine import row_dot
 
 _ARITH = set(FASTMATH_ARITH)
 
@@ -61,35 +62,16 @@ def cost_kernel_dense(Z, lo, hi, normalise, C, K):
 
 
 @kernel()
-def _dot_sparse(indptr, indices, data, r1, r2):
-    a, ae = indptr[r1], indptr[r1 + 1]
-    b, be = indptr[r2], indptr[r2 + 1]
-    s = 0.0
-    while a < ae and b < be:
-        ia = indices[a]
-        ib = indices[b]
-        if ia == ib:
-            s += np.float64(data[a]) * np.float64(data[b])
-            a += 1
-            b += 1
-        elif ia < ib:
-            a += 1
-        else:
-            b += 1
-    return s
-
-
-@kernel()
 def cost_kernel_csr(indptr, indices, data, lo, hi, C, K):
     """C, K of the CSR rows ``lo:hi`` by sparse cosine (merge-join over sorted indices)."""
     m = hi - lo
     nrm = np.empty(m)
     for i in range(m):
-        x = np.sqrt(_dot_sparse(indptr, indices, data, lo + i, lo + i))
+        x = np.sqrt(row_dot(indptr, indices, data, lo + i, lo + i))
         nrm[i] = x if x > 0.0 else np.inf
     for i in range(m):
         for j in range(i, m):
-            s = _dot_sparse(indptr, indices, data, lo + i, lo + j) / (nrm[i] * nrm[j])
+            s = row_dot(indptr, indices, data, lo + i, lo + j) / (nrm[i] * nrm[j])
             C[i, j] = s
             C[j, i] = s
     _fill_from_sim(C, C, K)
