@@ -56,27 +56,12 @@ class RunArrays:
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         """``{qid: {docid: score}}`` (a repeated doc id keeps its last score)."""
-        out: dict[str, dict[str, float]] = {}
-        ids = self.doc_ids.tolist()
-        sc = self.scores.tolist()
-        for i, q in enumerate(self.query_ids):
-            a, b = int(self.offsets[i]), int(self.offsets[i + 1])
-            out.setdefault(q, {}).update(zip(ids[a:b], sc[a:b]))
-        return out
+        return _ragged_to_dict(self.query_ids, self.offsets, self.doc_ids, self.scores)
 
     @classmethod
     def from_dict(cls, run: dict) -> RunArrays:
         """Build from ``{qid: {docid: score}}`` (insertion order kept)."""
-        qids = [str(q) for q in run]
-        lens, ids, sc = [], [], []
-        for q in run:
-            d = run[q]
-            lens.append(len(d))
-            ids.extend(d)
-            sc.extend(d.values())
-        off = np.zeros(len(qids) + 1, np.int64)
-        np.cumsum(lens, out=off[1:])
-        return cls(qids, off, _str_array(ids), np.asarray(sc, dtype=np.float64))
+        return cls(*_dict_to_ragged(run, np.float64))
 
 
 @dataclass
@@ -90,27 +75,37 @@ class QrelsArrays:
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         """``{qid: {docid: label}}`` (a repeated doc id keeps its last label)."""
-        out: dict[str, dict[str, int]] = {}
-        ids = self.doc_ids.tolist()
-        lab = self.labels.tolist()
-        for i, q in enumerate(self.query_ids):
-            a, b = int(self.offsets[i]), int(self.offsets[i + 1])
-            out.setdefault(q, {}).update(zip(ids[a:b], lab[a:b]))
-        return out
+        return _ragged_to_dict(self.query_ids, self.offsets, self.doc_ids, self.labels)
 
     @classmethod
     def from_dict(cls, qrels: dict) -> QrelsArrays:
         """Build from ``{qid: {docid: label}}``."""
-        qids = [str(q) for q in qrels]
-        lens, ids, lab = [], [], []
-        for q in qrels:
-            d = qrels[q]
-            lens.append(len(d))
-            ids.extend(d)
-            lab.extend(d.values())
-        off = np.zeros(len(qids) + 1, np.int64)
-        np.cumsum(lens, out=off[1:])
-        return cls(qids, off, _str_array(ids), np.asarray(lab, dtype=np.int64))
+        return cls(*_dict_to_ragged(qrels, np.int64))
+
+
+def _ragged_to_dict(query_ids, offsets, doc_ids, values) -> dict:
+    """Ragged (query, doc, value) arrays -> ``{qid: {docid: value}}`` (last repeat wins)."""
+    out: dict = {}
+    ids = doc_ids.tolist()
+    vals = values.tolist()
+    for i, q in enumerate(query_ids):
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        out.setdefault(q, {}).update(zip(ids[a:b], vals[a:b]))
+    return out
+
+
+def _dict_to_ragged(d: dict, dtype) -> tuple:
+    """``{qid: {docid: value}}`` -> (query_ids, offsets, doc_ids, values), insertion order kept."""
+    qids = [str(q) for q in d]
+    lens, ids, vals = [], [], []
+    for q in d:
+        row = d[q]
+        lens.append(len(row))
+        ids.extend(row)
+        vals.extend(row.values())
+    off = np.zeros(len(qids) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    return qids, off, _str_array(ids), np.asarray(vals, dtype=dtype)
 
 
 def _str_array(ids) -> np.ndarray:
