@@ -10,12 +10,17 @@ import numpy as np
 from scipy.special import logsumexp
 
 
-def sinkhorn_log_naive(log_a, log_b, C, eps, n_iter, f=None, g=None):
-    """f-from-rows then g-from-columns, ``n_iter`` pairs; returns (f, g, history)."""
-    C = np.asarray(C, np.float64)
+def sinkhorn_log_naive(log_a, log_b, C, eps, n_iter, f=None, g=None, dtype=np.float64):
+    """f-from-rows then g-from-columns, ``n_iter`` pairs; returns (f, g, history).
+
+    ``dtype=np.float32`` runs every operation in float32 (the published solver's precision)."""
+    C = np.asarray(C, dtype)
+    eps = dtype(eps)
+    log_a = np.asarray(log_a, dtype)
+    log_b = np.asarray(log_b, dtype)
     M, N = C.shape
-    f = np.zeros(M) if f is None else np.array(f, np.float64)
-    g = np.zeros(N) if g is None else np.array(g, np.float64)
+    f = np.zeros(M, dtype) if f is None else np.array(f, dtype)
+    g = np.zeros(N, dtype) if g is None else np.array(g, dtype)
     hist = []
     with np.errstate(divide="ignore"):
         for _ in range(n_iter):
@@ -31,10 +36,14 @@ def plan_naive(f, g, C, eps):
     return np.nan_to_num(P)
 
 
-def transport_cost_unrolled_naive(a, log_b, C, eps, n_iter=60, n_grad=8):
+def transport_cost_unrolled_naive(a, log_b, C, eps, n_iter=60, n_grad=8, dtype=np.float64):
     """Value and truncated-unrolled gradient w.r.t. a = log p (SPEC A.4.6)."""
     n_warm = max(0, n_iter - n_grad)
-    f, g, _ = sinkhorn_log_naive(a, log_b, C, eps, n_warm)
+    C = np.asarray(C, dtype)
+    a = np.asarray(a, dtype)
+    log_b = np.asarray(log_b, dtype)
+    eps = dtype(eps)
+    f, g, _ = sinkhorn_log_naive(a, log_b, C, eps, n_warm, dtype=dtype)
     g0 = g.copy()
     fs, gs = [], [g0]
     for _ in range(n_iter - n_warm):
@@ -82,44 +91,77 @@ def converged_plan_naive(log_a, log_b, C, eps, n_iter=5000):
 
 
 def jko_naive(p0, E, C, K, *, h, lam, rho, eps, T, inner, mode="wasserstein", alpha=0.5, lr=0.1,
-              n_iter=60, n_grad=8):
-    """The published JKO loop (float64), gradient via the truncated unroll. Returns (p_T, losses)."""
-    E = np.asarray(E, np.float64)
-    C = np.asarray(C, np.float64)
-    K = np.asarray(K, np.float64)
-    Ks = K + K.T
-    p = np.asarray(p0, np.float64)
+              n_iter=60, n_grad=8, dtype=np.float64, order="fused"):
+    """The published JKO loop, gradient via the truncated unroll. Returns (p_T, losses).
+
+    ``dtype=np.float32`` emulates the published float32 solver. ``order`` picks one of two
+    algebraically identical evaluations of the energy gradient, to expose how much float32
+    rounding alone moves p_T: "fused" = p*(E + lam*(a+1) + rho/2*(K+K^T)p + ...), "autograd" =
+    the reverse-mode order of the published loss, (dL/dp)*p + lam*p with dL/dp = E + lam*a +
+    rho/2*(Kp + K^T p) (+ the prox parts). In float64 the two agree to ~1e-15.
+    """
+    dt = dtype
+    E = np.asarray(E, dt)
+    C = np.asarray(C, dt)
+    K = np.asarray(K, dt)
+    lam, rho, eps, lr = dt(lam), dt(rho), dt(eps), dt(lr)
+    b2, adam_eps = dt(0.999), dt(1e-8)
+    half, one = dt(0.5), dt(1.0)
+    p = np.asarray(p0, dt)
     losses = []
     for _ in range(T):
         q = p
-        b = np.log(np.maximum(q, 1e-30))
+        b = np.log(np.maximum(q, dt(1e-30)))
         theta = b.copy()
         m = np.zeros_like(theta)
         v = np.zeros_like(theta)
         for s in range(1, inner + 1):
             a = theta - logsumexp(theta)
             pp = np.exp(a)
-            L = pp @ E + lam * (pp @ a) + 0.5 * rho * (pp @ (K @ pp))
-            gh = pp * E + lam * pp * (a + 1) + 0.5 * rho * pp * (Ks @ pp)
+            Kp, KTp = K @ pp, K.T @ pp
+            L = pp @ E + lam * (pp @ a) + half * rho * (pp @ Kp)
+            dLdp = E + lam * a + half * rho * (Kp + KTp)  # "autograd" order: w.r.t. p, then * p
+            extra = lam * one  # the d/da of lam*<p, a> (times p below)
+            prox_a = np.zeros_like(a)  # prox gradient w.r.t. a (W part)
             if mode in ("wasserstein", "bregman"):
                 al = 1.0 if mode == "wasserstein" else min(max(alpha, 0.0), 1.0)
                 if al > 0:
-                    w, ga = transport_cost_unrolled_naive(a, b, C, eps, n_iter, n_grad)
-                    L += al / (2 * h) * w
-                    gh = gh + al / (2 * h) * ga
+                    w, ga = transport_cost_unrolled_naive(a, b, C, eps, n_iter, n_grad, dtype=dt)
+                    L += dt(al / (2 * h)) * w
+                    prox_a = dt(al / (2 * h)) * ga
                 if mode == "bregman":
-                    L += (1 - al) / (2 * h) * (pp @ (a - b))
-                    gh = gh + (1 - al) / (2 * h) * pp * (a - b + 1)
+                    wk = dt((1 - al) / (2 * h))
+                    L += wk * (pp @ (a - b))
+                    dLdp = dLdp + wk * (a - b)
+                    extra = extra + wk
             elif mode == "kl":
-                L += 1 / (2 * h) * (pp @ (a - b))
-                gh = gh + 1 / (2 * h) * pp * (a - b + 1)
+                wk = dt(1 / (2 * h))
+                L += wk * (pp @ (a - b))
+                dLdp = dLdp + wk * (a - b)
+                extra = extra + wk
+            if order == "autograd":
+                gh = dLdp * pp + extra * pp + prox_a
+            else:
+                gh = pp * (dLdp + extra) + prox_a
             losses.append(L)
             gt = gh - pp * gh.sum()
-            m = 0.9 * m + 0.1 * gt
-            v = 0.999 * v + 0.001 * gt * gt
-            theta = theta - (lr / (1 - 0.9**s)) * m / (np.sqrt(v) / np.sqrt(1 - 0.999**s) + 1e-8)
+            # torch.optim.Adam's arithmetic: scalar factors in Python double, cast once
+            m = m + dt(1 - 0.9) * (gt - m)  # exp_avg.lerp_(grad, 1 - beta1)
+            v = v * b2 + dt(1 - 0.999) * (gt * gt)
+            step = dt(float(lr) / (1 - 0.9**s))
+            denom = np.sqrt(v) / dt(np.sqrt(1 - 0.999**s)) + adam_eps
+            theta = (theta - step * (m / denom)).astype(dt)
         p = np.exp(theta - logsumexp(theta))
-    return p, np.array(losses)
+    return p.astype(np.float64), np.array(losses, np.float64)
+
+
+def dual_readout_naive(p_T, C, eps, n_iter=60, dtype=np.float64):
+    """run_jko_with_duals' read-out: cold Sinkhorn from log max(p_T, 1e-30) to uniform."""
+    M = len(p_T)
+    la = np.log(np.maximum(np.asarray(p_T, dtype), dtype(1e-30)))
+    lb = np.full(M, -np.log(M), dtype)
+    f, g, _ = sinkhorn_log_naive(la, lb, C, eps, n_iter, dtype=dtype)
+    return f.astype(np.float64), g.astype(np.float64)
 
 
 def geometry_dense_naive(Z):

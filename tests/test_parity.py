@@ -56,14 +56,57 @@ def test_fixture_inputs_match_the_stored_pools(fx):
     assert np.abs(np.diag(C)).max() < 1e-4
 
 
-# Float32 rounding of the published solver is amplified on a few ill-conditioned pools
-# (e.g. base_noproximal pool 4: Adam on tail gradients near its eps; a 1e-7 relative change of
-# p0 moves p_T by 1.3e-5 there). On such pools the independent naive float64 oracle
-# (tests/reference_ot.py) reproduces jkofast to ~1e-10 and differs from the float32 fixture
-# exactly as jkofast does (measured: noproximal pools 4, 8, 11 at 5.5e-4, 4.0e-5, 5.5e-5; all
-# other pools of all base configs <= 9e-6). We therefore allow at most three pools per config
-# outside the bar, require max|dp| <= 1e-3 there and confirm each with the naive oracle.
+# Where the fixture itself is not determined to the bar. The fixture is a float32 run; on a few
+# pools float32 rounding alone moves p_T (and the duals) by more than the README's bar. We measure
+# that instead of assuming it: ``_float32_envelope`` re-runs the naive oracle (tests/reference_ot.py)
+# in float32 with torch's Adam arithmetic, in two algebraically identical gradient orders and on
+# inputs perturbed by one float32 ulp, and returns the largest distance among those faithful float32
+# re-runs and the fixture (i.e. to what precision float32 arithmetic determines the result there).
+# A pool outside the bar passes only if (a) jkofast's distance from the fixture is within that
+# envelope and the envelope itself exceeds the bar, (b) jkofast equals the float64 oracle to 1e-8, and (c) at most MAX_OUTLIERS pools
+# per config need this. Measured (2026-11-30): base_noproximal pools 4 / 8 / 11: jkofast 5.5e-4 /
+# 4.0e-5 / 5.5e-5, float32 re-runs up to 8.8e-4 / 5.7e-5 / 1.5e-4 from the fixture (mutual spread
+# on pool 4: 1.0e-3); contrib duals pools 2 / 4 / 15: jkofast 1.6e-4 / 2.1e-4 / 7.9e-4, float32
+# re-runs up to 2.8e-4 / 3.1e-4 / 7.5e-4 from the fixture and 1.0e-3 from each other on pool 15 (the
+# eps*log p_T,i of tail items whose float32 p has ~1e-3 relative error). Every other pool of every config is inside the bar.
 MAX_OUTLIERS = 3
+
+
+def _oracle_args(configs, key):
+    c = configs[key]
+    return dict(h=c["h"], lam=c["lam"], rho=c["rho"], eps=c["sinkhorn_eps"], T=c["T"],
+                inner=c["inner_steps"], mode=c["mode"], alpha=c.get("alpha_prox", 0.5))
+
+
+def _dual_err(f, g, fr, gr):
+    """max |Δf|, |Δg| after removing the best common additive constant (f + c, g - c)."""
+    df, dg = f - fr, g - gr
+    c = 0.5 * (np.median(df) - np.median(dg))
+    return max(np.abs(df - c).max(), np.abs(dg + c).max())
+
+
+def _float32_envelope(fx, key, q, n_perturbed=2):
+    """How well the fixture determines p_T (and the duals) on pool ``q``: the largest distance of
+    faithful float32 re-runs from the fixture or from each other, as (max|Δp|, dual error)."""
+    configs, tau = _configs(fx)
+    args = _oracle_args(configs, key)
+    p0, E, C, K = ref.fixture_inputs(fx, q, tau[key.split("_")[0]])
+    runs = [(fx[f"{key}/p_T"][q].astype(np.float64),
+             (fx[f"{key}/f"][q], fx[f"{key}/g"][q]) if f"{key}/f" in fx else None)]
+    for seed in range(n_perturbed + 1):
+        rng = np.random.default_rng(seed)
+        ulp = 2.0**-24 * (seed > 0)
+        pe = (p0 * (1 + ulp * rng.choice([-1, 1], p0.size))).astype(np.float32)
+        Ee = (E * (1 + ulp * rng.choice([-1, 1], E.size))).astype(np.float32)
+        for order in ("autograd", "fused"):
+            p32, _ = ref.jko_naive(pe, Ee, C, K, **args, dtype=np.float32, order=order)
+            duals = ref.dual_readout_naive(p32, C, args["eps"], dtype=np.float32) if runs[0][1] else None
+            runs.append((p32, duals))
+    worst_p = max(np.abs(a[0] - b[0]).max() for i, a in enumerate(runs) for b in runs[i + 1:])
+    worst_d = 0.0
+    if runs[0][1] is not None:
+        worst_d = max(_dual_err(*a[1], *b[1]) for i, a in enumerate(runs) for b in runs[i + 1:])
+    return worst_p, worst_d
 
 
 @pytest.mark.parametrize("key", ["base_wasserstein", "base_kl", "base_noproximal", "base_bregman50"])
@@ -78,12 +121,10 @@ def test_base_configs(fx, key):
         err = np.abs(p - P[q]).max()
         if err > 1e-5:
             outliers.append(q)
-            assert err <= 1e-3, (key, q, err)
+            env, _ = _float32_envelope(fx, key, q)
+            assert env > 1e-5 and err <= env, (key, q, err, env)
             p0, E, C, K = ref.fixture_inputs(fx, q, 0.1)
-            c = configs[key]
-            p_naive, _ = ref.jko_naive(p0, E, C, K, h=c["h"], lam=c["lam"], rho=c["rho"], eps=c["sinkhorn_eps"],
-                                       T=c["T"], inner=c["inner_steps"], mode=c["mode"],
-                                       alpha=c.get("alpha_prox", 0.5))
+            p_naive, _ = ref.jko_naive(p0, E, C, K, **_oracle_args(configs, key))
             np.testing.assert_allclose(p, p_naive, atol=1e-8)
         else:
             np.testing.assert_allclose(losses, L[q], rtol=1e-3, atol=1e-6 * np.abs(L[q]).max())
@@ -102,18 +143,18 @@ def test_tuned_and_contrib_configs(fx, key):
         assert np.abs(p - P[q]).sum() <= 5e-3, (key, q)
         same += _top10(p) == _top10(P[q])
         if f is not None:
-            # duals are defined up to (f + c, g - c): remove the best common constant
             fr, gr = fx[f"{key}/f"][q].astype(np.float64), fx[f"{key}/g"][q].astype(np.float64)
-            df, dg = f - fr, g - gr
-            c = 0.5 * (np.median(df) - np.median(dg))
-            if max(np.abs(df - c).max(), np.abs(dg + c).max()) > 1e-4:
+            err_d = _dual_err(f, g, fr, gr)
+            if err_d > 1e-4:
                 dual_outliers.append(q)
+                _, env_d = _float32_envelope(fx, key, q, n_perturbed=0)  # 3.4 s a pool
+                assert env_d > 1e-4 and err_d <= env_d, (key, q, err_d, env_d)
             # f_i = eps*log p_i - eps*LSE_j(...): a float32 relative error of p_T,i (up to 3.9e-3 on
             # pool 15) moves f_i by eps times it; the geometry part must agree on every pool
             eps = 0.2
             dfg = (f - eps * np.log(p)) - (fr - eps * np.log(P[q]))
-            c2 = 0.5 * (np.median(dfg) - np.median(dg))
-            assert np.abs(dfg - c2).max() <= 1e-4 and np.abs(dg + c2).max() <= 1e-4, q
+            c2 = 0.5 * (np.median(dfg) - np.median(g - gr))
+            assert np.abs(dfg - c2).max() <= 1e-4 and np.abs(g - gr + c2).max() <= 1e-4, q
     assert len(dual_outliers) <= MAX_OUTLIERS, dual_outliers
     assert same >= 29
 
@@ -143,3 +184,17 @@ def test_implicit_fast_path(fx, key):
         assert np.abs(p - P[q]).sum() <= 0.02, (key, q)
         same += _top10(p) == _top10(P[q])
     assert same >= 27
+
+
+def test_float32_envelope_is_a_measurement_not_a_waiver(fx):
+    # the two gradient orders are the same algorithm: identical in float64 ...
+    configs, tau = _configs(fx)
+    args = _oracle_args(configs, "base_noproximal")
+    p0, E, C, K = ref.fixture_inputs(fx, 4, tau["base"])
+    pa, _ = ref.jko_naive(p0, E, C, K, **args, order="autograd")
+    pf, _ = ref.jko_naive(p0, E, C, K, **args, order="fused")
+    np.testing.assert_allclose(pa, pf, atol=1e-12)
+    # ... and the envelope is tight where float32 determines the result (pool 0: < 1e-5, the bar)
+    # while it exceeds the bar on the ill-conditioned pool 4
+    assert _float32_envelope(fx, "base_noproximal", 0)[0] < 1e-5
+    assert _float32_envelope(fx, "base_noproximal", 4)[0] > 1e-4
