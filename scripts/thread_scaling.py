@@ -40,94 +40,109 @@ def _pools(nq, M, d, seed=0):
     return E, Z.astype(np.float32), off
 
 
-def workloads(s: float):
+def workloads(s: float, only=()):
+    """name -> (n, unit, fn(n_threads)); only the names in ``only`` are built (all if empty)."""
+    out = {}
+    for name, build in _BUILDERS.items():
+        if only and name not in only:
+            continue
+        try:
+            out.update(build(s))
+        except Exception:  # pragma: no cover
+            traceback.print_exc()
+    return out
+
+
+def _jko(s):
     from jkofast.jko import operating_point, rerank_batch
 
     out = {}
-
     n_u = max(16, int(64 * s))
     E, Z, off = _pools(n_u, 200, 384)
     cfg_u = operating_point("contrib")
     out["jko_unrolled"] = (n_u, "queries", lambda nt: rerank_batch(E, None, off, embeddings=Z, config=cfg_u, n_threads=nt))
-
     n_i = max(32, int(512 * s))
     E2, Z2, off2 = _pools(n_i, 200, 384, seed=1)
     cfg_i = operating_point("tuned", grad="implicit")
     out["jko_implicit"] = (n_i, "queries", lambda nt: rerank_batch(E2, None, off2, embeddings=Z2, config=cfg_i, n_threads=nt))
-
-    try:
-        import scipy.sparse as sp
-
-        rng = np.random.default_rng(2)
-        n_t = max(32, int(512 * s))
-        X = sp.random(n_t * 200, 5000, density=0.01, format="csr", random_state=3, dtype=np.float64)
-        X.data = np.abs(X.data) + 0.1
-        E3 = -rng.random(n_t * 200)
-        off3 = np.arange(n_t + 1, dtype=np.int64) * 200
-        out["jko_tfidf"] = (n_t, "queries", lambda nt: rerank_batch(E3, None, off3, csr=X, config=cfg_i, n_threads=nt))
-    except Exception:  # pragma: no cover
-        traceback.print_exc()
-
-    try:
-        from jkofast.index import BM25Index
-
-        rng = np.random.default_rng(4)
-        n_docs = int(200_000 * s)
-        V = 50_000
-        lens = rng.integers(20, 120, n_docs)
-        zipf = 1.0 / np.arange(1, V + 1) ** 1.1
-        zipf /= zipf.sum()
-        toks = rng.choice(V, lens.sum(), p=zipf)
-        cut = np.cumsum(lens)[:-1]
-        docs = np.split(toks, cut)
-        idx = BM25Index().fit_token_ids(docs, n_terms=V)
-        nq = int(20_000 * s)
-        qs = [rng.choice(V, rng.integers(3, 12), p=zipf) for _ in range(nq)]
-        qcsr = idx._token_query_csr(qs)  # analysed once: time the batched scoring + top-k kernel
-        out["bm25_top10"] = (nq, "queries", lambda nt: idx._topk(*qcsr, 10, nt))
-    except Exception:
-        traceback.print_exc()
-
-    try:
-        from jkofast.data import load_dataset
-        from jkofast.retriever import get_retriever
-
-        ds = load_dataset("scifact")
-        sgr = get_retriever("sgr").fit(ds.doc_texts(" "))
-        qtexts = list(ds.query_texts) if not isinstance(ds.query_texts, dict) else list(ds.query_texts.values())
-        reps = max(1, int(8 * s))
-        qbatch = qtexts * reps
-        out["sgr_top10"] = (len(qbatch), "queries", lambda nt: sgr.search(qbatch, 10, n_threads=nt))
-    except Exception:
-        traceback.print_exc()
-
-    try:
-        from jkofast.evaluation import evaluate_codes
-
-        rng = np.random.default_rng(5)
-        nq = 10_000
-        roff = np.arange(nq + 1, dtype=np.int64) * 100
-        rcodes = rng.integers(0, 5000, nq * 100).astype(np.int64)
-        rscores = rng.random(nq * 100)
-        qoff = np.arange(nq + 1, dtype=np.int64) * 3
-        qcodes = rng.integers(0, 5000, nq * 3).astype(np.int64)
-        qlab = np.ones(nq * 3, np.int64)
-        out["metrics"] = (nq, "queries", lambda nt: evaluate_codes(roff, rcodes, rscores, qoff, qcodes, qlab,
-                                                                   metrics=("ndcg@10", "recall@10", "map"), n_threads=nt))
-    except Exception:
-        traceback.print_exc()
-
-    try:
-        from jkofast.baselines import dpp_map, mmr
-
-        nb = int(2000 * s)
-        E4, Z4, off4 = _pools(nb, 200, 384, seed=6)
-        rel = -E4
-        out["mmr"] = (nb, "pools", lambda nt: mmr(rel, Z4, off4, 20, n_threads=nt))
-        out["dpp"] = (nb, "pools", lambda nt: dpp_map(rel, Z4, off4, 20, n_threads=nt))
-    except Exception:
-        traceback.print_exc()
     return out
+
+
+def _jko_tfidf(s):
+    import scipy.sparse as sp
+
+    from jkofast.jko import operating_point, rerank_batch
+
+    cfg_i = operating_point("tuned", grad="implicit")
+    rng = np.random.default_rng(2)
+    n_t = max(32, int(512 * s))
+    X = sp.random(n_t * 200, 5000, density=0.01, format="csr", random_state=3, dtype=np.float64)
+    X.data = np.abs(X.data) + 0.1
+    E3 = -rng.random(n_t * 200)
+    off3 = np.arange(n_t + 1, dtype=np.int64) * 200
+    return {"jko_tfidf": (n_t, "queries", lambda nt: rerank_batch(E3, None, off3, csr=X, config=cfg_i, n_threads=nt))}
+
+
+def _bm25(s):
+    from jkofast.index import BM25Index
+
+    rng = np.random.default_rng(4)
+    n_docs = int(200_000 * s)
+    V = 50_000
+    lens = rng.integers(20, 120, n_docs)
+    zipf = 1.0 / np.arange(1, V + 1) ** 1.1
+    zipf /= zipf.sum()
+    toks = rng.choice(V, lens.sum(), p=zipf)
+    cut = np.cumsum(lens)[:-1]
+    docs = np.split(toks, cut)
+    idx = BM25Index().fit_token_ids(docs, n_terms=V)
+    nq = int(20_000 * s)
+    qs = [rng.choice(V, rng.integers(3, 12), p=zipf) for _ in range(nq)]
+    qcsr = idx._token_query_csr(qs)  # analysed once: time the batched scoring + top-k kernel
+    return {"bm25_top10": (nq, "queries", lambda nt: idx._topk(*qcsr, 10, nt))}
+
+
+def _sgr(s):
+    from jkofast.data import load_dataset
+    from jkofast.retriever import get_retriever
+
+    ds = load_dataset("scifact")
+    sgr = get_retriever("sgr").fit(ds.doc_texts(" "))
+    qtexts = list(ds.query_texts) if not isinstance(ds.query_texts, dict) else list(ds.query_texts.values())
+    reps = max(1, int(8 * s))
+    qbatch = qtexts * reps
+    return {"sgr_top10": (len(qbatch), "queries", lambda nt: sgr.search(qbatch, 10, n_threads=nt))}
+
+
+def _metrics(s):
+    from jkofast.evaluation import evaluate_codes
+
+    rng = np.random.default_rng(5)
+    nq = 10_000
+    roff = np.arange(nq + 1, dtype=np.int64) * 100
+    rcodes = rng.integers(0, 5000, nq * 100).astype(np.int64)
+    rscores = rng.random(nq * 100)
+    qoff = np.arange(nq + 1, dtype=np.int64) * 3
+    qcodes = rng.integers(0, 5000, nq * 3).astype(np.int64)
+    qlab = np.ones(nq * 3, np.int64)
+    return {"metrics": (nq, "queries", lambda nt: evaluate_codes(roff, rcodes, rscores, qoff, qcodes, qlab,
+                                                                 metrics=("ndcg@10", "recall@10", "map"), n_threads=nt))}
+
+
+def _pool_baselines(s):
+    from jkofast.baselines import dpp_map, mmr
+
+    nb = int(2000 * s)
+    E4, Z4, off4 = _pools(nb, 200, 384, seed=6)
+    rel = -E4
+    return {"mmr": (nb, "pools", lambda nt: mmr(rel, Z4, off4, 20, n_threads=nt)),
+            "dpp": (nb, "pools", lambda nt: dpp_map(rel, Z4, off4, 20, n_threads=nt))}
+
+
+# builders keyed by the names they produce (a builder may produce several workloads)
+_BUILDERS = {"jko_unrolled": _jko, "jko_tfidf": _jko_tfidf, "bm25_top10": _bm25, "sgr_top10": _sgr,
+             "metrics": _metrics, "mmr": _pool_baselines}
+_PRODUCES = {"jko_unrolled": ("jko_unrolled", "jko_implicit"), "mmr": ("mmr", "dpp")}
 
 
 def main(argv=None):
@@ -141,8 +156,10 @@ def main(argv=None):
     print(f"NUMBA_NUM_THREADS={max_threads()}; cpus={os.cpu_count()}", flush=True)
     threads = [t for t in (1, 2, 4, 8, 16) if t <= max_threads()]
     res = {"threads": threads, "cpus": os.cpu_count(), "results": {}}
-    for name, (n, unit, fn) in workloads(a.scale).items():
-        if a.only and name not in a.only.split(","):
+    only = [x for x in a.only.split(",") if x]
+    builders = {b for b in _BUILDERS if any(x in _PRODUCES.get(b, (b,)) for x in only)} if only else ()
+    for name, (n, unit, fn) in workloads(a.scale, builders).items():
+        if only and name not in only:
             continue
         try:
             tw = time.perf_counter()
