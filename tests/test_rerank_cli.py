@@ -187,3 +187,248 @@ def test_scores_streamed_equals_in_memory(tmp_path, monkeypatch, capsys):
         main([*base, "--out", str(tmp_path / "c.trec"), "--fail-after-chunks", "1"])
     assert main([*base, "--out", str(tmp_path / "c.trec")]) == 0
     assert (tmp_path / "c.trec").read_bytes() == (tmp_path / "a.trec").read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# block parser / vectorised formatter against naive line-by-line oracles
+# ---------------------------------------------------------------------------------------------
+def _oracle_queries(path):
+    """The line-by-line reference: text mode, str.split per line; -> (queries, reports)."""
+    out, rep = [], []
+    cur, docs, sstr, vals, seen = None, [], [], [], set()
+    with open(path, encoding="utf-8") as fh:
+        for ln, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) in (3, 6):
+                q, d, s = (parts[0], parts[2], parts[4]) if len(parts) == 6 else parts
+                try:
+                    v = float(s)
+                    err = None if np.isfinite(v) else f"non-finite score {s!r}"
+                except ValueError as exc:
+                    err = str(exc)
+            else:
+                err = f"expected 6 fields (TREC run) or 3 (qid docid score), got {len(parts)}"
+            if err is not None:
+                if not (ln == 1 and len(parts) == 3):
+                    rep.append((ln, err))
+                continue
+            if q != cur:
+                if cur is not None:
+                    out.append((cur, docs, sstr, vals))
+                cur, docs, sstr, vals, seen = q, [], [], [], set()
+            if d in seen:
+                rep.append((ln, f"duplicate document {d!r} in query {q!r} (ignored)"))
+                continue
+            seen.add(d)
+            docs.append(d)
+            sstr.append(s)
+            vals.append(v)
+    if cur is not None:
+        out.append((cur, docs, sstr, vals))
+    return out, rep
+
+
+def _tricky_run(path, seed=0, n=60):
+    """Clean 6-column blocks mixed with every case the fast path must hand to the slow path."""
+    rng = np.random.default_rng(seed)
+    lines = ["query-id corpus-id score\n"]
+    for q in range(n):
+        qid = [f"q{q}", f"query-with-a-long-id-{q % 4}", f"é{q}", "q1"][q % 4] if q % 5 else f"q{q}"
+        for r in range(int(rng.integers(1, 9))):
+            d = f"d{int(rng.integers(0, 40))}"  # d30..d39: not in the geometry; repeats = duplicates
+            s = f"{[1.0, 2.5, 2.5, 0.125][r % 4] if q % 3 == 0 else rng.random() * 10:.4f}"  # ties
+            line = f"{qid} Q0 {d} {r + 1} {s} bm25"
+            u = rng.random()
+            if u < 0.03:
+                line = f"{qid}\t{d}\t{s}"
+            elif u < 0.05:
+                line = f"{qid} Q0 {d} {r + 1} {['nan', 'inf', 'x', '1_0'][int(rng.integers(0, 4))]} bm25"
+            elif u < 0.06:
+                line = "malformed line"
+            elif u < 0.07:
+                line = line.replace(" ", "\x1c", 1)
+            elif u < 0.08:
+                line = "   "
+            end = ["\n", "\r\n", "\r"][int(rng.integers(0, 3))] if rng.random() < 0.04 else "\n"
+            lines.append(line + end)
+    text = "".join(lines).rstrip("\n")  # last line without a newline
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+
+
+@pytest.mark.parametrize("block", [1, 16, 97, 1 << 22])
+@pytest.mark.parametrize("chunk_size", [1, 3, 1000])
+def test_block_parser_matches_line_oracle(tmp_path, monkeypatch, block, chunk_size):
+    from jkofast.commands import rerank as R
+
+    monkeypatch.setattr(R, "_BLOCK_BYTES", block)
+    fast = []
+    real = R._fast_columns
+    monkeypatch.setattr(R, "_fast_columns", lambda b: fast.append(real(b)) or fast[-1])
+    for seed in range(3):
+        path = tmp_path / f"run{seed}.trec"
+        _tricky_run(path, seed)
+        want, want_rep = _oracle_queries(path)
+        rep: list = []
+        chunks = list(R.iter_chunks(str(path), chunk_size, lambda ln, m, rep=rep: rep.append((ln, m))))
+        assert all(len(c) == chunk_size for c in chunks[:-1]) and 0 < len(chunks[-1]) <= chunk_size
+        got = [q for c in chunks for q in c]
+        assert got == want and rep == want_rep
+        assert want_rep and any("duplicate" in m for _, m in want_rep)  # the file exercises the reports
+    if block in (16, 97):  # small clean blocks take the fast path, the others the line-by-line one
+        assert any(f is not None for f in fast) and any(f is None for f in fast)
+
+
+def test_fast_columns_and_fallbacks():
+    from jkofast.commands.rerank import _fast_columns
+
+    block = (b"q1 Q0 d1 1 2.5 t\n\nq1 Q0 d2 2 1e-3 t\r\nquery-long-identifier Q0 d3 1 -1 t\n"
+             b"query-long-identifieR\tQ0\td4\t1\t7\tt\n")
+    n_lines, qids, sizes, docs, sstr = _fast_columns(block)
+    assert (n_lines, qids, sizes) == (5, ["q1", "query-long-identifier", "query-long-identifieR"], [2, 1, 1])
+    assert docs == ["d1", "d2", "d3", "d4"] and sstr == ["2.5", "1e-3", "-1", "7"]
+    assert _fast_columns(b"a b c\nd e f")[1:] == (["a", "d"], [1, 1], ["b", "e"], ["c", "f"])
+    assert _fast_columns(b"\n  \n")[1] == []
+    for bad in (b"q1 Q0 d1 1 2 t\nq1 d2 3\n",  # mixed field counts
+                b"q1 Q0 d1 1 2 t\nbad\n",  # a malformed line
+                "é Q0 d1 1 2 t\n".encode(),  # non-ASCII
+                b"q1 Q0 d1 1 2 t\rq2 Q0 d1 1 2 t\n",  # lone CR = line break in text mode
+                b"q1\x1cQ0 d1 1 2 t\n"):  # \x1c is whitespace to str.split only
+        assert _fast_columns(bad) is None, bad
+
+
+def _naive_format(qids, off, docs, sstr, p, ok, k, tag):
+    out = []
+    for i, q in enumerate(qids):
+        a, b = int(off[i]), int(off[i + 1])
+        kk = b - a if k <= 0 else min(k, b - a)
+        if ok[i]:
+            order = np.argsort(-p[a:b], kind="stable")
+            out += [f"{q} Q0 {docs[a + j]} {r + 1} {p[a + j]:.9g} {tag}\n" for r, j in enumerate(order[:kk])]
+        else:
+            out += [f"{q} Q0 {docs[a + r]} {r + 1} {sstr[a + r]} {tag}\n" for r in range(kk)]
+    return "".join(out)
+
+
+def test_format_lines_matches_fstring_oracle():
+    from jkofast.commands.rerank import format_lines
+
+    rng = np.random.default_rng(1)
+    for trial in range(40):
+        nq = int(rng.integers(1, 12))
+        lens = rng.integers(1, 9, nq)
+        off = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        n = int(off[-1])
+        p = rng.choice([0.5, 0.25, 0.125, 1e-7, 1 / 3, 0.0, -0.0, np.nan, 1e20], n)  # ties, NaN, exponents
+        if trial % 2:
+            p = rng.random(n)
+        ok = rng.random(nq) < (1.0 if trial % 3 == 0 else 0.7)
+        qids = [f"q{i}" for i in range(nq)]
+        docs = [f"d{j}" for j in range(n)]
+        sstr = [f"{x:.4f}" for x in rng.random(n)]
+        for k in (0, 1, 3):
+            for tag in ("jkofast", "t%s%d%%"):
+                assert format_lines(qids, off, docs, sstr, p, ok, k, tag) == \
+                    _naive_format(qids, off, docs, sstr, p, ok, k, tag)
+
+
+def _fake_core_failing(monkeypatch):
+    """As _fake_core, plus: pools of exactly 3 documents fail (status 2, no message)."""
+    _fake_core(monkeypatch)
+    mod = sys.modules["jkofast.jko"]
+    inner = mod.rerank_batch
+
+    def rerank_batch(energy, p0, offsets, **kw):
+        res = inner(energy, p0, offsets, **kw)
+        res.status[np.diff(offsets) == 3] = 2
+        return res
+
+    mod.rerank_batch = rerank_batch
+
+
+def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
+    """Ties, unknown documents, malformed lines, duplicates and failed queries: the CLI writes
+    exactly the bytes of the per-line reference (parse line by line, per query: energy, p0,
+    the stand-in core, stable descending sort, f-string formatting)."""
+    from jkofast.commands import rerank as R
+    from jkofast.energy import blend, softmax_tau
+
+    _fake_core_failing(monkeypatch)
+    _write_inputs(tmp_path, n_docs=30)
+    path = tmp_path / "tricky.trec"
+    _tricky_run(path, seed=5, n=80)
+    queries, _ = _oracle_queries(path)
+    row = {f"d{i}": i for i in range(30)}
+    expected = []
+    for q, docs, sstr, vals in queries:
+        if any(d not in row for d in docs) or len(docs) == 3:  # unknown doc / failed solve
+            expected += [f"{q} Q0 {d} {r + 1} {s} run%tag\n" for r, (d, s) in enumerate(zip(docs, sstr, strict=True))]
+            continue
+        off = np.array([0, len(docs)], np.int64)
+        r = blend(off, dense=np.asarray(vals, np.float64), alpha=1.0)
+        p0 = softmax_tau(r, off, _Cfg().tau0)
+        p = p0 * np.exp(r)
+        p /= p.sum()
+        for rank, j in enumerate(np.argsort(-p, kind="stable")):
+            expected.append(f"{q} Q0 {docs[j]} {rank + 1} {p[j]:.9g} run%tag\n")
+    assert any(len(d) == 3 for _, d, _, _ in queries) and any("d3" in "".join(d) for _, d, _, _ in queries)
+    for block, cs in ((1 << 22, 1000), (64, 7)):
+        monkeypatch.setattr(R, "_BLOCK_BYTES", block)
+        out = tmp_path / f"o{block}.trec"
+        assert main(["rerank", "--pools", str(path), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+                     str(tmp_path / "ids.txt"), "--out", str(out), "--quiet", "--tag", "run%tag",
+                     "--chunk-size", str(cs)]) == 0
+        assert out.read_text(encoding="utf-8") == "".join(expected)
+    err = capsys.readouterr().err
+    assert "solver status 2" in err and "not in the geometry" in err
+
+
+def _oracle_score_blocks(path):
+    from jkofast.energy import _parse_score_line
+
+    out, cur = [], None
+    with open(path, encoding="utf-8") as fh:
+        for ln, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                q, d, v = _parse_score_line(parts)
+            except ValueError:
+                if ln == 1:
+                    continue
+                raise ValueError(f"{path}:{ln}: malformed") from None
+            if not np.isfinite(v):
+                raise ValueError(f"{path}:{ln}: non-finite")
+            if q != cur:
+                out.append((q, {}))
+                cur = q
+            out[-1][1][d] = v
+    return out
+
+
+@pytest.mark.parametrize("block", [1, 16, 1 << 22])
+def test_score_blocks_match_line_oracle(tmp_path, monkeypatch, block):
+    from jkofast.commands import rerank as R
+    from jkofast.energy import read_score_file
+
+    monkeypatch.setattr(R, "_BLOCK_BYTES", block)
+    rng = np.random.default_rng(2)
+    lines = ["query-id\tcorpus-id\tscore\n"]
+    for q in range(40):
+        for _ in range(int(rng.integers(1, 6))):
+            d = f"d{int(rng.integers(0, 8))}"  # repeats: the last score wins
+            lines.append(f"q{q % 13}\t{d}\t{rng.normal():.5f}\n" if q % 4 else f"q{q % 13} Q0 {d} 1 {rng.normal():.5f} x\r\n")
+    good = tmp_path / "s.tsv"
+    good.write_bytes("".join(lines).encode())
+    assert list(R.iter_score_blocks(str(good))) == _oracle_score_blocks(good)
+    assert R.read_scores(str(good)) == read_score_file(str(good))  # non-contiguous qids merged
+    for bad_line, what in (("q1 d1\n", "malformed"), ("q1 d1 inf\n", "non-finite")):
+        bad = tmp_path / "bad.tsv"
+        bad.write_bytes("".join([*lines[:50], bad_line, *lines[50:]]).encode())
+        with pytest.raises(ValueError, match=f"bad.tsv:51: {what}"):
+            list(R.iter_score_blocks(str(bad)))
+        with pytest.raises(ValueError, match=f"bad.tsv:51: {what}"):
+            R.read_scores(str(bad))

@@ -2,11 +2,14 @@
 
 Input (``--pools``): a TREC run (``qid Q0 docid rank score tag``) or a 3-column file
 (``qid docid score``); each query's lines must be contiguous (their order is the pool
-order).  The file is streamed in chunks of ``--chunk-size`` queries; each chunk is reranked
-with ``jkofast.jko.rerank_batch`` (all cores) in a worker thread while the next chunk is
-parsed, and written **atomically** to ``OUT.parts/chunk_NNNNNN.trec`` (temp file +
-``os.replace``).  On restart, finished chunks are skipped; the final output is the
-concatenation of the parts, byte-identical to an uninterrupted run.
+order).  The file is read in byte blocks (a vectorised fast path per block, the line-by-line
+path for blocks with a malformed or unusual line) and cut into chunks of ``--chunk-size``
+queries.  Three stages overlap: the main thread parses chunk i+1 and prepares it (doc id ->
+row, energy, p0), a kernel thread runs ``jkofast.jko.rerank_batch`` (all cores, GIL
+released) on chunk i, and a writer thread formats chunk i-1 and writes it **atomically** to
+``OUT.parts/chunk_NNNNNN.trec`` (temp file + ``os.replace``).  On restart, finished chunks
+are skipped; the final output is the concatenation of the parts, byte-identical to an
+uninterrupted run.
 
 Energy: ``r = minmax(run score)`` per pool, or with ``--scores`` (user rerank scores,
 ``query-id doc-id score``, streamed in the pool file's query order, or loaded whole with
@@ -24,12 +27,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import sys
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 
 import numpy as np
 
@@ -73,7 +78,21 @@ def add_parser(sub) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # input parsing
+#
+# The input is read in raw byte blocks that end at a line break.  A block whose non-blank lines
+# all have the same number of fields (6 or 3), pure ASCII with no unusual control characters, no
+# bad score and no duplicate document takes the fast path (``_fast_columns``): numpy finds the
+# field boundaries and checks the field count of every line, only the doc id and score columns
+# become Python strings (cut out with a byte mask, one ``str.split``), scores are converted with
+# one ``map(float)`` and query boundaries come from comparing the qid bytes of consecutive
+# lines.  Any other block goes through the line-by-line path (text-mode semantics: universal
+# newlines, Unicode whitespace), which reports malformed lines with their exact line numbers
+# and keeps the rest of the block.  Both paths give the same records; the query open at the
+# end of a block continues into the next.
 # ---------------------------------------------------------------------------------------------
+_BLOCK_BYTES = 1 << 22  # bytes read per block (tests shrink it to exercise block boundaries)
+
+
 def _parse_line(parts):
     """-> (qid, docid, score_str, score) or raise ValueError."""
     if len(parts) == 6:
@@ -88,12 +107,285 @@ def _parse_line(parts):
     return qid, did, s, v
 
 
-def _open_text(path: str):
+def _open_bytes(path: str):
     if path.endswith(".gz"):
         import gzip
 
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _iter_blocks(path: str, block_bytes: int | None = None):
+    """Yield raw blocks of whole lines: line 1 alone (header handling), then ~``block_bytes``
+    each, every block but the last ending with ``\\n``."""
+    block_bytes = block_bytes or _BLOCK_BYTES
+    with _open_bytes(path) as fh:
+        first = fh.readline()
+        if first:
+            yield first
+        rest = b""
+        while True:
+            buf = fh.read(block_bytes)
+            if not buf:
+                break
+            if rest:
+                buf = rest + buf
+            cut = buf.rfind(b"\n") + 1
+            if cut == 0:  # a line longer than the block: read on
+                rest = buf
+                continue
+            rest = buf[cut:]
+            yield buf[:cut] if rest else buf
+        if rest:
+            yield rest
+
+
+def _text_lines(block: bytes):
+    """The block's lines as text-mode iteration gives them (UTF-8, universal newlines)."""
+    return io.StringIO(block.decode("utf-8"), newline=None)
+
+
+_LOW_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(9)], np.uint64)  # mask of the n low bytes
+
+
+def _fast_columns(block: bytes):
+    """Fast-path tokenisation of a block of whole lines.
+
+    When the block is ASCII without unusual control characters or lone CRs and every
+    non-blank line has the same number of fields, 6 (``qid Q0 docid rank score tag``) or 3
+    (``qid docid score``), returns ``(n_lines, qids, sizes, docs, sstr)``: the runs of
+    consecutive lines with the same qid (``qids[i]`` has ``sizes[i]`` lines) and the doc id
+    and score strings of every line, in order; ``n_lines`` counts blank lines too.  Returns
+    ``None`` otherwise (the caller falls back to the line-by-line path).
+
+    Only the doc id and score columns become Python strings: field boundaries come from one
+    numpy pass over the bytes, the two columns are cut out with a byte mask and split once,
+    and query boundaries are found by comparing the qid bytes of consecutive lines.
+    """
+    if not block.isascii():
+        return None
+    if b"\r" in block:
+        if block.count(b"\r") != block.count(b"\r\n"):
+            return None  # a lone CR is a line break in text mode
+        block = block.replace(b"\r\n", b"\n")
+    if not block.endswith(b"\n"):
+        block += b"\n"
+    a = np.frombuffer(block, np.uint8)
+    nl = np.flatnonzero(a == 10)
+    n_lines = nl.size
+    n_ctrl = np.count_nonzero(a < 32)
+    if n_ctrl != n_lines and n_ctrl != n_lines + sum(block.count(c) for c in (b"\t", b"\x0b", b"\x0c")):
+        return None  # \x1c-\x1f are whitespace to str.split: keep exact semantics
+    nw = np.empty(a.size + 1, bool)  # nw[i + 1]: byte i is a field byte (ASCII, no other control
+    nw[0] = False  # bytes: any byte > 32)
+    np.greater(a, 32, out=nw[1:])
+    pos = np.flatnonzero(nw[1:] != nw[:-1])  # field starts and ends, alternating
+    starts, ends = pos[0::2], pos[1::2]  # the block ends with '\n': every field closes
+    if starts.size == 0:
+        return n_lines, [], [], [], []
+    per_line = np.diff(np.searchsorted(starts, nl), prepend=0)
+    k = int(per_line.max())
+    if k not in (3, 6) or np.count_nonzero(per_line) * k != starts.size:
+        return None  # mixed field counts (or all malformed): line-by-line path
+    di, si = (2, 4) if k == 6 else (1, 2)
+    # doc id and score columns: keep their bytes and the separator after each, split once
+    toggle = np.zeros(a.size + 1, bool)
+    for f in (di, si):
+        toggle[starts[f::k]] = True
+        toggle[ends[f::k]] = True
+    keep = np.logical_xor.accumulate(toggle)[:-1]  # inside a kept field
+    keep[ends[di::k]] = True
+    keep[ends[si::k]] = True
+    cols = a[keep].tobytes().decode("ascii").split()
+    docs, sstr = cols[0::2], cols[1::2]
+    # query boundaries: compare the qid bytes of consecutive lines, 8 bytes at a time
+    qs, qe = starts[0::k], ends[0::k]
+    ql = qe - qs
+    w = int(ql.max())
+    if w > 256:
+        return None
+    pad = np.zeros(a.size + w + 16, np.uint8)
+    pad[:a.size] = a
+    words = np.ndarray(shape=(a.size + w,), dtype="<u8", buffer=pad.data, strides=(1,))  # bytes i..i+7
+    same = ql[1:] == ql[:-1]
+    for j in range(0, w, 8):
+        wj = words[qs + j] & _LOW_BYTES[np.clip(ql - j, 0, 8)]
+        same &= wj[1:] == wj[:-1]
+    first = np.flatnonzero(~same)
+    first += 1
+    first = np.concatenate(([0], first))
+    sizes = np.diff(first, append=qs.size).tolist()
+    qids = [block[s:e].decode("ascii") for s, e in zip(qs[first].tolist(), qe[first].tolist(), strict=True)]
+    return n_lines, qids, sizes, docs, sstr
+
+
+def _floats(strs: list):
+    """Python ``float`` of every string (exact ``float()`` semantics), or None if any fails
+    or is not finite."""
+    try:
+        v = np.fromiter(map(float, strs), np.float64, len(strs))
+    except ValueError:
+        return None
+    return v if np.isfinite(v).all() else None
+
+
+class Chunk:
+    """Queries in columnar form: query ``i`` is ``qids[i]`` and owns flat lines
+    ``off[i]:off[i + 1]`` of ``docs`` (doc ids), ``sstr`` (input score strings) and ``vals``
+    (float64 scores), in input order."""
+
+    __slots__ = ("docs", "off", "qids", "sstr", "vals")
+
+    def __init__(self, qids, off, docs, sstr, vals):
+        self.qids, self.off, self.docs, self.sstr, self.vals = qids, off, docs, sstr, vals
+
+    def __len__(self) -> int:
+        return len(self.qids)
+
+    def __iter__(self):
+        """Per query ``(qid, docs, score strings, scores)`` (the pre-columnar tuple form)."""
+        off = self.off.tolist()
+        vals = self.vals.tolist()
+        for i, q in enumerate(self.qids):
+            a, b = off[i], off[i + 1]
+            yield q, self.docs[a:b], self.sstr[a:b], vals[a:b]
+
+
+class _PoolParser:
+    """Incremental parser of a pool file into pieces of complete queries (columnar).
+
+    Semantics (both paths): 6 fields ``qid Q0 docid rank score tag`` or 3 ``qid docid score``;
+    blank lines skipped; a 3-field line 1 that does not parse is a header; other malformed
+    lines (field count, non-numeric or non-finite score) go to ``report(lineno, message)`` and
+    are skipped; a document repeated inside a query keeps its first line (the later one is
+    reported); a query is a run of consecutive lines with the same qid.
+    """
+
+    def __init__(self, report):
+        self.report = report
+        self.ln = 0  # lines consumed
+        self.open = None  # (qid, docs, sstr, vals ndarray) of the query still being read
+
+    def feed(self, block: bytes):
+        """Parse one block -> (qids, sizes, docs, sstr, vals) of the queries it completes."""
+        if self.ln:
+            piece = self._fast(block)
+            if piece is not None:
+                return piece
+        return self._slow(block)
+
+    def close(self):
+        """The last query (if any) as a piece."""
+        if self.open is None:
+            return None
+        q, d, s, v = self.open
+        self.open = None
+        return [q], [len(d)], d, s, v
+
+    def _fast(self, block: bytes):
+        r = _fast_columns(block)
+        if r is None:
+            return None
+        n_lines, qs, ns, d, s = r
+        if not qs:
+            self.ln += n_lines
+            return [], [], [], [], np.zeros(0)
+        v = _floats(s)
+        if v is None:
+            return None
+        if self.open is not None:
+            oq, od, os_, ov = self.open
+            if qs[0] == oq:
+                ns[0] += len(od)
+            else:
+                qs.insert(0, oq)
+                ns.insert(0, len(od))
+            d, s, v = od + d, os_ + s, np.concatenate((ov, v))
+        a = 0
+        for n in ns:  # duplicates -> the line-by-line path reports them (state untouched here)
+            if n > 1 and len(set(d[a:a + n])) != n:
+                return None
+            a += n
+        cut = len(d) - ns[-1]
+        self.open = (qs[-1], d[cut:], s[cut:], v[cut:])
+        self.ln += n_lines
+        return qs[:-1], ns[:-1], d[:cut], s[:cut], v[:cut]
+
+    def _slow(self, block: bytes):
+        qs, ns, docs, sstr, vals = [], [], [], [], []
+        if self.open is not None:
+            cur, d, s, v = self.open
+            d, s, v = list(d), list(s), v.tolist()
+        else:
+            cur, d, s, v = None, [], [], []
+        seen = set(d)
+        ln = self.ln
+        for line in _text_lines(block):
+            ln += 1
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                qid, did, sv, fv = _parse_line(parts)
+            except ValueError as exc:
+                if ln == 1 and len(parts) == 3:
+                    continue  # a 'query-id corpus-id score' header
+                self.report(ln, str(exc))
+                continue
+            if qid != cur:
+                if cur is not None:
+                    qs.append(cur)
+                    ns.append(len(d))
+                    docs += d
+                    sstr += s
+                    vals += v
+                cur, d, s, v, seen = qid, [], [], [], set()
+            if did in seen:
+                self.report(ln, f"duplicate document {did!r} in query {qid!r} (ignored)")
+                continue
+            seen.add(did)
+            d.append(did)
+            s.append(sv)
+            v.append(fv)
+        self.ln = ln
+        self.open = None if cur is None else (cur, d, s, np.asarray(v, np.float64))
+        return qs, ns, docs, sstr, np.asarray(vals, np.float64)
+
+
+def _iter_pieces(path: str, report):
+    parser = _PoolParser(report)
+    for block in _iter_blocks(path):
+        piece = parser.feed(block)
+        if piece[0]:
+            yield piece
+    last = parser.close()
+    if last is not None:
+        yield last
+
+
+def iter_chunks(path: str, chunk_size: int, report):
+    """Stream the pool file as :class:`Chunk` s of ``chunk_size`` queries (the last may be
+    smaller).  Malformed lines go to ``report(lineno, message)`` and are skipped."""
+    left = None
+    for qs, ns, d, s, v in _iter_pieces(path, report):
+        if left is not None:
+            lq, ln_, ld, ls, lv = left
+            qs, ns, d, s, v = lq + qs, ln_ + ns, ld + d, ls + s, np.concatenate((lv, v))
+        off = np.zeros(len(ns) + 1, np.int64)
+        np.cumsum(ns, out=off[1:])
+        i = 0
+        while len(qs) - i >= chunk_size:
+            j = i + chunk_size
+            a, b = int(off[i]), int(off[j])
+            yield Chunk(qs[i:j], off[i:j + 1] - a, d[a:b], s[a:b], v[a:b])
+            i = j
+        a = int(off[i])
+        left = (qs[i:], ns[i:], d[a:], s[a:], v[a:])
+    if left is not None and left[0]:
+        lq, ln_, ld, ls, lv = left
+        off = np.zeros(len(ln_) + 1, np.int64)
+        np.cumsum(ln_, out=off[1:])
+        yield Chunk(lq, off, ld, ls, lv)
 
 
 def iter_queries(path: str, report):
@@ -102,86 +394,125 @@ def iter_queries(path: str, report):
     Malformed lines are passed to ``report(lineno, message)`` and skipped.  Duplicate doc
     ids within a query keep the first occurrence (the later line is reported).
     """
-    cur = None
-    docs: list = []
-    sstr: list = []
-    vals: list = []
-    seen: set = set()
-    with _open_text(path) as fh:
-        for ln, line in enumerate(fh, 1):
+    for chunk in iter_chunks(path, 1024, report):
+        yield from chunk
+
+
+class _ScoreParser:
+    """Incremental parser of a score file into ``(qid, {docid: score})`` per contiguous block.
+
+    Semantics (both paths): ``query-id doc-id score`` or a 6-field TREC line; a line 1 that
+    does not parse is a header; any other malformed line or a non-finite score raises
+    ``ValueError("<file>:<line>: ...")``; a repeated doc id in a block keeps its last score.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.ln = 0
+        self.open = None  # (qid, dict)
+
+    def feed(self, block: bytes) -> list:
+        if self.ln:
+            out = self._fast(block)
+            if out is not None:
+                return out
+        return self._slow(block)
+
+    def close(self) -> list:
+        out = [] if self.open is None else [self.open]
+        self.open = None
+        return out
+
+    def _emit(self, out, qid, block):
+        if self.open is not None and self.open[0] == qid:
+            self.open[1].update(block)
+            return
+        if self.open is not None:
+            out.append(self.open)
+        self.open = (qid, block)
+
+    def _fast(self, block: bytes):
+        r = _fast_columns(block)
+        if r is None:
+            return None
+        n_lines, qs, ns, d, s = r
+        out: list = []
+        if qs:
+            v = _floats(s)
+            if v is None:
+                return None
+            vl = v.tolist()
+            a = 0
+            for key, n in zip(qs, ns, strict=True):
+                self._emit(out, key, dict(zip(d[a:a + n], vl[a:a + n], strict=True)))
+                a += n
+        self.ln += n_lines
+        return out
+
+    def _slow(self, block: bytes):
+        from jkofast.energy import _parse_score_line
+
+        out: list = []
+        cur, blk = (self.open if self.open is not None else (None, {}))
+        self.open = None
+        ln = self.ln
+        for line in _text_lines(block):
+            ln += 1
             parts = line.split()
             if not parts:
                 continue
             try:
-                qid, did, s, v = _parse_line(parts)
+                qid, did, v = _parse_score_line(parts)
             except ValueError as exc:
-                if ln == 1 and len(parts) == 3:
-                    continue  # a 'query-id corpus-id score' header
-                report(ln, str(exc))
-                continue
+                if ln == 1:
+                    continue  # header
+                raise ValueError(f"{self.path}:{ln}: malformed score line: {exc}") from None
+            if not np.isfinite(v):
+                raise ValueError(f"{self.path}:{ln}: non-finite score {parts!r}")
             if qid != cur:
                 if cur is not None:
-                    yield cur, docs, sstr, vals
-                cur, docs, sstr, vals, seen = qid, [], [], [], set()
-            if did in seen:
-                report(ln, f"duplicate document {did!r} in query {qid!r} (ignored)")
-                continue
-            seen.add(did)
-            docs.append(did)
-            sstr.append(s)
-            vals.append(v)
-    if cur is not None:
-        yield cur, docs, sstr, vals
+                    out.append((cur, blk))
+                cur, blk = qid, {}
+            blk[did] = v
+        self.ln = ln
+        if cur is not None:
+            self.open = (cur, blk)
+        return out
 
 
-def iter_chunks(path: str, chunk_size: int, report):
-    chunk = []
-    for q in iter_queries(path, report):
-        chunk.append(q)
-        if len(chunk) == chunk_size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def iter_score_blocks(path: str):
+    """Stream a score file as ``(qid, {docid: score})`` per contiguous query block."""
+    parser = _ScoreParser(path)
+    for block in _iter_blocks(path):
+        yield from parser.feed(block)
+    yield from parser.close()
+
+
+def read_scores(path: str) -> dict:
+    """Whole score file -> ``{qid: {docid: score}}`` (any order; a repeat keeps its last
+    score), as :func:`jkofast.energy.read_score_file` but block-parsed (and ``.gz`` ok)."""
+    out: dict = {}
+    for qid, blk in iter_score_blocks(path):
+        d = out.get(qid)
+        if d is None:
+            out[qid] = blk
+        else:
+            d.update(blk)
+    return out
 
 
 class ScoreStream:
     """Stream a score file by contiguous query blocks, in the pool file's query order.
 
     ``take(qid)`` returns the next block if it belongs to ``qid`` (and advances), else None
-    (the query has no scores; nothing is consumed).  Memory: one query block.
+    (the query has no scores; nothing is consumed).  Memory: one block of the file.
     """
 
     def __init__(self, path: str):
         self.path = path
         self.missing = 0
-        self._it = self._blocks()
+        self._it = iter_score_blocks(path)
         self._cur = next(self._it, None)
-
-    def _blocks(self):
-        from jkofast.energy import _parse_score_line
-
-        cur, block = None, {}
-        with _open_text(self.path) as fh:
-            for ln, line in enumerate(fh, 1):
-                parts = line.split()
-                if not parts:
-                    continue
-                try:
-                    qid, did, v = _parse_score_line(parts)
-                except ValueError as exc:
-                    if ln == 1:
-                        continue  # header
-                    raise ValueError(f"{self.path}:{ln}: malformed score line: {exc}") from None
-                if not np.isfinite(v):
-                    raise ValueError(f"{self.path}:{ln}: non-finite score")
-                if qid != cur:
-                    if cur is not None:
-                        yield cur, block
-                    cur, block = qid, {}
-                block[did] = v
-        if cur is not None:
-            yield cur, block
 
     def take(self, qid: str):
         if self._cur is not None and self._cur[0] == qid:
@@ -204,8 +535,8 @@ class DenseGeometry:
         self.emb, ids = load_embeddings(npy, ids_path)
         self.row = {d: i for i, d in enumerate(ids)}
 
-    def rows(self, docs):
-        return [self.row.get(d, -1) for d in docs]
+    def rows(self, docs) -> np.ndarray:
+        return _map_rows(self.row, docs)
 
     def gather(self, rows):
         r = np.asarray(rows, np.int64)
@@ -222,8 +553,8 @@ class TfidfGeometry:
         self.X = idx.doc_matrix().tocsr()
         self.row = {d: i for i, d in enumerate(ids)}
 
-    def rows(self, docs):
-        return [self.row.get(d, -1) for d in docs]
+    def rows(self, docs) -> np.ndarray:
+        return _map_rows(self.row, docs)
 
     def gather(self, rows):
         return {"csr": self.X[np.asarray(rows, np.int64)]}
@@ -255,75 +586,182 @@ class _Counter:
             print(f"\rrerank: {self.done:,} queries ({rate:,.1f}/s)", file=sys.stderr, flush=True)
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.9g}"
+def _map_rows(row: dict, docs: list) -> np.ndarray:
+    """Geometry row of every doc id (-1 = unknown), one dict lookup each at C speed."""
+    try:
+        return np.fromiter(map(row.__getitem__, docs), np.int64, len(docs))
+    except KeyError:
+        return np.fromiter(map(row.get, docs, repeat(-1)), np.int64, len(docs))
+
+
+def align_chunk_scores(scores: dict, qids, off, docs) -> np.ndarray:
+    """Float32 user scores aligned with a chunk's lines, as :func:`jkofast.energy.align_scores`:
+    a line without a score gets its query's smallest score, a query without any gets zeros."""
+    offl = off.tolist()
+    out = np.zeros(offl[-1] if offl else 0, np.float32)
+    for i, qid in enumerate(qids):
+        sq = scores.get(qid)
+        if not sq:
+            continue
+        a, b = offl[i], offl[i + 1]
+        vals = list(map(sq.get, docs[a:b]))
+        if None in vals:
+            present = [x for x in vals if x is not None]
+            if not present:
+                continue
+            floor = min(present)
+            vals = [floor if x is None else x for x in vals]
+        out[a:b] = vals
+    return out
+
+
+def format_lines(qids, off, docs, sstr, p, ok, k: int, tag: str) -> str:
+    """TREC lines of a chunk, one ``%`` over preformatted columns.
+
+    Query ``i`` (lines ``off[i]:off[i+1]``) is written by descending ``p`` (ties in input
+    order) with ``p`` as ``%.9g`` when ``ok[i]``, else unchanged: input order and input score
+    strings ``sstr``; ``k > 0`` keeps the first ``k`` lines of each query.  Byte-identical to
+    ``f"{qid} Q0 {doc} {rank} {p:.9g} {tag}\\n"`` per line.
+    """
+    nq = len(qids)
+    if nq == 0:
+        return ""
+    lens = np.diff(off)
+    n = int(off[-1])
+    offl = off.tolist()
+    order = np.arange(n)
+    for i in np.flatnonzero(ok).tolist():
+        a, b = offl[i], offl[i + 1]
+        order[a:b] = np.argsort(-p[a:b], kind="stable") + a  # ties -> input order
+    if k > 0:
+        kk = np.minimum(lens, k)
+        pos = np.arange(n) - np.repeat(off[:-1], lens)
+        keep = pos < np.repeat(kk, lens)
+        sel, rank = order[keep], pos[keep] + 1
+    else:
+        kk, sel, rank = lens, order, np.arange(n) - np.repeat(off[:-1], lens) + 1
+    m = sel.size
+    if m == 0:
+        return ""
+    sel_l = sel.tolist()
+    args: list = [None] * (4 * m)
+    args[0::4] = np.repeat(np.array(qids, object), kk).tolist()
+    args[1::4] = [docs[j] for j in sel_l]
+    args[2::4] = rank.tolist()
+    t = tag.replace("%", "%%")
+    f_ok, f_bad = f"%s Q0 %s %d %.9g {t}\n", f"%s Q0 %s %d %s {t}\n"
+    if ok.all():
+        args[3::4] = p[sel].tolist()
+        fmt = f_ok * m
+    else:
+        kept_ok = np.repeat(ok, kk)
+        score = np.empty(m, object)
+        i_ok = np.flatnonzero(kept_ok)
+        i_bad = np.flatnonzero(~kept_ok)
+        score[i_ok] = p[sel[i_ok]].tolist()
+        score[i_bad] = [sstr[j] for j in sel[i_bad].tolist()]
+        args[3::4] = score.tolist()
+        fmt = "".join([(f_ok if o else f_bad) * c for o, c in zip(ok.tolist(), kk.tolist(), strict=True)])
+    return fmt % tuple(args)
+
+
+class _Prepared:
+    """A chunk after the Python-side preparation, ready for the kernel."""
+
+    __slots__ = ("bad", "chunk", "energy", "line_ok", "off_ok", "ok", "p0", "rows")
+
+
+def prepare_chunk(chunk, geom, user_scores, cfg, args) -> _Prepared:
+    """Doc ids -> geometry rows, pass-through decisions (unknown doc, empty pool), energy and p0."""
+    from jkofast.energy import blend, softmax_tau
+
+    pr = _Prepared()
+    pr.chunk = chunk
+    qids, off = chunk.qids, chunk.off
+    nq = len(qids)
+    lens = np.diff(off)
+    rows = geom.rows(chunk.docs)
+    bad: dict = {}
+    unknown = rows < 0
+    if unknown.any():
+        first = np.flatnonzero(unknown)
+        for qi, j in zip((np.searchsorted(off, first, side="right") - 1).tolist(), first.tolist(), strict=True):
+            if qi not in bad:
+                bad[qi] = f"document {chunk.docs[j]!r} not in the geometry"
+    for qi in np.flatnonzero(lens == 0).tolist():
+        bad.setdefault(qi, "empty pool")
+    ok = np.ones(nq, bool)
+    ok[list(bad)] = False
+    pr.bad, pr.ok = bad, ok
+    pr.line_ok = line_ok = None if not bad else np.repeat(ok, lens)
+    ok_q = np.flatnonzero(ok)
+    off_ok = np.zeros(ok_q.size + 1, np.int64)
+    np.cumsum(lens[ok_q], out=off_ok[1:])
+    pr.off_ok = off_ok
+    pr.energy = pr.p0 = None
+    pr.rows = rows if line_ok is None else rows[line_ok]
+    if ok_q.size:
+        run_s = chunk.vals if line_ok is None else chunk.vals[line_ok]
+        if user_scores is not None:
+            ok_ids = qids if line_ok is None else [qids[i] for i in ok_q.tolist()]
+            ok_docs = chunk.docs if line_ok is None else [d for d, o in zip(chunk.docs, line_ok.tolist(), strict=True) if o]
+            rr = align_chunk_scores(user_scores, ok_ids, off_ok, ok_docs)
+            r = blend(off_ok, dense=run_s, rerank=rr.astype(np.float64), alpha=args.alpha, gamma=args.gamma)
+        else:
+            r = blend(off_ok, dense=run_s, alpha=1.0)
+        pr.p0 = softmax_tau(r, off_ok, cfg.tau0)
+        pr.energy = -r
+    return pr
+
+
+def solve_chunk(pr: _Prepared, geom, cfg, args):
+    """The kernel stage: gather the geometry rows and run ``rerank_batch`` (releases the GIL)."""
+    from jkofast.jko import rerank_batch
+
+    if pr.energy is None:
+        return None
+    return rerank_batch(pr.energy, pr.p0, pr.off_ok, config=cfg, n_threads=args.threads, **geom.gather(pr.rows))
+
+
+def finish_chunk(pr: _Prepared, res, args, say):
+    """Solver statuses -> pass-through; TREC text and dist arrays -> (text, dist, n passed through)."""
+    chunk, bad, ok = pr.chunk, pr.bad, pr.ok
+    qids, off = chunk.qids, chunk.off
+    lens = np.diff(off)
+    n = int(off[-1])
+    p = np.full(n, np.nan, np.float64)
+    if res is not None:
+        ok_q = np.flatnonzero(ok)
+        status = np.asarray(res.status)
+        errors = getattr(res, "errors", {}) or {}
+        for j in np.flatnonzero(status != 0).tolist():
+            qi = int(ok_q[j])
+            bad[qi] = errors.get(j, f"solver status {int(status[j])}")
+            ok[qi] = False
+        p_ok = np.asarray(res.p, np.float64)
+        if pr.line_ok is None:
+            p = p_ok
+        else:
+            p[pr.line_ok] = p_ok
+    for qi in sorted(bad):
+        say(f"jkofast rerank: query {qids[qi]!r} passed through unchanged: {bad[qi]}")
+    text = format_lines(qids, off, chunk.docs, chunk.sstr, p, ok, args.k, args.tag)
+    pf = p.astype(np.float32)
+    if bad:
+        pf[np.repeat(~ok, lens)] = np.nan
+    dist = {
+        "query_ids": np.array(qids, dtype=str),
+        "sizes": lens.astype(np.int64),
+        "p": pf,
+        "status": (~ok).astype(np.int32),
+    }
+    return text, dist, len(bad)
 
 
 def process_chunk(chunk, geom, user_scores, cfg, args, say):
-    """Rerank one chunk -> (trec text, dist arrays)."""
-    from jkofast.energy import align_scores, blend, softmax_tau
-    from jkofast.jko import rerank_batch
-
-    ok_q, bad = [], {}
-    rows_all = []
-    for qi, (qid, docs, _s, _v) in enumerate(chunk):
-        rows = geom.rows(docs)
-        if any(r < 0 for r in rows):
-            missing = docs[rows.index(-1)]
-            bad[qi] = f"document {missing!r} not in the geometry"
-        elif not docs:
-            bad[qi] = "empty pool"
-        else:
-            ok_q.append(qi)
-            rows_all.extend(rows)
-    p_by_q = {}
-    if ok_q:
-        sizes = np.array([len(chunk[qi][1]) for qi in ok_q], np.int64)
-        off = np.zeros(len(ok_q) + 1, np.int64)
-        np.cumsum(sizes, out=off[1:])
-        run_s = np.concatenate([np.asarray(chunk[qi][3], np.float64) for qi in ok_q])
-        if user_scores is not None:
-            flat_docs = [d for qi in ok_q for d in chunk[qi][1]]
-            rr, _ = align_scores(user_scores, [chunk[qi][0] for qi in ok_q], off, flat_docs)
-            r = blend(off, dense=run_s, rerank=rr.astype(np.float64), alpha=args.alpha, gamma=args.gamma)
-        else:
-            r = blend(off, dense=run_s, alpha=1.0)
-        p0 = softmax_tau(r, off, cfg.tau0)
-        res = rerank_batch(-r, p0, off, config=cfg, n_threads=args.threads, **geom.gather(rows_all))
-        status = np.asarray(res.status)
-        errors = getattr(res, "errors", {}) or {}
-        for j, qi in enumerate(ok_q):
-            if status[j] != 0:
-                bad[qi] = errors.get(j, f"solver status {int(status[j])}")
-            else:
-                p_by_q[qi] = np.asarray(res.p[off[j]:off[j + 1]], np.float64)
-    lines = []
-    dist_p, dist_sizes, dist_status = [], [], []
-    for qi, (qid, docs, sstr, _v) in enumerate(chunk):
-        if qi in bad:
-            say(f"jkofast rerank: query {qid!r} passed through unchanged: {bad[qi]}")
-            kk = len(docs) if args.k <= 0 else min(args.k, len(docs))
-            for rank in range(kk):
-                lines.append(f"{qid} Q0 {docs[rank]} {rank + 1} {sstr[rank]} {args.tag}\n")
-            dist_p.append(np.full(len(docs), np.nan, np.float32))
-            dist_status.append(1)
-        else:
-            p = p_by_q[qi]
-            order = np.argsort(-p, kind="stable")  # ties -> input order
-            kk = len(docs) if args.k <= 0 else min(args.k, len(docs))
-            for rank in range(kk):
-                j = order[rank]
-                lines.append(f"{qid} Q0 {docs[j]} {rank + 1} {_fmt(p[j])} {args.tag}\n")
-            dist_p.append(p.astype(np.float32))
-            dist_status.append(0)
-        dist_sizes.append(len(docs))
-    dist = {
-        "query_ids": np.array([c[0] for c in chunk], dtype=str),
-        "sizes": np.array(dist_sizes, np.int64),
-        "p": np.concatenate(dist_p) if dist_p else np.zeros(0, np.float32),
-        "status": np.array(dist_status, np.int32),
-    }
-    return "".join(lines), dist, len(bad)
+    """Rerank one :class:`Chunk` -> (trec text, dist arrays, number of passed-through queries)."""
+    pr = prepare_chunk(chunk, geom, user_scores, cfg, args)
+    return finish_chunk(pr, solve_chunk(pr, geom, cfg, args), args, say)
 
 
 def _atomic_write_text(path: str, text: str) -> None:
@@ -429,9 +867,7 @@ def run(args) -> int:
     geom = DenseGeometry(args.embeddings, args.ids) if args.embeddings else TfidfGeometry(args.tfidf_corpus)
     all_scores = stream = None
     if args.scores and args.scores_in_memory:
-        from jkofast.energy import read_score_file
-
-        all_scores = read_score_file(args.scores)
+        all_scores = read_scores(args.scores)
     elif args.scores:
         stream = ScoreStream(args.scores)
 
@@ -441,7 +877,7 @@ def run(args) -> int:
         if stream is None:
             return None
         out = {}
-        for qid, *_ in chunk:
+        for qid in chunk.qids:
             block = stream.take(qid)
             if block is not None:
                 out[qid] = block
@@ -464,27 +900,41 @@ def run(args) -> int:
     prog = _Counter(enabled=not quiet)  # streaming: the total is unknown up front
     n_done = n_skipped = n_failed = n_q = 0
     part_names = []
-    pending = None
-    t_compute = 0.0
+    k_pending = w_pending = None  # (ci, prepared, kernel future); writer future
+    t_first = None
 
-    def finish(fut):
-        nonlocal n_done, n_failed, t_compute
-        nq_c, nbad, dt = fut.result()
-        n_done += nq_c
-        n_failed += nbad
-        t_compute += dt
-        prog.update(nq_c)
-
-    def job(ci, chunk, user_scores):
-        ts = time.perf_counter()
-        text, dist, nbad = process_chunk(chunk, geom, user_scores, cfg, args, say)
+    def write_job(ci, pr, res):
+        text, dist, nbad = finish_chunk(pr, res, args, say)
         base = os.path.join(work, f"chunk_{ci:06d}")
         if args.dist:
             _atomic_write_npz(base + ".npz", dist)
         _atomic_write_text(base + ".trec", text)  # written last: marks the chunk finished
-        return len(chunk), nbad, time.perf_counter() - ts
+        return len(pr.chunk), nbad
 
-    with ThreadPoolExecutor(max_workers=1) as ex:
+    def drain_writer():
+        nonlocal w_pending, n_done, n_failed
+        if w_pending is not None:
+            nq_c, nbad = w_pending.result()
+            w_pending = None
+            n_done += nq_c
+            n_failed += nbad
+            prog.update(nq_c)
+
+    # three stages: this thread parses and prepares chunk i+1 while the kernel thread solves
+    # chunk i (rerank_batch releases the GIL) and the writer formats and writes chunk i-1
+    with ThreadPoolExecutor(max_workers=1) as kex, ThreadPoolExecutor(max_workers=1) as wex:
+
+        def submit(item):
+            nonlocal k_pending, w_pending
+            done, k_pending = k_pending, None
+            if item is not None:
+                ci_, pr_ = item
+                k_pending = (ci_, pr_, kex.submit(solve_chunk, pr_, geom, cfg, args))
+            if done is not None:
+                res = done[2].result()
+                drain_writer()  # at most one chunk being formatted / written
+                w_pending = wex.submit(write_job, done[0], done[1], res)
+
         for ci, chunk in enumerate(iter_chunks(args.pools, args.chunk_size, report)):
             n_q += len(chunk)
             scores_c = chunk_scores(chunk)  # advances the score stream even for finished chunks
@@ -495,14 +945,15 @@ def run(args) -> int:
                 prog.update(len(chunk))
                 continue
             if args.fail_after_chunks is not None and ci >= args.fail_after_chunks:
-                if pending is not None:
-                    finish(pending)
+                submit(None)
+                drain_writer()
                 raise RuntimeError(f"injected failure before chunk {ci}")
-            if pending is not None:
-                finish(pending)  # keeps at most two chunks in memory
-            pending = ex.submit(job, ci, chunk, scores_c)
-        if pending is not None:
-            finish(pending)
+            if t_first is None:
+                t_first = time.perf_counter()
+            submit((ci, prepare_chunk(chunk, geom, scores_c, cfg, args)))
+        submit(None)
+        drain_writer()
+    t_compute = time.perf_counter() - t_first if t_first is not None else 0.0
     prog.close()
     if stream is not None and stream.missing:
         say(f"jkofast rerank: {stream.missing} queries had no rerank scores (their rerank term is 0); if "
