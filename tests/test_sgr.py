@@ -55,7 +55,8 @@ def test_routing_stage(retr, qtext):
     out_t = np.empty(V + 64, np.int64)
     out_w = np.empty(V + 64, np.float64)
     n = gk.route_query(qt, qv, ix["g_indptr"], ix["g_idx"], ix["g_val"], 0.1, SMALL["route_budget"],
-                       np.full(V, -1, np.int64), np.zeros(V), 0, np.empty(V, np.int64), out_t, out_w)
+                       np.full(V, -1, np.int64), np.zeros(V), 0, np.empty(V, np.int64), out_t, out_w,
+                       np.empty(V + 64), np.empty(V + 64, np.int64))
     G = np.zeros((V, V))
     for t in range(V):
         G[t, ix["g_idx"][ix["g_indptr"][t]:ix["g_indptr"][t + 1]]] = ix["g_val"][ix["g_indptr"][t]:ix["g_indptr"][t + 1]]

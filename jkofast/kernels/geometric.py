@@ -29,7 +29,6 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.topk import topk_select, topk_select_subset
 
 # float parameters (fp)
 F_ALPHA = 0
@@ -69,16 +68,117 @@ STATUS_OK = 0
 STATUS_EMPTY = 3
 
 
+# ---------------------------------------------------------------------------------------
+# Top-k on the query path.  Same order as ``jkofast.kernels.topk`` (descending score, ties
+# to the lowest id, strict IEEE), but written as one loop nest over caller-owned heap
+# scratch: the per-item calls of the generic heap dominated routing (8 of 10 µs/query).
+# ---------------------------------------------------------------------------------------
+
+
+@kernel()
+def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi):
+    """Bounded min-heap top-k (root = worst kept item); one loop nest, no calls (Numba's
+    inlined helpers were ~10x slower here).  Item c is ``(scores[d], d)`` with
+    ``d = cand[c]`` if ``use_cand`` else ``d = c``."""
+    kk = min(k, n_cand)
+    if kk <= 0:
+        return 0
+    m = 0
+    for c in range(n_cand):
+        d = cand[c] if use_cand else c
+        s = scores[d]
+        if m < kk:
+            pos = m
+            while pos > 0:
+                parent = (pos - 1) >> 1
+                pv = hv[parent]
+                pi = hi[parent]
+                if s < pv or (s == pv and d > pi):
+                    hv[pos] = pv
+                    hi[pos] = pi
+                    pos = parent
+                else:
+                    break
+            hv[pos] = s
+            hi[pos] = d
+            m += 1
+        elif hv[0] < s or (hv[0] == s and hi[0] > d):
+            pos = 0
+            while True:
+                left = 2 * pos + 1
+                if left >= m:
+                    break
+                child = left
+                right = left + 1
+                if right < m and (hv[right] < hv[left]
+                                  or (hv[right] == hv[left] and hi[right] > hi[left])):
+                    child = right
+                cv = hv[child]
+                ci = hi[child]
+                if cv < s or (cv == s and ci > d):
+                    hv[pos] = cv
+                    hi[pos] = ci
+                    pos = child
+                else:
+                    break
+            hv[pos] = s
+            hi[pos] = d
+    # pop into out[:m] in descending order
+    n = m
+    while n > 0:
+        out_idx[n - 1] = hi[0]
+        out_val[n - 1] = hv[0]
+        n -= 1
+        if n == 0:
+            break
+        s = hv[n]
+        d = hi[n]
+        pos = 0
+        while True:
+            left = 2 * pos + 1
+            if left >= n:
+                break
+            child = left
+            right = left + 1
+            if right < n and (hv[right] < hv[left]
+                              or (hv[right] == hv[left] and hi[right] > hi[left])):
+                child = right
+            cv = hv[child]
+            ci = hi[child]
+            if cv < s or (cv == s and ci > d):
+                hv[pos] = cv
+                hi[pos] = ci
+                pos = child
+            else:
+                break
+        hv[pos] = s
+        hi[pos] = d
+    return m
+
+
+@kernel()
+def topk_ids(scores, cand, n_cand, k, out_idx, out_val, hv, hi):
+    """Top-k of ``scores[cand[:n_cand]]`` (distinct ids), descending, ties to the lowest
+    id; ``hv`` float64 / ``hi`` int64 (>= k) are heap scratch.  Returns min(k, n_cand)."""
+    return _topk_core(scores, cand, True, n_cand, k, out_idx, out_val, hv, hi)
+
+
+@kernel()
+def topk_pos(scores, n, k, out_idx, out_val, hv, hi):
+    """Top-k of ``scores[:n]`` by position (ties to the lowest position); as ``topk_ids``."""
+    return _topk_core(scores, hi, False, n, k, out_idx, out_val, hv, hi)
+
+
 @kernel()
 def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen, buf,
-                out_t, out_w):
+                out_t, out_w, hv, hi):
     """Weak second-order routing (SPEC B.6) for one query.
 
     ``route[t] = q_t`` on literal terms, then ``route[n] += α q_t G_tn`` over the G rows of
     the literal terms (in term-id order).  Writes the routed terms (literal terms in id
     order, then the strongest inferred terms up to ``budget`` in total, ties: lowest id)
     and their route weights ``ρ``; returns their number.  ``buf`` (int64, >= number of
-    distinct inferred terms) is scratch.
+    distinct inferred terms) and ``hv``/``hi`` (float64/int64, >= budget) are scratch.
     """
     nq = qt.shape[0]
     for a in range(nq):
@@ -104,17 +204,10 @@ def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen
         nr += 1
     room = budget - nq
     if room > 0 and ninf > 0:
-        cand = np.sort(buf[:ninf])
-        vals = np.empty(ninf, np.float64)
-        for a in range(ninf):
-            vals[a] = rval[cand[a]]
-        pos = np.empty(room, np.int64)
-        kv = np.empty(room, np.float64)
-        n = topk_select(vals, room, pos, kv)
-        for a in range(n):
-            out_t[nr] = cand[pos[a]]
-            out_w[nr] = kv[a]
-            nr += 1
+        # top-`room` inferred terms by weight, ties to the lowest term id, written straight
+        # after the literal terms (no sort of the candidates needed)
+        n = topk_ids(rval, buf, ninf, room, out_t[nr:], out_w[nr:], hv, hi)
+        nr += n
     return nr
 
 
@@ -188,11 +281,35 @@ def zscore_subset(vals, ids, n, out):
             out[ids[a]] = 0.0
 
 
+
 @kernel()
-def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen, buf):
+def _zscore_dense(vals, n, out):
+    """Population z-scores of ``vals[:n]`` into ``out[:n]`` (same sums, same order, as
+    ``zscore_subset`` over the same sequence); 0 when std is 0."""
+    if n == 0:
+        return
+    mu = 0.0
+    for a in range(n):
+        mu += vals[a]
+    mu /= n
+    var = 0.0
+    for a in range(n):
+        dv = vals[a] - mu
+        var += dv * dv
+    sd = math.sqrt(var / n)
+    for a in range(n):
+        if sd > 0.0:
+            out[a] = (vals[a] - mu) / sd
+        else:
+            out[a] = 0.0
+
+@kernel()
+def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, buf):
     """``semvec[n] += q_t · A[t, n] · idf(n)`` over each query term's semantic neighbours.
 
-    Appends each distinct n to ``buf`` and returns their number.
+    ``sval`` (float64, V) must be all zero on entry (``_clear_marks`` restores that after
+    each query), so that it can be summed branch-free over a document's support.  Sets
+    bit 1 of ``mark`` on each distinct n, appends n to ``buf`` and returns their number.
     """
     ns = 0
     for a in range(qt.shape[0]):
@@ -200,9 +317,8 @@ def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen
         w = np.float64(qv[a])
         for p in range(sem_indptr[t], sem_indptr[t + 1]):
             n = sem_idx[p]
-            if sstamp[n] != gen:
-                sstamp[n] = gen
-                sval[n] = 0.0
+            if not (mark[n] & 2):
+                mark[n] |= 2
                 buf[ns] = n
                 ns += 1
             sval[n] += w * np.float64(sem_val[p]) * idf[n]
@@ -210,25 +326,112 @@ def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen
 
 
 @kernel()
+def _has_term(tb_bits, row, d):
+    """Bit ``d`` of row ``row`` of the term -> document bitsets."""
+    return (tb_bits[row, d >> 6] >> (d & 63)) & 1
+
+
+@kernel()
+def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs, tb_row,
+                       tb_bits, ulist, nuse, dstamp, gen, lex_doc, lexadj_doc, rare_doc,
+                       cnt_doc, n_rare, powtab):
+    """lex1, lexadj and rare coverage of the routed docs ``ulist[:nuse]`` term by term.
+
+    For each query term t (ascending id) the hits among the routed docs come from the
+    cheaper of: streaming the postings of t (``df(t)`` stamp tests) or, when t has a
+    document bitset (``tb_row[t] >= 0``, frequent terms), testing ``nuse`` bits.  Per doc
+    the additions run in ascending term order, exactly as in a scan of its binary support,
+    so the results are bit-identical to ``rescue_mode="scan"``.  ``cnt_doc`` (float64, N)
+    and ``powtab`` (float64, >= nq + 1) are scratch.
+    """
+    nq = qt.shape[0]
+    for a in range(nuse):
+        d = ulist[a]
+        lex_doc[d] = 0.0
+        lexadj_doc[d] = 0.0
+        rare_doc[d] = 0.0
+        cnt_doc[d] = 0.0
+    for a in range(nq):
+        t = qt[a]
+        v = idf[t]
+        v2 = v * v
+        is_rare = (mark[t] & 4) != 0
+        lo = t_indptr[t]
+        hi = t_indptr[t + 1]
+        row = tb_row[t]
+        if row >= 0 and hi - lo > nuse:
+            for b in range(nuse):
+                d = ulist[b]
+                if _has_term(tb_bits, row, d):
+                    lex_doc[d] += v
+                    lexadj_doc[d] += v2
+                    cnt_doc[d] += 1.0
+                    if is_rare:
+                        rare_doc[d] += 1.0
+        else:
+            # routed docs dropped by the tail gate still carry the stamp: they accumulate
+            # here but are never read
+            for p in range(lo, hi):
+                d = t_docs[p]
+                if dstamp[d] == gen:
+                    lex_doc[d] += v
+                    lexadj_doc[d] += v2
+                    cnt_doc[d] += 1.0
+                    if is_rare:
+                        rare_doc[d] += 1.0
+    # pow((hits / nq), coord) takes nq + 1 values: tabulate them (same arguments, same bits)
+    for c in range(nq + 1):
+        powtab[c] = math.pow(c / nq, coord)
+    for a in range(nuse):
+        d = ulist[a]
+        lex_doc[d] = lex_doc[d] / ((1.0 - b1) + b1 * dl[d] / avgdl)
+        lexadj_doc[d] = (lexadj_doc[d] / ((1.0 - b2) + b2 * dl[d] / avgdl)
+                         * powtab[np.int64(cnt_doc[d])])
+        rare_doc[d] = rare_doc[d] / n_rare if n_rare > 0 else 0.0
+
+
+@kernel()
+def semantic_presence_pool(sval, pool, npool, s_indptr, s_idx, sem_doc):
+    """``sem[d] = Σ_{n ∈ d} semvec[n]`` (ascending n) for the pool docs only.
+
+    Branch-free scan of each pool doc's binary support over ``sval``, which is zero
+    outside the semantic terms: adding +0.0 leaves a sum unchanged, so this equals the
+    marked scan of ``rescue_mode="scan"`` bit for bit, without its mispredicted branches.
+    """
+    for a in range(npool):
+        d = pool[a]
+        ssum = 0.0
+        for p in range(s_indptr[d], s_indptr[d + 1]):
+            ssum += sval[s_idx[p]]
+        sem_doc[d] = ssum
+
+
+@kernel()
 def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_indptr,
-              c_terms, c_vals, c_norm, n_elig, top_h, n_div, lam_d, cstamp, cval, key0,
-              out_order):
+              c_terms, c_vals, c_norm, n_elig, top_h, n_div, lam_d, ctab, wi, wf, out_order):
     """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10).
 
     ``plain`` = the pool in plain relevance order (desc, ties lowest doc id).  Writes the
     final order (doc ids) to ``out_order[:n_pool]``: rank 1 = ``plain[0]``; ranks 2..n_div
     greedily maximise ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's
     eligible branches (ties: earlier in plain order); the rest follow plain order.
-    ``cstamp`` (int64, V) / ``cval`` (float64, V) are scratch; the negative ``key0`` is
-    written for one centre at a time and reset to -1 afterwards.
+    ``ctab`` (float64, V) must be all zero on entry and is all zero on exit (one centre
+    at a time is scattered into it).  ``wi`` int64 / ``wf`` float64 (>= 8 rows of
+    ``>= max(n_routed·top_h, n_elig², n_pool·(F+1), n_div + n_pool, n_routed) + 1``) are
+    scratch.
     """
     if n_div <= 1 or n_pool <= 1:
         for a in range(n_pool):
             out_order[a] = plain[a]
         return
+    nrk = max(n_routed, 1)
     # H_j = mean of the top-`top_h` E_dj over pool docs, per routed branch position k
-    hsum_top = np.full((max(n_routed, 1), top_h), -np.inf)
-    hcnt = np.zeros(max(n_routed, 1), np.int64)
+    hsum_top = wf[0, :nrk * top_h].reshape((nrk, top_h))
+    hcnt = wi[0, :nrk]
+    for k in range(nrk):
+        hcnt[k] = 0
+        for a in range(top_h):
+            hsum_top[k, a] = -np.inf
     for a in range(n_pool):
         d = pool[a]
         for s in range(dm_n[d]):
@@ -254,8 +457,10 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
                     pos -= 1
                 hsum_top[k, pos] = emax
             hcnt[k] += 1
-    h = np.full(max(n_routed, 1), -np.inf)
+    h = wf[1, :nrk]
     n_valid = 0
+    for k in range(nrk):
+        h[k] = -np.inf
     for k in range(n_routed):
         c = min(hcnt[k], top_h)
         if c > 0:
@@ -265,52 +470,65 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
             h[k] = s_ / c
             n_valid += 1
     ne = min(n_elig, n_valid)
-    elig = np.empty(max(ne, 1), np.int64)
-    helig = np.empty(max(ne, 1), np.float64)
-    ne = topk_select(h[:n_routed], ne, elig, helig)
-    elig_of = np.full(max(n_routed, 1), -1, np.int64)
+    elig = wi[1]
+    helig = wf[2]
+    ne = topk_pos(h, n_routed, ne, elig, helig, wf[3], wi[2])
+    elig_of = wi[3, :nrk]
+    for k in range(nrk):
+        elig_of[k] = -1
     for b in range(ne):
         elig_of[elig[b]] = b
-    # pairwise cosines of the eligible (unit) centres: scatter centre b into a stamped
-    # dense table, then read the entries of b2 <= b (ascending term id, i.e. the same sum
-    # order as a sorted merge, so Cos is exactly symmetric)
-    cos = np.zeros((max(ne, 1), max(ne, 1)))
+    # pairwise cosines of the eligible (unit) centres: scatter centre b into the zero
+    # table, then sum over the entries of b2 <= b branch-free (+0.0 for a term not in b
+    # leaves the sum unchanged; ascending term id, i.e. the same sum order as a sorted
+    # merge, so Cos is exactly symmetric and equal to the stamped version)
+    nee = max(ne, 1)
+    cos = wf[4, :nee * nee].reshape((nee, nee))
     for b in range(ne):
         jb = rt[elig[b]]
-        key = key0
         for p in range(c_indptr[jb], c_indptr[jb + 1]):
-            cstamp[c_terms[p]] = key
-            cval[c_terms[p]] = np.float64(c_vals[p])
+            ctab[c_terms[p]] = np.float64(c_vals[p])
         for b2 in range(b + 1):
             j2 = rt[elig[b2]]
             s_ = 0.0
             for q in range(c_indptr[j2], c_indptr[j2 + 1]):
-                t = c_terms[q]
-                if cstamp[t] == key:
-                    s_ += cval[t] * np.float64(c_vals[q])
+                s_ += ctab[c_terms[q]] * np.float64(c_vals[q])
             den = c_norm[jb] * c_norm[j2]
             v = s_ / den if den > 0.0 else 0.0
             cos[b, b2] = v
             cos[b2, b] = v
         for p in range(c_indptr[jb], c_indptr[jb + 1]):
-            cstamp[c_terms[p]] = -1  # un-scatter: the key can be reused
-    used = np.zeros(n_pool, np.bool_)
-    sel = np.empty(max(n_div, 1) * 1 + n_pool, np.int64)  # S (may repeat)
+            ctab[c_terms[p]] = 0.0
+    # per plain position: relevance and the eligible branches of the doc
+    F = dm_r.shape[1]
+    relp = wf[5, :n_pool]
+    eb = wi[4, :n_pool * F].reshape((n_pool, F))
+    ebn = wi[5, :n_pool]
+    used = wi[6, :n_pool]
+    for a in range(n_pool):
+        d = plain[a]
+        relp[a] = rel_doc[d]
+        used[a] = 0
+        c = 0
+        for s in range(dm_n[d]):
+            b = elig_of[dm_r[d, s]]
+            if b >= 0:
+                eb[a, c] = b
+                c += 1
+        ebn[a] = c
+    sel = wi[7]  # S (may repeat)
     ns = 0
-    if n_pool == 0:
-        return
     out_order[0] = plain[0]
-    used[0] = True
-    d0 = plain[0]
+    used[0] = 1
     best_b = -1
-    for s in range(dm_n[d0]):
-        b = elig_of[dm_r[d0, s]]
-        if b >= 0 and (best_b < 0 or b < best_b):  # eligible list is H-descending
+    for s in range(ebn[0]):
+        b = eb[0, s]
+        if best_b < 0 or b < best_b:  # eligible list is H-descending
             best_b = b
     if best_b >= 0:
         sel[ns] = best_b
         ns += 1
-    dev = np.zeros(max(ne, 1))
+    dev = wf[6, :nee]
     nd = min(n_div, n_pool)
     for rank in range(1, nd):
         # dev_b = 1 + mean(Cos[S,S]) - 2 mean(Cos[b,S]), min-max across eligible branches
@@ -339,7 +557,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
         rhi = -np.inf
         for a in range(n_pool):
             if not used[a]:
-                r = rel_doc[plain[a]]
+                r = relp[a]
                 rlo = min(rlo, r)
                 rhi = max(rhi, r)
         best = -1
@@ -348,17 +566,15 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
         for a in range(n_pool):
             if used[a]:
                 continue
-            d = plain[a]
-            r = rel_doc[d]
+            r = relp[a]
             v = (r - rlo) / (rhi - rlo) if rhi - rlo >= 1e-9 else 0.0
             bonus = 0.0
             bb = -1
-            for s in range(dm_n[d]):
-                b = elig_of[dm_r[d, s]]
-                if b >= 0:
-                    # largest dev; ties -> larger H (= lower eligible index)
-                    if bb < 0 or dev[b] > dev[bb] or (dev[b] == dev[bb] and b < bb):
-                        bb = b
+            for s in range(ebn[a]):
+                b = eb[a, s]
+                # largest dev; ties -> larger H (= lower eligible index)
+                if bb < 0 or dev[b] > dev[bb] or (dev[b] == dev[bb] and b < bb):
+                    bb = b
             if bb >= 0 and ns > 0:
                 bonus = dev[bb]
             v += lam_d * bonus
@@ -366,7 +582,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
                 bestv = v
                 best = a
                 best_bb = bb
-        used[best] = True
+        used[best] = 1
         out_order[rank] = plain[best]
         if best_bb >= 0:
             sel[ns] = best_bb
@@ -379,28 +595,33 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
 
 
 @kernel()
-def _clear_marks(qt, sem_indptr, sem_idx, mark):
-    """Reset the byte marks set for one query (its terms and their semantic neighbours)."""
+def _clear_marks(qt, sem_indptr, sem_idx, mark, sval):
+    """Reset the byte marks and semantic values set for one query (its terms and their
+    semantic neighbours): both tables are all zero between queries."""
     for a in range(qt.shape[0]):
         t = qt[a]
         mark[t] = 0
         for p in range(sem_indptr[t], sem_indptr[t + 1]):
             mark[sem_idx[p]] = 0
+            sval[sem_idx[p]] = 0.0
 
 
 @kernel()
 def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, mem_doc,
                   mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr, s_idx,
                   idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals, c_norm,
-                  t_indptr, t_docs, t_tf, bm25_idf,
-                  qval, mark, rstamp, rval, sstamp, sval, rbuf, rt, rw, dstamp, esum,
+                  t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits,
+                  qval, mark, rstamp, rval, sval, rbuf, rt, rw, dstamp, esum,
                   csum, dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, lexadj_doc, sem_doc,
-                  rare_doc, z1, z2, pre_doc, bstamp, bval, blist, out_doc, out_comp, out_info):
+                  rare_doc, z1, z2, pre_doc, bstamp, bval, blist, powtab, hv, hi, wi, wf,
+                  out_doc, out_comp, out_info):
     """The whole query path for one query; returns (n_pool, status).
 
     ``out_doc`` (int64, >= P) receives the pool in final order; ``out_comp`` (7, >= P)
     float64 rows = tail, lexadj, sem, rare, relevance, lex1, bm25 aligned with
     ``out_doc``; ``out_info`` (int64, 3) = (|U|, number of routed terms, |pool|).
+    ``hv``/``hi`` (float64/int64, >= max(N, budget)) are heap scratch; ``wi``/``wf``
+    (int64/float64, (>= 8, W)) are pool-sized work rows (see ``sgr_query_batch``).
     """
     nq = qt.shape[0]
     out_info[0] = 0
@@ -413,13 +634,15 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     for a in range(nq):
         qval[qt[a]] = np.float64(qv[a])
         mark[qt[a]] = 1
+    # stage 1: weak second-order routing (B.6)
     nr = route_query(qt, qv, g_indptr, g_idx, g_val, fp[F_ALPHA], ip[I_BUDGET], rstamp, rval,
-                     gen, rbuf, rt, rw)
+                     gen, rbuf, rt, rw, hv, hi)
+    # stage 2: branch-local signed scores + consensus over the routed postings (B.7)
     nu = accumulate_tail(rt, rw, nr, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
                          code_cval, code_w, code_count, mark, qval, gen, fp[F_GAMMA],
                          dstamp, esum, csum, dm_r, dm_e, dm_n, ulist)
     n_routed_docs = nu
-    # optional BM25 fusion: full-corpus BM25 over the query terms' postings
+    # stage 3: optional BM25 fusion: full-corpus BM25 over the query terms' postings
     use_bm25 = ip[I_BM25_CANDS] > 0 or fp[F_W_BM25] != 0.0 or fp[F_W_BM25_RESCUE] != 0.0
     nb = 0
     if use_bm25:
@@ -441,7 +664,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         if nc > 0:
             bsel = np.empty(nc, np.int64)
             bsv = np.empty(nc, np.float64)
-            nc = topk_select_subset(bval, blist, nb, nc, bsel, bsv)
+            nc = topk_ids(bval, blist, nb, nc, bsel, bsv, hv, hi)
             for a in range(nc):
                 d = bsel[a]
                 if dstamp[d] != gen:
@@ -451,9 +674,10 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
                     dm_n[d] = 0
                     ulist[nu] = d
                     nu += 1
+    # stage 4: tail per routed doc, optional gate, semantic vector, rare terms
     if nu == 0:
         out_info[1] = nr
-        _clear_marks(qt, sem_indptr, sem_idx, mark)
+        _clear_marks(qt, sem_indptr, sem_idx, mark, sval)
         return 0, STATUS_EMPTY
     lam_m = fp[F_LAM_M]
     for a in range(nu):
@@ -469,51 +693,38 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         if ng < nu:
             gsel = np.empty(ng, np.int64)
             gv = np.empty(ng, np.float64)
-            ng = topk_select_subset(tail_doc, ulist, nu, ng, gsel, gv)
+            ng = topk_ids(tail_doc, ulist, nu, ng, gsel, gv, hv, hi)
             for a in range(ng):
                 ulist[a] = gsel[a]
             nuse = ng
     # query-only tables for the final features, set before the rescue so that ONE scan
     # of each routed doc's binary support yields lex1 and every pool feature (the pool is
     # a subset of the scanned docs; sums run in the same ascending-term order either way)
-    n_sem = semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, sstamp, sval, gen,
-                            rbuf)
+    n_sem = semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, rbuf)
     n_rare = min(ip[I_N_RARE], nq)
-    qidf = np.empty(nq, np.float64)
+    qidf = wf[0]
     for a in range(nq):
         qidf[a] = idf[qt[a]]
-    rpos = np.empty(max(n_rare, 1), np.int64)
-    rv = np.empty(max(n_rare, 1), np.float64)
-    n_rare = topk_select(qidf, n_rare, rpos, rv)
+    rpos = wi[0]
+    n_rare = topk_pos(qidf, nq, n_rare, rpos, wf[1], hv, hi)
     for a in range(n_rare):
         mark[qt[rpos[a]]] |= 4
-    for a in range(nq):
-        t = qt[a]
-        for p in range(sem_indptr[t], sem_indptr[t + 1]):
-            mark[sem_idx[p]] |= 2
     # early rescue: lex1 (and the pool features) for every (kept) routed doc, either by a
     # scan of each doc's binary support (the frozen method) or by streaming the postings
     # of the query and semantic terms; per doc both add the same terms in ascending id
     # order, so the two give bit-identical results and the cheaper is picked per query
+    # stage 5: early rescue (lex1) and the pool features
     b1 = fp[F_B_RESCUE]
     b2 = fp[F_B_FINAL]
     coord = fp[F_COORD]
     mode = ip[I_RESCUE_MODE]
-    use_postings = mode == 2
     if mode == 0:
-        scan_cost = 0
-        for a in range(nuse):
-            d = ulist[a]
-            scan_cost += s_indptr[d + 1] - s_indptr[d]
-        post_cost = 0
-        for a in range(nq):
-            post_cost += t_indptr[qt[a] + 1] - t_indptr[qt[a]]
-        for a in range(n_sem):
-            post_cost += t_indptr[rbuf[a] + 1] - t_indptr[rbuf[a]]
-        # measured on SciFact: a posting visit (stamp test + up to 4 accumulations) costs
-        # about twice a support visit (one byte-mark test), hence the factor 2
-        use_postings = 2 * post_cost < scan_cost
-    if use_postings:
+        # per query term: postings or document bitset, whichever is cheaper; the semantic
+        # presence is deferred to the pool (the only docs that read it)
+        rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs, tb_row,
+                           tb_bits, ulist, nuse, dstamp, gen, lex_doc, lexadj_doc, rare_doc,
+                           z1, n_rare, powtab)
+    elif mode == 2:
         for a in range(nuse):
             d = ulist[a]
             lex_doc[d] = 0.0
@@ -576,6 +787,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             lexadj_doc[d] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
             sem_doc[d] = ssum
             rare_doc[d] = nr_hit / n_rare if n_rare > 0 else 0.0
+    # stage 6: shortlist score and top-P (B.8)
     zscore_subset(tail_doc, ulist, nuse, z1)
     zscore_subset(lex_doc, ulist, nuse, z2)
     eta = fp[F_ETA]
@@ -589,58 +801,71 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             d = ulist[a]
             pre_doc[d] += wbr * z1[d]
     npool = min(big_p, nuse)
-    pool = np.empty(max(npool, 1), np.int64)
-    pv = np.empty(max(npool, 1), np.float64)
-    npool = topk_select_subset(pre_doc, ulist, nuse, npool, pool, pv)
-    # keep lex1 of the pool before lex_doc is reused
-    lex1p = np.empty(max(npool, 1), np.float64)
-    for a in range(npool):
-        lex1p[a] = lex_doc[pool[a]]
-    # final features on the pool (computed in the rescue scan)
-    lexadj = np.empty(max(npool, 1), np.float64)
-    sem = np.empty(max(npool, 1), np.float64)
-    rare = np.empty(max(npool, 1), np.float64)
+    pool = wi[0]
+    npool = topk_ids(pre_doc, ulist, nuse, npool, pool, wf[0], hv, hi)
+    # stage 7: semantic presence on the pool (deferred in the auto mode)
+    if mode == 0:
+        semantic_presence_pool(sval, pool, npool, s_indptr, s_idx, sem_doc)
+    # sval back to all zero now (not at the end): diversify uses it as its zero table
+    for a in range(n_sem):
+        sval[rbuf[a]] = 0.0
+    # stage 8: final features and relevance on the pool (B.9), plain order
+    # features per pool position; z-scores over the pool in pool order (the sum order
+    # of the doc-indexed version)
+    lex1p = wf[1]
+    lexadj = wf[2]
+    sem = wf[3]
+    rare = wf[4]
+    rel = wf[5]
+    feat = wf[6]
+    zf = wf[7]
     for a in range(npool):
         d = pool[a]
+        lex1p[a] = lex_doc[d]
         lexadj[a] = lexadj_doc[d]
         sem[a] = sem_doc[d]
         rare[a] = rare_doc[d]
-    # relevance = Σ w z_P(feature); reuse doc-indexed scratch for the z-scores
-    rel = np.zeros(max(npool, 1), np.float64)
+        rel[a] = 0.0
+    # relevance = Σ w z_P(feature)
     w_feat = (fp[F_W_TAIL], fp[F_W_LEX], fp[F_W_SEM], fp[F_W_RARE], fp[F_W_BM25])
     for f in range(5):
-        wf = w_feat[f]
-        for a in range(npool):
-            d = pool[a]
-            if f == 0:
-                lex_doc[d] = tail_doc[d]
-            elif f == 1:
-                lex_doc[d] = lexadj[a]
-            elif f == 2:
-                lex_doc[d] = sem[a]
-            elif f == 3:
-                lex_doc[d] = rare[a]
-            else:
-                lex_doc[d] = bval[d] if use_bm25 else 0.0
-        if wf == 0.0:
+        wf_ = w_feat[f]
+        if wf_ == 0.0:
             continue
-        zscore_subset(lex_doc, pool, npool, z1)
+        if f == 0:
+            for a in range(npool):
+                feat[a] = tail_doc[pool[a]]
+            _zscore_dense(feat, npool, zf)
+        elif f == 1:
+            _zscore_dense(lexadj, npool, zf)
+        elif f == 2:
+            _zscore_dense(sem, npool, zf)
+        elif f == 3:
+            _zscore_dense(rare, npool, zf)
+        else:
+            for a in range(npool):
+                feat[a] = bval[pool[a]] if use_bm25 else 0.0
+            _zscore_dense(feat, npool, zf)
         for a in range(npool):
-            rel[a] += wf * z1[pool[a]]
+            rel[a] += wf_ * zf[a]
     for a in range(npool):
         pre_doc[pool[a]] = rel[a]  # doc-indexed relevance
-    plain = np.empty(max(npool, 1), np.int64)
-    pr = np.empty(max(npool, 1), np.float64)
-    topk_select_subset(pre_doc, pool, npool, npool, plain, pr)
+    plain = wi[1]
+    topk_ids(pre_doc, pool, npool, npool, plain, zf, hv, hi)
+    # stage 9: soft branch diversity on ranks 2..n_div (B.10)
+    order = wi[2]
     diversify(pool, npool, pre_doc, plain, rt, nr, dm_r, dm_e, dm_n, c_indptr, c_terms,
-              c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], rstamp, rval,
-              -2, out_doc)
-    # components aligned with the final order: map doc -> pool position via esum scratch
+              c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], sval,
+              wi[3:], wf[8:], order)
+    # stage 10: outputs (the first out_doc.shape[0] of the final order)
+    # components aligned with the final order: map doc -> pool position via z2 scratch
     for a in range(npool):
         z2[pool[a]] = a
-    for a in range(npool):
-        d = out_doc[a]
+    n_out = min(npool, out_doc.shape[0])
+    for a in range(n_out):
+        d = order[a]
         k = np.int64(z2[d])
+        out_doc[a] = d
         out_comp[0, a] = tail_doc[d]
         out_comp[1, a] = lexadj[k]
         out_comp[2, a] = sem[k]
@@ -651,23 +876,25 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     out_info[0] = n_routed_docs
     out_info[1] = nr
     out_info[2] = npool
-    _clear_marks(qt, sem_indptr, sem_idx, mark)
-    return npool, STATUS_OK
+    _clear_marks(qt, sem_indptr, sem_idx, mark, sval)
+    return n_out, STATUS_OK
 
 
 @kernel(parallel=True)
 def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b_indptr,
                     b_mem, mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count,
                     s_indptr, s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms,
-                    c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, n_chunks, gen_base,
+                    c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, n_chunks,
+                    gen_base,
                     sc_vi, sc_vf, sc_mark, sc_ni, sc_nf, sc_dmr, sc_dme, out_doc, out_comp,
                     out_n, out_info, out_status):
     """Batched SGR query path; prange over ``n_chunks`` contiguous chunks of queries.
 
     Scratch is owned by the caller and reused across calls, one slab per chunk (chunk c
-    only touches slab c): ``sc_vi`` int64 (>= n_chunks, 3, V) = route stamps, semantic
-    stamps, route buffer; ``sc_vf`` float64 (·, 3, V) = query, route and semantic values;
-    ``sc_mark`` uint8 (·, V), all zero between queries; ``sc_ni`` int64 (·, 5, N) = doc
+    only touches slab c): ``sc_vi`` int64 (>= n_chunks, 2, V) = route stamps, route /
+    semantic-term buffer; ``sc_vf`` float64 (·, 3, V) = query, route and semantic values
+    (the semantic row all zero between queries); ``sc_mark`` uint8 (·, V), all zero
+    between queries; ``sc_ni`` int64 (·, 5, N) = doc
     stamps, BM25 stamps, membership counts, routed list, BM25 list; ``sc_nf`` float64
     (·, 11, N); ``sc_dmr``/``sc_dme`` (·, N, F).  Stamps start at -1 and query i is stamped
     ``gen_base + i``: the caller advances ``gen_base`` by nq after each call, so nothing is
@@ -683,6 +910,11 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
     max_q = 0
     for i in range(nq):
         max_q = max(max_q, q_indptr[i + 1] - q_indptr[i])
+    n_docs = dl.shape[0]
+    n_rt = max_q + ip[I_BUDGET]
+    big_p = ip[I_POOL]
+    n_w = max(big_p * (sc_dmr.shape[2] + 1), n_rt * ip[I_TOP_H], ip[I_N_ELIG] * ip[I_N_ELIG],
+              ip[I_N_DIV] + big_p, n_rt, max_q) + 1
     for c in prange(n_chunks):
         step = (nq + n_chunks - 1) // n_chunks
         lo = c * step
@@ -690,8 +922,7 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         if lo >= hi:
             continue
         rstamp = sc_vi[c, 0]
-        sstamp = sc_vi[c, 1]
-        rbuf = sc_vi[c, 2]
+        rbuf = sc_vi[c, 1]
         qval = sc_vf[c, 0]
         rval = sc_vf[c, 1]
         sval = sc_vf[c, 2]
@@ -714,9 +945,15 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         bval = sc_nf[c, 10]
         dm_r = sc_dmr[c]
         dm_e = sc_dme[c]
-        rt = np.empty(max_q + ip[I_BUDGET], np.int64)
-        rw = np.empty(max_q + ip[I_BUDGET], np.float64)
+        rt = np.empty(n_rt, np.int64)
+        rw = np.empty(n_rt, np.float64)
         info = np.zeros(3, np.int64)
+        powtab = np.empty(max_q + 1, np.float64)
+        # per-chunk heap and pool-sized work rows, allocated once per call (not per query)
+        heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
+        heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
+        wi = np.empty((11, n_w), np.int64)
+        wf = np.empty((15, n_w), np.float64)
         for i in range(lo, hi):
             s = q_indptr[i]
             e = q_indptr[i + 1]
@@ -724,10 +961,10 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
                 gen_base + i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
                 mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
                 s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
-                c_norm, t_indptr, t_docs, t_tf, bm25_idf, qval, mark, rstamp, rval, sstamp,
-                sval, rbuf, rt, rw, dstamp, esum, csum, dm_r, dm_e, dm_n, ulist, tail_doc,
-                lex_doc, lexadj_doc, sem_doc, rare_doc, z1, z2, pre_doc, bstamp, bval, blist,
-                out_doc[i], out_comp[i], info)
+                c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, qval, mark, rstamp,
+                rval, sval, rbuf, rt, rw, dstamp, esum, csum, dm_r, dm_e, dm_n, ulist,
+                tail_doc, lex_doc, lexadj_doc, sem_doc, rare_doc, z1, z2, pre_doc, bstamp, bval,
+                blist, powtab, heap_v, heap_i, wi, wf, out_doc[i], out_comp[i], info)
             out_n[i] = n
             out_status[i] = st
             for a in range(3):

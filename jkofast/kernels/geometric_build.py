@@ -351,3 +351,16 @@ def second_order_graph(a_indptr, a_idx, a_val, at_indptr, at_idx, at_val, n_term
                 out_nbr[i, a] = tt[sel[a]]
                 out_val[i, a] = vals[sel[a]]
             out_count[i] = n
+
+
+@kernel()
+def term_doc_bitsets(t_indptr, t_docs, tb_row, out_bits):
+    """Document bitsets of the terms with ``tb_row[t] >= 0``: bit d of ``out_bits[row]``
+    (int64 words, ``ceil(N / 64)`` per row) is set when document d contains t."""
+    for t in range(tb_row.shape[0]):
+        r = tb_row[t]
+        if r < 0:
+            continue
+        for p in range(t_indptr[t], t_indptr[t + 1]):
+            d = np.int64(t_docs[p])
+            out_bits[r, d >> 6] |= np.int64(1) << (d & 63)
