@@ -197,6 +197,7 @@ def suite_jko(sides: dict, configs: list, repeats: int, n_pools: int) -> list:
     rows = []
     for spec in configs:
         cfgs = {k: _config(pkg, spec) for k, (_, pkg) in sides.items()}
+        jmods = {k: _jko(pkg) for k, (_, pkg) in sides.items()}
         tau0 = cfgs["head"].tau0
         inputs = [("synthetic", p0_of(E_syn, tau0), E_syn, C_syn, K_syn)]
         if z is not None:
@@ -209,8 +210,8 @@ def suite_jko(sides: dict, configs: list, repeats: int, n_pools: int) -> list:
         per = []
         max_dp = 0.0
         for label, p0, E, C, K in inputs:
-            best, res = alternate({k: (lambda j=_jko(pkg), c=cfgs[k], a=(p0, E, C, K): j.run_jko(*a, c))
-                                   for k, (_, pkg) in sides.items()}, repeats)
+            best, res = alternate({k: (lambda j=jmods[k], c=cfgs[k], a=(p0, E, C, K): j.run_jko(*a, c))
+                                   for k in sides}, repeats)
             pb, ph = (np.asarray(getattr(res[k], "p", res[k]), np.float64) for k in ("base", "head"))
             max_dp = max(max_dp, float(np.abs(pb - ph).max()))
             per.append((label, 1e3 * best["base"], 1e3 * best["head"]))
@@ -248,7 +249,8 @@ def suite_sinkhorn(sides: dict, repeats: int) -> list:
         b = np.full(m, 1.0 / m)
         for _, pkg in sides.values():
             pkg.sinkhorn_log(a, b, C, 0.1, max_iter=5, tol=None)
-        best, _ = alternate({k: (lambda pkg=pkg: pkg.sinkhorn_log(a, b, C, 0.1, max_iter=n_it, tol=None))
+        best, _ = alternate({k: (lambda pkg=pkg, a=a, b=b, C=C, n_it=n_it: pkg.sinkhorn_log(a, b, C, 0.1, max_iter=n_it,
+                                                                                        tol=None))
                              for k, (_, pkg) in sides.items()}, repeats)
         us = {k: 1e6 * v / n_it for k, v in best.items()}
         rows.append({"M": m, "us_per_pair": us, "ratio": us["base"] / us["head"]})
@@ -269,9 +271,10 @@ def suite_batch(sides: dict, repeats: int) -> list:
     cfgs = {k: _jko(pkg).operating_point("tuned", grad="implicit") for k, (_, pkg) in sides.items()}
     for k, (_, pkg) in sides.items():
         _jko(pkg).rerank_batch(E[:m], None, off[:2], embeddings=Z[:m], config=cfgs[k].replace(T=1, inner_steps=1))
-    best, _ = alternate({k: (lambda j=_jko(pkg), c=cfgs[k]: j.rerank_batch(E, None, off, embeddings=Z, config=c,
-                                                                               n_threads=1))
-                         for k, (_, pkg) in sides.items()}, repeats)
+    jmods = {k: _jko(pkg) for k, (_, pkg) in sides.items()}
+    best, _ = alternate({k: (lambda j=jmods[k], c=cfgs[k]: j.rerank_batch(E, None, off, embeddings=Z, config=c,
+                                                                          n_threads=1))
+                         for k in sides}, repeats)
     qps = {k: n / v for k, v in best.items()}
     print(f"  rerank_batch tuned/implicit, {n} pools, 1 thread: {qps['base']:.1f} -> {qps['head']:.1f} queries/s "
           f"({qps['head'] / qps['base']:4.2f}x)", flush=True)
