@@ -303,3 +303,125 @@ def test_fit_from_count_matrix_matches_text_fit(tmp_path):
     rc.save(str(tmp_path / "c"))
     r2 = SparseGeometricRetriever.load(str(tmp_path / "c"))
     assert_array_equal(r2.search_counts(cv.transform(QUERIES), k=6)[0], b[0])
+
+
+def test_batch_tokeniser_matches_per_query(retr):
+    """One regex pass over the joined batch gives the per-query counts exactly (incl.
+    Final_Sigma lowercasing, 1-char and unknown tokens, empty queries); a query holding
+    the sentinel falls back to the per-query path; non-str items raise."""
+    qs = QUERIES + ["", "W03 w03, w07-w09_x", "ΟΔΟΣ w01Σ σς Σ w05", "x w0", "İW02 ﬃ w11"]
+    for batch in (qs, qs[::-1], ["", ""], [qs[0], ""]):
+        got = retr._term_counts_batch(batch)
+        want = retr._term_counts_each(batch)
+        assert got is not None
+        for g, w in zip(got, want, strict=True):
+            assert_array_equal(g, w)
+    assert retr._term_counts_batch(["w01", "ᚠᚠ w03"]) is None
+    a = retr.transform_queries(["w01", "ᚠᚠ w03"])
+    b = [retr.transform_queries([q]) for q in ("w01", "ᚠᚠ w03")]
+    assert_array_equal(a[1], np.concatenate([x[1] for x in b]))
+    with pytest.raises(TypeError, match=r"query_texts\[1\]"):
+        retr.transform_queries(["w01", 3])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_query_path_topk_matches_lexsort(seed):
+    """Call-free heap top-k: descending score, ties to the lowest id/position, -inf last."""
+    rng = np.random.default_rng(seed)
+    n = 200
+    scores = rng.integers(0, 12, size=n).astype(np.float64)  # many exact ties
+    scores[rng.choice(n, 15, replace=False)] = -np.inf
+    cand = rng.choice(n, 120, replace=False).astype(np.int64)
+    hv, hi = np.empty(n), np.empty(n, np.int64)
+    for k in (0, 1, 7, 119, 120, 500):
+        oi, ov = np.empty(max(k, 1), np.int64), np.empty(max(k, 1))
+        m = gk.topk_ids(scores, cand, cand.size, k, oi, ov, hv, hi)
+        want = cand[np.lexsort((cand, -scores[cand]))][:k]
+        assert m == want.size
+        assert_array_equal(oi[:m], want)
+        assert_array_equal(ov[:m], scores[want])
+        m = gk.topk_pos(scores, n, k, oi, ov, hv, hi)
+        want = np.lexsort((np.arange(n), -scores))[:k]
+        assert_array_equal(oi[:m], want)
+
+
+def test_search_scores_are_capped_relevance(retr):
+    """``cap_scores_desc`` vs the NumPy formulation: float32 relevance, each rank capped
+    at nextafter(previous score, -inf), padding -inf."""
+    k = 9
+    idx, sc = retr.search(QUERIES, k=k)
+    pl = retr.pool(QUERIES)
+    kk = min(k, pl.doc.shape[1])
+    rel = np.where(pl.doc[:, :kk] >= 0, pl.relevance[:, :kk], -np.inf).astype(np.float32)
+    want = np.full((len(QUERIES), k), -np.inf, np.float32)
+    want[:, 0] = rel[:, 0]
+    for c in range(1, kk):
+        cap = np.nextafter(want[:, c - 1], np.float32(-np.inf))
+        want[:, c] = np.where(np.isfinite(rel[:, c]), np.minimum(rel[:, c], cap), -np.inf)
+    assert_array_equal(sc, want)
+
+
+@pytest.mark.parametrize("n_terms", [50, 70_000])
+def test_semantic_presence_pool_vs_naive(n_terms):
+    """Pool semantic presence: the slot table (< 65,535 semantic terms) and the V-sized
+    fallback both equal the ascending-term sum over each doc's support."""
+    rng = np.random.default_rng(3)
+    n_docs = 30
+    lens = rng.integers(0, 40, size=n_docs)
+    s_indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    s_idx = np.concatenate([np.sort(rng.choice(n_terms, size=m, replace=False)) for m in lens])
+    s_idx = s_idx.astype(np.uint16 if n_terms <= 65_535 else np.int32)
+    n_sem = min(n_terms, 66_000)
+    sem_terms = rng.choice(n_terms, size=n_sem, replace=False).astype(np.int64)
+    sval = np.zeros(n_terms)
+    sval[sem_terms] = rng.random(n_sem)
+    pool = rng.choice(n_docs, size=12, replace=False).astype(np.int64)
+    slot = np.zeros(n_terms, np.uint16)
+    sem_doc = np.full(n_docs, np.nan)
+    gk.semantic_presence_pool(sval, slot, np.empty(n_sem + 1), sem_terms, n_sem, pool,
+                              pool.size, s_indptr, s_idx, sem_doc)
+    for d in pool:
+        s = 0.0
+        for t in s_idx[s_indptr[d]:s_indptr[d + 1]]:
+            if sval[t] != 0.0:
+                s += sval[t]
+        assert sem_doc[d] == s
+    assert np.all(slot == 0)  # left clean for the next query
+
+
+def test_rescue_query_terms_postings_and_bitsets_agree(retr):
+    """lex1 / lexadj / rare of the routed docs: streaming every postings list and testing
+    document bitsets wherever possible give the same bits as a naive support scan."""
+    ix, p = retr._ix, retr.params
+    N = retr.n_docs_
+    qi, qt, qv = retr.transform_queries([QUERIES[3]])
+    nq = qt.size
+    ulist = np.arange(0, N, 2, dtype=np.int64)  # "routed" docs
+    dstamp = np.full(N, -1, np.int64)
+    dstamp[ulist] = 5
+    mark = np.zeros(retr.n_terms_, np.uint8)
+    mark[qt] = 1
+    mark[qt[:2]] |= 4  # two "rare" terms
+    avgdl = float(ix["dl"].mean())
+    outs = []
+    for tb_row in (np.full_like(ix["tb_row"], -1), ix["tb_row"]):
+        lex, lexadj, rare, cnt = (np.zeros(N) for _ in range(4))
+        gk.rescue_query_terms(qt, mark, ix["idf"], ix["dl"], avgdl, p["b_rescue"], p["b_final"],
+                              p["coord_exp"], ix["t_indptr"], ix["t_docs"], tb_row, ix["tb_bits"],
+                              ulist, ulist.size, dstamp, 5, lex, lexadj, rare, cnt, 2,
+                              np.empty(nq + 1))
+        outs.append((lex[ulist], lexadj[ulist], rare[ulist]))
+    for d_pos, d in enumerate(ulist):
+        sup = ix["s_idx"][ix["s_indptr"][d]:ix["s_indptr"][d + 1]].astype(np.int64)
+        hit = [t for t in sup if mark[t] & 1]
+        s1 = s2 = 0.0
+        for t in hit:
+            s1 += ix["idf"][t]
+            s2 += ix["idf"][t] * ix["idf"][t]
+        n1 = (1.0 - p["b_rescue"]) + p["b_rescue"] * ix["dl"][d] / avgdl
+        n2 = (1.0 - p["b_final"]) + p["b_final"] * ix["dl"][d] / avgdl
+        want = (s1 / n1, s2 / n2 * (len(hit) / nq) ** p["coord_exp"],
+                sum(1 for t in hit if mark[t] & 4) / 2)
+        for lex, lexadj, rare in outs:
+            assert lex[d_pos] == want[0] and rare[d_pos] == want[2]
+            assert lexadj[d_pos] == pytest.approx(want[1], rel=1e-15)

@@ -201,3 +201,26 @@ def test_tiny_corpus_smaller_than_f_and_s():
     idx, sc = r.search(["bb aa"], k=5)
     assert idx[0, 0] in (0, 1) and np.isfinite(sc[0, 0])
     assert set(idx[0][idx[0] >= 0].tolist()) <= {0, 1}
+
+
+def test_term_doc_bitsets_and_uint16_support(built):
+    """Derived query arrays: a document bitset for every term with 32·df >= N (bit d set
+    iff d contains t, checked against the postings), none for the others; the binary
+    support is stored as uint16 with the same term ids."""
+    r, X, _, _ = built
+    ix = r._ix
+    N, V = r.n_docs_, r.n_terms_
+    df = np.diff(ix["t_indptr"])
+    rows = ix["tb_row"]
+    assert_array_equal(rows >= 0, (df > 0) & (32 * df >= N))
+    assert_array_equal(rows[rows >= 0], np.arange(int((rows >= 0).sum())))
+    for t in range(V):
+        if rows[t] < 0:
+            continue
+        words = ix["tb_bits"][rows[t]]
+        bits = [(int(words[d >> 6]) >> (d & 63)) & 1 for d in range(N)]
+        want = np.zeros(N, np.int64)
+        want[ix["t_docs"][ix["t_indptr"][t]:ix["t_indptr"][t + 1]]] = 1
+        assert_array_equal(bits, want)
+    assert ix["s_idx"].dtype == np.uint16
+    assert_array_equal(ix["s_idx"].astype(np.int64), np.nonzero(X)[1])

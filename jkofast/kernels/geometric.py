@@ -391,13 +391,32 @@ def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs
 
 
 @kernel()
-def semantic_presence_pool(sval, pool, npool, s_indptr, s_idx, sem_doc):
+def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, s_idx,
+                           sem_doc):
     """``sem[d] = Σ_{n ∈ d} semvec[n]`` (ascending n) for the pool docs only.
 
-    Branch-free scan of each pool doc's binary support over ``sval``, which is zero
-    outside the semantic terms: adding +0.0 leaves a sum unchanged, so this equals the
-    marked scan of ``rescue_mode="scan"`` bit for bit, without its mispredicted branches.
+    Branch-free scan of each pool doc's binary support: ``slot`` (uint16, V, zero outside
+    the semantic terms ``rbuf[:n_sem]``) maps a term to its entry of the small table
+    ``svs`` (``svs[0] = 0.0``), which stays in L1 where a V-sized float64 table does not.
+    Adding +0.0 leaves a sum unchanged, so this equals the marked scan of
+    ``rescue_mode="scan"`` bit for bit, without its mispredicted branches.  With more
+    than 65,534 semantic terms the V-sized ``sval`` (zero outside them) is read instead.
     """
+    if n_sem < 65535:
+        svs[0] = 0.0
+        for a in range(n_sem):
+            n = rbuf[a]
+            slot[n] = a + 1
+            svs[a + 1] = sval[n]
+        for a in range(npool):
+            d = pool[a]
+            ssum = 0.0
+            for p in range(s_indptr[d], s_indptr[d + 1]):
+                ssum += svs[slot[s_idx[p]]]
+            sem_doc[d] = ssum
+        for a in range(n_sem):
+            slot[rbuf[a]] = 0
+        return
     for a in range(npool):
         d = pool[a]
         ssum = 0.0
@@ -614,7 +633,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
                   qval, mark, rstamp, rval, sval, rbuf, rt, rw, dstamp, esum,
                   csum, dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, lexadj_doc, sem_doc,
                   rare_doc, z1, z2, pre_doc, bstamp, bval, blist, powtab, hv, hi, wi, wf,
-                  out_doc, out_comp, out_info):
+                  slot, svs, out_doc, out_comp, out_info):
     """The whole query path for one query; returns (n_pool, status).
 
     ``out_doc`` (int64, >= P) receives the pool in final order; ``out_comp`` (7, >= P)
@@ -805,7 +824,8 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     npool = topk_ids(pre_doc, ulist, nuse, npool, pool, wf[0], hv, hi)
     # stage 7: semantic presence on the pool (deferred in the auto mode)
     if mode == 0:
-        semantic_presence_pool(sval, pool, npool, s_indptr, s_idx, sem_doc)
+        semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, s_idx,
+                               sem_doc)
     # sval back to all zero now (not at the end): diversify uses it as its zero table
     for a in range(n_sem):
         sval[rbuf[a]] = 0.0
@@ -886,7 +906,7 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
                     s_indptr, s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms,
                     c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, n_chunks,
                     gen_base,
-                    sc_vi, sc_vf, sc_mark, sc_ni, sc_nf, sc_dmr, sc_dme, out_doc, out_comp,
+                    sc_vi, sc_vf, sc_mark, sc_ni, sc_nf, sc_dmr, sc_dme, sc_slot, out_doc, out_comp,
                     out_n, out_info, out_status):
     """Batched SGR query path; prange over ``n_chunks`` contiguous chunks of queries.
 
@@ -896,7 +916,8 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
     (the semantic row all zero between queries); ``sc_mark`` uint8 (·, V), all zero
     between queries; ``sc_ni`` int64 (·, 5, N) = doc
     stamps, BM25 stamps, membership counts, routed list, BM25 list; ``sc_nf`` float64
-    (·, 11, N); ``sc_dmr``/``sc_dme`` (·, N, F).  Stamps start at -1 and query i is stamped
+    (·, 11, N); ``sc_dmr``/``sc_dme`` (·, N, F); ``sc_slot`` uint16 (·, V), all zero
+    between queries.  Stamps start at -1 and query i is stamped
     ``gen_base + i``: the caller advances ``gen_base`` by nq after each call, so nothing is
     re-initialised between queries or calls.
 
@@ -910,6 +931,12 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
     max_q = 0
     for i in range(nq):
         max_q = max(max_q, q_indptr[i + 1] - q_indptr[i])
+    max_sem = 0
+    for i in range(nq):
+        ns_ = 0
+        for a in range(q_indptr[i], q_indptr[i + 1]):
+            ns_ += sem_indptr[q_terms[a] + 1] - sem_indptr[q_terms[a]]
+        max_sem = max(max_sem, ns_)
     n_docs = dl.shape[0]
     n_rt = max_q + ip[I_BUDGET]
     big_p = ip[I_POOL]
@@ -927,6 +954,8 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         rval = sc_vf[c, 1]
         sval = sc_vf[c, 2]
         mark = sc_mark[c]  # bit 0 query term, 1 semantic, 2 rare; cleared after each query
+        slot = sc_slot[c]  # semantic term -> entry of svs; all zero between queries
+        svs = np.empty(max_sem + 1, np.float64)
         dstamp = sc_ni[c, 0]
         bstamp = sc_ni[c, 1]
         dm_n = sc_ni[c, 2]
@@ -964,8 +993,32 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
                 c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, qval, mark, rstamp,
                 rval, sval, rbuf, rt, rw, dstamp, esum, csum, dm_r, dm_e, dm_n, ulist,
                 tail_doc, lex_doc, lexadj_doc, sem_doc, rare_doc, z1, z2, pre_doc, bstamp, bval,
-                blist, powtab, heap_v, heap_i, wi, wf, out_doc[i], out_comp[i], info)
+                blist, powtab, heap_v, heap_i, wi, wf, slot, svs, out_doc[i], out_comp[i],
+                info)
             out_n[i] = n
             out_status[i] = st
             for a in range(3):
                 out_info[i, a] = info[a]
+
+
+@kernel()
+def cap_scores_desc(out_doc, comp, out):
+    """``search`` scores: the relevance ``comp[i, 4, c]`` as float32, capped to just
+    below the previous rank's score (strictly decreasing, so tools that re-sort by score
+    keep the diversified order).  ``out`` float32 (nq, >= kk) pre-filled with -inf; ranks
+    with ``out_doc < 0`` stay -inf."""
+    kk = min(out_doc.shape[1], out.shape[1])
+    ninf = np.float32(-np.inf)
+    for i in range(out_doc.shape[0]):
+        for c in range(kk):
+            if out_doc[i, c] < 0:
+                break
+            r = np.float32(comp[i, 4, c])
+            if not np.isfinite(r):
+                out[i, c] = ninf
+            elif c == 0:
+                out[i, c] = r
+            else:
+                cap = np.nextafter(out[i, c - 1], ninf)
+                out[i, c] = r if r < cap else cap
+
