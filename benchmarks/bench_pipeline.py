@@ -1,6 +1,8 @@
-"""asv suites for the retrieval pipeline: global RRF pools, per-pool energies, pool baselines."""
+"""asv suites for the retrieval pipeline: global RRF pools, per-pool energies, pool baselines, rerank CLI I/O."""
 
 from __future__ import annotations
+
+import types
 
 import numpy as np
 
@@ -130,3 +132,64 @@ class SciFactPools(Benchmark):
         return float(np.mean(evaluate_topk(top, self.qids, self.ds.qrels("test"), self.ds.doc_ids)["ndcg"]))
 
     track_ndcg10.unit = "nDCG@10 (pool recall for build_pools)"
+
+
+class RerankIO(Benchmark):
+    """``jkofast rerank`` input/output path without the JKO kernel, nq pools of M = 200 in a
+    6-column TREC file: ``parse`` (file -> chunks), ``format`` (doc id -> row, energy/p0, output
+    text, the kernel replaced by p0) and both."""
+
+    params = (["parse", "format", "parse_format"],)
+    param_names = ["step"]
+
+    def make_inputs(self, step):
+        import tempfile
+
+        from jkofast.commands import rerank as R
+
+        nq, m, n_docs = (200 if PROFILE == "fast" else 2000), 200, 50_000
+        rng = np.random.default_rng(SEED)
+        self._dir = tempfile.TemporaryDirectory()
+        self.path = f"{self._dir.name}/run.trec"
+        with open(self.path, "w") as fh:
+            for q in range(nq):
+                docs = rng.choice(n_docs, m, replace=False)
+                sc = -np.sort(-rng.gamma(2.0, 2.0, m))
+                fh.write("".join(f"q{q} Q0 doc{d} {r + 1} {s:.4f} synth\n"
+                                 for r, (d, s) in enumerate(zip(docs.tolist(), sc.tolist(), strict=True))))
+
+        class _Rows:  # the geometry's doc id -> row lookup, no embedding gather
+            row = {f"doc{i}": i for i in range(n_docs)}
+
+            def rows(self, docs):
+                return R._map_rows(self.row, docs)
+
+        self.geom = _Rows()
+        self.args = types.SimpleNamespace(alpha=0.4, gamma=0.6, k=0, tag="jkofast", threads=1)
+        self.cfg = types.SimpleNamespace(tau0=0.1)
+        self.chunks = list(R.iter_chunks(self.path, 500, None))
+
+    def teardown(self, step):
+        self._dir.cleanup()
+
+    def _format(self, chunks):
+        from jkofast.commands import rerank as R
+
+        out = 0
+        for c in chunks:
+            pr = R.prepare_chunk(c, self.geom, None, self.cfg, self.args)
+            res = types.SimpleNamespace(p=pr.p0, status=np.zeros(len(pr.off_ok) - 1, np.int32), errors={})
+            out += len(R.finish_chunk(pr, res, self.args, print)[0])
+        return out
+
+    def run(self, step):
+        from jkofast.commands import rerank as R
+
+        if step == "parse":
+            return list(R.iter_chunks(self.path, 500, None))
+        if step == "format":
+            return self._format(self.chunks)
+        return self._format(R.iter_chunks(self.path, 500, None))
+
+    def time_rerank_io(self, step):
+        self.run(step)

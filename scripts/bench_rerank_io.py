@@ -6,13 +6,15 @@ Stages (one core; the JKO kernel is replaced by a stand-in returning ``p0``):
   parse     pool file -> chunks (tokenise, scores, query boundaries, duplicate check)
   process   doc id -> row lookup, energy/p0 (numba), output formatting (the embedding gather
             is excluded: same code in both, memory-bound; timed once as ``gather``)
+  --scores  streaming DIR/scores.tsv alongside the chunks and aligning it (when the file exists:
+            ``make_synthetic_pools.py --scores``)
   write     atomic write of the chunk text (temp file + fsync + os.replace; same code in both)
 Then the whole CLI (real kernel) at each ``--cli-threads`` on the first ``--cli-queries`` queries:
 the previous command module (``git show d7d80d4:jkofast/commands/rerank.py``, or ``--old-module``)
 and the current one alternating; outputs must be byte-identical.
 
 Usage:
-  python scripts/make_synthetic_pools.py /tmp/syn --queries 5000 --pool 200
+  python scripts/make_synthetic_pools.py /tmp/syn --queries 5000 --pool 200 [--scores]
   python scripts/bench_rerank_io.py /tmp/syn [--repeats 3] [--cli-queries 500] [--cli-threads 1 2]
          [--config fast] [--json out.json]
 """
@@ -159,6 +161,76 @@ def old_process_chunk(chunk, geom, user_scores, cfg, args, say):
     return "".join(lines), dist, len(bad)
 
 
+class OldScoreStream:
+    def __init__(self, path: str):
+        self.path = path
+        self.missing = 0
+        self._it = self._blocks()
+        self._cur = next(self._it, None)
+
+    def _blocks(self):
+        from jkofast.energy import _parse_score_line
+
+        cur, block = None, {}
+        with _old_open_text(self.path) as fh:
+            for ln, line in enumerate(fh, 1):
+                parts = line.split()
+                if not parts:
+                    continue
+                try:
+                    qid, did, v = _parse_score_line(parts)
+                except ValueError as exc:
+                    if ln == 1:
+                        continue
+                    raise ValueError(f"{self.path}:{ln}: malformed score line: {exc}") from None
+                if not np.isfinite(v):
+                    raise ValueError(f"{self.path}:{ln}: non-finite score")
+                if qid != cur:
+                    if cur is not None:
+                        yield cur, block
+                    cur, block = qid, {}
+                block[did] = v
+        if cur is not None:
+            yield cur, block
+
+    def take(self, qid: str):
+        if self._cur is not None and self._cur[0] == qid:
+            block = self._cur[1]
+            self._cur = next(self._it, None)
+            return block
+        self.missing += 1
+        return None
+
+
+def old_scores_path(path, chunks):
+    """Stream the score file alongside the chunks and align it (the previous code)."""
+    from jkofast.energy import align_scores
+
+    st = OldScoreStream(path)
+    out = []
+    for c in chunks:
+        sc = {}
+        for q in c.qids:
+            b = st.take(q)
+            if b is not None:
+                sc[q] = b
+        out.append(align_scores(sc, c.qids, c.off, c.docs)[0])
+    return out
+
+
+def new_scores_path(path, chunks):
+    st = R.ScoreStream(path)
+    out = []
+    for c in chunks:
+        sc = {}
+        for q in c.qids:
+            b = st.take(q)
+            if b is not None:
+                sc[q] = b
+        out.append(R.align_chunk_scores(sc, c.qids, c.off, c.docs))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # harness
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +309,13 @@ def stage_bench(d: str, chunk_size: int, repeats: int) -> dict:
         out["gather_s"] = _best(lambda: [geom.gather(r) for r in rows], repeats)
     finally:
         J.rerank_batch = real
+    spath = os.path.join(d, "scores.tsv")
+    if os.path.exists(spath):  # --scores: stream + align (make_synthetic_pools.py --scores)
+        got = {}
+        t = _alternate({"old": lambda: got.__setitem__("old", old_scores_path(spath, new_chunks)),
+                        "new": lambda: got.__setitem__("new", new_scores_path(spath, new_chunks))}, repeats)
+        assert all(np.array_equal(a, b) for a, b in zip(got["old"], got["new"], strict=True)), "scores differ"
+        out["scores_s"] = t
     with tempfile.TemporaryDirectory() as td:
         out["write_s"] = _best(lambda: [R._atomic_write_text(os.path.join(td, "c.trec"), x)
                                         for x in texts["new"]], repeats)
@@ -265,14 +344,9 @@ def load_old_module(path: str | None, ref: str = OLD_REF):
     return mod
 
 
-def cli_bench(d: str, n_queries: int, threads: list, config: str, chunk_size: int, repeats: int,
-              old_path: str | None) -> dict:
-    """Whole CLI (real kernel): the previous command module against the current one, alternating."""
-    old = load_old_module(old_path)
-    src = os.path.join(d, "run.trec")
-    work = tempfile.mkdtemp(prefix="rr_cli_")
-    pools = os.path.join(work, "run.trec")
-    with open(src, encoding="utf-8") as fh, open(pools, "w", encoding="utf-8") as out:
+def _head(src: str, dst: str, n_queries: int) -> None:
+    """The first ``n_queries`` queries of a run file."""
+    with open(src, encoding="utf-8") as fh, open(dst, "w", encoding="utf-8") as out:
         seen, cur = 0, None
         for line in fh:
             q = line.split(None, 1)[0]
@@ -282,15 +356,43 @@ def cli_bench(d: str, n_queries: int, threads: list, config: str, chunk_size: in
                 if seen > n_queries:
                     break
             out.write(line)
-    base = ["rerank", "--pools", pools, "--embeddings", os.path.join(d, "E.npy"), "--ids",
-            os.path.join(d, "ids.txt"), "--config", config, "--chunk-size", str(chunk_size), "--json"]
-    res: dict = {"queries": n_queries, "config": config, "chunk_size": chunk_size}
 
-    def one(mod, kind, nt):
+
+def _kernel_only(pools: str, d: str, config: str, grad, chunk_size: int, nt: int) -> dict:
+    """Throughput of the kernel stage alone (gather + rerank_batch) on the first chunk."""
+    from jkofast.jko import operating_point
+
+    geom = R.DenseGeometry(os.path.join(d, "E.npy"), os.path.join(d, "ids.txt"))
+    cfg = operating_point(config) if grad is None else operating_point(config, grad=grad)
+    args = argparse.Namespace(alpha=0.4, gamma=0.6, threads=nt, k=0, tag="jkofast")
+    chunk = next(iter(R.iter_chunks(pools, chunk_size, None)))
+    pr = R.prepare_chunk(chunk, geom, None, cfg, args)
+    t = time.perf_counter()
+    R.solve_chunk(pr, geom, cfg, args)
+    wall = time.perf_counter() - t
+    return {"queries": len(chunk), "wall_s": wall, "qps": len(chunk) / wall}
+
+
+def cli_bench(d: str, n_queries: int, threads: list, config: str, chunk_size: int, repeats: int,
+              old_path: str | None, grad: str | None = None) -> dict:
+    """Whole CLI (real kernel): the previous command module against the current one, alternating."""
+    old = load_old_module(old_path)
+    work = tempfile.mkdtemp(prefix="rr_cli_")
+    pools = os.path.join(work, "run.trec")
+    warm = os.path.join(work, "warm.trec")
+    _head(os.path.join(d, "run.trec"), pools, n_queries)
+    _head(pools, warm, chunk_size)
+    base = ["rerank", "--pools", "POOLS", "--embeddings", os.path.join(d, "E.npy"), "--ids",
+            os.path.join(d, "ids.txt"), "--config", config, "--chunk-size", str(chunk_size), "--json",
+            *(["--grad", grad] if grad else [])]
+    res: dict = {"queries": n_queries, "config": config, "grad": grad, "chunk_size": chunk_size}
+
+    def one(mod, kind, nt, src=pools):
         ap = argparse.ArgumentParser()
         mod.add_parser(ap.add_subparsers())
         outp = os.path.join(work, f"{kind}_{nt}.trec")
-        args = ap.parse_args([*base, "--threads", str(nt), "--out", outp])
+        argv = [src if a == "POOLS" else a for a in base]
+        args = ap.parse_args([*argv, "--threads", str(nt), "--out", outp])
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             t = time.perf_counter()
@@ -301,7 +403,8 @@ def cli_bench(d: str, n_queries: int, threads: list, config: str, chunk_size: in
 
     try:
         for nt in threads:
-            one(R, "new", nt)  # warm-up (compilation / page cache)
+            one(R, "new", nt, warm)  # warm-up: compilation, one chunk
+            res[f"kernel_{nt}"] = _kernel_only(pools, d, config, grad, chunk_size, nt)
             best = {"old": (float("inf"), 0.0), "new": (float("inf"), 0.0)}
             for _ in range(repeats):
                 for kind, mod in (("old", old), ("new", R)):
@@ -326,6 +429,7 @@ def main(argv=None):
     ap.add_argument("--cli-threads", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--cli-chunk-size", type=int, default=250)
     ap.add_argument("--config", default="fast")
+    ap.add_argument("--grad", default=None, choices=["unrolled", "implicit"])
     ap.add_argument("--old-module", help=f"previous rerank.py for the CLI runs (default: git show {OLD_REF}:...)")
     ap.add_argument("--json", help="write the figures as JSON")
     a = ap.parse_args(argv)
@@ -336,15 +440,22 @@ def main(argv=None):
     for st in ("parse", "process"):
         o, n = s[f"{st}_s"]["old"], s[f"{st}_s"]["new"]
         print(f"  {st:8s} old {o:7.3f} s ({nq / o:8.0f} q/s)   new {n:7.3f} s ({nq / n:8.0f} q/s)   {o / n:5.2f}x")
+    if "scores_s" in s:
+        o, n = s["scores_s"]["old"], s["scores_s"]["new"]
+        print(f"  --scores old {o:7.3f} s ({nq / o:8.0f} q/s)   new {n:7.3f} s ({nq / n:8.0f} q/s)   {o / n:5.2f}x "
+              "(stream scores.tsv + align)")
     print(f"  write    {s['write_s']:7.3f} s (same code)   gather {s['gather_s']:7.3f} s (same code)")
     print(f"  parse+process+write: old {s['python_side_old_qps']:.0f} q/s, new {s['python_side_new_qps']:.0f} q/s; "
           f"with gather: old {s['python_side_old_plus_gather_qps']:.0f}, new {s['python_side_new_plus_gather_qps']:.0f}")
     if a.cli_queries > 0:
         r["cli"] = cli_bench(a.dir, a.cli_queries, a.cli_threads, a.config, a.cli_chunk_size, a.repeats,
-                             a.old_module)
+                             a.old_module, a.grad)
         for nt in a.cli_threads:
             c = r["cli"][f"threads_{nt}"]
-            print(f"  CLI {a.cli_queries} q, --config {a.config}, {nt} thread(s): wall old {c['old']['wall_s']:.2f} s "
+            kq = r["cli"][f"kernel_{nt}"]
+            print(f"  kernel stage alone (gather + rerank_batch), first chunk of {kq['queries']}, {nt} thread(s): "
+                  f"{kq['qps']:.1f} q/s")
+            print(f"  CLI {a.cli_queries} q, --config {a.config} --grad {a.grad}, {nt} thread(s): wall old {c['old']['wall_s']:.2f} s "
                   f"({c['old']['wall_qps']:.1f} q/s), new {c['new']['wall_s']:.2f} s ({c['new']['wall_qps']:.1f} q/s), "
                   f"{c['old']['wall_s'] / c['new']['wall_s']:.2f}x; outputs identical")
     if a.json:

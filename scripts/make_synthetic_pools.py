@@ -3,8 +3,11 @@
 Writes ``OUT/run.trec`` (``qid Q0 docid rank score tag``, queries contiguous, M lines each),
 ``OUT/E.npy`` (float32 (n_docs, dim), L2-normalised, clustered) and ``OUT/ids.txt``.
 
+With ``--scores``, also ``OUT/scores.tsv``: a rerank score per (query, doc) line,
+``qid<TAB>docid<TAB>score`` in the run's order (for ``jkofast rerank --scores``).
+
 Usage: python scripts/make_synthetic_pools.py OUT [--queries 100000] [--pool 200]
-       [--docs 50000] [--dim 384] [--seed 0]
+       [--docs 50000] [--dim 384] [--seed 0] [--scores]
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import numpy as np
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
     ap.add_argument("--queries", type=int, default=100_000)
     ap.add_argument("--pool", type=int, default=200)
@@ -24,6 +27,7 @@ def main(argv=None):
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--clusters", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scores", action="store_true", help="also write OUT/scores.tsv (rerank scores)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     rng = np.random.default_rng(a.seed)
@@ -35,6 +39,8 @@ def main(argv=None):
     with open(os.path.join(a.out, "ids.txt"), "w") as fh:
         fh.write("".join(f"doc{i}\n" for i in range(a.docs)))
     ranks = np.arange(1, a.pool + 1)
+    sfh = open(os.path.join(a.out, "scores.tsv"), "w") if a.scores else None
+    srng = np.random.default_rng(a.seed + 1)
     with open(os.path.join(a.out, "run.trec"), "w") as fh:
         for q0 in range(0, a.queries, 1000):
             q1 = min(q0 + 1000, a.queries)
@@ -52,6 +58,12 @@ def main(argv=None):
                 buf.extend(f"q{q} Q0 doc{d} {r} {s:.4f} synth\n" for d, r, s in
                            zip(docs[i].tolist(), ranks.tolist(), sc[i].tolist(), strict=True))
             fh.write("".join(buf))
+            if sfh is not None:
+                rs = srng.normal(size=(nb, a.pool))  # own stream: run.trec is the same with or without
+                sfh.write("".join(f"q{q0 + i}\tdoc{d}\t{x:.5f}\n" for i in range(nb)
+                                  for d, x in zip(docs[i].tolist(), rs[i].tolist(), strict=True)))
+    if sfh is not None:
+        sfh.close()
 
 
 if __name__ == "__main__":
