@@ -16,10 +16,11 @@ runs, on the 300 test queries:
 * ``jko_tuned``  JKO-RAG with the energy weights selected on train queries (published search:
   config #12, (α, γ) = (0.4, 0.3));
 * ``jko_sparse`` sparse-only JKO-RAG (no transformer, no dense vectors at all), the recipe
-  selected on train queries by ``scripts/sparse_only_search.py`` (:data:`SPARSE_RECIPE`):
-  BM25 lucene with the Porter stemmer over ``title x t + abstract``, its top-200 pool, the
-  energy of the selected sparse signals, stemmed TF-IDF geometry (sparse cosine), JKO at the
-  train-selected operating point (see :func:`sparse_only_inputs`).
+  selected on train queries by ``scripts/sparse_only_search.py`` and ``scripts/sparse_only_v2.py``
+  (:data:`SPARSE_RECIPE`, docs/sparse_only.md): BM25 lucene with the Porter stemmer over
+  ``title x t + abstract``, its top-200 pool, the energy of the selected sparse signals, the
+  selected sparse geometry (stemmed TF-IDF cosine), JKO at the train-selected operating point
+  (see :func:`sparse_only_inputs`).
 
 No cross-encoder is loaded: the "rerank" term is the BM25 pool score (as in the parity
 fixtures) unless the user passes ``scores_file`` (``query-id doc-id score``).
@@ -41,7 +42,7 @@ from jkofast.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs, topk_
 from jkofast.energy import align_scores, blend, energy_and_p0, minmax, read_score_file
 from jkofast.pools import Pools, build_pools, dense_scores, top_lists
 
-__all__ = ["SPARSE_RECIPE", "MainJobResult", "evaluate_topk", "readout_topk", "run_main_job", "sparse_only_inputs"]
+__all__ = ["SPARSE_RECIPE", "MainJobResult", "SparseCorpus", "evaluate_topk", "readout_topk", "run_main_job", "sparse_only_inputs"]
 
 K_READ = 20
 K_EVAL = 10
@@ -51,16 +52,21 @@ TUNED_AG = (0.4, 0.3)
 DEFAULT_METHODS = ("hybrid_rrf", "mmr", "dpp_map", "blend", "sgr", "kl_blend", "jko_blend", "jko_tuned",
                    "jko_sparse")
 ALL_METHODS = (*DEFAULT_METHODS, "noprox_blend", "bw_jko_a50")
-# the sparse-only JKO-RAG recipe, every choice selected on SciFact TRAIN queries by
-# scripts/sparse_only_search.py (scripts/results/sparse_only_search.json; docs/pipeline.md):
-# title repeats of the base BM25 (Porter, English stop-words), energy weights over the base pool
-# ("base" = that BM25, "tfs" = stemmed TF-IDF cosine; greedy selection gated by a paired CI kept
-# the base alone), and the JKO point (published config #3 of the 25-config search, chosen on the
-# published 80 train queries)
+# the sparse-only JKO-RAG recipe, every choice selected on SciFact TRAIN queries: title repeats
+# (Porter BM25 lucene, English stop-words) by scripts/sparse_only_search.py; the energy, geometry
+# and JKO point by scripts/sparse_only_v2.py on all 809 train queries (scripts/results/
+# sparse_only_v2.json; docs/sparse_only.md): no RM3 / PPMI expansion, second signal or score
+# propagation passed the paired-CI gate, so the energy is the base BM25 alone; stemmed TF-IDF
+# geometry (best of tfidf / bm25 / ppmi / sgr_centres); published config #13 (train 0.7017 vs
+# read-out 0.7012 and 0.6996 at the previous point #3)
 SPARSE_RECIPE = {
     "title_repeats": 3,
-    "weights": {"base": 1.0},
-    "jko": dict(h=2.0, lam=0.01, rho=0.2, sinkhorn_eps=0.1, T=2, inner_steps=25, tau0=0.3),
+    "query": {"kind": "bm25"},
+    "pool": "base",
+    "weights": {"first": 1.0},
+    "propagation": None,
+    "geometry": "tfidf",
+    "jko": dict(h=0.2, lam=0.1, rho=0.1, sinkhorn_eps=0.05, T=1, inner_steps=15, tau0=0.1),
 }
 
 
@@ -226,7 +232,166 @@ class _Stage:
         return _Ctx()
 
 
-def sparse_only_inputs(ds, queries, query_ids, recipe: dict | None = None, n_threads: int | None = None):
+SPARSE_SIGNALS = ("base", "first", "tfs", "ql500", "ql1000", "ql2000")
+SPARSE_GEOMETRIES = ("tfidf", "bm25", "ppmi", "sgr_centres")
+
+
+def _title_texts(ds, t: int) -> list[str]:
+    return [" ".join([ti] * t + [tx]) if ti else tx for ti, tx in zip(ds.titles, ds.texts, strict=True)]
+
+
+class SparseCorpus:
+    """The sparse-only building blocks over one corpus (BM25 lucene + Porter, English stop-words,
+    ``title x t + abstract``), built lazily and shared by :func:`sparse_only_inputs` and
+    ``scripts/sparse_only_v2.py`` (which selects among them on train queries).
+
+    * ``first_stage(query, queries)``: full-corpus scores of the query model —
+      ``{"kind": "bm25"}``, ``{"kind": "rm3", "fb_docs", "n_terms", "weight"}`` (RM3 over the
+      base BM25's top ``fb_docs``, scored with BM25), ``{"kind": "ppmi" | "ppmi2", "n_terms",
+      "weight"}`` (expansion through SparseGeometricRAG's PPMI graph A / second-order graph G
+      fitted on the same stemmed counts); see :mod:`jkofast.expansion`;
+    * ``signal(name, queries)``: ``base`` (BM25), ``tfs`` (stemmed TF-IDF cosine), ``qlMU``
+      (Dirichlet query likelihood, μ = MU);
+    * ``geometry(kind)``: document rows for the W step — ``tfidf`` (stemmed TF-IDF),
+      ``bm25`` (BM25 weights), ``ppmi`` (TF-IDF row + ½ · its top-12 terms through the
+      row-normalised PPMI graph), ``sgr_centres`` (membership-weighted SGR branch centres).
+    """
+
+    def __init__(self, ds, title_repeats: int = 3, n_threads: int | None = None):
+
+        from jkofast.index import BM25Index, TfidfIndex
+        from jkofast.text import SKLEARN, Analyzer
+
+        self.n_threads = n_threads
+        self.analyzer = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
+        self.texts = _title_texts(ds, int(title_repeats))
+        self.bm25 = BM25Index("lucene", analyzer=self.analyzer).fit(self.texts)
+        self.V = self.bm25.n_terms
+        self._doc_tf = None
+        self.tfidf = TfidfIndex(self.analyzer).fit(self.texts)
+        if self.tfidf.n_terms != self.V:  # same analyser and texts -> same sorted vocabulary
+            raise RuntimeError("TF-IDF and BM25 vocabularies differ")
+        self._sgr = None
+        self._cache = {}
+
+    @property
+    def doc_tf(self):
+        """Document term counts (n_docs, V) CSR over the BM25 vocabulary (built on first use)."""
+        if self._doc_tf is None:
+            import scipy.sparse as sp
+
+            ptr, terms, cnt = self.bm25.vocab.transform(self.texts)
+            self._doc_tf = sp.csr_matrix((cnt, terms, ptr), shape=(len(self.texts), self.V))
+        return self._doc_tf
+
+    def query_counts(self, queries):
+        import scipy.sparse as sp
+
+        q_ptr, q_terms, q_w = self.bm25.query_csr(queries)
+        return sp.csr_matrix((q_w, q_terms, q_ptr), shape=(q_ptr.size - 1, self.V))
+
+    @property
+    def sgr(self):
+        """SparseGeometricRetriever fitted on the stemmed count matrix (columns = BM25 term ids)."""
+        if self._sgr is None:
+            from jkofast.sgr import SparseGeometricRetriever
+
+            self._sgr = SparseGeometricRetriever().fit(self.doc_tf, n_threads=self.n_threads)
+        return self._sgr
+
+    def graph(self, which: str = "ppmi"):
+        """SGR's term graph as a (V, V) CSR matrix: ``ppmi`` = A, ``ppmi2`` = G (second order)."""
+        import scipy.sparse as sp
+
+        ix = self.sgr._ix
+        p = "a" if which == "ppmi" else "g"
+        return sp.csr_matrix((ix[p + "_val"].astype(np.float64), ix[p + "_idx"], ix[p + "_indptr"]),
+                             shape=(self.V, self.V))
+
+    def signal(self, name: str, queries) -> np.ndarray:
+        from jkofast.expansion import dirichlet_ql
+
+        if name == "base":
+            return self.bm25.score_all(queries, n_threads=self.n_threads)
+        if name == "tfs":
+            return self.tfidf.score_all(queries, n_threads=self.n_threads)
+        if name.startswith("ql"):
+            return dirichlet_ql(self.doc_tf, self.query_counts(queries), float(name[2:])).astype(np.float32)
+        raise ValueError(f"unknown sparse-only signal {name!r}; known: {', '.join(SPARSE_SIGNALS)}")
+
+    def first_stage(self, query: dict, queries, base: np.ndarray | None = None) -> np.ndarray:
+        from jkofast.expansion import graph_queries, rm3_queries, score_weighted
+
+        kind = query.get("kind", "bm25")
+        if kind == "bm25":
+            return self.signal("base", queries) if base is None else base
+        Q = self.query_counts(queries)
+        if kind == "rm3":
+            S = self.signal("base", queries) if base is None else base
+            k = int(query["fb_docs"])
+            idx, val = top_lists(S, k, self.n_threads)
+            Qe = rm3_queries(Q, self.doc_tf, idx, val, n_terms=int(query["n_terms"]),
+                             weight=float(query["weight"]), n_threads=self.n_threads)
+        elif kind in ("ppmi", "ppmi2"):
+            Qe = graph_queries(Q, self.graph(kind), n_terms=int(query["n_terms"]), weight=float(query["weight"]),
+                               n_threads=self.n_threads)
+        else:
+            raise ValueError(f"unknown query model {kind!r}; known: bm25, rm3, ppmi, ppmi2")
+        return score_weighted(self.bm25, Qe, n_threads=self.n_threads)
+
+    def geometry(self, kind: str = "tfidf"):
+        """(n_docs, V') CSR rows of the ground geometry ``kind`` (see the class docstring)."""
+        import scipy.sparse as sp
+
+        if kind in self._cache:
+            return self._cache[kind]
+        X = self.tfidf.doc_matrix()
+        if kind == "tfidf":
+            Y = X
+        elif kind == "bm25":
+            Y = self.bm25.postings_matrix().tocsr()
+        elif kind == "ppmi":
+            A = self.graph("ppmi")
+            nrm = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+            An = sp.diags(np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0)) @ A
+            Xt = _top_terms(X.astype(np.float64), 12)
+            S = (Xt @ An).tocsr()
+            sn = np.sqrt(np.asarray(S.multiply(S).sum(axis=1)).ravel())
+            S = sp.diags(np.where(sn > 0, 1.0 / np.where(sn > 0, sn, 1.0), 0.0)) @ S
+            Y = (X.astype(np.float64) + 0.5 * S).tocsr()
+        elif kind == "sgr_centres":
+            ix = self.sgr._ix
+            N = X.shape[0]
+            Mm = sp.csr_matrix((ix["mem_m"].astype(np.float64), (ix["mem_doc"], ix["mem_branch"])), shape=(N, self.V))
+            Cc = sp.csr_matrix((ix["c_vals"].astype(np.float64), ix["c_terms"], ix["c_indptr"]), shape=(self.V, self.V))
+            Y = (Mm @ Cc).tocsr()
+        else:
+            raise ValueError(f"unknown sparse geometry {kind!r}; known: {', '.join(SPARSE_GEOMETRIES)}")
+        Y = sp.csr_matrix(Y, dtype=np.float32)
+        Y.sum_duplicates()
+        Y.sort_indices()
+        self._cache[kind] = Y
+        return Y
+
+
+def _top_terms(X, n: int):
+    """Keep the n largest entries of every CSR row (ties -> lowest column)."""
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(X)
+    rows, cols, vals = [], [], []
+    for i in range(X.shape[0]):
+        a, b = X.indptr[i], X.indptr[i + 1]
+        v = X.data[a:b]
+        keep = np.sort(np.argsort(-v, kind="stable")[:n])
+        rows.append(np.full(keep.size, i))
+        cols.append(X.indices[a:b][keep])
+        vals.append(v[keep])
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=X.shape)
+
+
+def sparse_only_inputs(ds, queries, query_ids, recipe: dict | None = None, n_threads: int | None = None,
+                       corpus: SparseCorpus | None = None):
     """Pools, energy and geometry of the sparse-only JKO-RAG recipe.
 
     Parameters
@@ -234,38 +399,62 @@ def sparse_only_inputs(ds, queries, query_ids, recipe: dict | None = None, n_thr
     ds : BeirDataset
     queries, query_ids : list of str
     recipe : dict, optional
-        Default :data:`SPARSE_RECIPE`.
+        Default :data:`SPARSE_RECIPE`.  Keys: ``title_repeats``; ``query`` (query model of
+        :meth:`SparseCorpus.first_stage`, default BM25); ``pool`` (``"own"``: top-200 of the
+        query model; ``"base"``, the default: top-200 of the base BM25); ``weights`` over
+        :data:`SPARSE_SIGNALS` (``first`` = the query model's scores); ``propagation``
+        (``{"k", "beta"}`` or None: :func:`jkofast.expansion.propagate_scores` over stemmed
+        TF-IDF rows); ``geometry`` (one of :data:`SPARSE_GEOMETRIES`, default ``tfidf``).
+    corpus : SparseCorpus, optional
+        Reuse already-built indexes (must match ``title_repeats``).
 
     Returns
     -------
     pools : Pools
-        Top-200 of BM25 lucene (Porter stems, English stop-words) over ``title x t + text``.
+        Top-200 of the pool builder over ``title x t + text``.
     r : float64 ndarray
-        ``sum_k w_k minmax(signal_k)`` per pool (flat, aligned with ``pools.doc_idx``).
+        ``sum_k w_k minmax(signal_k)`` per pool (flat, aligned with ``pools.doc_idx``), then
+        propagated when the recipe says so.
     X : scipy.sparse.csr_matrix
-        Stemmed TF-IDF rows of the pool documents (the ground geometry, ``rerank_batch(csr=X)``).
+        Geometry rows of the pool documents (``rerank_batch(csr=X)``).
     """
-    from jkofast.index import BM25Index, TfidfIndex
-    from jkofast.text import SKLEARN, Analyzer
-
     recipe = SPARSE_RECIPE if recipe is None else recipe
     t = int(recipe["title_repeats"])
-    unknown = set(recipe["weights"]) - {"base", "tfs"}
+    unknown = set(recipe["weights"]) - set(SPARSE_SIGNALS)
     if unknown:
-        raise ValueError(f"unknown sparse-only signals {sorted(unknown)}; known: base, tfs")
-    an = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
-    texts = [" ".join([ti] * t + [tx]) if ti else tx for ti, tx in zip(ds.titles, ds.texts, strict=True)]
-    S = BM25Index("lucene", analyzer=an).fit(texts).score_all(queries, n_threads=n_threads)
-    P = build_pools(S, None, query_ids=query_ids, M=200, n_threads=n_threads)
+        raise ValueError(f"unknown sparse-only signals {sorted(unknown)}; known: {', '.join(SPARSE_SIGNALS)}")
+    geo = recipe.get("geometry", "tfidf")
+    if geo not in SPARSE_GEOMETRIES:
+        raise ValueError(f"unknown sparse geometry {geo!r}; known: {', '.join(SPARSE_GEOMETRIES)}")
+    sc = SparseCorpus(ds, t, n_threads) if corpus is None else corpus
+    query = recipe.get("query", {"kind": "bm25"})
+    S_base = sc.signal("base", queries)
+    sig = {"base": S_base, "first": sc.first_stage(query, queries, base=S_base)}
+    P = build_pools(sig["first"] if recipe.get("pool", "base") == "own" else S_base, None, query_ids=query_ids,
+                    M=200, n_threads=n_threads)
     rows = np.repeat(np.arange(P.n_queries), np.diff(P.offsets))
-    tfidf = TfidfIndex(an).fit(texts)
-    sig = {"base": S}
-    if "tfs" in recipe["weights"]:
-        sig["tfs"] = tfidf.score_all(queries, n_threads=n_threads)
     r = np.zeros(P.offsets[-1], np.float64)
     for k, wt in recipe["weights"].items():
-        r += wt * minmax(sig[k][rows, P.doc_idx].astype(np.float64), P.offsets)
-    return P, r, tfidf.doc_matrix()[P.doc_idx]
+        S = sig[k] if k in sig else sc.signal(k, queries)
+        r += wt * minmax(S[rows, P.doc_idx].astype(np.float64), P.offsets)
+    prop = recipe.get("propagation")
+    if prop:
+        from jkofast.expansion import propagate_scores
+
+        r = propagate_scores(r, P.offsets, sc.geometry("tfidf")[P.doc_idx], k=int(prop["k"]),
+                             beta=float(prop["beta"]), n_threads=n_threads)
+    return P, r, sc.geometry(geo)[P.doc_idx]
+
+
+def _describe_sparse_recipe(recipe: dict) -> str:
+    q = recipe.get("query", {"kind": "bm25"})
+    qd = "" if q.get("kind", "bm25") == "bm25" else " + " + ", ".join(f"{k} {v}" for k, v in q.items())
+    w = ", ".join(f"{v:g} {k}" for k, v in recipe["weights"].items())
+    prop = recipe.get("propagation")
+    pd = f", propagation k {prop['k']} beta {prop['beta']}" if prop else ""
+    return (f"BM25 lucene + Porter over title x{recipe['title_repeats']} + text{qd}, top-200 "
+            f"{recipe.get('pool', 'base')} pool, r = {w} (minmax){pd}, {recipe.get('geometry', 'tfidf')} geometry, "
+            f"JKO point {recipe['jko']}")
 
 
 def _resolve_config(config, grad):
@@ -463,10 +652,8 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
                     top = readout_topk(res.p, Ps, K_READ)
                 _report_status(res, "jko_sparse", notes)
                 add("jko_sparse", top, 1000 * stage.times["jko_sparse"] / nq)
-                w = ", ".join(f"{v:g} {k}" for k, v in SPARSE_RECIPE["weights"].items())
-                notes.append(f"jko_sparse: BM25 lucene + Porter over title x{SPARSE_RECIPE['title_repeats']} + text, "
-                             f"top-200 pool, r = {w} (minmax), stemmed TF-IDF geometry, JKO point "
-                             f"{SPARSE_RECIPE['jko']} (all selected on train); no transformer")
+                notes.append(f"jko_sparse: {_describe_sparse_recipe(SPARSE_RECIPE)} (all selected on train); "
+                             "no transformer")
     stages_ms = {k: 1000 * v / nq for k, v in stage.times.items() if k in ("bm25_index", "pools", "sgr_index")}
     return MainJobResult(dataset=dataset, n_queries=nq, config=config, methods=methods_out, stages=stages_ms,
                          notes=notes, pool_recall=pool_recall, wall_s=time.perf_counter() - t_start)

@@ -122,3 +122,48 @@ def test_sparse_only_recipe_tiny():
     res = run_main_job("scifact", n_queries=3, include_sgr=False, progress=False, methods=("jko_sparse",))
     assert 0.0 <= res.summary()["methods"]["jko_sparse"]["ndcg@10"] <= 1.0
     assert any("Porter" in n and "no transformer" in n for n in res.notes)
+
+
+def test_sparse_only_recipe_components():
+    """Every recipe key of the v2 search (query model, own pool, QL signal, propagation,
+    geometries) builds consistent pools, energies and geometry rows."""
+    pytest.importorskip("jkofast.jko")
+    from jkofast.data import load_dataset
+    from jkofast.energy import minmax
+    from jkofast.expansion import propagate_scores
+    from jkofast.pipeline import (
+        SPARSE_GEOMETRIES,
+        SPARSE_RECIPE,
+        SparseCorpus,
+        sparse_only_inputs,
+    )
+
+    ds = load_dataset("scifact")
+    qids = ds.split_query_ids("test")[:2]
+    qs = [ds.queries[q] for q in qids]
+    sc = SparseCorpus(ds, 3)
+    for geo in SPARSE_GEOMETRIES:
+        Y = sc.geometry(geo)
+        assert Y.shape[0] == ds.n_docs and Y.has_canonical_format and Y.dtype == np.float32
+        assert np.all(np.diff(Y.indptr)[np.diff(sc.doc_tf.indptr) > 0] > 0)  # non-empty docs keep a row
+    rm3 = {"kind": "rm3", "fb_docs": 3, "n_terms": 10, "weight": 0.3}
+    base = {**SPARSE_RECIPE, "query": rm3, "pool": "own", "weights": {"first": 0.8, "ql1000": 0.2},
+            "propagation": None, "geometry": "ppmi"}
+    P, r, X = sparse_only_inputs(ds, qs, qids, recipe=base, corpus=sc)
+    S1 = sc.first_stage(rm3, qs)
+    for i in range(2):  # own pool = the query model's top-200, in its score order
+        top = np.argsort(-S1[i], kind="stable")[:200]
+        assert set(P.doc_idx[P.offsets[i]:P.offsets[i + 1]]) == set(top)
+    rows = np.repeat(np.arange(2), np.diff(P.offsets))
+    expect = 0.8 * minmax(S1[rows, P.doc_idx].astype(np.float64), P.offsets) + 0.2 * minmax(
+        sc.signal("ql1000", qs)[rows, P.doc_idx].astype(np.float64), P.offsets)
+    np.testing.assert_allclose(r, expect, rtol=1e-12)
+    np.testing.assert_array_equal(X.toarray(), sc.geometry("ppmi")[P.doc_idx].toarray())
+    prop = {"k": 5, "beta": 0.2}
+    _, r2, _ = sparse_only_inputs(ds, qs, qids, recipe={**base, "propagation": prop}, corpus=sc)
+    Xt = sc.geometry("tfidf")[P.doc_idx]
+    np.testing.assert_allclose(r2, propagate_scores(r, P.offsets, Xt, **prop), rtol=1e-12)
+    with pytest.raises(ValueError, match="unknown sparse geometry"):
+        sparse_only_inputs(ds, qs, qids, recipe={**base, "geometry": "minilm"}, corpus=sc)
+    with pytest.raises(ValueError, match="unknown query model"):
+        sparse_only_inputs(ds, qs, qids, recipe={**base, "query": {"kind": "dense"}}, corpus=sc)
