@@ -178,7 +178,8 @@ class RerankIO(Benchmark):
         out = 0
         for c in chunks:
             pr = R.prepare_chunk(c, self.geom, None, self.cfg, self.args)
-            res = types.SimpleNamespace(p=pr.p0, status=np.zeros(len(pr.off_ok) - 1, np.int32), errors={})
+            _, p0 = R.energy_p0(pr, self.cfg, self.args)
+            res = types.SimpleNamespace(p=p0, status=np.zeros(len(pr.off_ok) - 1, np.int32), errors={})
             out += len(R.finish_chunk(pr, res, self.args, print)[0])
         return out
 

@@ -432,3 +432,24 @@ def test_score_blocks_match_line_oracle(tmp_path, monkeypatch, block):
             list(R.iter_score_blocks(str(bad)))
         with pytest.raises(ValueError, match=f"bad.tsv:51: {what}"):
             R.read_scores(str(bad))
+
+
+def test_real_core_workqueue_layer_many_chunks(tmp_path):
+    """Only the kernel thread launches Numba kernels: with the workqueue threading layer (which
+    aborts on concurrent parallel launches) the 3-stage pipeline runs and matches the default."""
+    import os
+    import subprocess
+
+    jko = pytest.importorskip("jkofast.jko")
+    if not hasattr(jko, "rerank_batch"):
+        pytest.skip("jkofast.jko.rerank_batch not available")
+    run = _write_inputs(tmp_path, nq=100, m=8)  # 100 one-query chunks: many overlapping launches
+    args = ["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids", str(tmp_path / "ids.txt"),
+            "--quiet", "--config", "fast", "--chunk-size", "1", "--threads", "2"]
+    assert main([*args, "--out", str(tmp_path / "a.trec")]) == 0
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
+    root = os.path.join(os.path.dirname(__file__), "..")
+    r = subprocess.run([sys.executable, "-m", "jkofast", *args, "--out", str(tmp_path / "b.trec")], env=env,
+                       cwd=root, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "b.trec").read_bytes() == (tmp_path / "a.trec").read_bytes()

@@ -5,8 +5,9 @@ Input (``--pools``): a TREC run (``qid Q0 docid rank score tag``) or a 3-column 
 order).  The file is read in byte blocks (a vectorised fast path per block, the line-by-line
 path for blocks with a malformed or unusual line) and cut into chunks of ``--chunk-size``
 queries.  Three stages overlap: the main thread parses chunk i+1 and prepares it (doc id ->
-row, energy, p0), a kernel thread runs ``jkofast.jko.rerank_batch`` (all cores, GIL
-released) on chunk i, and a writer thread formats chunk i-1 and writes it **atomically** to
+row, pass-through decisions), a kernel thread computes energy/p0 and runs
+``jkofast.jko.rerank_batch`` (all cores, GIL released) on chunk i -- the only thread that
+launches Numba kernels -- and a writer thread formats chunk i-1 and writes it **atomically** to
 ``OUT.parts/chunk_NNNNNN.trec`` (temp file + ``os.replace``).  On restart, finished chunks
 are skipped; the final output is the concatenation of the parts, byte-identical to an
 uninterrupted run.
@@ -666,15 +667,15 @@ def format_lines(qids, off, docs, sstr, p, ok, k: int, tag: str) -> str:
 
 
 class _Prepared:
-    """A chunk after the Python-side preparation, ready for the kernel."""
+    """A chunk after the Python-side preparation, ready for the kernel stage."""
 
-    __slots__ = ("bad", "chunk", "energy", "line_ok", "off_ok", "ok", "p0", "rows")
+    __slots__ = ("bad", "chunk", "line_ok", "off_ok", "ok", "rows", "rr", "run_s")
 
 
 def prepare_chunk(chunk, geom, user_scores, cfg, args) -> _Prepared:
-    """Doc ids -> geometry rows, pass-through decisions (unknown doc, empty pool), energy and p0."""
-    from jkofast.energy import blend, softmax_tau
-
+    """Doc ids -> geometry rows, pass-through decisions (unknown doc, empty pool), aligned user
+    scores.  Pure Python/numpy: no Numba launch here, so the kernel thread is the only thread
+    that runs parallel kernels (the workqueue threading layer forbids concurrent launches)."""
     pr = _Prepared()
     pr.chunk = chunk
     qids, off = chunk.qids, chunk.off
@@ -698,29 +699,37 @@ def prepare_chunk(chunk, geom, user_scores, cfg, args) -> _Prepared:
     off_ok = np.zeros(ok_q.size + 1, np.int64)
     np.cumsum(lens[ok_q], out=off_ok[1:])
     pr.off_ok = off_ok
-    pr.energy = pr.p0 = None
     pr.rows = rows if line_ok is None else rows[line_ok]
+    pr.run_s = pr.rr = None
     if ok_q.size:
-        run_s = chunk.vals if line_ok is None else chunk.vals[line_ok]
+        pr.run_s = chunk.vals if line_ok is None else chunk.vals[line_ok]
         if user_scores is not None:
             ok_ids = qids if line_ok is None else [qids[i] for i in ok_q.tolist()]
             ok_docs = chunk.docs if line_ok is None else [d for d, o in zip(chunk.docs, line_ok.tolist(), strict=True) if o]
-            rr = align_chunk_scores(user_scores, ok_ids, off_ok, ok_docs)
-            r = blend(off_ok, dense=run_s, rerank=rr.astype(np.float64), alpha=args.alpha, gamma=args.gamma)
-        else:
-            r = blend(off_ok, dense=run_s, alpha=1.0)
-        pr.p0 = softmax_tau(r, off_ok, cfg.tau0)
-        pr.energy = -r
+            pr.rr = align_chunk_scores(user_scores, ok_ids, off_ok, ok_docs)
     return pr
 
 
+def energy_p0(pr: _Prepared, cfg, args):
+    """(energy, p0) of the chunk's rerankable queries: ``r`` = the run score's min-max (blended
+    with the user scores' when given), ``E = -r``, ``p0 = softmax_{tau0}(r)``."""
+    from jkofast.energy import blend, softmax_tau
+
+    if pr.rr is not None:
+        r = blend(pr.off_ok, dense=pr.run_s, rerank=pr.rr.astype(np.float64), alpha=args.alpha, gamma=args.gamma)
+    else:
+        r = blend(pr.off_ok, dense=pr.run_s, alpha=1.0)
+    return -r, softmax_tau(r, pr.off_ok, cfg.tau0)
+
+
 def solve_chunk(pr: _Prepared, geom, cfg, args):
-    """The kernel stage: gather the geometry rows and run ``rerank_batch`` (releases the GIL)."""
+    """The kernel stage: energy/p0, the geometry rows' gather, ``rerank_batch`` (GIL released)."""
     from jkofast.jko import rerank_batch
 
-    if pr.energy is None:
+    if pr.run_s is None:
         return None
-    return rerank_batch(pr.energy, pr.p0, pr.off_ok, config=cfg, n_threads=args.threads, **geom.gather(pr.rows))
+    energy, p0 = energy_p0(pr, cfg, args)
+    return rerank_batch(energy, p0, pr.off_ok, config=cfg, n_threads=args.threads, **geom.gather(pr.rows))
 
 
 def finish_chunk(pr: _Prepared, res, args, say):
@@ -921,7 +930,8 @@ def run(args) -> int:
             prog.update(nq_c)
 
     # three stages: this thread parses and prepares chunk i+1 while the kernel thread solves
-    # chunk i (rerank_batch releases the GIL) and the writer formats and writes chunk i-1
+    # chunk i (rerank_batch releases the GIL; the only thread launching Numba kernels) and the
+    # writer formats and writes chunk i-1
     with ThreadPoolExecutor(max_workers=1) as kex, ThreadPoolExecutor(max_workers=1) as wex:
 
         def submit(item):
