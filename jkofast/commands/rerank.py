@@ -36,6 +36,7 @@ import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
@@ -294,23 +295,38 @@ class _PoolParser:
         v = _floats(s)
         if v is None:
             return None
-        if self.open is not None:
-            oq, od, os_, ov = self.open
-            if qs[0] == oq:
-                ns[0] += len(od)
-            else:
-                qs.insert(0, oq)
-                ns.insert(0, len(od))
-            d, s, v = od + d, os_ + s, np.concatenate((ov, v))
+        o = self.open
+        cont = o is not None and qs[0] == o[0]  # the open query continues into this block
         a = 0
-        for n in ns:  # duplicates -> the line-by-line path reports them (state untouched here)
-            if n > 1 and len(set(d[a:a + n])) != n:
-                return None
+        for i, n in enumerate(ns):  # duplicates -> the line-by-line path reports them (state untouched)
+            if n > 1 or (i == 0 and cont):
+                seg = d[a:a + n]
+                if i == 0 and cont:
+                    seg = o[1] + seg
+                if len(set(seg)) != len(seg):
+                    return None
             a += n
+        self.ln += n_lines
+        if cont and len(qs) == 1:  # the whole block extends the open query
+            self.open = (o[0], o[1] + d, o[2] + s, np.concatenate((o[3], v)))
+            return [], [], [], [], np.zeros(0)
+        # the last run stays open; the rest (behind the previous open query) is finished.  The
+        # columns are fresh lists: cut and prepend in place instead of copying them again
         cut = len(d) - ns[-1]
         self.open = (qs[-1], d[cut:], s[cut:], v[cut:])
-        self.ln += n_lines
-        return qs[:-1], ns[:-1], d[:cut], s[:cut], v[:cut]
+        del d[cut:], s[cut:]
+        v = v[:cut]
+        qs, ns = qs[:-1], ns[:-1]
+        if o is not None:
+            if cont:
+                ns[0] += len(o[1])
+            else:
+                qs.insert(0, o[0])
+                ns.insert(0, len(o[1]))
+            d[0:0] = o[1]
+            s[0:0] = o[2]
+            v = np.concatenate((o[3], v))
+        return qs, ns, d, s, v
 
     def _slow(self, block: bytes):
         qs, ns, docs, sstr, vals = [], [], [], [], []
@@ -367,26 +383,39 @@ def _iter_pieces(path: str, report):
 def iter_chunks(path: str, chunk_size: int, report):
     """Stream the pool file as :class:`Chunk` s of ``chunk_size`` queries (the last may be
     smaller).  Malformed lines go to ``report(lineno, message)`` and are skipped."""
-    left = None
+    bq: list = []  # the chunk being filled from the pieces
+    bn: list = []
+    bd: list = []
+    bs: list = []
+    bv: list = []
+
+    def emit():
+        off = np.zeros(len(bn) + 1, np.int64)
+        np.cumsum(bn, out=off[1:])
+        return Chunk(bq, off, bd, bs, bv[0] if len(bv) == 1 else np.concatenate(bv))
+
     for qs, ns, d, s, v in _iter_pieces(path, report):
-        if left is not None:
-            lq, ln_, ld, ls, lv = left
-            qs, ns, d, s, v = lq + qs, ln_ + ns, ld + d, ls + s, np.concatenate((lv, v))
         off = np.zeros(len(ns) + 1, np.int64)
         np.cumsum(ns, out=off[1:])
+        offl = off.tolist()
         i = 0
-        while len(qs) - i >= chunk_size:
-            j = i + chunk_size
-            a, b = int(off[i]), int(off[j])
-            yield Chunk(qs[i:j], off[i:j + 1] - a, d[a:b], s[a:b], v[a:b])
+        while i < len(qs):
+            j = min(len(qs), i + chunk_size - len(bq))
+            a, b = offl[i], offl[j]
+            if not bq:  # start a chunk: one slice copy of each column
+                bq, bn, bd, bs, bv = qs[i:j], ns[i:j], d[a:b], s[a:b], [v[a:b]]
+            else:
+                bq += qs[i:j]
+                bn += ns[i:j]
+                bd += d[a:b]
+                bs += s[a:b]
+                bv.append(v[a:b])
+            if len(bq) == chunk_size:
+                yield emit()
+                bq, bn, bd, bs, bv = [], [], [], [], []
             i = j
-        a = int(off[i])
-        left = (qs[i:], ns[i:], d[a:], s[a:], v[a:])
-    if left is not None and left[0]:
-        lq, ln_, ld, ls, lv = left
-        off = np.zeros(len(ln_) + 1, np.int64)
-        np.cumsum(ln_, out=off[1:])
-        yield Chunk(lq, off, ld, ls, lv)
+    if bq:
+        yield emit()
 
 
 def iter_queries(path: str, report):
@@ -647,7 +676,7 @@ def format_lines(qids, off, docs, sstr, p, ok, k: int, tag: str) -> str:
     sel_l = sel.tolist()
     args: list = [None] * (4 * m)
     args[0::4] = np.repeat(np.array(qids, object), kk).tolist()
-    args[1::4] = [docs[j] for j in sel_l]
+    args[1::4] = [docs[sel_l[0]]] if m == 1 else itemgetter(*sel_l)(docs)
     args[2::4] = rank.tolist()
     t = tag.replace("%", "%%")
     f_ok, f_bad = f"%s Q0 %s %d %.9g {t}\n", f"%s Q0 %s %d %s {t}\n"
