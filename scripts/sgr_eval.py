@@ -5,6 +5,8 @@ Usage:
     python scripts/sgr_eval.py                # reproduction + P-sweep + selection + report
     python scripts/sgr_eval.py --quick        # reproduction only
     python scripts/sgr_eval.py --json out.json
+    python scripts/sgr_eval.py --speed        # SGR vs bm25s, interleaved, one process
+    python scripts/sgr_eval.py --profile      # where the query time goes, stage by stage
 """
 
 from __future__ import annotations
@@ -93,7 +95,16 @@ def main(argv=None) -> int:
     ap.add_argument("--speed", action="store_true",
                     help="speed only: build time, bytes/doc, end-to-end QPS vs bm25s (numba)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--before", default=None, metavar="REV",
+                    help="with --speed: also time the query path of git revision REV "
+                         "(its sgr.py + kernels/geometric.py) in the same process")
+    ap.add_argument("--profile", action="store_true",
+                    help="per-stage breakdown of the query path at 1 thread (early exits)")
     args = ap.parse_args(argv)
+    if args.profile:
+        out = profile(args)
+        _dump(out, args.json)
+        return 0
     if args.speed:
         out = speed(args)
         _dump(out, args.json)
@@ -201,11 +212,22 @@ def speed(args) -> dict:
     test_q = [queries[q] for q in sorted(qrels["test"], key=lambda x: int(x))]
     all_q = list(queries.values())
     out: dict = {"n_docs": len(texts)}
+    rold = None
+    if args.before:
+        old_cls = _load_revision(args.before)
+        rold = old_cls().fit(texts)
     for nt in (1, 2):
         t0 = time.perf_counter()
         r = SparseGeometricRetriever().fit(texts, n_threads=nt)
         out[f"sgr_build_s_{nt}t"] = time.perf_counter() - t0
     out["sgr_index_bytes_per_doc"] = r.index_nbytes() / r.n_docs_
+    if rold is not None:
+        a, b = rold.search(all_q, k=10), r.search(all_q, k=10)
+        out["before_rev"] = args.before
+        out["before_identical_all_queries"] = bool(np.array_equal(a[0], b[0])
+                                                   and np.array_equal(a[1], b[1]))
+        print(f"{args.before} vs working tree, all {len(all_q)} queries: ids and scores "
+              f"identical = {out['before_identical_all_queries']}", flush=True)
     rsel = SparseGeometricRetriever(**SELECTED).fit(texts)
     rsel.search(all_q[:8], k=10)
     out["sgr_index_bytes_per_doc_all_arrays"] = r.index_nbytes(False) / r.n_docs_
@@ -236,9 +258,15 @@ def speed(args) -> dict:
                     tok = bm25s.tokenize(qs, stopwords=None, show_progress=False)
                     ret.retrieve(tok, k=10, n_threads=nt, show_progress=False)
 
-            ts, tb, tsel = interleaved([
-                lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt), b,
-                lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt)])
+            fns = [lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt), b,
+                   lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt)]
+            if rold is not None:
+                fns.append(lambda qs=qs, nt=nt: rold.search(qs, k=10, n_threads=nt))
+            ts, tb, tsel, *told = interleaved(fns)
+            if told:
+                out[f"{label}_{nt}t_before_ms_per_query"] = 1e3 * told[0] / len(qs)
+                print(f"{label} {nt} thread(s): SGR at {args.before} {1e3 * told[0] / len(qs):.4f}"
+                      f" ms/q ({told[0] / ts:.2f}x the working tree)", flush=True)
             out[f"{label}_{nt}t"] = {
                 "sgr_ms_per_query": 1e3 * ts / len(qs), "sgr_qps": len(qs) / ts,
                 "sgr_selected_ms_per_query": 1e3 * tsel / len(qs), "sgr_selected_qps": len(qs) / tsel,
@@ -255,8 +283,177 @@ def speed(args) -> dict:
         lat.append(time.perf_counter() - t)
     out["sgr_single_query_ms_median"] = 1e3 * float(np.median(lat))
     out["sgr_single_query_ms_p95"] = 1e3 * float(np.percentile(lat, 95))
+    if rold is not None:
+        lat = []
+        for q in test_q:
+            t = time.perf_counter()
+            rold.search([q], k=10, n_threads=1)
+            lat.append(time.perf_counter() - t)
+        out["before_single_query_ms_median"] = 1e3 * float(np.median(lat))
+        out["before_single_query_ms_p95"] = 1e3 * float(np.percentile(lat, 95))
     print(json.dumps(out, indent=1))
     return out
+
+
+STAGES = ("setup (marks, query values)", "1 routing (B.6)", "2 local scores + consensus (B.7)",
+          "3 BM25 extension (off)", "4 tail, gate, semantic vector, rare terms",
+          "5 rescue: lex1/lexadj/rare of U", "6 shortlist z-scores + top-P (B.8)",
+          "7 semantic presence of the pool", "8 final features, relevance, plain order (B.9)",
+          "9 diversity (B.10)", "10 outputs")
+
+
+def _profiled_kernels():
+    """An instrumented copy of ``jkofast.kernels.geometric``: every ``# stage k:`` comment
+    of ``sgr_one_query`` gets an early exit taken when ``ip[I_STOP] == k``; the time up to
+    stage k minus the time up to stage k-1 is the cost of stage k-1 (cache effects of the
+    skipped stages included)."""
+    import importlib.util
+    import re
+    import tempfile
+
+    from jkofast.kernels import geometric
+
+    with open(geometric.__file__, encoding="utf-8") as f:
+        src = f.read()
+    src = re.sub(r"N_IP = (\d+)", lambda m: f"N_IP = {int(m.group(1)) + 1}\nI_STOP = {m.group(1)}",
+                 src, count=1)
+    lines = []
+    for line in src.split("\n"):
+        m = re.search(r"# stage (\d+):", line)
+        if m:
+            ind = line[: len(line) - len(line.lstrip())]
+            lines += [f"{ind}if ip[I_STOP] == {m.group(1)}:",
+                      f"{ind}    _clear_marks(qt, sem_indptr, sem_idx, mark, sval)",
+                      f"{ind}    return 0, 0"]
+        lines.append(line)
+    d = os.path.join(tempfile.gettempdir(), "jkofast_sgr_profile")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "sgr_geometric_profiled.py")
+    text = "\n".join(lines)
+    if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    spec = importlib.util.spec_from_file_location("sgr_geometric_profiled", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # Numba's on-disk cache re-imports it by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def profile(args) -> dict:
+    """Stage-by-stage query time at 1 thread (SciFact, published defaults): the Python
+    side (tokeniser + TF-IDF, wrapper), the kernel by early exits, and per-call overhead
+    (one batch call vs one call per query).  Interleaved, best of ``--repeats``."""
+    import jkofast.sgr as S
+    from jkofast._threads import numba_threads
+
+    _, texts, queries, qrels = load_scifact(args.data)
+    test_q = [queries[q] for q in sorted(qrels["test"], key=lambda x: int(x))]
+    all_q = list(queries.values())
+    r = S.SparseGeometricRetriever().fit(texts)
+    prof = _profiled_kernels()
+    stops = [*range(1, len(STAGES)), 99]
+    out: dict = {}
+    real_q, real_pa = S._q, S.SparseGeometricRetriever._param_arrays
+    stop = [99]
+
+    def pa(self, P):  # called while S._q is the instrumented module (N_IP + 1 slots)
+        fp, ip = real_pa(self, P)
+        ip[prof.I_STOP] = stop[0]
+        return fp, ip
+
+    for label, qs in (("test300", test_q), ("all1109", all_q)):
+        nq = len(qs)
+        qi, qt, qv = r.transform_queries(qs)
+        empty = (np.zeros(nq + 1, np.int64), qt[:0], qv[:0])
+        P = r.params["pool_size"]
+        ts: dict = {k: [] for k in ["tok", "kernel", "search", "empty", *stops]}
+        with numba_threads(1):
+            try:
+                S._q, S.SparseGeometricRetriever._param_arrays = prof, pa
+                for s_ in stops:
+                    stop[0] = s_
+                    r._run(qi, qt, qv, P, 1, n_out=10)
+                for _ in range(args.repeats):
+                    stop[0] = 99
+                    t = time.perf_counter()
+                    r._run(*empty, P, 1, n_out=10)
+                    ts["empty"].append(time.perf_counter() - t)
+                    for s_ in stops:
+                        stop[0] = s_
+                        t = time.perf_counter()
+                        r._run(qi, qt, qv, P, 1, n_out=10)
+                        ts[s_].append(time.perf_counter() - t)
+            finally:
+                S._q, S.SparseGeometricRetriever._param_arrays = real_q, real_pa
+            for _ in range(args.repeats):
+                t = time.perf_counter()
+                r.transform_queries(qs)
+                ts["tok"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                r._run(qi, qt, qv, P, 1, n_out=10)
+                ts["kernel"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                r.search(qs, k=10, n_threads=1)
+                ts["search"].append(time.perf_counter() - t)
+        us = {k: 1e6 * min(v) / nq for k, v in ts.items()}
+        rows = {"tokenise + query TF-IDF (Python)": us["tok"],
+                "wrapper + kernel call, empty batch": us["empty"]}
+        prev = us["empty"]
+        for name, s_ in zip(STAGES, stops, strict=True):
+            rows[name] = us[s_] - prev
+            prev = us[s_]
+        rows["kernel call total (_run)"] = us["kernel"]
+        rows["search() end to end"] = us["search"]
+        rows["search() minus tokeniser minus kernel call"] = us["search"] - us["tok"] - us["kernel"]
+        out[label] = rows
+        print(f"{label} ({nq} queries, one batch call, 1 thread), µs/query:")
+        for k_, v in rows.items():
+            print(f"  {k_:48s} {v:8.2f}")
+    # one call per query (per-call overhead), 1 thread
+    lat = {"search": [], "tok": [], "kernel": []}
+    for q in test_q:
+        qi, qt, qv = r.transform_queries([q])
+        for name, fn in (("search", lambda q=q: r.search([q], k=10, n_threads=1)),
+                         ("tok", lambda q=q: r.transform_queries([q])),
+                         ("kernel", lambda qi=qi, qt=qt, qv=qv: r._run(qi, qt, qv, 100, 1, n_out=10))):
+            best = np.inf
+            for _ in range(3):
+                t = time.perf_counter()
+                fn()
+                best = min(best, time.perf_counter() - t)
+            lat[name].append(best)
+    out["one_call_per_query_us_median"] = {k: 1e6 * float(np.median(v)) for k, v in lat.items()}
+    print("one call per query (300 test queries, best of 3 each), median µs:",
+          {k: round(v, 1) for k, v in out["one_call_per_query_us_median"].items()})
+    return out
+
+
+def _load_revision(rev: str):
+    """``SparseGeometricRetriever`` of git revision ``rev``: its ``jkofast/sgr.py`` and
+    ``jkofast/kernels/geometric.py`` imported under private names (the rest of the
+    package is the working tree's)."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    root = os.path.abspath(os.path.join(HERE, ".."))
+    d = os.path.join(tempfile.gettempdir(), f"jkofast_sgr_{rev}")
+    os.makedirs(d, exist_ok=True)
+    mods = {}
+    for name, rel in (("geometric", "jkofast/kernels/geometric.py"), ("sgr", "jkofast/sgr.py")):
+        src = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout
+        path = os.path.join(d, f"{name}_{rev}.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(src)
+        spec = importlib.util.spec_from_file_location(f"{name}_{rev}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # Numba's on-disk cache re-imports it by name
+        spec.loader.exec_module(mod)
+        mods[name] = mod
+    mods["sgr"]._q = mods["geometric"]
+    return mods["sgr"].SparseGeometricRetriever
 
 
 def _dump(out, path):

@@ -549,6 +549,8 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
         ns += 1
     dev = wf[6, :nee]
     nd = min(n_div, n_pool)
+    first = 0
+    last = n_pool - 1
     for rank in range(1, nd):
         # dev_b = 1 + mean(Cos[S,S]) - 2 mean(Cos[b,S]), min-max across eligible branches
         if ns > 0 and ne > 0:
@@ -572,21 +574,31 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
         else:
             for b in range(ne):
                 dev[b] = 0.0
-        rlo = np.inf
-        rhi = -np.inf
-        for a in range(n_pool):
-            if not used[a]:
-                r = relp[a]
-                rlo = min(rlo, r)
-                rhi = max(rhi, r)
+        # relp is non-increasing along the plain order: max / min of the remaining
+        # relevances are those of the first / last unused positions
+        while used[first]:
+            first += 1
+        while used[last]:
+            last -= 1
+        rhi = relp[first]
+        rlo = relp[last]
+        devmax = 0.0
+        if ns > 0:
+            for b in range(ne):
+                devmax = max(devmax, dev[b])
         best = -1
         bestv = -np.inf
         best_bb = -1
-        for a in range(n_pool):
+        for a in range(first, last + 1):
             if used[a]:
                 continue
             r = relp[a]
             v = (r - rlo) / (rhi - rlo) if rhi - rlo >= 1e-9 else 0.0
+            # exact early exit: the normalised relevance never increases along the plain
+            # order and the bonus is at most λ_D·max dev (correctly rounded +, ×, / are
+            # monotone), so no later doc can score strictly above bestv
+            if best >= 0 and v + lam_d * devmax <= bestv:
+                break
             bonus = 0.0
             bb = -1
             for s in range(ebn[a]):
