@@ -497,6 +497,8 @@ class SparseGeometricRetriever:
         _b.term_doc_bitsets(t_indptr, ix["t_docs"], tb_row, bits)
         ix["tb_row"] = tb_row
         ix["tb_bits"] = bits
+        dl = ix["dl"]
+        self._avgdl = float(dl.mean()) if dl.size and dl.mean() > 0 else 1.0  # per call before
         # the batch tokeniser's lookup table: the vocabulary plus the sentinel (-2)
         voc = getattr(self, "vocabulary_", None)
         self._qvocab = None if voc is None or _SEP in voc else {**voc, _SEP: -2}
@@ -606,8 +608,7 @@ class SparseGeometricRetriever:
         fp[_q.F_W_SEM] = p["w_sem"]
         fp[_q.F_W_RARE] = p["w_rare"]
         fp[_q.F_LAM_D] = p["lam_d"]
-        dl = self._ix["dl"]
-        fp[_q.F_AVGDL] = float(dl.mean()) if dl.size and dl.mean() > 0 else 1.0
+        fp[_q.F_AVGDL] = self._avgdl
         fp[_q.F_BM25_K1] = p["bm25_k1"]
         fp[_q.F_BM25_B] = p["bm25_b"]
         fp[_q.F_W_BM25] = p["bm25_weight"]
