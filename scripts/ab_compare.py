@@ -81,7 +81,10 @@ def export_package(ref: str, dest: str, *, root: str = ROOT, with_data: bool = F
                              capture_output=True, check=True).stdout
         tmp = tempfile.mkdtemp(prefix=".export-", dir=dest)
         with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
-            tf.extractall(tmp, filter="data")
+            try:
+                tf.extractall(tmp, filter="data")
+            except TypeError:  # Python without extraction filters (our own git archive: trusted)
+                tf.extractall(tmp)
         for dirpath, _dirs, files in os.walk(os.path.join(tmp, "jkofast")):
             for f in files:
                 if f.endswith(".py"):
