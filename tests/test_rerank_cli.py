@@ -453,3 +453,18 @@ def test_real_core_workqueue_layer_many_chunks(tmp_path):
                        cwd=root, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "b.trec").read_bytes() == (tmp_path / "a.trec").read_bytes()
+
+
+def test_gzip_input_same_as_plain(tmp_path, monkeypatch):
+    import gzip
+
+    from jkofast.commands import rerank as R
+
+    monkeypatch.setattr(R, "_BLOCK_BYTES", 97)
+    path = tmp_path / "run.trec"
+    _tricky_run(path, seed=7)
+    (tmp_path / "run.trec.gz").write_bytes(gzip.compress(path.read_bytes()))
+    rep_a, rep_b = [], []
+    a = [q for c in R.iter_chunks(str(path), 4, lambda ln, m: rep_a.append(ln)) for q in c]
+    b = [q for c in R.iter_chunks(str(tmp_path / "run.trec.gz"), 4, lambda ln, m: rep_b.append(ln)) for q in c]
+    assert a == b and rep_a == rep_b and a
