@@ -234,7 +234,8 @@ def suite_jko(sides: dict, configs: list, repeats: int, n_pools: int) -> list:
         if sci:
             f = row["scifact_ms"]
             line += (f" | SciFact median (max) {f['base_median']:6.1f} ({f['base_max']:.1f}) -> "
-                     f"{f['head_median']:6.1f} ({f['head_max']:.1f}) ms ({f['ratio_median']:4.2f}x), {f['pools']} pools")
+                     f"{f['head_median']:6.1f} ({f['head_max']:.1f}) ms ({f['ratio_median']:4.2f}x), "
+                     f"{f['pools']} pools")
         print(line + f" | max|dp| {max_dp:.1e}", flush=True)
     return rows
 
@@ -257,7 +258,8 @@ def suite_sinkhorn(sides: dict, repeats: int) -> list:
                              for k, (_, pkg) in sides.items()}, repeats)
         us = {k: 1e6 * v / n_it for k, v in best.items()}
         rows.append({"M": m, "us_per_pair": us, "ratio": us["base"] / us["head"]})
-        print(f"  sinkhorn_log M={m:5d}: {us['base']:8.2f} -> {us['head']:8.2f} µs/pair ({us['base'] / us['head']:4.2f}x)",
+        print(f"  sinkhorn_log M={m:5d}: {us['base']:8.2f} -> {us['head']:8.2f} µs/pair "
+              f"({us['base'] / us['head']:4.2f}x)",
               flush=True)
     return rows
 

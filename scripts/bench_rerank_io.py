@@ -411,8 +411,9 @@ def cli_bench(d: str, n_queries: int, threads: list, config: str, chunk_size: in
                     wall, qps = one(mod, kind, nt)
                     if wall < best[kind][0]:
                         best[kind] = (wall, qps)
-            with open(os.path.join(work, f"old_{nt}.trec"), "rb") as a, open(os.path.join(work, f"new_{nt}.trec"), "rb") as b:
-                assert a.read() == b.read(), "CLI outputs differ"
+            with open(os.path.join(work, f"old_{nt}.trec"), "rb") as fa, \
+                    open(os.path.join(work, f"new_{nt}.trec"), "rb") as fb:
+                assert fa.read() == fb.read(), "CLI outputs differ"
             res[f"threads_{nt}"] = {k: {"wall_s": w, "wall_qps": n_queries / w, "reported_qps": q}
                                     for k, (w, q) in best.items()}
     finally:
@@ -446,7 +447,8 @@ def main(argv=None):
               "(stream scores.tsv + align)")
     print(f"  write    {s['write_s']:7.3f} s (same code)   gather {s['gather_s']:7.3f} s (same code)")
     print(f"  parse+process+write: old {s['python_side_old_qps']:.0f} q/s, new {s['python_side_new_qps']:.0f} q/s; "
-          f"with gather: old {s['python_side_old_plus_gather_qps']:.0f}, new {s['python_side_new_plus_gather_qps']:.0f}")
+          f"with gather: old {s['python_side_old_plus_gather_qps']:.0f}, "
+          f"new {s['python_side_new_plus_gather_qps']:.0f}")
     if a.cli_queries > 0:
         r["cli"] = cli_bench(a.dir, a.cli_queries, a.cli_threads, a.config, a.cli_chunk_size, a.repeats,
                              a.old_module, a.grad)
@@ -455,7 +457,8 @@ def main(argv=None):
             kq = r["cli"][f"kernel_{nt}"]
             print(f"  kernel stage alone (gather + rerank_batch), first chunk of {kq['queries']}, {nt} thread(s): "
                   f"{kq['qps']:.1f} q/s")
-            print(f"  CLI {a.cli_queries} q, --config {a.config} --grad {a.grad}, {nt} thread(s): wall old {c['old']['wall_s']:.2f} s "
+            print(f"  CLI {a.cli_queries} q, --config {a.config} --grad {a.grad}, {nt} thread(s): "
+                  f"wall old {c['old']['wall_s']:.2f} s "
                   f"({c['old']['wall_qps']:.1f} q/s), new {c['new']['wall_s']:.2f} s ({c['new']['wall_qps']:.1f} q/s), "
                   f"{c['old']['wall_s'] / c['new']['wall_s']:.2f}x; outputs identical")
     if a.json:

@@ -420,7 +420,8 @@ def test_score_blocks_match_line_oracle(tmp_path, monkeypatch, block):
     for q in range(40):
         for _ in range(int(rng.integers(1, 6))):
             d = f"d{int(rng.integers(0, 8))}"  # repeats: the last score wins
-            lines.append(f"q{q % 13}\t{d}\t{rng.normal():.5f}\n" if q % 4 else f"q{q % 13} Q0 {d} 1 {rng.normal():.5f} x\r\n")
+            x = rng.normal()
+            lines.append(f"q{q % 13}\t{d}\t{x:.5f}\n" if q % 4 else f"q{q % 13} Q0 {d} 1 {x:.5f} x\r\n")
     good = tmp_path / "s.tsv"
     good.write_bytes("".join(lines).encode())
     assert list(R.iter_score_blocks(str(good))) == _oracle_score_blocks(good)

@@ -734,7 +734,8 @@ def prepare_chunk(chunk, geom, user_scores, cfg, args) -> _Prepared:
         pr.run_s = chunk.vals if line_ok is None else chunk.vals[line_ok]
         if user_scores is not None:
             ok_ids = qids if line_ok is None else [qids[i] for i in ok_q.tolist()]
-            ok_docs = chunk.docs if line_ok is None else [d for d, o in zip(chunk.docs, line_ok.tolist(), strict=True) if o]
+            ok_docs = (chunk.docs if line_ok is None
+                       else [d for d, o in zip(chunk.docs, line_ok.tolist(), strict=True) if o])
             pr.rr = align_chunk_scores(user_scores, ok_ids, off_ok, ok_docs)
     return pr
 
@@ -823,7 +824,8 @@ def _fingerprint(args) -> dict:
          "mtime_ns": st.st_mtime_ns, "config": args.config, "chunk_size": args.chunk_size, "k": args.k,
          "tag": args.tag, "embeddings": args.embeddings, "ids": args.ids, "tfidf_corpus": args.tfidf_corpus,
          "scores": args.scores, "scores_in_memory": args.scores_in_memory, "grad": getattr(args, "grad", None),
-         "mode": getattr(args, "mode", None), "alpha_prox": getattr(args, "alpha_prox", None), "alpha": args.alpha, "gamma": args.gamma, "dist": bool(args.dist)}
+         "mode": getattr(args, "mode", None), "alpha_prox": getattr(args, "alpha_prox", None), "alpha": args.alpha,
+         "gamma": args.gamma, "dist": bool(args.dist)}
     d["hash"] = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
     return d
 
