@@ -158,7 +158,9 @@ class SparseGeometricRetriever:
     rescue_mode : {"auto", "scan", "postings"}, default "auto"
         How lex1 and the pool features are gathered: scanning every routed document's
         binary support (the frozen method), streaming the postings of the query and
-        semantic terms, or the cheaper of the two per query.  Results are bit-identical.
+        semantic terms, or (auto) per query term the cheaper of its postings and its
+        document bitset, with the semantic presence computed for the pool only.  Results
+        are bit-identical.
 
     Examples
     --------

@@ -10,15 +10,21 @@ Index layout (built by ``jkofast.sgr``):
   memberships ``mem_doc`` int32, ``mem_m`` float32; codes ``code_term`` int32 (M, S),
   ``code_sign`` int8, ``code_cval`` float32 (= c_j[t]), ``code_w`` float32 (reliability),
   ``code_count`` int32;
-* binary support ``s_indptr``/``s_idx`` (the TF-IDF row pattern), ``dl`` float64, ``idf``
-  float64; term postings ``t_indptr``/``t_docs``/``t_tf`` for the optional BM25 fusion;
+* binary support ``s_indptr``/``s_idx`` (the TF-IDF row pattern; uint16 term ids when
+  V <= 65,535, else int32), ``dl`` float64, ``idf`` float64; term postings
+  ``t_indptr``/``t_docs``/``t_tf`` (rescue and the optional BM25 fusion) and, for the
+  frequent terms (``tb_row[t] >= 0``), document bitsets ``tb_bits`` int64
+  (rows × ceil(N / 64));
 * centres ``c_indptr``/``c_terms``/``c_vals`` sorted by term id, ``c_norm`` float64.
 
 Scalars travel in two small arrays (``fp`` float64, ``ip`` int64, indices ``F_*``/``I_*``
 below) so variants stay flags, not recompilations.  Scratch (stamped tables of size V and
 N) is allocated once per chunk and reused across its queries: the generation stamp is the
-query index, so nothing is zeroed per query.  Every top-k is strict IEEE with ties to the
-lowest id; float sums within a query are serial, so results do not depend on threads.
+query index, so nothing is zeroed per query; the heap and pool-sized work rows are
+allocated once per chunk per call.  Every top-k is strict IEEE with ties to the lowest id;
+float sums within a query are serial, so results do not depend on threads.  The
+``# stage k:`` comments in ``sgr_one_query`` are read by ``scripts/sgr_eval.py --profile``
+(it times an instrumented copy that exits at each of them).
 """
 
 from __future__ import annotations
@@ -740,11 +746,11 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     n_rare = topk_pos(qidf, nq, n_rare, rpos, wf[1], hv, hi)
     for a in range(n_rare):
         mark[qt[rpos[a]]] |= 4
-    # early rescue: lex1 (and the pool features) for every (kept) routed doc, either by a
-    # scan of each doc's binary support (the frozen method) or by streaming the postings
-    # of the query and semantic terms; per doc both add the same terms in ascending id
-    # order, so the two give bit-identical results and the cheaper is picked per query
-    # stage 5: early rescue (lex1) and the pool features
+    # stage 5: early rescue: lex1 (and the lexical pool features) for every (kept) routed
+    # doc, by a scan of each doc's binary support (mode 1, the frozen method), by
+    # streaming the postings of the query and semantic terms (mode 2), or per query term
+    # by postings or document bitset (mode 0, auto); per doc all add the same terms in
+    # ascending id order, so the results are bit-identical
     b1 = fp[F_B_RESCUE]
     b2 = fp[F_B_FINAL]
     coord = fp[F_COORD]
