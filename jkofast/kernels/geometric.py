@@ -431,6 +431,30 @@ def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, 
         sem_doc[d] = ssum
 
 
+
+@kernel()
+def _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos):
+    """``cos[b, s] = cos[s, b]`` for every eligible b: scatter centre s into the zero table
+    ``ctab``, sum branch-free over each centre b's entries (a term not in s adds +0.0),
+    then clear ``ctab``.  The non-zero products are the shared terms in ascending id
+    whichever centre is scattered, so the value equals the one of a sorted merge and of
+    the scatter of either centre: Cos is exactly symmetric."""
+    js = rt[elig[s]]
+    for p in range(c_indptr[js], c_indptr[js + 1]):
+        ctab[c_terms[p]] = np.float64(c_vals[p])
+    for b in range(ne):
+        jb = rt[elig[b]]
+        s_ = 0.0
+        for q in range(c_indptr[jb], c_indptr[jb + 1]):
+            s_ += ctab[c_terms[q]] * np.float64(c_vals[q])
+        den = c_norm[js] * c_norm[jb]
+        v = s_ / den if den > 0.0 else 0.0
+        cos[b, s] = v
+        cos[s, b] = v
+    for p in range(c_indptr[js], c_indptr[js + 1]):
+        ctab[c_terms[p]] = 0.0
+
+
 @kernel()
 def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_indptr,
               c_terms, c_vals, c_norm, n_elig, top_h, n_div, lam_d, ctab, wi, wf, out_order):
@@ -441,7 +465,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
     greedily maximise ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's
     eligible branches (ties: earlier in plain order); the rest follow plain order.
     ``ctab`` (float64, V) must be all zero on entry and is all zero on exit (one centre
-    at a time is scattered into it).  ``wi`` int64 / ``wf`` float64 (>= 8 rows of
+    at a time is scattered into it).  ``wi`` int64 (>= 9 rows) / ``wf`` float64 (>= 8 rows of
     ``>= max(n_routed·top_h, n_elig², n_pool·(F+1), n_div + n_pool, n_routed) + 1``) are
     scratch.
     """
@@ -503,27 +527,13 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
         elig_of[k] = -1
     for b in range(ne):
         elig_of[elig[b]] = b
-    # pairwise cosines of the eligible (unit) centres: scatter centre b into the zero
-    # table, then sum over the entries of b2 <= b branch-free (+0.0 for a term not in b
-    # leaves the sum unchanged; ascending term id, i.e. the same sum order as a sorted
-    # merge, so Cos is exactly symmetric and equal to the stamped version)
+    # cosines of the eligible (unit) centres, computed lazily: column s (all b) when
+    # branch s first enters the selected set S, the only columns dev_b reads.
     nee = max(ne, 1)
     cos = wf[4, :nee * nee].reshape((nee, nee))
+    have = wi[8, :nee]
     for b in range(ne):
-        jb = rt[elig[b]]
-        for p in range(c_indptr[jb], c_indptr[jb + 1]):
-            ctab[c_terms[p]] = np.float64(c_vals[p])
-        for b2 in range(b + 1):
-            j2 = rt[elig[b2]]
-            s_ = 0.0
-            for q in range(c_indptr[j2], c_indptr[j2 + 1]):
-                s_ += ctab[c_terms[q]] * np.float64(c_vals[q])
-            den = c_norm[jb] * c_norm[j2]
-            v = s_ / den if den > 0.0 else 0.0
-            cos[b, b2] = v
-            cos[b2, b] = v
-        for p in range(c_indptr[jb], c_indptr[jb + 1]):
-            ctab[c_terms[p]] = 0.0
+        have[b] = 0
     # per plain position: relevance and the eligible branches of the doc
     F = dm_r.shape[1]
     relp = wf[5, :n_pool]
@@ -553,6 +563,8 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
     if best_b >= 0:
         sel[ns] = best_b
         ns += 1
+        _cos_column(best_b, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)
+        have[best_b] = 1
     dev = wf[6, :nee]
     nd = min(n_div, n_pool)
     first = 0
@@ -624,6 +636,10 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
         if best_bb >= 0:
             sel[ns] = best_bb
             ns += 1
+            if not have[best_bb] and rank + 1 < nd:  # needed by the next rank only
+                _cos_column(best_bb, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab,
+                            cos)
+                have[best_bb] = 1
     o = nd
     for a in range(n_pool):
         if not used[a]:
@@ -658,7 +674,8 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     float64 rows = tail, lexadj, sem, rare, relevance, lex1, bm25 aligned with
     ``out_doc``; ``out_info`` (int64, 3) = (|U|, number of routed terms, |pool|).
     ``hv``/``hi`` (float64/int64, >= max(N, budget)) are heap scratch; ``wi``/``wf``
-    (int64/float64, (>= 8, W)) are pool-sized work rows (see ``sgr_query_batch``).
+    (int64 (>= 12, W) / float64 (>= 15, W)) are pool-sized work rows (see
+    ``sgr_query_batch``).
     """
     nq = qt.shape[0]
     out_info[0] = 0
@@ -999,7 +1016,7 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         # per-chunk heap and pool-sized work rows, allocated once per call (not per query)
         heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
         heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
-        wi = np.empty((11, n_w), np.int64)
+        wi = np.empty((12, n_w), np.int64)
         wf = np.empty((15, n_w), np.float64)
         for i in range(lo, hi):
             s = q_indptr[i]
