@@ -53,13 +53,24 @@ def test_tfidf_basis(built):
     assert dl[3] == 0 and dl[5] == 2  # "x" is not a token
 
 
+def _oracle_positions(ix, mems):
+    """Index of each oracle membership (doc-major order) in the stored (branch-major)
+    arrays; a membership is identified by its (document, branch) pair."""
+    where = {(int(d), int(j)): i for i, (d, j) in enumerate(zip(ix["mem_doc"], ix["mem_branch"],
+                                                                strict=True))}
+    assert len(where) == len(mems) == ix["mem_doc"].shape[0]
+    return np.array([where[(d, j)] for d, j, _ in mems], np.int64)
+
+
 def test_memberships(built):
     r, X, _, _ = built
     ix = r._ix
     mems = ref.sgr_memberships(X, SMALL["n_memberships"])
-    assert_array_equal(ix["mem_doc"], [d for d, _, _ in mems])
-    assert_array_equal(ix["mem_branch"], [j for _, j, _ in mems])
-    assert_allclose(ix["mem_m"], [m for _, _, m in mems], rtol=1e-6)
+    pos = _oracle_positions(ix, mems)
+    assert_allclose(ix["mem_m"][pos], [m for _, _, m in mems], rtol=1e-6)
+    # stored branch-major (then by doc), so that b_mem is the identity
+    assert np.all(np.diff(ix["mem_branch"]) >= 0)
+    assert_array_equal(ix["b_mem"], np.arange(ix["mem_doc"].shape[0]))
     # memberships of a document sum to 1; the empty doc has none; doc 5 has one
     sums = np.bincount(ix["mem_doc"], weights=ix["mem_m"], minlength=X.shape[0])
     has = np.bincount(ix["mem_doc"], minlength=X.shape[0])
@@ -94,13 +105,15 @@ def test_codes_and_reliability(built):
     C = ref.sgr_centres(X, mems, SMALL["centre_size"])
     codes = ref.sgr_codes(X, C, mems, SMALL["code_size"])
     W = ref.sgr_reliability(codes, mems, r.n_terms_)
-    for m, (t, s, c) in enumerate(codes):
+    pos = _oracle_positions(ix, mems)
+    for mo, (t, s, c) in enumerate(codes):
+        m = pos[mo]
         n = ix["code_count"][m]
-        assert n == min(SMALL["code_size"], np.count_nonzero(X[mems[m][0]]))
+        assert n == min(SMALL["code_size"], np.count_nonzero(X[mems[mo][0]]))
         assert_array_equal(ix["code_term"][m, :n], t)
         assert_array_equal(ix["code_sign"][m, :n], s)
         assert_allclose(ix["code_cval"][m, :n], c, rtol=1e-7)
-        assert_allclose(ix["code_w"][m, :n], W[m], rtol=1e-6)
+        assert_allclose(ix["code_w"][m, :n], W[mo], rtol=1e-6)
         assert np.all(ix["code_term"][m, n:] == -1)
     # weights have mean 1 over each branch's distinct (j, t) entries
     for j in np.unique(ix["mem_branch"]):
@@ -121,10 +134,12 @@ def test_reliability_float16_and_occurrence_mean(corpus):
                                     **SMALL).fit(corpus)
     W = ref.sgr_reliability(codes, mems, r16.n_terms_)
     Wocc = ref.sgr_reliability(codes, mems, r16.n_terms_, weighted_mean=True)
+    p16, pocc = _oracle_positions(r16._ix, mems), _oracle_positions(rocc._ix, mems)
     for m in range(len(codes)):
-        n = r16._ix["code_count"][m]
-        assert_array_equal(r16._ix["code_w"][m, :n], W[m].astype(np.float16).astype(np.float32))
-        assert_allclose(rocc._ix["code_w"][m, :n], Wocc[m], rtol=1e-6)
+        n = r16._ix["code_count"][p16[m]]
+        assert_array_equal(r16._ix["code_w"][p16[m], :n],
+                           W[m].astype(np.float16).astype(np.float32))
+        assert_allclose(rocc._ix["code_w"][pocc[m], :n], Wocc[m], rtol=1e-6)
 
 
 @pytest.mark.parametrize("include_self", [False, True])
