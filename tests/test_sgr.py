@@ -425,3 +425,25 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
         for lex, lexadj, rare in outs:
             assert lex[d_pos] == want[0] and rare[d_pos] == want[2]
             assert lexadj[d_pos] == pytest.approx(want[1], rel=1e-15)
+
+
+def test_load_reorders_memberships_branch_major(tmp_path):
+    """An index whose memberships are not branch-major (as saved by earlier versions) is
+    reordered on load: b_mem becomes the identity and results are unchanged."""
+    r = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
+    want = r.pool(QUERIES)
+    ix = r._ix
+    m = ix["mem_doc"].shape[0]
+    perm = np.random.default_rng(0).permutation(m)
+    for key in ("mem_doc", "mem_branch", "mem_m", "code_term", "code_sign", "code_cval",
+                "code_w", "code_count"):
+        ix[key] = ix[key][perm]
+    ix["b_mem"] = np.argsort(perm)  # branch posting p -> new position of membership p
+    assert_array_equal(r.pool(QUERIES).doc, want.doc)  # the kernels follow b_mem
+    r.save(str(tmp_path / "idx"))
+    r2 = SparseGeometricRetriever.load(str(tmp_path / "idx"))
+    assert_array_equal(r2._ix["b_mem"], np.arange(m))
+    assert np.all(np.diff(r2._ix["mem_branch"]) >= 0)
+    got = r2.pool(QUERIES)
+    for name in ("doc", "n", "tail", "relevance", "sem"):
+        assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
