@@ -309,7 +309,7 @@ def test_batch_tokeniser_matches_per_query(retr):
     """One regex pass over the joined batch gives the per-query counts exactly (incl.
     Final_Sigma lowercasing, 1-char and unknown tokens, empty queries); a query holding
     the sentinel falls back to the per-query path; non-str items raise."""
-    qs = QUERIES + ["", "W03 w03, w07-w09_x", "ΟΔΟΣ w01Σ σς Σ w05", "x w0", "İW02 ﬃ w11"]
+    qs = [*QUERIES, "", "W03 w03, w07-w09_x", "ΟΔΟΣ w01Σ σς Σ w05", "x w0", "İW02 ﬃ w11"]
     for batch in (qs, qs[::-1], ["", ""], [qs[0], ""]):
         got = retr._term_counts_batch(batch)
         want = retr._term_counts_each(batch)
@@ -349,7 +349,7 @@ def test_search_scores_are_capped_relevance(retr):
     """``cap_scores_desc`` vs the NumPy formulation: float32 relevance, each rank capped
     at nextafter(previous score, -inf), padding -inf."""
     k = 9
-    idx, sc = retr.search(QUERIES, k=k)
+    _, sc = retr.search(QUERIES, k=k)
     pl = retr.pool(QUERIES)
     kk = min(k, pl.doc.shape[1])
     rel = np.where(pl.doc[:, :kk] >= 0, pl.relevance[:, :kk], -np.inf).astype(np.float32)
@@ -394,7 +394,7 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
     document bitsets wherever possible give the same bits as a naive support scan."""
     ix, p = retr._ix, retr.params
     N = retr.n_docs_
-    qi, qt, qv = retr.transform_queries([QUERIES[3]])
+    _, qt, _ = retr.transform_queries([QUERIES[3]])
     nq = qt.size
     ulist = np.arange(0, N, 2, dtype=np.int64)  # "routed" docs
     dstamp = np.full(N, -1, np.int64)
