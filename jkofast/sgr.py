@@ -517,6 +517,8 @@ class SparseGeometricRetriever:
         # half the bytes to stream when the pool's supports are scanned
         if ix["s_idx"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
             ix["s_idx"] = ix["s_idx"].astype(np.uint16)
+        if ix["code_term"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
+            ix["code_term"] = ix["code_term"].astype(np.uint16)
 
     # ------------------------------------------------------------------ query
     def _check_fitted(self):

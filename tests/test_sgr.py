@@ -82,10 +82,12 @@ def test_local_score_stage(retr, qtext):
     esum, csum = np.zeros(N), np.zeros(N)
     dm_r, dm_e, dm_n = np.zeros((N, 4), np.int64), np.zeros((N, 4)), np.zeros(N, np.int64)
     ulist = np.empty(N, np.int64)
+    qbits = np.zeros(V // 64 + 1, np.int64)
     nu = gk.accumulate_tail(rt, rw, len(rt), ix["b_indptr"], ix["b_mem"], ix["mem_doc"], ix["mem_m"],
                             ix["code_term"], ix["code_sign"], ix["code_cval"], ix["code_w"],
                             ix["code_count"], mark, qval, 7, p["gamma"], dstamp, esum, csum,
-                            dm_r, dm_e, dm_n, ulist)
+                            dm_r, dm_e, dm_n, ulist, qt, qbits)
+    assert not qbits.any()  # the query-term bitset is cleared on exit
     U = np.sort(ulist[:nu])
     assert_array_equal(U, o["U"])
     tail = esum[U] + p["lam_m"] * csum[U]
