@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from benchmarks.bench_jko import jko_query_inputs  # noqa: E402
-from benchmarks.bench_sinkhorn import clustered_pool  # noqa: E402
+from benchmarks.bench_jko import jko_query_inputs
+from benchmarks.bench_sinkhorn import clustered_pool
 
 PUBLISHED_MS = {"base/unrolled": 705.0, "tuned/unrolled": 2089.0}  # fixture README, synthetic M=200, median of 7
 
@@ -150,7 +150,8 @@ def main(argv=None) -> int:
     import jkofast
 
     jkofast.warmup()
-    out = {"sinkhorn": sinkhorn_rows(args.quick), "jko": jko_rows(args.quick), "fixture": fixture_rows(args.quick), "batch": batch_rows(args.quick),
+    out = {"sinkhorn": sinkhorn_rows(args.quick), "jko": jko_rows(args.quick),
+           "fixture": fixture_rows(args.quick), "batch": batch_rows(args.quick),
            "load_average": os.getloadavg()}
     if args.json:
         print(json.dumps(out, indent=2))
@@ -167,7 +168,8 @@ def main(argv=None) -> int:
               f" cpu {r['cpu_ms_per_query_min']:.1f}){pub}")
     print("JKO query, real SciFact parity pools (M=200), 1 thread (median ms/query)")
     for r in out["fixture"]:
-        print(f"  {r['path']:16s} wall {r['wall_ms_median']:8.1f}   cpu {r['cpu_ms_median']:8.1f}   ({r['pools']} pools)")
+        print(f"  {r['path']:16s} wall {r['wall_ms_median']:8.1f}   cpu {r['cpu_ms_median']:8.1f}"
+              f"   ({r['pools']} pools)")
     print("Batched rerank, M=200 pools (queries/s)")
     for r in out["batch"]:
         print(f"  {r['config']:16s} {r['pools']:3d} pools   1 thread {r['queries_per_s_1thread']:7.1f}"

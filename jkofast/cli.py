@@ -17,7 +17,11 @@ import jkofast
 def build_parser() -> argparse.ArgumentParser:
     import jkofast.commands as commands
 
-    parser = argparse.ArgumentParser(prog="jkofast", description="jkofast: JKO-RAG reranking, SparseGeometricRAG, BM25/TF-IDF retrieval and IR metrics (Numba kernels)")
+    parser = argparse.ArgumentParser(
+        prog="jkofast",
+        description="jkofast: JKO-RAG reranking, SparseGeometricRAG, BM25/TF-IDF retrieval and IR metrics "
+        "(Numba kernels)",
+    )
     parser.add_argument("--version", action="version", version=f"jkofast {jkofast.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

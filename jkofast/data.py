@@ -40,8 +40,8 @@ __all__ = [
     "bundled_path",
     "load_dataset",
     "read_corpus",
-    "read_queries",
     "read_qrels_beir",
+    "read_queries",
 ]
 
 BUNDLED = ("scifact",)

@@ -24,8 +24,8 @@ qrels query with no judgments at all counts as absent (as in pytrec_eval).
 from __future__ import annotations
 
 import re
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np

@@ -507,7 +507,7 @@ def _warmup() -> None:
     for kw in ({}, {"grad": "implicit"}, {"objective": "entropic"}):
         run_jko_with_duals(p0, E, C, K, JKOConfig(**tiny, **kw))
     # the log-form fallback of the unrolled adjoint
-    fp, ip = JKOConfig(**tiny)._pack()
+    JKOConfig(**tiny)._pack()
     m = 3
     a = np.log(p0)
     buf = [np.empty(m) for _ in range(5)]

@@ -42,7 +42,8 @@ from jkofast.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs, topk_
 from jkofast.energy import align_scores, blend, energy_and_p0, minmax, read_score_file
 from jkofast.pools import Pools, build_pools, dense_scores, top_lists
 
-__all__ = ["SPARSE_RECIPE", "MainJobResult", "SparseCorpus", "evaluate_topk", "readout_topk", "run_main_job", "sparse_only_inputs"]
+__all__ = ["SPARSE_RECIPE", "MainJobResult", "SparseCorpus", "evaluate_topk", "readout_topk", "run_main_job",
+           "sparse_only_inputs"]
 
 K_READ = 20
 K_EVAL = 10

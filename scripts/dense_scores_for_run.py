@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 
 def main(argv=None):
     ap = argparse.ArgumentParser()

@@ -68,7 +68,8 @@ def signals(ds, queries, t: int, with_sgr: bool = True) -> dict:
     out = {"base": BM25Index("lucene", analyzer=st).fit(texts).score_all(queries),
            "lu": BM25Index("lucene").fit(ds.doc_texts(" ")).score_all(queries),
            "ok": BM25Index("okapi").fit(ds.doc_texts(". ")).score_all(queries),
-           "oks": BM25Index("okapi", analyzer=Analyzer(WORD, stemmer="porter")).fit(ds.doc_texts(". ")).score_all(queries),
+           "oks": BM25Index("okapi", analyzer=Analyzer(WORD, stemmer="porter")).fit(ds.doc_texts(". "))
+                  .score_all(queries),
            "tfs": TfidfIndex(st).fit(texts).score_all(queries),
            "tf": TfidfIndex().fit(ds.doc_texts(" ")).score_all(queries)}
     raw = Analyzer(r"\S+", lowercase=False)

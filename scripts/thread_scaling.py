@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from jkofast._threads import max_threads, numba_threads  # noqa: E402
+from jkofast._threads import max_threads, numba_threads
 
 
 def _pools(nq, M, d, seed=0):
@@ -60,11 +60,13 @@ def _jko(s):
     n_u = max(16, int(64 * s))
     E, Z, off = _pools(n_u, 200, 384)
     cfg_u = operating_point("contrib")
-    out["jko_unrolled"] = (n_u, "queries", lambda nt: rerank_batch(E, None, off, embeddings=Z, config=cfg_u, n_threads=nt))
+    out["jko_unrolled"] = (n_u, "queries",
+                           lambda nt: rerank_batch(E, None, off, embeddings=Z, config=cfg_u, n_threads=nt))
     n_i = max(32, int(512 * s))
     E2, Z2, off2 = _pools(n_i, 200, 384, seed=1)
     cfg_i = operating_point("tuned", grad="implicit")
-    out["jko_implicit"] = (n_i, "queries", lambda nt: rerank_batch(E2, None, off2, embeddings=Z2, config=cfg_i, n_threads=nt))
+    out["jko_implicit"] = (n_i, "queries",
+                           lambda nt: rerank_batch(E2, None, off2, embeddings=Z2, config=cfg_i, n_threads=nt))
     return out
 
 
@@ -125,8 +127,9 @@ def _metrics(s):
     qoff = np.arange(nq + 1, dtype=np.int64) * 3
     qcodes = rng.integers(0, 5000, nq * 3).astype(np.int64)
     qlab = np.ones(nq * 3, np.int64)
+    metrics = ("ndcg@10", "recall@10", "map")
     return {"metrics": (nq, "queries", lambda nt: evaluate_codes(roff, rcodes, rscores, qoff, qcodes, qlab,
-                                                                 metrics=("ndcg@10", "recall@10", "map"), n_threads=nt))}
+                                                                 metrics=metrics, n_threads=nt))}
 
 
 def _pool_baselines(s):

@@ -49,7 +49,7 @@ def main(argv=None):
     from jkofast.data import load_dataset
     from jkofast.energy import energy_and_p0
     from jkofast.jko import operating_point, rerank_batch
-    from jkofast.pipeline import evaluate_topk, readout_topk, _bootstrap_ci
+    from jkofast.pipeline import _bootstrap_ci, evaluate_topk, readout_topk
     from jkofast.tuning import SEARCH_SPACE, sample_configs, train_queries, tune
 
     ds = load_dataset("scifact")

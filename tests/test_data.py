@@ -47,7 +47,7 @@ def test_gzip_and_missing(tiny_copy):
     os.remove(src)
     assert load_dataset(str(tiny_copy)).n_docs == 5
     os.remove(str(src) + ".gz")
-    with pytest.raises(FileNotFoundError, match="corpus.jsonl"):
+    with pytest.raises(FileNotFoundError, match=r"corpus\.jsonl"):
         load_dataset(str(tiny_copy))
     with pytest.raises(FileNotFoundError):
         load_dataset(str(tiny_copy / "nope"))

@@ -3,8 +3,8 @@ import os
 
 import numpy as np
 import pytest
-import reference as ref
 
+import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.data import load_dataset
 from jkofast.index import BM25Index, TfidfIndex, load_index
@@ -171,7 +171,7 @@ def test_load_errors(tmp_path):
     raw = (d / "post_w.npy").read_bytes()
     (d / "post_w.npy").write_bytes(raw[: len(raw) - 8])  # truncated
     for mm in (True, False):
-        with pytest.raises(ValueError, match="post_w.npy"):
+        with pytest.raises(ValueError, match=r"post_w\.npy"):
             load_index(str(d), mmap=mm)
     (d / "post_w.npy").write_bytes(raw)
     vocab = (d / "vocab.txt").read_text()
@@ -182,7 +182,7 @@ def test_load_errors(tmp_path):
     os.remove(d / "idf.npy")
     with pytest.raises(ValueError, match=r"idf.npy is missing"):
         load_index(str(d))
-    with pytest.raises(ValueError, match="manifest.json missing"):
+    with pytest.raises(ValueError, match=r"manifest\.json missing"):
         load_index(str(tmp_path))
     with pytest.raises(ValueError, match="mmap"):
         load_index(str(d), mmap="w")

@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 import pytest
-import reference as ref
 from numpy.testing import assert_allclose, assert_array_equal
 
+import reference as ref
 from jkofast import numba_threads
 from jkofast.evaluation import (
     bootstrap_ci,

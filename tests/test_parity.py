@@ -63,12 +63,14 @@ def test_fixture_inputs_match_the_stored_pools(fx):
 # inputs perturbed by one float32 ulp, and returns the largest distance among those faithful float32
 # re-runs and the fixture (i.e. to what precision float32 arithmetic determines the result there).
 # A pool outside the bar passes only if (a) jkofast's distance from the fixture is within that
-# envelope and the envelope itself exceeds the bar, (b) jkofast equals the float64 oracle to 1e-8, and (c) at most MAX_OUTLIERS pools
-# per config need this. Measured (2026-11-30): base_noproximal pools 4 / 8 / 11: jkofast 5.5e-4 /
+# envelope and the envelope itself exceeds the bar, (b) jkofast equals the float64 oracle to 1e-8,
+# and (c) at most MAX_OUTLIERS pools per config need this. Measured (2026-11-30): base_noproximal
+# pools 4 / 8 / 11: jkofast 5.5e-4 /
 # 4.0e-5 / 5.5e-5, float32 re-runs up to 8.8e-4 / 5.7e-5 / 1.5e-4 from the fixture (mutual spread
 # on pool 4: 1.0e-3); contrib duals pools 2 / 4 / 15: jkofast 1.6e-4 / 2.1e-4 / 7.9e-4, float32
 # re-runs up to 2.8e-4 / 3.1e-4 / 7.5e-4 from the fixture and 1.0e-3 from each other on pool 15 (the
-# eps*log p_T,i of tail items whose float32 p has ~1e-3 relative error). Every other pool of every config is inside the bar.
+# eps*log p_T,i of tail items whose float32 p has ~1e-3 relative error). Every other pool of every
+# config is inside the bar.
 MAX_OUTLIERS = 3
 
 

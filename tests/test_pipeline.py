@@ -4,7 +4,7 @@ read-out, and a 4-query end-to-end smoke run of the SciFact job."""
 import numpy as np
 import pytest
 
-from jkofast.pipeline import evaluate_topk, readout_topk, _ndcg_recall_one
+from jkofast.pipeline import _ndcg_recall_one, evaluate_topk, readout_topk
 from jkofast.pools import Pools
 from jkofast.tuning import SEARCH_SPACE, sample_configs, select_best, train_queries
 

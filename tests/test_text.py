@@ -2,9 +2,9 @@ import re
 
 import numpy as np
 import pytest
-import reference as ref
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
+import reference as ref
 from jkofast.text import (
     SKLEARN,
     WORD,
@@ -168,7 +168,8 @@ def test_stemming_analyzer_and_vocabulary():
     an = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
     assert an.tokenize("The cats were running; relational ponies") == ["cat", "run", "relat", "poni"]
     assert Analyzer.from_dict(an.to_dict()) == an
-    assert Analyzer.from_dict({"token_pattern": WORD, "lowercase": True, "stopwords": None}).stemmer is None  # old manifests
+    old_manifest = {"token_pattern": WORD, "lowercase": True, "stopwords": None}
+    assert Analyzer.from_dict(old_manifest).stemmer is None
     assert Analyzer(stemmer="none").stemmer is None
     with pytest.raises(ValueError, match="stemmer"):
         Analyzer(stemmer="snowball")
@@ -182,7 +183,8 @@ def test_stemming_analyzer_and_vocabulary():
     np.testing.assert_array_equal(X.toarray(), _dense(indptr, indices, counts, X.shape))
     np.testing.assert_array_equal(doc_len, X.sum(1).A1)
     qp, qi, qc = v.transform(["hoped HOPING cats", "the"])
-    np.testing.assert_array_equal(_dense(qp, qi, qc, (2, len(v.terms))), cv.transform(["hoped HOPING cats", "the"]).toarray())
+    np.testing.assert_array_equal(_dense(qp, qi, qc, (2, len(v.terms))),
+                                  cv.transform(["hoped HOPING cats", "the"]).toarray())
 
 
 def _dense(indptr, indices, counts, shape):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
-import reference as ref
 
 import jkofast
+import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.kernels import topk as _k
 

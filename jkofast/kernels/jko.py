@@ -26,9 +26,9 @@ from jkofast.kernels.geometry import cost_kernel_csr, cost_kernel_dense
 from jkofast.kernels.sinkhorn_log import (
     gibbs_kernel,
     matvec,
+    matvec_lp,
     plan_fill,
     rmatvec,
-    matvec_lp,
     scaled_half_step,
     scaled_half_step_lp,
     sinkhorn_log_solve,
@@ -317,7 +317,7 @@ def w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objectiv
     ``grad_p = f``. Returns ``(loss, status)``.
     """
     m = a.shape[0]
-    _, st, _, scaled, scale = sinkhorn_log_solve(C, C_T, Kg, cmin, a, b, eps, fw, gw, max_iter, tol, 1, 1,
+    _, _st, _, scaled, scale = sinkhorn_log_solve(C, C_T, Kg, cmin, a, b, eps, fw, gw, max_iter, tol, 1, 1,
                                                  True, TINY, pa, qb, u, v, s, t, tmp_m, tmp_n)
     if scaled:
         Kmat = Kg
@@ -641,9 +641,9 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
                             vprev[j] = vs[j]
                             xprev[j] = xw[j]
                     if lowp:
-                        ok, lw = w_implicit_scaled(K32, KT32, KC32, KCT32, pa, qb, tol_eff, max_iter, newton, u, vs, y, z,
-                                                   tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3],
-                                                   wk[4], wk[5], wk[6], wk[7], xs32)
+                        ok, lw = w_implicit_scaled(K32, KT32, KC32, KCT32, pa, qb, tol_eff, max_iter, newton, u, vs,
+                                                   y, z, tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1], wk[2],
+                                                   wk[3], wk[4], wk[5], wk[6], wk[7], xs32)
                     else:
                         ok, lw = w_implicit_scaled(Kg, KT64, KC, KCT64, pa, qb, tol_eff, max_iter, newton, u, vs, y, z,
                                                    tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3],
