@@ -258,9 +258,8 @@ class SparseGeometricRetriever:
         ValueError
             Duplicate ``ids``, length mismatch, or no token in the whole corpus.
         """
-        from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
-
         import scipy.sparse as sp
+        from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
         if sp.issparse(texts):
             return self._fit_counts(texts, ids, n_threads)
@@ -517,6 +516,7 @@ class SparseGeometricRetriever:
         # half the bytes to stream when the pool's supports are scanned
         if ix["s_idx"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
             ix["s_idx"] = ix["s_idx"].astype(np.uint16)
+        # code term ids likewise (padding past code_count becomes 65,535; never read)
         if ix["code_term"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
             ix["code_term"] = ix["code_term"].astype(np.uint16)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import reference as ref
 from numpy.testing import assert_allclose, assert_array_equal
 from test_sgr_build import SMALL, synthetic_corpus
 
+import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.kernels import geometric as gk
 from jkofast.sgr import SparseGeometricRetriever
@@ -59,7 +59,8 @@ def test_routing_stage(retr, qtext):
                        np.empty(V + 64), np.empty(V + 64, np.int64))
     G = np.zeros((V, V))
     for t in range(V):
-        G[t, ix["g_idx"][ix["g_indptr"][t]:ix["g_indptr"][t + 1]]] = ix["g_val"][ix["g_indptr"][t]:ix["g_indptr"][t + 1]]
+        lo, hi = ix["g_indptr"][t], ix["g_indptr"][t + 1]
+        G[t, ix["g_idx"][lo:hi]] = ix["g_val"][lo:hi]
     rt, rw = ref.sgr_route(_dense_q(retr, qtext), G, 0.1, SMALL["route_budget"])
     assert_array_equal(out_t[:n], rt)
     assert_allclose(out_w[:n], rw, rtol=1e-12)
@@ -449,3 +450,16 @@ def test_load_reorders_memberships_branch_major(tmp_path):
     got = r2.pool(QUERIES)
     for name in ("doc", "n", "tail", "relevance", "sem"):
         assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+
+
+def test_code_terms_uint16_match_int32():
+    """Code term ids are stored as uint16 when V <= 65,535; the kernels give the same
+    pools (ids and every component, bit for bit) with int32 ids."""
+    r = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
+    assert r._ix["code_term"].dtype == np.uint16
+    want = r.pool(QUERIES)
+    r._ix["code_term"] = r._ix["code_term"].astype(np.int32)
+    got = r.pool(QUERIES)
+    for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1", "status"):
+        assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    assert np.isfinite(want.tail[want.doc >= 0]).all()

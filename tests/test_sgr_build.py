@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import reference as ref
 from numpy.testing import assert_allclose, assert_array_equal
 
+import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.sgr import SparseGeometricRetriever
 
@@ -114,7 +114,9 @@ def test_codes_and_reliability(built):
         assert_array_equal(ix["code_sign"][m, :n], s)
         assert_allclose(ix["code_cval"][m, :n], c, rtol=1e-7)
         assert_allclose(ix["code_w"][m, :n], W[mo], rtol=1e-6)
-        assert np.all(ix["code_term"][m, n:] == -1)
+        # padding: -1, or the dtype's maximum once stored as uint16 (V <= 65,535)
+        pad = -1 if ix["code_term"].dtype.kind == "i" else np.iinfo(ix["code_term"].dtype).max
+        assert np.all(ix["code_term"][m, n:] == pad)
     # weights have mean 1 over each branch's distinct (j, t) entries
     for j in np.unique(ix["mem_branch"]):
         ms = np.flatnonzero(ix["mem_branch"] == j)
