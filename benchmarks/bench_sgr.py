@@ -16,7 +16,7 @@ def _scifact():
         ds = load_dataset("scifact")
         q = ds.queries
         return ds.doc_texts(" "), [q[i] for i in ds.split_query_ids("test")]
-    except Exception:  # noqa: BLE001
+    except Exception:
         import os
         import sys
 

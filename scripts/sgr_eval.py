@@ -38,7 +38,7 @@ def load_scifact(path: str | None = None):
             ds = load_dataset("scifact")
             return (list(ds.doc_ids), ds.doc_texts(" "), ds.queries,
                     {s: ds.qrels(s) for s in ("train", "test")})
-        except Exception:  # noqa: BLE001 - fall back to the shared copy
+        except Exception:  # fall back to the shared copy
             pass
     path = path or os.environ.get("SCIFACT_DIR") or SHARED
     ids, texts = [], []
@@ -208,7 +208,7 @@ def speed(args) -> dict:
     from jkofast._threads import numba_threads
     from jkofast.sgr import SparseGeometricRetriever
 
-    doc_ids, texts, queries, qrels = load_scifact(args.data)
+    _, texts, queries, qrels = load_scifact(args.data)
     test_q = [queries[q] for q in sorted(qrels["test"], key=lambda x: int(x))]
     all_q = list(queries.values())
     out: dict = {"n_docs": len(texts)}
