@@ -141,20 +141,30 @@ def read_score_file(path: str) -> dict:
     """
     out: dict = {}
     with open(path, encoding="utf-8") as fh:
-        for ln, line in enumerate(fh, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            try:
-                qid, did, s = _parse_score_line(parts)
-            except ValueError as exc:
-                if ln == 1:
-                    continue  # header
-                raise ValueError(f"{path}:{ln}: malformed score line: {exc}") from None
-            if not np.isfinite(s):
-                raise ValueError(f"{path}:{ln}: non-finite score {parts!r}")
+        for qid, did, s in iter_score_lines(fh, path):
             out.setdefault(qid, {})[did] = s
     return out
+
+
+def iter_score_lines(lines, path, first_ln: int = 1):
+    """Validated ``(qid, docid, score)`` of score-file ``lines`` (numbered from ``first_ln``).
+
+    Blank lines are skipped; line 1 may be a header (a non-numeric score); a malformed line or
+    a non-finite score raises ``ValueError`` naming ``path`` and the 1-based line number.
+    """
+    for ln, line in enumerate(lines, first_ln):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            qid, did, s = _parse_score_line(parts)
+        except ValueError as exc:
+            if ln == 1:
+                continue  # header
+            raise ValueError(f"{path}:{ln}: malformed score line: {exc}") from None
+        if not np.isfinite(s):
+            raise ValueError(f"{path}:{ln}: non-finite score {parts!r}")
+        yield qid, did, s
 
 
 def align_scores(scores: dict, query_ids, offsets, doc_ids_flat) -> tuple[np.ndarray, int]:

@@ -480,31 +480,19 @@ class _ScoreParser:
         return out
 
     def _slow(self, block: bytes):
-        from jkofast.energy import _parse_score_line
+        from jkofast.energy import iter_score_lines
 
         out: list = []
         cur, blk = (self.open if self.open is not None else (None, {}))
         self.open = None
-        ln = self.ln
-        for line in _text_lines(block):
-            ln += 1
-            parts = line.split()
-            if not parts:
-                continue
-            try:
-                qid, did, v = _parse_score_line(parts)
-            except ValueError as exc:
-                if ln == 1:
-                    continue  # header
-                raise ValueError(f"{self.path}:{ln}: malformed score line: {exc}") from None
-            if not np.isfinite(v):
-                raise ValueError(f"{self.path}:{ln}: non-finite score {parts!r}")
+        lines = list(_text_lines(block))
+        for qid, did, v in iter_score_lines(lines, self.path, self.ln + 1):
             if qid != cur:
                 if cur is not None:
                     out.append((cur, blk))
                 cur, blk = qid, {}
             blk[did] = v
-        self.ln = ln
+        self.ln += len(lines)
         if cur is not None:
             self.open = (cur, blk)
         return out
