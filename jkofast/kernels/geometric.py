@@ -35,6 +35,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.topk import topk_ids, topk_pos
 
 # float parameters (fp)
 F_ALPHA = 0
@@ -74,105 +75,7 @@ STATUS_OK = 0
 STATUS_EMPTY = 3
 
 
-# ---------------------------------------------------------------------------------------
-# Top-k on the query path.  Same order as ``jkofast.kernels.topk`` (descending score, ties
-# to the lowest id, strict IEEE), but written as one loop nest over caller-owned heap
-# scratch: the per-item calls of the generic heap dominated routing (8 of 10 µs/query).
-# ---------------------------------------------------------------------------------------
-
-
-@kernel()
-def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi):
-    """Bounded min-heap top-k (root = worst kept item); one loop nest, no calls (Numba's
-    inlined helpers were ~10x slower here).  Item c is ``(scores[d], d)`` with
-    ``d = cand[c]`` if ``use_cand`` else ``d = c``."""
-    kk = min(k, n_cand)
-    if kk <= 0:
-        return 0
-    m = 0
-    for c in range(n_cand):
-        d = cand[c] if use_cand else c
-        s = scores[d]
-        if m < kk:
-            pos = m
-            while pos > 0:
-                parent = (pos - 1) >> 1
-                pv = hv[parent]
-                pi = hi[parent]
-                if s < pv or (s == pv and d > pi):
-                    hv[pos] = pv
-                    hi[pos] = pi
-                    pos = parent
-                else:
-                    break
-            hv[pos] = s
-            hi[pos] = d
-            m += 1
-        elif hv[0] < s or (hv[0] == s and hi[0] > d):
-            pos = 0
-            while True:
-                left = 2 * pos + 1
-                if left >= m:
-                    break
-                child = left
-                right = left + 1
-                if right < m and (hv[right] < hv[left]
-                                  or (hv[right] == hv[left] and hi[right] > hi[left])):
-                    child = right
-                cv = hv[child]
-                ci = hi[child]
-                if cv < s or (cv == s and ci > d):
-                    hv[pos] = cv
-                    hi[pos] = ci
-                    pos = child
-                else:
-                    break
-            hv[pos] = s
-            hi[pos] = d
-    # pop into out[:m] in descending order
-    n = m
-    while n > 0:
-        out_idx[n - 1] = hi[0]
-        out_val[n - 1] = hv[0]
-        n -= 1
-        if n == 0:
-            break
-        s = hv[n]
-        d = hi[n]
-        pos = 0
-        while True:
-            left = 2 * pos + 1
-            if left >= n:
-                break
-            child = left
-            right = left + 1
-            if right < n and (hv[right] < hv[left]
-                              or (hv[right] == hv[left] and hi[right] > hi[left])):
-                child = right
-            cv = hv[child]
-            ci = hi[child]
-            if cv < s or (cv == s and ci > d):
-                hv[pos] = cv
-                hi[pos] = ci
-                pos = child
-            else:
-                break
-        hv[pos] = s
-        hi[pos] = d
-    return m
-
-
-@kernel()
-def topk_ids(scores, cand, n_cand, k, out_idx, out_val, hv, hi):
-    """Top-k of ``scores[cand[:n_cand]]`` (distinct ids), descending, ties to the lowest
-    id; ``hv`` float64 / ``hi`` int64 (>= k) are heap scratch.  Returns min(k, n_cand)."""
-    return _topk_core(scores, cand, True, n_cand, k, out_idx, out_val, hv, hi)
-
-
-@kernel()
-def topk_pos(scores, n, k, out_idx, out_val, hv, hi):
-    """Top-k of ``scores[:n]`` by position (ties to the lowest position); as ``topk_ids``."""
-    return _topk_core(scores, hi, False, n, k, out_idx, out_val, hv, hi)
+# Top-k on the query path: ``topk_ids`` / ``topk_pos`` of jkofast.kernels.topk (caller-owned heap scratch).
 
 
 @kernel()
