@@ -143,21 +143,13 @@ def p0_of(E, tau0):
 
 
 def scifact_pool(z, q: int, tau0: float):
-    """(p0, E, C, K) of fixture pool ``q`` as the fixture README builds it (float32)."""
+    """(p0, E, C, K) of fixture pool ``q`` as the fixture README builds it (float32): the
+    checkout's own builder (``jkofast parity`` uses it), the same arrays for both sides."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from jkofast.commands.parity import fixture_pool
 
-    def minmax(x):
-        lo, hi = x.min(), x.max()
-        return np.zeros_like(x) if hi - lo < 1e-9 else (x - lo) / (hi - lo)
-
-    Z = z["pool_emb_f16"][q].astype(np.float32)
-    S = np.clip(Z @ Z.T, -1, 1)
-    C = ((1 - S) ** 2).astype(np.float32)
-    K = np.maximum(S, 0).astype(np.float32)
-    r = (np.float32(0.4) * minmax(z["dense_pool"][q].astype(np.float32))
-         + np.float32(0.6) * minmax(z["bm25_pool"][q].astype(np.float32))).astype(np.float32)
-    x = r / max(tau0, 1e-9)
-    e = np.exp(x - x.max())
-    return (e / e.sum()).astype(np.float32), -r, C, K
+    return fixture_pool(z, q, tau0)
 
 
 # ---------------------------------------------------------------------------------------------
