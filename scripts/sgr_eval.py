@@ -230,6 +230,9 @@ def speed(args) -> dict:
               f"identical = {out['before_identical_all_queries']}", flush=True)
     rsel = SparseGeometricRetriever(**SELECTED).fit(texts)
     rsel.search(all_q[:8], k=10)
+    # the published "current_z" row (no diversity step): how much of the gap that stage is
+    rnd = SparseGeometricRetriever(n_diverse=1).fit(texts)
+    rnd.search(all_q[:8], k=10)
     out["sgr_index_bytes_per_doc_all_arrays"] = r.index_nbytes(False) / r.n_docs_
     t0 = time.perf_counter()
     ret = bm25s.BM25(backend="numba")
@@ -262,10 +265,11 @@ def speed(args) -> dict:
                     ret.retrieve(tok, k=10, n_threads=nt, show_progress=False)
 
             fns = [lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt), b,
-                   lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt)]
+                   lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt),
+                   lambda qs=qs, nt=nt: rnd.search(qs, k=10, n_threads=nt)]
             if rold is not None:
                 fns.append(lambda qs=qs, nt=nt: rold.search(qs, k=10, n_threads=nt))
-            ts, tb, tsel, *told = interleaved(fns)
+            ts, tb, tsel, tnd, *told = interleaved(fns)
             if told:
                 out[f"{label}_{nt}t_before_ms_per_query"] = 1e3 * told[0] / len(qs)
                 print(f"{label} {nt} thread(s): SGR at {args.before} {1e3 * told[0] / len(qs):.4f}"
@@ -273,10 +277,12 @@ def speed(args) -> dict:
             out[f"{label}_{nt}t"] = {
                 "sgr_ms_per_query": 1e3 * ts / len(qs), "sgr_qps": len(qs) / ts,
                 "sgr_selected_ms_per_query": 1e3 * tsel / len(qs), "sgr_selected_qps": len(qs) / tsel,
+                "sgr_no_diversity_ms_per_query": 1e3 * tnd / len(qs),
                 "bm25s_ms_per_query": 1e3 * tb / len(qs), "bm25s_qps": len(qs) / tb,
             }
             print(f"{label} {nt} thread(s): SGR {1e3 * ts / len(qs):.4f} ms/q ({len(qs) / ts:,.0f} QPS)"
                   f" | SGR+BM25 selected {1e3 * tsel / len(qs):.4f} ms/q"
+                  f" | SGR n_diverse=1 {1e3 * tnd / len(qs):.4f} ms/q"
                   f" | bm25s {1e3 * tb / len(qs):.4f} ms/q ({len(qs) / tb:,.0f} QPS)", flush=True)
     # one query per call (latency incl. per-call overhead), 1 thread
     lat = []
