@@ -201,8 +201,9 @@ def main(argv=None) -> int:
 
 
 def speed(args) -> dict:
-    """Side-by-side timings in one process: SGR (jkofast) vs bm25s numba backend, both
-    text in -> top-10 out (tokenisation included), best of ``--repeats``."""
+    """Side-by-side timings in one process: SGR (jkofast) vs bm25s, numba backend (its
+    fastest) and numpy backend (its default), all text in -> top-10 out (tokenisation
+    included), best of ``--repeats``."""
     import bm25s
 
     from jkofast._threads import numba_threads
@@ -238,6 +239,11 @@ def speed(args) -> dict:
     ret = bm25s.BM25(backend="numba")
     ret.index(bm25s.tokenize(texts, stopwords=None, show_progress=False), show_progress=False)
     out["bm25s_build_s"] = time.perf_counter() - t0
+    # bm25s's default configuration (numpy backend) alongside its fastest (numba)
+    ret_np = bm25s.BM25()
+    ret_np.index(bm25s.tokenize(texts, stopwords=None, show_progress=False), show_progress=False)
+    ret_np.retrieve(bm25s.tokenize(all_q[:8], stopwords=None, show_progress=False), k=10,
+                    show_progress=False)
     r.search(all_q[:8], k=10)
     ret.retrieve(bm25s.tokenize(all_q[:8], stopwords=None, show_progress=False), k=10,
                  show_progress=False)
@@ -264,12 +270,16 @@ def speed(args) -> dict:
                     tok = bm25s.tokenize(qs, stopwords=None, show_progress=False)
                     ret.retrieve(tok, k=10, n_threads=nt, show_progress=False)
 
+            def b_np(qs=qs, nt=nt):
+                tok = bm25s.tokenize(qs, stopwords=None, show_progress=False)
+                ret_np.retrieve(tok, k=10, n_threads=nt, show_progress=False)
+
             fns = [lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt), b,
                    lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt),
-                   lambda qs=qs, nt=nt: rnd.search(qs, k=10, n_threads=nt)]
+                   lambda qs=qs, nt=nt: rnd.search(qs, k=10, n_threads=nt), b_np]
             if rold is not None:
                 fns.append(lambda qs=qs, nt=nt: rold.search(qs, k=10, n_threads=nt))
-            ts, tb, tsel, tnd, *told = interleaved(fns)
+            ts, tb, tsel, tnd, tnp, *told = interleaved(fns)
             if told:
                 out[f"{label}_{nt}t_before_ms_per_query"] = 1e3 * told[0] / len(qs)
                 print(f"{label} {nt} thread(s): SGR at {args.before} {1e3 * told[0] / len(qs):.4f}"
@@ -278,12 +288,14 @@ def speed(args) -> dict:
                 "sgr_ms_per_query": 1e3 * ts / len(qs), "sgr_qps": len(qs) / ts,
                 "sgr_selected_ms_per_query": 1e3 * tsel / len(qs), "sgr_selected_qps": len(qs) / tsel,
                 "sgr_no_diversity_ms_per_query": 1e3 * tnd / len(qs),
+                "bm25s_numpy_default_ms_per_query": 1e3 * tnp / len(qs),
                 "bm25s_ms_per_query": 1e3 * tb / len(qs), "bm25s_qps": len(qs) / tb,
             }
             print(f"{label} {nt} thread(s): SGR {1e3 * ts / len(qs):.4f} ms/q ({len(qs) / ts:,.0f} QPS)"
                   f" | SGR+BM25 selected {1e3 * tsel / len(qs):.4f} ms/q"
                   f" | SGR n_diverse=1 {1e3 * tnd / len(qs):.4f} ms/q"
-                  f" | bm25s {1e3 * tb / len(qs):.4f} ms/q ({len(qs) / tb:,.0f} QPS)", flush=True)
+                  f" | bm25s {1e3 * tb / len(qs):.4f} ms/q ({len(qs) / tb:,.0f} QPS)"
+                  f" | bm25s numpy (default) {1e3 * tnp / len(qs):.4f} ms/q", flush=True)
     # one query per call (latency incl. per-call overhead), 1 thread
     lat = []
     for q in test_q:
