@@ -43,7 +43,7 @@ from jkofast.energy import align_scores, blend, energy_and_p0, minmax, read_scor
 from jkofast.pools import Pools, build_pools, dense_scores, top_lists
 
 __all__ = ["SPARSE_RECIPE", "MainJobResult", "SparseCorpus", "evaluate_topk", "readout_topk", "run_main_job",
-           "sparse_only_inputs"]
+           "sparse_analyzer", "sparse_only_inputs"]
 
 K_READ = 20
 K_EVAL = 10
@@ -62,6 +62,9 @@ ALL_METHODS = (*DEFAULT_METHODS, "noprox_blend", "bw_jko_a50")
 # read-out 0.7012 and 0.6996 at the previous point #3)
 SPARSE_RECIPE = {
     "title_repeats": 3,
+    "token_pattern": "sklearn",
+    "stopwords": "english",
+    "compounds": False,
     "query": {"kind": "bm25"},
     "pool": "base",
     "weights": {"first": 1.0},
@@ -237,13 +240,27 @@ SPARSE_SIGNALS = ("base", "first", "tfs", "ql500", "ql1000", "ql2000")
 SPARSE_GEOMETRIES = ("tfidf", "bm25", "ppmi", "sgr_centres")
 
 
+def sparse_analyzer(recipe: dict | None = None):
+    """The first-stage analyser of a sparse-only recipe: Porter stemmer always, lowercase, and the
+    recipe's ``token_pattern`` (default ``"sklearn"``, ``\\b\\w\\w+\\b``; ``"word"`` keeps
+    1-character tokens), ``stopwords`` (default ``"english"``; ``"lucene"`` or None) and
+    ``compounds`` (default False; hyphen-free compounds added, :class:`jkofast.text.Analyzer`).
+    Missing keys give the analyser of the first two attempts."""
+    from jkofast.text import Analyzer
+
+    recipe = {} if recipe is None else recipe
+    return Analyzer(recipe.get("token_pattern", "sklearn"), stopwords=recipe.get("stopwords", "english"),
+                    stemmer="porter", compounds=bool(recipe.get("compounds", False)))
+
+
 def _title_texts(ds, t: int) -> list[str]:
     return [" ".join([ti] * t + [tx]) if ti else tx for ti, tx in zip(ds.titles, ds.texts, strict=True)]
 
 
 class SparseCorpus:
-    """The sparse-only building blocks over one corpus (BM25 lucene + Porter, English stop-words,
-    ``title x t + abstract``), built lazily and shared by :func:`sparse_only_inputs` and
+    """The sparse-only building blocks over one corpus (BM25 lucene + Porter, English stop-words
+    unless ``analyzer`` says otherwise (see :func:`sparse_analyzer`), ``title x t + abstract``),
+    built lazily and shared by :func:`sparse_only_inputs` and
     ``scripts/sparse_only_v2.py`` (which selects among them on train queries).
 
     * ``first_stage(query, queries)``: full-corpus scores of the query model —
@@ -258,13 +275,13 @@ class SparseCorpus:
       row-normalised PPMI graph), ``sgr_centres`` (membership-weighted SGR branch centres).
     """
 
-    def __init__(self, ds, title_repeats: int = 3, n_threads: int | None = None):
+    def __init__(self, ds, title_repeats: int = 3, n_threads: int | None = None, analyzer=None):
 
         from jkofast.index import BM25Index, TfidfIndex
-        from jkofast.text import SKLEARN, Analyzer
 
         self.n_threads = n_threads
-        self.analyzer = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
+        self.analyzer = sparse_analyzer() if analyzer is None else analyzer
+        self.title_repeats = int(title_repeats)
         self.texts = _title_texts(ds, int(title_repeats))
         self.bm25 = BM25Index("lucene", analyzer=self.analyzer).fit(self.texts)
         self.V = self.bm25.n_terms
@@ -400,14 +417,16 @@ def sparse_only_inputs(ds, queries, query_ids, recipe: dict | None = None, n_thr
     ds : BeirDataset
     queries, query_ids : list of str
     recipe : dict, optional
-        Default :data:`SPARSE_RECIPE`.  Keys: ``title_repeats``; ``query`` (query model of
+        Default :data:`SPARSE_RECIPE`.  Keys: ``title_repeats``; ``token_pattern`` /
+        ``stopwords`` / ``compounds`` (the analyser, :func:`sparse_analyzer`; missing = the
+        first attempts' ``sklearn`` / ``english`` / False); ``query`` (query model of
         :meth:`SparseCorpus.first_stage`, default BM25); ``pool`` (``"own"``: top-200 of the
         query model; ``"base"``, the default: top-200 of the base BM25); ``weights`` over
         :data:`SPARSE_SIGNALS` (``first`` = the query model's scores); ``propagation``
         (``{"k", "beta"}`` or None: :func:`jkofast.expansion.propagate_scores` over stemmed
         TF-IDF rows); ``geometry`` (one of :data:`SPARSE_GEOMETRIES`, default ``tfidf``).
     corpus : SparseCorpus, optional
-        Reuse already-built indexes (must match ``title_repeats``).
+        Reuse already-built indexes (must match ``title_repeats`` and the analyser; checked).
 
     Returns
     -------
@@ -427,7 +446,11 @@ def sparse_only_inputs(ds, queries, query_ids, recipe: dict | None = None, n_thr
     geo = recipe.get("geometry", "tfidf")
     if geo not in SPARSE_GEOMETRIES:
         raise ValueError(f"unknown sparse geometry {geo!r}; known: {', '.join(SPARSE_GEOMETRIES)}")
-    sc = SparseCorpus(ds, t, n_threads) if corpus is None else corpus
+    an = sparse_analyzer(recipe)
+    if corpus is not None and (corpus.title_repeats != t or corpus.analyzer != an):
+        raise ValueError(f"corpus was built with title_repeats {corpus.title_repeats} and {corpus.analyzer}; "
+                         f"the recipe asks for {t} and {an}")
+    sc = SparseCorpus(ds, t, n_threads, analyzer=an) if corpus is None else corpus
     query = recipe.get("query", {"kind": "bm25"})
     S_base = sc.signal("base", queries)
     sig = {"base": S_base, "first": sc.first_stage(query, queries, base=S_base)}
@@ -453,7 +476,11 @@ def _describe_sparse_recipe(recipe: dict) -> str:
     w = ", ".join(f"{v:g} {k}" for k, v in recipe["weights"].items())
     prop = recipe.get("propagation")
     pd = f", propagation k {prop['k']} beta {prop['beta']}" if prop else ""
-    return (f"BM25 lucene + Porter over title x{recipe['title_repeats']} + text{qd}, top-200 "
+    an = sparse_analyzer(recipe)
+    ad = "" if an == sparse_analyzer() else (
+        f" (tokens {recipe.get('token_pattern', 'sklearn')}{' + compounds' if an.compounds else ''}, "
+        f"stop-words {an.stopwords})")
+    return (f"BM25 lucene + Porter{ad} over title x{recipe['title_repeats']} + text{qd}, top-200 "
             f"{recipe.get('pool', 'base')} pool, r = {w} (minmax){pd}, {recipe.get('geometry', 'tfidf')} geometry, "
             f"JKO point {recipe['jko']}")
 

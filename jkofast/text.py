@@ -18,6 +18,13 @@ as in scikit-learn, and ``max_features`` keeps the most frequent terms by total 
 term frequency with scikit-learn's own selection, so the vocabulary is identical to
 ``CountVectorizer(max_features=...)``.
 
+Options beyond scikit-learn's analyser: ``stopwords="lucene"`` is Lucene ``EnglishAnalyzer``'s
+33-word default list (:data:`LUCENE_ENGLISH_STOP_WORDS`); ``compounds=True`` adds, for every
+hyphenated compound (a maximal match of :data:`COMPOUND`, word runs joined by ``-`` or U+2010,
+searched in the lowercased text), the compound with its hyphens removed as one extra token
+(``"il-6"`` -> ``il``, ``il6`` under the ``sklearn`` pattern); it then passes the stop list and
+stemmer like every other token.
+
 ``Analyzer(stemmer="porter")`` adds the Porter (1980) stemmer after stop-word removal
 (``porter_stem``, written from the paper's rules; it agrees with NLTK's ``ORIGINAL_ALGORITHM``
 mode on all 36,172 distinct SciFact tokens); stems are memoised per process, so a corpus costs
@@ -37,12 +44,20 @@ from jkofast._numba import register_warmup
 from jkofast._validation import check_int
 from jkofast.kernels import sparse_weights as _kw
 
-__all__ = ["SKLEARN", "STEMMERS", "WORD", "Analyzer", "Vocabulary", "counts_from_token_ids", "porter_stem",
-           "stem_tokens"]
+__all__ = ["COMPOUND", "LUCENE_ENGLISH_STOP_WORDS", "SKLEARN", "STEMMERS", "WORD", "Analyzer", "Vocabulary",
+           "counts_from_token_ids", "porter_stem", "stem_tokens"]
 
 WORD = r"(?u)\w+"
 SKLEARN = r"(?u)\b\w\w+\b"
 STEMMERS = (None, "porter")
+# hyphenated compounds: word runs joined by ASCII hyphen-minus or U+2010 HYPHEN
+COMPOUND = "(?u)\\w+(?:[-\u2010]\\w+)+"
+_HYPHENS = str.maketrans("", "", "-\u2010")
+# Lucene EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (the 33-word default list)
+LUCENE_ENGLISH_STOP_WORDS = frozenset((
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
+    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+    "will", "with"))
 _PATTERN_ALIASES = {"word": WORD, r"\w+": WORD, "sklearn": SKLEARN, r"\b\w\w+\b": SKLEARN}
 
 
@@ -56,17 +71,22 @@ class Analyzer:
         A regex, or the aliases ``"word"`` (``\\w+``) / ``"sklearn"`` (``\\b\\w\\w+\\b``).
     lowercase : bool
         Lowercase before tokenising.
-    stopwords : {None, "english"} or tuple of str
-        ``"english"`` = scikit-learn's ``ENGLISH_STOP_WORDS``.
+    stopwords : {None, "english", "lucene"} or tuple of str
+        ``"english"`` = scikit-learn's ``ENGLISH_STOP_WORDS`` (318 words); ``"lucene"`` = Lucene
+        EnglishAnalyzer's 33-word default list (:data:`LUCENE_ENGLISH_STOP_WORDS`).
     stemmer : {None, "porter"}
         ``"porter"`` = the Porter (1980) stemmer (``porter_stem``), applied after stop-word
         removal (as bm25s does); each distinct token is stemmed once per process (memo).
+    compounds : bool
+        Also emit every hyphenated compound (:data:`COMPOUND`) with its hyphens removed, as one
+        extra token after the pattern's tokens (then stop list and stemmer as usual).
     """
 
     token_pattern: str = WORD
     lowercase: bool = True
     stopwords: str | tuple | None = None
     stemmer: str | None = None
+    compounds: bool = False
 
     def __post_init__(self):
         pat = _PATTERN_ALIASES.get(self.token_pattern, self.token_pattern)
@@ -76,14 +96,18 @@ class Analyzer:
         sw = self.stopwords
         if isinstance(sw, list):
             sw = tuple(sw)
-        if sw is not None and sw != "english" and not (isinstance(sw, tuple) and all(isinstance(w, str) for w in sw)):
-            raise ValueError(f"stopwords must be None, 'english' or a sequence of str, got {sw!r}")
+        if sw is not None and sw not in ("english", "lucene") and not (
+                isinstance(sw, tuple) and all(isinstance(w, str) for w in sw)):
+            raise ValueError(f"stopwords must be None, 'english', 'lucene' or a sequence of str, got {sw!r}")
         object.__setattr__(self, "stopwords", sw)
         st = None if self.stemmer in (None, "none") else self.stemmer
         if st not in STEMMERS:
             raise ValueError(f"stemmer must be None or one of {', '.join(s for s in STEMMERS if s)}, "
                              f"got {self.stemmer!r}")
         object.__setattr__(self, "stemmer", st)
+        if not isinstance(self.compounds, (bool, np.bool_)):
+            raise TypeError(f"compounds must be a bool, got {type(self.compounds).__name__}")
+        object.__setattr__(self, "compounds", bool(self.compounds))
 
     def stop_list(self):
         if self.stopwords is None:
@@ -92,25 +116,38 @@ class Analyzer:
             from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
             return sorted(ENGLISH_STOP_WORDS)
+        if self.stopwords == "lucene":
+            return sorted(LUCENE_ENGLISH_STOP_WORDS)
         return list(self.stopwords)
 
     def vectorizer(self, vocabulary=None):
-        """A scikit-learn ``CountVectorizer`` with these settings (the analyser callable when stemming)."""
+        """A scikit-learn ``CountVectorizer`` with these settings (the analyser callable when stemming
+        or joining compounds)."""
         from sklearn.feature_extraction.text import CountVectorizer
 
-        if self.stemmer is not None:
+        if self.stemmer is not None or self.compounds:
             return CountVectorizer(analyzer=self.build(), vocabulary=vocabulary, dtype=np.float64)
         return CountVectorizer(lowercase=self.lowercase, token_pattern=self.token_pattern,
                                stop_words=self.stop_list(), vocabulary=vocabulary, dtype=np.float64)
 
     def build(self):
-        """The analyser callable ``str -> list[str]`` (scikit-learn's, then the stemmer if any)."""
+        """The analyser callable ``str -> list[str]`` (scikit-learn's, the joined compounds if asked,
+        then the stemmer if any)."""
         from sklearn.feature_extraction.text import CountVectorizer
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # stop-word/tokeniser consistency note
             base = CountVectorizer(lowercase=self.lowercase, token_pattern=self.token_pattern,
                                    stop_words=self.stop_list()).build_analyzer()
+        if self.compounds:
+            cpat = re.compile(COMPOUND)
+            stop = frozenset(self.stop_list() or ())
+            lower = self.lowercase
+            plain = base
+
+            def base(text):
+                joined = [m.translate(_HYPHENS) for m in cpat.findall(text.lower() if lower else text)]
+                return plain(text) + [t for t in joined if t not in stop]
         if self.stemmer is None:
             return base
         return lambda text: stem_tokens(base(text))
@@ -356,6 +393,13 @@ class Vocabulary:
         pat = re.compile(self.analyzer.token_pattern)
         if pat.groups > 1:
             raise ValueError("token_pattern must have at most one capturing group")
+        findall = pat.findall
+        if self.analyzer.compounds:  # pattern tokens, then the hyphen-free compounds
+            cpat = re.compile(COMPOUND)
+
+            def findall(doc):
+                return pat.findall(doc) + [m.translate(_HYPHENS) for m in cpat.findall(doc)]
+
         stop = frozenset(self.analyzer.stop_list() or ())
         lower = self.analyzer.lowercase
         stem = self.analyzer.stemmer is not None
@@ -365,7 +409,7 @@ class Vocabulary:
         if grow:
             sd = vocab.setdefault
             for i, doc in enumerate(texts):
-                toks = pat.findall(doc.lower() if lower else doc)
+                toks = findall(doc.lower() if lower else doc)
                 if stem:
                     toks = stem_tokens([t for t in toks if t not in stop] if stop else toks)
                     ids = [sd(t, len(vocab)) for t in toks]
@@ -377,7 +421,7 @@ class Vocabulary:
         else:
             g = vocab.get
             for i, doc in enumerate(texts):
-                toks = pat.findall(doc.lower() if lower else doc)
+                toks = findall(doc.lower() if lower else doc)
                 if stem:  # stop-words removed before stemming (a stem may equal a stop-word)
                     toks = stem_tokens([t for t in toks if t not in stop] if stop else toks)
                 ids = [j for j in map(g, toks) if j is not None]  # stop-words are not in vocab

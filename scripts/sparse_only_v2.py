@@ -29,6 +29,9 @@ J  JKO operating point with that geometry: the 4 named points, the 25 published 
    (JKO parameters only) and 6 milder points (MILD), W mode, grad="implicit"; best train mean.
 
 Usage: python scripts/sparse_only_v2.py [--gate ci|max] [--out scripts/results/sparse_only_v2.json]
+
+(``main(argv, base=...)`` reruns the same stages on another first-stage analyser / title weight:
+scripts/sparse_only_v3.py.)
 """
 
 from __future__ import annotations
@@ -67,7 +70,13 @@ def key_of(d: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in d.items())
 
 
-def main(argv=None):
+# the first stage of the first two attempts (the keys of jkofast.pipeline.sparse_analyzer + title repeats)
+BASE = {"title_repeats": 3, "token_pattern": "sklearn", "stopwords": "english", "compounds": False}
+
+
+def main(argv=None, base: dict | None = None):
+    """Run the stages on ``base`` (default :data:`BASE`); returns the JSON-able result dict."""
+    base = {**BASE, **(base or {})}
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="scripts/results/sparse_only_v2.json")
     ap.add_argument("--gate", choices=("ci", "max"), default="ci")
@@ -94,6 +103,7 @@ def main(argv=None):
         _bootstrap_ci,
         evaluate_topk,
         readout_topk,
+        sparse_analyzer,
         sparse_only_inputs,
     )
     from jkofast.pools import build_pools
@@ -109,12 +119,13 @@ def main(argv=None):
     queries = {s: [ds.queries[q] for q in split_q[s]] for s in ("train", "test")}
 
     t0 = time.perf_counter()
-    sc = SparseCorpus(ds, 3)
+    sc = SparseCorpus(ds, base["title_repeats"], analyzer=sparse_analyzer(base))
     S_base = {s: sc.signal("base", queries[s]) for s in ("train", "test")}
     timings["indexes_s"] = time.perf_counter() - t0
     out = {
         "procedure": __doc__.split("Usage")[0].strip(),
         "gate": a.gate,
+        "base": base,
         "n_train": len(split_q["train"]),
         "n_test": len(split_q["test"]),
     }
@@ -161,7 +172,7 @@ def main(argv=None):
             if v.mean() > best[2]:
                 best = (k, pool, float(v.mean()))
     recipe = {
-        "title_repeats": 3,
+        **base,
         "query": {"kind": "bm25"},
         "pool": "base",
         "weights": {"first": 1.0},
@@ -307,8 +318,9 @@ def main(argv=None):
         )
 
     def train_jko(geo, name, mode="wasserstein"):
+        bk = "" if base == BASE else key_of(base) + "|"  # v2's own cache keys unchanged
         ck = (
-            f"{key_of(recipe['query'])}|{recipe['pool']}|{key_of(recipe['weights'])}|{recipe['propagation']}|"
+            f"{bk}{key_of(recipe['query'])}|{recipe['pool']}|{key_of(recipe['weights'])}|{recipe['propagation']}|"
             f"{geo}|{name}|{mode}|n{len(split_q['train'])}"
         )
         if ck not in cache:
@@ -368,8 +380,11 @@ def main(argv=None):
         log(f"  {name:<60} test {mean:.4f} [{lo:.3f}, {hi:.3f}]")
 
     Pb = pools_of(S_base["test"], "test")
+    bdesc = "" if base == BASE else (
+        f" ({base['token_pattern']}{' + compounds' if base['compounds'] else ''} tokens, "
+        f"{base['stopwords']} stop-words)")
     put(
-        "BM25 lucene + Porter, title x3 (read-out)",
+        f"BM25 lucene + Porter{bdesc}, title x{base['title_repeats']} (read-out)",
         m_pool(gather(S_base["test"], Pb), Pb, "test"),
     )
     steps = [
@@ -378,7 +393,7 @@ def main(argv=None):
         ("+ E3 propagation", {"propagation": recipe["propagation"]}),
     ]
     rec = {
-        "title_repeats": 3,
+        **base,
         "query": {"kind": "bm25"},
         "pool": "base",
         "weights": {"first": 1.0},
@@ -443,6 +458,7 @@ def main(argv=None):
         with open(a.out, "w") as fh:
             fh.write(txt + "\n")
     print(txt)
+    return out
 
 
 if __name__ == "__main__":

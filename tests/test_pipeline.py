@@ -167,3 +167,40 @@ def test_sparse_only_recipe_components():
         sparse_only_inputs(ds, qs, qids, recipe={**base, "geometry": "minilm"}, corpus=sc)
     with pytest.raises(ValueError, match="unknown query model"):
         sparse_only_inputs(ds, qs, qids, recipe={**base, "query": {"kind": "dense"}}, corpus=sc)
+
+
+def test_sparse_only_analyser_options():
+    """Recipe keys token_pattern / stopwords / compounds: defaults = the first attempts' analyser;
+    another analyser gives the pools of a BM25 lucene index built directly with it."""
+    pytest.importorskip("jkofast.jko")
+    from jkofast.data import load_dataset
+    from jkofast.index import BM25Index
+    from jkofast.pipeline import SPARSE_RECIPE, SparseCorpus, _title_texts, sparse_analyzer, sparse_only_inputs
+    from jkofast.text import SKLEARN, Analyzer
+
+    old = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
+    assert sparse_analyzer() == old == sparse_analyzer({"title_repeats": 3})
+    assert sparse_analyzer({k: SPARSE_RECIPE[k] for k in ("token_pattern", "stopwords", "compounds")}) == old
+    an = sparse_analyzer({"token_pattern": "word", "stopwords": "lucene", "compounds": True})
+    assert an == Analyzer("word", stopwords="lucene", stemmer="porter", compounds=True)
+    assert an.tokenize("IL-6 in type 2 diabetes") == ["il", "6", "type", "2", "diabet", "il6"]
+
+    ds = load_dataset("scifact")
+    qids = ds.split_query_ids("test")[:3]
+    qs = [ds.queries[q] for q in qids]
+    recipe = {**SPARSE_RECIPE, "title_repeats": 4, "token_pattern": "word", "stopwords": None}
+    sc = SparseCorpus(ds, 4, analyzer=sparse_analyzer(recipe))
+    assert sc.tfidf.n_terms == sc.V and {"2", "6"} <= set(sc.bm25.vocab.terms)
+    P, r, X = sparse_only_inputs(ds, qs, qids, recipe=recipe, corpus=sc)
+    S = BM25Index("lucene", analyzer=Analyzer("word", stemmer="porter")).fit(_title_texts(ds, 4)).score_all(qs)
+    for i in range(3):  # the pool = top-200 of that BM25, r = its minmax score
+        top = np.argsort(-S[i], kind="stable")[:200]
+        assert set(P.doc_idx[P.offsets[i]:P.offsets[i + 1]]) == set(top)
+        si = S[i, P.doc_idx[P.offsets[i]:P.offsets[i + 1]]].astype(np.float64)
+        np.testing.assert_allclose(r[P.offsets[i]:P.offsets[i + 1]], (si - si.min()) / (si.max() - si.min()),
+                                   rtol=1e-12)
+    assert X.shape == (600, sc.V)
+    with pytest.raises(ValueError, match="corpus was built"):
+        sparse_only_inputs(ds, qs, qids, recipe=SPARSE_RECIPE, corpus=sc)
+    with pytest.raises(ValueError, match="corpus was built"):
+        sparse_only_inputs(ds, qs, qids, recipe={**recipe, "title_repeats": 3}, corpus=sc)

@@ -6,6 +6,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
 import reference as ref
 from jkofast.text import (
+    COMPOUND,
+    LUCENE_ENGLISH_STOP_WORDS,
     SKLEARN,
     WORD,
     Analyzer,
@@ -221,3 +223,69 @@ def test_stemmer_through_registry_save_load_and_cli(tmp_path, data_dir, capsys):
     assert main(["index", "--dataset", tiny, "--method", "bm25", "--stemmer", "porter", "--out",
                  str(tmp_path / "ix2")]) == 0
     assert SparseRetriever.load(str(tmp_path / "ix2")).index.vocab.analyzer.stemmer == "porter"
+
+
+IL6 = "IL-6 in type 2 diabetes, one of many"
+
+
+@pytest.mark.parametrize(("pattern", "stop", "compounds", "expect"), [
+    # hand-checked: sklearn drops 1-char tokens ("6", "2"); sklearn's list stops in/one/of/many,
+    # Lucene's 33 words stop in/of only; compounds add the hyphen-free "il6" after the pattern's tokens
+    ("sklearn", "english", False, ["il", "type", "diabetes"]),
+    ("sklearn", "lucene", False, ["il", "type", "diabetes", "one", "many"]),
+    ("sklearn", None, False, ["il", "in", "type", "diabetes", "one", "of", "many"]),
+    ("word", "english", False, ["il", "6", "type", "2", "diabetes"]),
+    ("word", "lucene", False, ["il", "6", "type", "2", "diabetes", "one", "many"]),
+    ("word", None, False, ["il", "6", "in", "type", "2", "diabetes", "one", "of", "many"]),
+    ("sklearn", "english", True, ["il", "type", "diabetes", "il6"]),
+    ("sklearn", "lucene", True, ["il", "type", "diabetes", "one", "many", "il6"]),
+    ("word", None, True, ["il", "6", "in", "type", "2", "diabetes", "one", "of", "many", "il6"]),
+])
+def test_analyser_options_il6(pattern, stop, compounds, expect):
+    an = Analyzer(pattern, stopwords=stop, compounds=compounds)
+    assert an.tokenize(IL6) == expect
+    # Vocabulary's one-pass analysis counts exactly these tokens
+    v = Vocabulary(an)
+    indptr, indices, counts, doc_len = v.fit_transform([IL6])
+    assert v.terms == sorted(set(expect)) and doc_len.tolist() == [len(expect)]
+    got = {v.terms[j]: c for j, c in zip(indices, counts, strict=True)}
+    assert got == {t: float(expect.count(t)) for t in set(expect)}
+
+
+def test_lucene_stop_list_and_compounds():
+    assert len(LUCENE_ENGLISH_STOP_WORDS) == 33 and {"a", "the", "with", "such"} <= LUCENE_ENGLISH_STOP_WORDS
+    assert LUCENE_ENGLISH_STOP_WORDS < ENGLISH_STOP_WORDS | {"such", "will"}
+    assert Analyzer(stopwords="lucene").stop_list() == sorted(LUCENE_ENGLISH_STOP_WORDS)
+    assert re.findall(COMPOUND, "t\u2010cell-mediated covid-19 a - b x--y 5-ht") == [
+        "t\u2010cell-mediated", "covid-19", "5-ht"]  # lone/double hyphens join nothing
+    an = Analyzer(SKLEARN, stopwords="english", stemmer="porter", compounds=True)
+    # parts (1-char "t" dropped, "19" kept), then the joined compounds; stemming after the stop list
+    assert an.tokenize("T\u2010cell-mediated COVID-19 cases") == [
+        "cell", "mediat", "covid", "19", "case", "tcellmedi", "covid19"]
+    assert Analyzer.from_dict(an.to_dict()) == an
+    assert Analyzer.from_dict({"token_pattern": WORD, "lowercase": True, "stopwords": None}).compounds is False
+    with pytest.raises(TypeError, match="compounds"):
+        Analyzer(compounds="yes")
+    with pytest.raises(ValueError, match="lucene"):
+        Analyzer(stopwords="snowball")
+
+
+@pytest.mark.parametrize("stem", [None, "porter"])
+@pytest.mark.parametrize("stop", [None, "lucene"])
+def test_compound_vocabulary_equals_vectorizer(stem, stop):
+    """Vocabulary's one-pass analysis with compounds = CountVectorizer over the analyser callable."""
+    texts = [*TEXTS, "IL-6 and IL-6R: anti-inflammatory T\u2010cells, type-2 diabetes", IL6]
+    an = Analyzer(SKLEARN, stopwords=stop, stemmer=stem, compounds=True)
+    v = Vocabulary(an)
+    indptr, indices, counts, doc_len = v.fit_transform(texts)
+    cv = an.vectorizer()
+    X = cv.fit_transform(texts).toarray()
+    assert v.terms == cv.get_feature_names_out().tolist()
+    assert "il6r" in v.terms and "type2" in v.terms
+    dense = np.zeros_like(X, dtype=float)
+    for i in range(len(texts)):
+        dense[i, indices[indptr[i]:indptr[i + 1]]] = counts[indptr[i]:indptr[i + 1]]
+    np.testing.assert_array_equal(dense, X)
+    np.testing.assert_array_equal(doc_len, X.sum(1))
+    qp, qi, qc = v.transform(["il-6 il-6 zebra"])
+    assert sorted(v.terms[j] for j in qi) == ["il", "il6"] and qc.tolist() == [2.0, 2.0]
