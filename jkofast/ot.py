@@ -110,6 +110,8 @@ def transport_cost_grad(log_p, log_q, C, eps: float, *, method: str = "unrolled"
         raise ValueError(f"C must have shape ({m}, {m}), got {C.shape}")
     n_iter = check_int(n_iter, "n_iter", min_value=1)
     n_grad = min(check_int(n_grad, "n_grad", min_value=0), n_iter)
+    tol = check_positive(tol, "tol")
+    max_iter = check_int(max_iter, "max_iter", min_value=1)
     if method not in ("unrolled", "implicit", "entropic"):
         raise ValueError(f"method must be 'unrolled', 'implicit' or 'entropic', got {method!r}")
     if form not in ("auto", "log"):

@@ -41,8 +41,15 @@ class SinkhornResult:
     converged: bool
 
     def plan(self, C, eps) -> np.ndarray:
-        """Dense plan ``exp((f_i + g_j - C_ij)/eps)``."""
-        C = np.ascontiguousarray(C, dtype=self.f.dtype)
+        """Dense plan ``exp((f_i + g_j - C_ij)/eps)``.
+
+        ``C`` must be the (finite) cost of the solve, shape ``(len(f), len(g))``; ``eps > 0``.
+        """
+        eps = check_positive(eps, "eps")
+        C = as_float_array(C, "C", dtype=self.f.dtype, ndim=2, allow_empty=True)
+        if C.shape != (self.f.shape[0], self.g.shape[0]):
+            raise ValueError(f"C must have shape (len(f), len(g)) = ({self.f.shape[0]}, {self.g.shape[0]}), "
+                             f"got {C.shape}")
         P = np.empty_like(C)
         _k.plan_fill(C, self.f, self.g, float(eps), P)
         return P
@@ -56,7 +63,11 @@ def _log_weights(x, name, dtype):
     if not s > 0:
         raise ValueError(f"{name} must have positive total mass")
     with np.errstate(divide="ignore"):
-        return np.log(x / x.dtype.type(s)).astype(dtype)
+        if np.isfinite(s) and s <= np.finfo(x.dtype).max:
+            return np.log(x / x.dtype.type(s)).astype(dtype)
+        # the total mass overflows (float64) or does not fit the dtype: normalise by the max first
+        x64 = x.astype(np.float64) / float(x.max())
+        return (np.log(x64) - np.log(x64.sum())).astype(dtype)
 
 
 def sinkhorn_log(a, b, C, eps: float, *, max_iter: int = 1000, tol: float | None = 1e-9,
@@ -137,8 +148,10 @@ def sinkhorn_log(a, b, C, eps: float, *, max_iter: int = 1000, tol: float | None
         f = np.zeros(m, dt)
         g = np.zeros(n, dt)
     else:
+        if not isinstance(warm_start, tuple | list):
+            raise TypeError(f"warm_start must be a pair (f, g) or None, got {type(warm_start).__name__}")
         if len(warm_start) != 2:
-            raise ValueError("warm_start must be a pair (f, g)")
+            raise ValueError(f"warm_start must be a pair (f, g), got {len(warm_start)} items")
         f = as_float_array(warm_start[0], "warm_start[0]", dtype=dt, ndim=1, copy=True)
         g = as_float_array(warm_start[1], "warm_start[1]", dtype=dt, ndim=1, copy=True)
         check_same_length("warm_start[0]", f, "a", log_a)

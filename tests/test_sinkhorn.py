@@ -174,3 +174,49 @@ def test_matvec_lp_sums_in_the_operand_dtype(dtype, m, n):
     matvec_lp(A, x, out)
     ref_ = A.astype(np.float64) @ x.astype(np.float64)
     assert_allclose(out, ref_, rtol=1e-14 if dtype == np.float64 else 1e-6)
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+def test_bad_warm_start_and_plan_arguments_are_named():
+    C = np.array([[0.0, 1.0], [1.0, 0.0]])
+    with pytest.raises(TypeError, match="warm_start"):
+        sinkhorn_log([0.5, 0.5], [0.5, 0.5], C, 0.1, warm_start=0)
+    with pytest.raises(ValueError, match="warm_start"):
+        sinkhorn_log([0.5, 0.5], [0.5, 0.5], C, 0.1, warm_start=(np.zeros(2),))
+    res = sinkhorn_log([0.5, 0.5], [0.5, 0.5], C, 0.1)
+    with pytest.raises(ValueError, match="C must have shape"):
+        res.plan(np.zeros((3, 3)), 0.1)  # would read f, g out of bounds
+    with pytest.raises(ValueError, match="eps"):
+        res.plan(C, float("nan"))
+    with pytest.raises(ValueError, match="eps"):
+        res.plan(C, 0.0)
+    with pytest.raises(ValueError, match="C contains NaN"):
+        res.plan(np.array([[0.0, np.nan], [1.0, 0.0]]), 0.1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weights_whose_sum_overflows_are_normalised(dtype):
+    # a = b = 1e308 (float64) or 3e38 (float32) each: the total mass overflows the dtype; the
+    # solve must equal the uniform-weight one instead of returning f = -inf, g = NaN
+    big = np.finfo(dtype).max / 1.5
+    C = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]], dtype)
+    w = np.full(3, big, dtype)
+    with np.errstate(over="ignore"):
+        r = sinkhorn_log(w, w, C, 0.5, max_iter=20, tol=None)
+    u = sinkhorn_log(np.ones(3, dtype), np.ones(3, dtype), C, 0.5, max_iter=20, tol=None)
+    assert np.all(np.isfinite(r.f)) and np.all(np.isfinite(r.g))
+    assert_allclose(r.f, u.f, rtol=1e-6, atol=1e-7)
+    assert_allclose(r.g, u.g, rtol=1e-6, atol=1e-7)
+
+
+def test_transport_cost_grad_validates_tol_and_max_iter():
+    from jkofast.ot import transport_cost_grad
+
+    la = np.log(np.full(3, 1 / 3))
+    C = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]])
+    with pytest.raises(ValueError, match="tol"):
+        transport_cost_grad(la, la, C, 0.1, method="implicit", tol=0.0)
+    with pytest.raises(ValueError, match="max_iter"):
+        transport_cost_grad(la, la, C, 0.1, method="implicit", max_iter=-5)
+    with pytest.raises(TypeError, match="max_iter"):
+        transport_cost_grad(la, la, C, 0.1, method="implicit", max_iter=2.5)
