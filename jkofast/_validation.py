@@ -135,3 +135,61 @@ def as_csr(X, name: str = "X", *, dtype=np.float32, canonicalise: bool = True):
         X.sort_indices()
     ip, ix, dt = check_csr(X.indptr, X.indices, X.data, X.shape[1], name, data_dtype=dtype)
     return ip, ix, dt, X.shape
+
+
+def normalise_mass(p: np.ndarray, name: str) -> np.ndarray:
+    """``p / sum(p)`` for a non-negative finite float array, also when the sum overflows.
+
+    The plain division is used whenever the sum is finite (bit-identical to ``p / p.sum()``);
+    otherwise ``p`` is first divided by its maximum.
+    """
+    s = p.sum()
+    if not s > 0:
+        raise ValueError(f"{name} must have positive total mass, got sum {s}")
+    if np.isfinite(s):
+        return p / s
+    q = p / p.max()
+    return q / q.sum()
+
+
+# rows whose largest |entry| lies outside this range are rescaled (by a power of two, which is
+# exact) before their norms are taken: squares of larger entries overflow, of smaller ones underflow
+_ROW_SCALE_HI = 1e100
+_ROW_SCALE_LO = 1e-100
+
+
+def _pow2_scale(rowmax: np.ndarray) -> np.ndarray:
+    """Power-of-two factors that bring ``rowmax`` near 1 where it is out of range (1 elsewhere)."""
+    need = (rowmax > _ROW_SCALE_HI) | ((rowmax > 0) & (rowmax < _ROW_SCALE_LO))
+    f = np.ones(rowmax.shape[0])
+    if need.any():
+        _, e = np.frexp(rowmax[need])
+        f[need] = np.ldexp(1.0, -e)
+    return f
+
+
+def rescale_rows_dense(Z: np.ndarray) -> np.ndarray:
+    """``Z`` with every float64 row whose squared norm would over/underflow multiplied by a power
+    of two (cosines unchanged, bit for bit); ``Z`` itself when no row needs it."""
+    if Z.dtype != np.float64 or Z.size == 0:
+        return Z  # float32 rows are accumulated in float64: their squares cannot overflow
+    rowmax = np.maximum(Z.max(axis=1), -Z.min(axis=1))
+    f = _pow2_scale(rowmax)
+    if np.all(f == 1.0):
+        return Z
+    return np.ascontiguousarray(Z * f[:, None])
+
+
+def rescale_rows_csr(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """CSR analogue of :func:`rescale_rows_dense` on ``data`` (a new array only when needed)."""
+    if data.dtype != np.float64 or data.size == 0:
+        return data  # float32 data are accumulated in float64 by the kernels
+    a = np.abs(data)
+    nz = a[a > 0]
+    if not nz.size or (nz.max() <= _ROW_SCALE_HI and nz.min() >= _ROW_SCALE_LO):
+        return data
+    lens = np.diff(indptr)
+    rows = np.flatnonzero(lens > 0)
+    rowmax = np.zeros(lens.shape[0])
+    rowmax[rows] = np.maximum.reduceat(a, indptr[rows])
+    return data * np.repeat(_pow2_scale(rowmax), lens)

@@ -24,6 +24,7 @@ All arithmetic is float64 (the reference runs float32; see SPEC C.2 and
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,9 @@ from jkofast._validation import (
     check_offsets,
     check_positive,
     check_same_length,
+    normalise_mass,
+    rescale_rows_csr,
+    rescale_rows_dense,
 )
 from jkofast.kernels import geometry as _geo
 from jkofast.kernels import jko as _k
@@ -125,7 +129,9 @@ class JKOConfig:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {self.objective!r}")
         a = self.alpha_prox
-        if isinstance(a, bool) or not np.isfinite(float(a)):
+        if isinstance(a, bool) or not isinstance(a, numbers.Real):
+            raise TypeError(f"alpha_prox must be a real number, got {type(a).__name__}")
+        if not np.isfinite(float(a)):
             raise ValueError(f"alpha_prox must be a finite number, got {a!r}")
         if self.tol is not None:
             check_positive(self.tol, "tol")
@@ -206,24 +212,43 @@ def _resolve_config(cfg) -> JKOConfig:
 
 
 def initial_distribution(E, tau0: float) -> np.ndarray:
-    """``p0 = softmax(-E / max(τ0, 1e-9))`` (SPEC A.3)."""
+    """``p0 = softmax(-E / max(τ0, 1e-9))`` (SPEC A.3); ``tau0`` must be finite and >= 0.
+
+    Energies so spread out that ``-E/τ0`` overflows give the limit distribution (uniform over
+    the lowest energies) instead of NaN.
+    """
     E = as_float_array(E, "E", dtype=np.float64, ndim=1)
-    x = -E / max(float(tau0), 1e-9)
-    e = np.exp(x - x.max())
+    tau = max(check_positive(tau0, "tau0", strict=False), 1e-9)
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = -E / tau
+        z = x - x.max()
+    if not np.all(np.isfinite(z)):
+        with np.errstate(over="ignore"):
+            z = (E.min() - E) / tau  # <= 0, exactly 0 at the minimum; -inf where it overflows
+    e = np.exp(z)
     return e / e.sum()
+
+
+# |E| above this makes the squared logit gradients of Adam overflow (p then stops moving)
+E_MAX = 1e150
+
+
+def _check_energy_range(E: np.ndarray, name: str) -> None:
+    big = float(np.max(np.abs(E), initial=0.0))
+    if big > E_MAX:
+        raise ValueError(f"{name} has magnitude up to {big:.3g}; energies must lie within "
+                         f"±{E_MAX:.0e} (rescale them: only differences matter)")
 
 
 def _check_pool(p0, E, C, K):
     E = as_float_array(E, "E", dtype=np.float64, ndim=1)
+    _check_energy_range(E, "E")
     m = E.shape[0]
     p0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1)
     check_same_length("p0", p0, "E", E)
     if np.any(p0 < 0):
         raise ValueError("p0 must be non-negative (a probability vector)")
-    s = p0.sum()
-    if not s > 0:
-        raise ValueError(f"p0 must have positive total mass, got sum {s}")
-    p0 = p0 / s
+    p0 = normalise_mass(p0, "p0")
     C = as_float_array(C, "C", dtype=np.float64, ndim=2, copy=True)
     K = as_float_array(K, "K", dtype=np.float64, ndim=2)
     if C.shape != (m, m):
@@ -280,8 +305,8 @@ def run_jko(p0, E, C, K, cfg=None, *, return_losses: bool = False):
     Raises
     ------
     ValueError
-        NaN/inf inputs, ``p0`` not a distribution, shape mismatch, asymmetric C,
-        invalid config (``h <= 0``, ``sinkhorn_eps <= 0``, unknown mode/grad/objective).
+        NaN/inf inputs, ``|E| > 1e150`` (``E_MAX``), ``p0`` not a distribution, shape
+        mismatch, asymmetric C, invalid config (``h <= 0``, ``sinkhorn_eps <= 0``, unknown mode/grad/objective).
 
     Examples
     --------
@@ -318,6 +343,20 @@ def jko_step(p, E, C, K, cfg=None) -> np.ndarray:
     return run_jko(p, E, C, K, cfg)
 
 
+def _checked_rows(Z: np.ndarray, normalise: bool) -> np.ndarray:
+    """Dense rows ready for the geometry kernels: rows whose norms would over/underflow are
+    rescaled (cosines unchanged) when ``normalise``; raw dot products that overflow raise."""
+    if normalise:
+        return rescale_rows_dense(Z)
+    if Z.dtype == np.float64 and Z.size:
+        fin = np.isfinite(Z)
+        big = float(np.max(np.abs(Z[fin]), initial=0.0))
+        if big > 1e150:
+            raise ValueError(f"embeddings: entries up to {big:.3g} overflow the dot products with "
+                             "normalise=False (the rows should be L2-normalised)")
+    return Z
+
+
 def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``C = (1 - S)^2`` and ``K = max(0, S)``, ``S = clip(cos, -1, 1)``, for one pool.
 
@@ -327,6 +366,7 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
         raise ValueError("pass exactly one of embeddings or csr")
     if embeddings is not None:
         Z = as_float_array(embeddings, "embeddings", ndim=2, copy=True)
+        Z = _checked_rows(Z, normalise)
         m = Z.shape[0]
         C, K = np.empty((m, m)), np.empty((m, m))
         _geo.cost_kernel_dense(Z, 0, m, normalise, C, K)
@@ -334,10 +374,15 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
     from jkofast._validation import as_csr
 
     ip, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
+    dt = rescale_rows_csr(ip, dt)
     m = shape[0]
     C, K = np.empty((m, m)), np.empty((m, m))
     _geo.cost_kernel_csr(ip, ix, dt, 0, m, C, K)
     return C, K
+
+
+class QueryIndexError(IndexError, ValueError):
+    """A query index out of range (both an ``IndexError`` and a ``ValueError``)."""
 
 
 @dataclass
@@ -361,14 +406,30 @@ class RerankResult:
     f: np.ndarray | None = None
     g: np.ndarray | None = None
 
+    def _query(self, q) -> int:
+        n = self.offsets.shape[0] - 1
+        if isinstance(q, bool) or not isinstance(q, numbers.Integral):
+            raise TypeError(f"q must be an integer query index, got {type(q).__name__}")
+        if not 0 <= q < n:
+            raise QueryIndexError(f"q must be a query index in [0, {n}), got {q}")
+        return int(q)
+
     def pool(self, q: int) -> np.ndarray:
-        """``p`` of query ``q``."""
+        """``p`` of query ``q`` (all NaN when the query failed; see ``status``/``errors``)."""
+        q = self._query(q)
         return self.p[self.offsets[q]:self.offsets[q + 1]]
 
     def topk(self, q: int, k: int) -> np.ndarray:
-        """Positions (within the pool) of the k largest ``p`` of query ``q`` (ties -> lowest index)."""
+        """Positions (within the pool) of the k largest ``p`` of query ``q`` (ties -> lowest index).
+
+        Raises ``ValueError`` naming the query when it failed (non-zero ``status``).
+        """
         from jkofast.selection import topk
 
+        q = self._query(q)
+        if self.status[q] != 0:
+            raise ValueError(f"query {q} has no result (status {int(self.status[q])}: "
+                             f"{self.errors.get(q, 'failed')})")
         return topk(self.pool(q), k)[0]
 
 
@@ -413,7 +474,7 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
     Returns
     -------
     RerankResult
-        Bad queries (NaN/inf energy or p0, negative or zero-mass p0, empty pool, NaN
+        Bad queries (NaN/inf energy or p0, ``|energy| > 1e150``, negative or zero-mass p0, empty pool, NaN
         geometry rows) get a non-zero ``status`` and an ``errors`` entry; the others return.
 
     Raises
@@ -439,6 +500,9 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
     sizes = np.diff(off)
     reject(sizes == 0, _status.EMPTY, "empty pool")
     reject(_segment_flags(~np.isfinite(E), off), _status.BAD_INPUT, "energy contains NaN or inf")
+    with np.errstate(invalid="ignore"):
+        reject(_segment_flags(np.abs(E) > E_MAX, off), _status.BAD_INPUT,
+               f"energy magnitude exceeds {E_MAX:.0e}")
     if p0 is None:
         P0 = np.zeros(n)
         for q in range(nq):
@@ -452,11 +516,10 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
         for q in range(nq):
             if status[q] == 0:
                 seg = P0[off[q]:off[q + 1]]
-                tot = seg.sum()
-                if not tot > 0:
+                if not seg.sum() > 0:
                     reject(np.arange(nq) == q, _status.BAD_INPUT, "p0 has zero total mass")
                 else:
-                    seg /= tot
+                    seg[:] = normalise_mass(seg, "p0")
     fp, ip = cfg._pack(return_duals)
     p = np.zeros(n)
     f = np.zeros(n)
@@ -469,6 +532,7 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
             raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
         reject(_segment_flags(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT,
                "embeddings contain NaN or inf")
+        Z = _checked_rows(Z, bool(normalise))
         with numba_threads(n_threads):
             _k.rerank_dense(E, P0, off, Z, bool(normalise), fp, ip, p, f, g, status)
     else:
@@ -483,6 +547,7 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
             if nf.any():
                 rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
         reject(_segment_flags(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
+        dt = rescale_rows_csr(ipt, dt)
         with numba_threads(n_threads):
             _k.rerank_csr(E, P0, off, ipt, ix, dt, fp, ip, p, f, g, status)
     for q in np.flatnonzero(status != 0):

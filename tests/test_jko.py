@@ -158,6 +158,9 @@ def test_pool_of_one_and_operating_points():
         (dict(cfg=JKOConfig(objective="dual")), ValueError, "objective must be one of"),
         (dict(cfg=JKOConfig(T=1.5)), TypeError, "T must be an integer"),
         (dict(cfg=3), TypeError, "cfg must be"),
+        (dict(cfg=JKOConfig(alpha_prox="x")), TypeError, "alpha_prox"),
+        (dict(cfg=JKOConfig(alpha_prox=None)), TypeError, "alpha_prox"),
+        (dict(E=[1e160] + [0.0] * 11), ValueError, "E has magnitude"),
     ],
 )
 def test_bad_input(change, exc, match):
@@ -197,3 +200,43 @@ def test_compat_api_structures():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         compat.run_jko(p0, E, C, K, cfg)
+
+
+def test_p0_whose_sum_overflows_is_renormalised():
+    # sum(p0) = inf: p0 / sum was all zeros (a silently wrong start); now p0 / max first
+    p0, E, C, K = toy()
+    cfg = JKOConfig(**SMALL)
+    big = p0 / p0.max() * 1e308
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(big.sum())
+        assert_allclose(run_jko(big, E, C, K, cfg), run_jko(p0, E, C, K, cfg), rtol=1e-12, atol=1e-15)
+
+
+def test_energy_at_the_range_limit_still_moves_p():
+    # |E| <= E_MAX (1e150) works: the flow concentrates on the lowest energy as for |E| = 1e3
+    from jkofast.jko import pool_geometry
+
+    C, K = pool_geometry(embeddings=np.eye(3))
+    a = np.ones(3) / 3
+    for s in (1e3, 1e140):
+        p = run_jko(a, [s, -s, 0.0], C, K, "base")
+        assert int(np.argmax(p)) == 1 and p[1] > 0.99
+
+
+def test_initial_distribution_extremes_and_bad_tau0():
+    from jkofast.jko import initial_distribution
+
+    # -E/tau0 overflows: the limit (all mass on the lowest energy), not NaN
+    assert_array_equal(initial_distribution([1e300, -1e300, 0.0], 1e-300), [0.0, 1.0, 0.0])
+    assert_array_equal(initial_distribution([5.0, -1e308, -1e308], 1e-9), [0.0, 0.5, 0.5])
+    # the ordinary path is unchanged
+    E = np.array([0.3, -0.2, 0.1])
+    x = -E / 0.5
+    e = np.exp(x - x.max())
+    assert_array_equal(initial_distribution(E, 0.5), e / e.sum())
+    with pytest.raises(ValueError, match="tau0"):
+        initial_distribution(E, float("nan"))
+    with pytest.raises(ValueError, match="tau0"):
+        initial_distribution(E, -1.0)
+    with pytest.raises(TypeError, match="tau0"):
+        initial_distribution(E, "1")

@@ -112,3 +112,83 @@ def test_batch_bad_input():
         rerank_batch(E, p0, off.astype(float), embeddings=Z, config=CFG)
     with pytest.raises(ValueError, match="operating point"):
         rerank_batch(E, p0, off, embeddings=Z, config="nope")
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+def test_result_query_index_is_checked():
+    from jkofast.jko import QueryIndexError
+
+    E, p0, off, Z = batch()
+    res = rerank_batch(E, p0, off, embeddings=Z, config=CFG)
+    nq = len(SIZES)
+    for q in (-1, nq, 10**9):  # -1 returned an empty pool (offsets[-1]:offsets[0]) silently
+        with pytest.raises(QueryIndexError, match="q must be a query index"):
+            res.pool(q)
+        with pytest.raises(ValueError, match="q must be a query index"):
+            res.topk(q, 2)
+        with pytest.raises(IndexError):
+            res.pool(q)
+    with pytest.raises(TypeError, match="q must be an integer"):
+        res.pool(1.0)
+    assert_array_equal(res.pool(nq - 1), res.p[off[-2]:off[-1]])
+
+
+def test_topk_of_a_failed_query_names_it():
+    E, p0, off, Z = batch()
+    E = E.copy()
+    E[off[2]] = np.nan
+    res = rerank_batch(E, p0, off, embeddings=Z, config=CFG)
+    with pytest.raises(ValueError, match=r"query 2 has no result .*energy contains NaN"):
+        res.topk(2, 3)
+    assert res.topk(0, 3).shape == (3,)
+
+
+def test_p0_segment_whose_sum_overflows():
+    E, p0, off, Z = batch()
+    big = p0.copy()
+    a, b = off[2], off[3]
+    big[a:b] = p0[a:b] / p0[a:b].max() * 1e308  # sum overflows: was divided to all zeros
+    with np.errstate(over="ignore"):
+        r_big = rerank_batch(E, big, off, embeddings=Z, config=CFG)
+    r = rerank_batch(E, p0, off, embeddings=Z, config=CFG)
+    assert_array_equal(r_big.status, 0)
+    assert_allclose(r_big.p, r.p, rtol=1e-10, atol=1e-14)
+
+
+def test_energy_beyond_range_is_a_bad_query():
+    E, p0, off, Z = batch()
+    E = E.copy()
+    E[off[3]] = -1e200
+    res = rerank_batch(E, p0, off, embeddings=Z, config=CFG)
+    assert res.status[3] != 0 and "magnitude" in res.errors[3]
+    assert np.all(res.status[[0, 1, 2, 4]] == 0)
+    assert np.all(np.isfinite(res.p[: off[3]])) and np.all(np.isnan(res.pool(3)))
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_huge_or_tiny_rows_give_the_same_cosine_geometry(scale):
+    # float64 rows of norm 1e200 overflowed to C = NaN; 1e-200 underflowed to "zero rows"
+    rng = np.random.default_rng(3)
+    Z = rng.normal(size=(4, 3))
+    C, K = pool_geometry(embeddings=Z)
+    Cs, Ks = pool_geometry(embeddings=Z * scale)
+    assert_allclose(Cs, C, rtol=1e-12, atol=1e-15)
+    assert_allclose(Ks, K, rtol=1e-12, atol=1e-15)
+    Cc, Kc = pool_geometry(csr=sp.csr_matrix(Z * scale))
+    assert_allclose(Cc, C, rtol=1e-12, atol=1e-15)
+    E, p0, off, Zb = batch()
+    Zb = Zb.astype(np.float64)
+    r = rerank_batch(E, p0, off, embeddings=Zb, config=CFG)
+    rs = rerank_batch(E, p0, off, embeddings=Zb * scale, config=CFG)
+    assert_array_equal(rs.status, 0)
+    assert_allclose(rs.p, r.p, rtol=1e-9, atol=1e-12)
+    X = sp.csr_matrix(Zb)
+    rc = rerank_batch(E, p0, off, csr=X, config=CFG)
+    rcs = rerank_batch(E, p0, off, csr=X * scale, config=CFG)
+    assert_allclose(rcs.p, rc.p, rtol=1e-9, atol=1e-12)
+
+
+def test_raw_dot_products_that_overflow_are_rejected():
+    Z = np.array([[1e200, 0.0], [0.0, 1e200]])
+    with pytest.raises(ValueError, match=r"embeddings.*overflow"):
+        pool_geometry(embeddings=Z, normalise=False)
