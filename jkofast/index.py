@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_csr, check_csr, check_int, check_positive
+from jkofast._validation import as_csr, check_csr, check_int, check_positive, rescale_rows_csr
 from jkofast.kernels import sparse_cosine as _kc
 from jkofast.kernels import sparse_scoring as _ks
 from jkofast.kernels import sparse_weights as _kw
@@ -432,7 +432,15 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
 def _csr_arrays(X, name):
     ip, ix, dt, shape = as_csr(X, name, dtype=np.asarray(X.data).dtype if np.asarray(X.data).dtype in
                                (np.float32, np.float64) else np.float64)
-    return ip, ix, dt, shape
+    # rows whose squared norm would over/underflow: rescale (a power of two; cosines unchanged)
+    return ip, ix, rescale_rows_csr(ip, dt), shape
+
+
+def _out_dtype(dtype):
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    return dt
 
 
 def cosine_rows(X, rows=None, dtype=np.float64) -> np.ndarray:
@@ -451,8 +459,15 @@ def cosine_rows(X, rows=None, dtype=np.float64) -> np.ndarray:
         ``cos(i, j) = <x_i, x_j> / (|x_i| |x_j|)`` (float64 accumulation), 0 for all-zero rows,
         diagonal 1 for non-zero rows.
     """
+    dtype = _out_dtype(dtype)
     ip, ix, dt, shape = _csr_arrays(X, "X")
-    rows = np.arange(shape[0], dtype=np.int64) if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
+    if rows is None:
+        rows = np.arange(shape[0], dtype=np.int64)
+    else:
+        rows = np.asarray(rows)
+        if rows.size and rows.dtype.kind not in "iu":
+            raise TypeError(f"rows must be an integer array, got dtype {rows.dtype}")
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
     if rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= shape[0])):
         raise ValueError(f"rows must be a 1-D array of row indices in [0, {shape[0]})")
     out = np.empty((rows.size, rows.size), dtype)
@@ -468,6 +483,7 @@ def cosine_pools(X, offsets, dtype=np.float64, n_threads: int | None = None):
     """
     from jkofast._validation import check_offsets
 
+    dtype = _out_dtype(dtype)
     ip, ix, dt, shape = _csr_arrays(X, "X")
     off = check_offsets(offsets, shape[0])
     m = np.diff(off)
@@ -481,6 +497,7 @@ def cosine_pools(X, offsets, dtype=np.float64, n_threads: int | None = None):
 
 def cosine_cross(A, B, dtype=np.float64, n_threads: int | None = None) -> np.ndarray:
     """Cosine between every row of ``A`` (n_a, V) and every row of ``B`` (n_b, V)."""
+    dtype = _out_dtype(dtype)
     a = _csr_arrays(A, "A")
     b = _csr_arrays(B, "B")
     if a[3][1] != b[3][1]:

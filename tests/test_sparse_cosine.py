@@ -94,3 +94,29 @@ def test_tfidf_geometry_over_pool():
     # the kernel-level helpers agree with the wrappers
     ip, ix, dt = D.indptr.astype(np.int64), D.indices.astype(np.int64), D.data
     assert _kc.row_dot(ip, ix, dt, 0, 1) == pytest.approx(float(D[0].multiply(D[1]).sum()), rel=1e-6)
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+def test_output_dtype_and_rows_are_validated():
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 0.0]]))
+    for f in (lambda: cosine_rows(X, dtype=int), lambda: cosine_pools(X, [0, 3], dtype=np.int32),
+              lambda: cosine_cross(X, X, dtype=np.float16)):
+        with pytest.raises(TypeError, match="dtype"):  # int output truncated cosines to 0/1
+            f()
+    with pytest.raises(TypeError, match="rows"):  # floats were truncated to row ids silently
+        cosine_rows(X, rows=[0.5, 1.2])
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_huge_or_tiny_rows_keep_their_cosines(scale):
+    # squared norms of 1e200 overflowed (NaN cosines), of 1e-200 underflowed (rows taken as 0)
+    rng = np.random.default_rng(0)
+    D = rng.normal(size=(4, 5))
+    D[D < 0.3] = 0.0
+    X = sp.csr_matrix(D)
+    expect = cosine_rows(X)
+    np.testing.assert_allclose(cosine_rows(X * scale), expect, rtol=1e-12, atol=1e-15)
+    flat, _ = cosine_pools(X * scale, [0, 2, 4])
+    ref_flat, _ = cosine_pools(X, [0, 2, 4])
+    np.testing.assert_allclose(flat, ref_flat, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(cosine_cross(X * scale, X), cosine_cross(X, X), rtol=1e-12, atol=1e-15)
