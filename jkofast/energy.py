@@ -17,12 +17,16 @@ a TREC-style file ``query-id doc-id score`` (:func:`read_score_file`).
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_float_array, check_offsets
+from jkofast._validation import as_float_array, check_offsets, check_positive
 from jkofast.kernels import baselines as _k
+
+F32_MAX = float(np.finfo(np.float32).max)
 
 __all__ = ["align_scores", "blend", "energy_and_p0", "minmax", "read_score_file", "softmax_tau"]
 
@@ -57,6 +61,16 @@ def minmax(x, offsets=None, *, n_threads: int | None = None) -> np.ndarray:
     out = np.empty_like(a)
     with numba_threads(n_threads):
         _k.minmax_segments(a, off, out)
+        if a.size and not np.isfinite(out).all():
+            # max - min overflowed (a range wider than the dtype's max): min-max is scale-free,
+            # so redo those pools on x/2 (exact), whose range fits
+            bad = np.zeros(a.shape[0], bool)
+            cs = np.concatenate([[0], np.cumsum(~np.isfinite(out))])
+            for q in np.flatnonzero(cs[off[1:]] > cs[off[:-1]]):
+                bad[off[q]:off[q + 1]] = True
+            half = np.empty_like(a)
+            _k.minmax_segments(a * a.dtype.type(0.5), off, half)
+            out[bad] = half[bad]
     return out
 
 
@@ -69,9 +83,7 @@ def softmax_tau(x, offsets=None, tau: float = 1.0, *, n_threads: int | None = No
     [0.5, 0.5]
     """
     a, off = _flat(x, offsets, "x")
-    tau = float(tau)
-    if not np.isfinite(tau):
-        raise ValueError(f"tau must be finite, got {tau}")
+    tau = check_positive(tau, "tau", strict=False)
     out = np.empty(a.shape[0], np.float64)
     with numba_threads(n_threads):
         _k.softmax_segments(a, off, tau, out)
@@ -87,12 +99,18 @@ def blend(offsets, *, dense=None, sparse=None, rerank=None, alpha: float = 0.0, 
     score array is float32, else float64; all zeros when no term applies.
     """
     off = np.asarray(offsets)
-    n_total = int(off[-1]) if off.size else 0
+    if off.ndim != 1 or off.size < 1:
+        raise ValueError(f"offsets must be a 1-D array with at least one entry, got shape {off.shape}")
+    off = check_offsets(off, int(off[-1]) if off.dtype.kind in "iu" else 0)
+    n_total = int(off[-1])
     terms = []
-    for name, x, w in (("dense", dense, alpha), ("sparse", sparse, beta), ("rerank", rerank, gamma)):
+    for name, x, w, wname in (("dense", dense, alpha, "alpha"), ("sparse", sparse, beta, "beta"),
+                              ("rerank", rerank, gamma, "gamma")):
+        if isinstance(w, bool) or not isinstance(w, numbers.Real):
+            raise TypeError(f"{wname} (weight of {name}) must be a real number, got {type(w).__name__}")
         w = float(w)
         if not np.isfinite(w) or w < 0:
-            raise ValueError(f"weight of {name} must be finite and >= 0, got {w}")
+            raise ValueError(f"weight of {name} ({wname}) must be finite and >= 0, got {w}")
         if w > 0 and x is not None:
             a = as_float_array(x, name, ndim=1, allow_empty=True)
             if a.shape[0] != n_total:
@@ -149,8 +167,9 @@ def read_score_file(path: str) -> dict:
 def iter_score_lines(lines, path, first_ln: int = 1):
     """Validated ``(qid, docid, score)`` of score-file ``lines`` (numbered from ``first_ln``).
 
-    Blank lines are skipped; line 1 may be a header (a non-numeric score); a malformed line or
-    a non-finite score raises ``ValueError`` naming ``path`` and the 1-based line number.
+    Blank lines are skipped; line 1 may be a header (a non-numeric score); a malformed line, a
+    non-finite score or one outside the float32 range (``|s| > 3.4e38``)
+    raises ``ValueError`` naming ``path`` and the 1-based line number.
     """
     for ln, line in enumerate(lines, first_ln):
         parts = line.split()
@@ -164,6 +183,8 @@ def iter_score_lines(lines, path, first_ln: int = 1):
             raise ValueError(f"{path}:{ln}: malformed score line: {exc}") from None
         if not np.isfinite(s):
             raise ValueError(f"{path}:{ln}: non-finite score {parts!r}")
+        if abs(s) > F32_MAX:
+            raise ValueError(f"{path}:{ln}: score {s!r} is outside the float32 range (scores are float32)")
         yield qid, did, s
 
 
@@ -173,14 +194,26 @@ def align_scores(scores: dict, query_ids, offsets, doc_ids_flat) -> tuple[np.nda
     A pool document without a score gets the smallest score of its query (so it maps to 0
     under min-max); a query without any score gets zeros (its min-max term is then 0).
     Returns ``(flat scores, number of missing (query, doc) pairs)``.
+
+    Raises
+    ------
+    ValueError
+        ``len(query_ids) != len(offsets) - 1``, offsets not ending at ``len(doc_ids_flat)``, or
+        a score that is not finite in float32 (named with its query and document).
     """
-    off = np.asarray(offsets, np.int64)
+    query_ids = list(query_ids)
+    off = check_offsets(offsets, len(doc_ids_flat))
+    if len(query_ids) != off.shape[0] - 1:
+        raise ValueError(f"query_ids has {len(query_ids)} entries, offsets describe {off.shape[0] - 1} pools")
     out = np.zeros(int(off[-1]), np.float32)
     missing = 0
     for q, qid in enumerate(query_ids):
         a, b = int(off[q]), int(off[q + 1])
         sq = scores.get(str(qid), {})
         vals = [sq.get(str(d)) for d in doc_ids_flat[a:b]]
+        for d, v in zip(doc_ids_flat[a:b], vals, strict=True):
+            if v is not None and not (isinstance(v, numbers.Real) and abs(v) <= F32_MAX):
+                raise ValueError(f"scores[{str(qid)!r}][{str(d)!r}] = {v!r} is not a finite float32 score")
         present = [v for v in vals if v is not None]
         floor = min(present) if present else 0.0
         for j, v in enumerate(vals):

@@ -119,3 +119,50 @@ def test_energy_recipe_reproduces_parity_fixture():
     res = jko.rerank_batch(E, p0, off, embeddings=Z, config="base", normalise=False)
     assert (res.status == 0).all()
     np.testing.assert_allclose(res.p.reshape(len(sel), m), z["base_wasserstein/p_T"][sel], atol=1e-5)
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_minmax_range_wider_than_the_dtype(dt):
+    big = np.finfo(dt).max
+    x = np.array([-big, big, 0.0, 1.0, 3.0, 2.0], dt)  # pool 0's max - min overflows (was NaN)
+    out = minmax(x, [0, 3, 6])
+    assert out.dtype == dt
+    assert_allclose(out[:3], [0.0, 1.0, 0.5], atol=1e-6)
+    assert_array_equal(out[3:], minmax(x[3:]))  # other pools untouched
+    assert_array_equal(minmax(x[3:]), ref.minmax_naive(x[3:]))
+
+
+def test_weights_tau_and_offsets_are_named():
+    x = np.array([1.0, 3.0, 2.0])
+    with pytest.raises(TypeError, match="tau"):
+        softmax_tau(x, None, "0.1")
+    with pytest.raises(ValueError, match="tau"):
+        softmax_tau(x, None, -1.0)
+    with pytest.raises(TypeError, match="alpha"):
+        blend([0, 3], dense=x, alpha="a")
+    with pytest.raises(ValueError, match="offsets"):
+        blend([0, 2, 1, 3], dense=x, alpha=0.0)  # returned zeros for non-monotone offsets
+    with pytest.raises(ValueError, match="offsets"):
+        blend([[0, 3]], dense=x, alpha=1.0)
+    with pytest.raises(TypeError, match="offsets"):
+        blend([0.0, 3.0], dense=x, alpha=1.0)
+
+
+def test_align_scores_checks_query_ids_and_score_range():
+    s = {"a": {"d1": 1.0}}
+    with pytest.raises(ValueError, match="query_ids"):  # the second pool was zero-filled silently
+        align_scores(s, ["a"], [0, 1, 2], ["d1", "d2"])
+    with pytest.raises(ValueError, match="offsets"):
+        align_scores(s, ["a"], [0, 3], ["d1", "d2"])
+    with pytest.raises(ValueError, match=r"scores\['a'\]\['d1'\]"):  # cast to float32 inf
+        align_scores({"a": {"d1": 1e39, "d2": 1.0}}, ["a"], [0, 2], ["d1", "d2"])
+    with pytest.raises(ValueError, match=r"scores\['a'\]\['d1'\]"):
+        align_scores({"a": {"d1": float("nan")}}, ["a"], [0, 1], ["d1"])
+
+
+def test_score_file_rejects_scores_beyond_float32(tmp_path):
+    f = tmp_path / "s.tsv"
+    f.write_text("q1 d1 1\nq1 d2 1e39\n")
+    with pytest.raises(ValueError, match=r"s\.tsv:2: .*float32"):
+        read_score_file(str(f))
