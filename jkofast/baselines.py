@@ -21,7 +21,7 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_float_array, check_int, check_offsets
+from jkofast._validation import as_float_array, check_int, check_offsets, check_positive
 from jkofast.kernels import baselines as _k
 
 __all__ = ["dpp_map", "inpool_rrf", "mmr", "positions_to_docs", "topk_by_score"]
@@ -38,6 +38,11 @@ def _emb(emb, off):
     Z = as_float_array(emb, "embeddings", ndim=2, allow_empty=True)
     if Z.shape[0] != off[-1]:
         raise ValueError(f"embeddings has {Z.shape[0]} rows, offsets say {int(off[-1])}")
+    if Z.size:
+        big = max(float(Z.max()), -float(Z.min()))
+        if big > 1e150:  # the similarities are raw dot products: they would overflow to inf/NaN
+            raise ValueError(f"embeddings has entries up to {big:.3g}; its dot products overflow "
+                             "(the rows should be L2-normalised)")
     return Z
 
 
@@ -120,7 +125,7 @@ def mmr(rel, embeddings, offsets, k: int = 20, *, lam: float = 0.5,
     lam : float in [0, 1]
     """
     k = check_int(k, "k", min_value=1)
-    lam = float(lam)
+    lam = check_positive(lam, "lam", strict=False)
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be in [0, 1], got {lam}")
     off = _offsets(offsets, rel)
@@ -142,9 +147,7 @@ def dpp_map(rel, embeddings, offsets, k: int = 20, *, delta: float = 1e-3,
     Unfilled slots are completed by descending ``max(rel, 1e-8)`` (lower position first).
     """
     k = check_int(k, "k", min_value=1)
-    delta = float(delta)
-    if not np.isfinite(delta) or delta < 0:
-        raise ValueError(f"delta must be finite and >= 0, got {delta}")
+    delta = check_positive(delta, "delta", strict=False)
     off = _offsets(offsets, rel)
     r = _scores(rel, off, "rel", np.float64)
     Z = _emb(embeddings, off)
@@ -156,10 +159,33 @@ def dpp_map(rel, embeddings, offsets, k: int = 20, *, delta: float = 1e-3,
 
 
 def positions_to_docs(pos, offsets, doc_idx) -> np.ndarray:
-    """Map ``(nq, k)`` local pool positions to corpus rows (``-1`` stays ``-1``)."""
-    pos = np.asarray(pos, np.int64)
-    off = np.asarray(offsets, np.int64)
+    """Map ``(nq, k)`` local pool positions to corpus rows (``-1`` stays ``-1``).
+
+    Raises
+    ------
+    TypeError
+        Non-integer ``pos``.
+    ValueError
+        ``pos`` not 2-D with one row per pool, ``offsets`` not ending at ``len(doc_idx)``, or a
+        position outside its pool (other than the ``-1`` padding).
+    """
     doc_idx = np.asarray(doc_idx)
+    if doc_idx.ndim != 1:
+        raise ValueError(f"doc_idx must be 1-D, got shape {doc_idx.shape}")
+    off = check_offsets(offsets, doc_idx.shape[0])
+    pos = np.asarray(pos)
+    if pos.dtype.kind not in "iu":
+        raise TypeError(f"pos must be an integer array, got dtype {pos.dtype}")
+    pos = pos.astype(np.int64, copy=False)
+    nq = off.shape[0] - 1
+    if pos.ndim != 2 or pos.shape[0] != nq:
+        raise ValueError(f"pos must have shape (n_pools, k) = ({nq}, k), got {pos.shape}")
+    size = np.diff(off)[:, None]
+    bad = (pos < -1) | (pos >= size)
+    if bad.any():
+        q, j = (int(v[0]) for v in np.nonzero(bad))
+        raise ValueError(f"pos[{q}, {j}] = {int(pos[q, j])} is outside pool {q} (size {int(size[q, 0])}); "
+                         "positions are local to their pool, -1 = padding")
     if doc_idx.size == 0:
         return np.full(pos.shape, -1, np.int64)
     flat = off[:-1, None] + pos

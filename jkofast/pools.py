@@ -35,6 +35,10 @@ __all__ = [
 ]
 
 
+class QueryIndexError(IndexError, ValueError):
+    """A query position out of range (both an ``IndexError`` and a ``ValueError``)."""
+
+
 @dataclasses.dataclass
 class Pools:
     """A batch of candidate pools as flat arrays + offsets.
@@ -66,13 +70,29 @@ class Pools:
     def sizes(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def _check_queries(self, q, name: str) -> np.ndarray:
+        a = np.asarray(q)
+        if a.size and a.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be integer query positions, got dtype {a.dtype}")
+        a = a.astype(np.int64)
+        n = self.n_queries
+        if a.size and (a.min() < 0 or a.max() >= n):
+            bad = int(a.ravel()[(a.ravel() < 0) | (a.ravel() >= n)][0])
+            raise QueryIndexError(f"{name} must be query positions in [0, {n}), got {bad}")
+        return a
+
     def pool(self, q: int) -> slice:
-        """Flat slice of pool ``q``."""
+        """Flat slice of pool ``q`` (``0 <= q < n_queries``)."""
+        if isinstance(q, bool) or not isinstance(q, int | np.integer):
+            raise TypeError(f"q must be an integer query position, got {type(q).__name__}")
+        q = int(self._check_queries(q, "q"))
         return slice(int(self.offsets[q]), int(self.offsets[q + 1]))
 
     def subset(self, queries) -> Pools:
         """Pools of the given query positions (in that order)."""
-        queries = np.asarray(queries, dtype=np.int64)
+        queries = self._check_queries(queries, "queries")
+        if queries.ndim != 1:
+            raise ValueError(f"queries must be 1-D, got shape {queries.shape}")
         sl = [np.arange(self.offsets[q], self.offsets[q + 1]) for q in queries]
         take = np.concatenate(sl) if sl else np.zeros(0, np.int64)
         sizes = np.array([self.offsets[q + 1] - self.offsets[q] for q in queries], np.int64)
@@ -121,6 +141,9 @@ def _as_index_rows(x, name: str) -> np.ndarray:
     a = np.ascontiguousarray(a, dtype=np.int64)
     if a.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_queries, list_length), got shape {a.shape}")
+    if a.size and a.min() < -1:
+        q, j = (int(v[0]) for v in np.nonzero(a < -1))
+        raise ValueError(f"{name}[{q}, {j}] = {int(a[q, j])}: ids must be >= 0 (-1 = padding)")
     # no duplicate ids inside a row (ignoring -1 padding)
     if a.size:
         s = np.sort(a, axis=1)
@@ -204,6 +227,7 @@ def dense_scores(doc_emb, query_emb, *, per_query: bool = True, batch: int = 256
     swap near-tied dense ranks.  ``per_query=False`` uses blocked matrix-matrix products
     (much faster for many queries; ranks may differ on near-ties).
     """
+    batch = check_int(batch, "batch", min_value=1)
     D = as_float_array(doc_emb, "doc_emb", dtype=np.float32, ndim=2)
     Q = as_float_array(query_emb, "query_emb", dtype=np.float32, ndim=2)
     if D.shape[1] != Q.shape[1]:
@@ -226,6 +250,7 @@ def dense_search(doc_emb, query_emb, k: int, *, batch: int = 1024, per_query: bo
     (``per_query``: see :func:`dense_scores`).
     Returns (indices int64 (nq, k), scores float32 (nq, k)).
     """
+    batch = check_int(batch, "batch", min_value=1)
     D = as_float_array(doc_emb, "doc_emb", dtype=np.float32, ndim=2)
     Q = as_float_array(query_emb, "query_emb", dtype=np.float32, ndim=2)
     kk = min(check_int(k, "k", min_value=1), D.shape[0])
@@ -319,10 +344,18 @@ def pools_from_lists(sparse_idx, sparse_val, dense_idx=None, dense_val=None, *, 
     """
     cand, fused, n = rrf_fuse(sparse_idx, dense_idx, M=M, k_rrf=k_rrf, n_threads=n_threads)
     nq = cand.shape[0]
+    if query_ids is not None and len(query_ids) != nq:
+        raise ValueError(f"query_ids has {len(query_ids)} entries for {nq} rows of sparse_idx")
+    if dense_idx is not None and dense_val is None:
+        raise ValueError("dense_val is required with dense_idx (the dense scores of the listed documents)")
 
-    def lookup(idx, val):
+    def lookup(idx, val, name):
         idx = np.asarray(idx, np.int64)
-        val = np.asarray(val, np.float32)
+        val = as_float_array(val, name, dtype=np.float32, allow_empty=True, finite=False)
+        if val.shape != idx.shape:
+            raise ValueError(f"{name} must have the shape of its index array {idx.shape}, got {val.shape}")
+        if np.isnan(val).any():
+            raise ValueError(f"{name} contains NaN")
         out = np.empty(int(n.sum()), np.float32)
         pos = 0
         for q in range(nq):
@@ -337,8 +370,8 @@ def pools_from_lists(sparse_idx, sparse_val, dense_idx=None, dense_val=None, *, 
     offsets = np.zeros(nq + 1, np.int64)
     np.cumsum(n, out=offsets[1:])
     mask = cand >= 0
-    sparse = lookup(sparse_idx, sparse_val)
-    dense = lookup(dense_idx, dense_val) if dense_idx is not None else None
+    sparse = lookup(sparse_idx, sparse_val, "sparse_val")
+    dense = lookup(dense_idx, dense_val, "dense_val") if dense_idx is not None else None
     if query_ids is None:
         query_ids = [str(i) for i in range(nq)]
     return Pools(list(query_ids), offsets, cand[mask], sparse, dense, fused[mask])

@@ -130,3 +130,35 @@ def test_positions_to_docs_and_errors():
         topk_by_score(np.array([np.nan]), [0, 1], 1)
     with pytest.raises(TypeError, match="k"):
         dpp_map(np.ones(3), np.ones((3, 2)), [0, 3], 2.5)
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+def test_positions_to_docs_validates_positions():
+    off, doc = [0, 3, 5], np.arange(10, 15)
+    assert positions_to_docs(np.array([[0, 2], [1, -1]]), off, doc).tolist() == [[10, 12], [14, -1]]
+    with pytest.raises(ValueError, match=r"pos\[0, 1\] = 5 is outside pool 0"):
+        positions_to_docs(np.array([[0, 5], [1, 0]]), off, doc)  # mapped to pool 1's docs silently
+    with pytest.raises(ValueError, match=r"pos\[1, 0\] = 2 is outside pool 1"):
+        positions_to_docs(np.array([[0, 1], [2, 0]]), off, doc)
+    with pytest.raises(ValueError, match=r"pos\[0, 1\] = -5"):
+        positions_to_docs(np.array([[0, -5], [1, 0]]), off, doc)
+    with pytest.raises(ValueError, match="pos must have shape"):
+        positions_to_docs(np.array([[0, 1]]), off, doc)  # broadcast over the pools silently
+    with pytest.raises(TypeError, match="pos"):
+        positions_to_docs(np.array([[0.5, 1.0], [0.0, 1.0]]), off, doc)
+    with pytest.raises(ValueError, match="offsets"):
+        positions_to_docs(np.array([[0, 1], [0, 1]]), off, doc[:3])  # was clipped to the last doc
+
+
+def test_mmr_dpp_parameters_and_overflowing_embeddings():
+    rel = np.array([1.0, 3.0, 2.0])
+    Z = np.eye(3)
+    with pytest.raises(TypeError, match="lam"):
+        mmr(rel, Z, [0, 3], 2, lam="0.5")
+    with pytest.raises(TypeError, match="delta"):
+        dpp_map(rel, Z, [0, 3], 2, delta=None)
+    # dot products of 1e200-rows overflow: MMR returned one pick and -1 padding for a full pool
+    with pytest.raises(ValueError, match=r"embeddings.*overflow"):
+        mmr(rel, Z * 1e200, [0, 3], 3)
+    with pytest.raises(ValueError, match=r"embeddings.*overflow"):
+        dpp_map(rel, Z * 1e200, [0, 3], 3)

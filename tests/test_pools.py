@@ -174,3 +174,51 @@ def test_pools_from_lists_fills_missing_scores_with_list_minimum():
     exp_dense = {2: 0.9, 7: 0.8, 4: 0.1}
     assert P.sparse.tolist() == [exp_sparse[d] for d in ids]
     np.testing.assert_allclose(P.dense, [exp_dense[d] for d in ids], rtol=1e-6)
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+def test_pools_query_positions_are_checked():
+    from jkofast.pools import QueryIndexError
+
+    P = build_pools(np.random.default_rng(0).random((2, 6)), M=3)
+    for q in (-1, 2):  # -1 gave slice(6, 0) / negative offsets silently
+        with pytest.raises(QueryIndexError, match="in \\[0, 2\\)"):
+            P.pool(q)
+        with pytest.raises(ValueError, match="queries"):
+            P.subset([0, q])
+    with pytest.raises(TypeError, match="q must be an integer"):
+        P.pool(1.0)
+    with pytest.raises(TypeError, match="queries"):
+        P.subset([0.0])
+    s = P.subset([1])
+    assert_array_equal(s.doc_idx, P.doc_idx[P.pool(1)])
+
+
+def test_rrf_fuse_rejects_ids_below_minus_one():
+    with pytest.raises(ValueError, match=r"sparse_idx\[0, 1\] = -5"):  # was taken as padding
+        rrf_fuse([[5, -5]], [[3, 9]], M=3)
+    with pytest.raises(ValueError, match=r"dense_idx\[0, 0\] = -2"):
+        rrf_fuse([[5, 3]], [[-2, 9]], M=3)
+
+
+def test_pools_from_lists_and_dense_search_arguments():
+    from jkofast.pools import dense_scores, dense_search, pools_from_lists
+
+    with pytest.raises(ValueError, match="query_ids"):
+        pools_from_lists([[0, 1]], [[2.0, 1.0]], query_ids=["a", "b"], M=3)
+    with pytest.raises(ValueError, match="sparse_val"):  # IndexError before
+        pools_from_lists([[0, 1]], [[2.0]], M=3)
+    with pytest.raises(ValueError, match="sparse_val"):
+        pools_from_lists([[0, 1], [2, 3]], [[2.0, 1.0]], M=3)
+    with pytest.raises(ValueError, match="dense_val"):
+        pools_from_lists([[0, 1]], [[2.0, 1.0]], [[1, 2]], None, M=3)
+    with pytest.raises(ValueError, match="sparse_val contains NaN"):
+        pools_from_lists([[0, 1]], [[2.0, np.nan]], M=3)
+    D, Q = np.eye(3, dtype=np.float32), np.eye(3, dtype=np.float32)[:2]
+    for b in (0, -1):  # -1 returned uninitialised memory as results
+        with pytest.raises(ValueError, match="batch"):
+            dense_search(D, Q, 2, batch=b)
+        with pytest.raises(ValueError, match="batch"):
+            dense_scores(D, Q, per_query=False, batch=b)
+    idx, _ = dense_search(D, Q, 1, batch=1)
+    assert idx.tolist() == [[0], [1]]
