@@ -24,6 +24,7 @@ qrels query with no judgments at all counts as absent (as in pytrec_eval).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import NamedTuple
@@ -59,6 +60,17 @@ _ALIASES = {
 _METRIC_RE = re.compile(r"^([a-z_]+?)(?:(?:@|_|\.)(\d+))?$")
 
 
+_K_MAX = int(np.iinfo(np.int64).max)
+# largest label with an exponential gain 2**label - 1 whose sums stay finite in float64
+_EXP_LABEL_MAX = 1000
+
+
+def _check_labels(labels: np.ndarray, gain: str, name: str) -> None:
+    if gain == "exponential" and labels.size and labels.max() > _EXP_LABEL_MAX:
+        raise ValueError(f"{name}: label {int(labels.max())} overflows the exponential gain 2**label - 1 "
+                         f"(labels must be <= {_EXP_LABEL_MAX}; use gain='linear')")
+
+
 def parse_metric(name: str) -> tuple[str, int, int]:
     """Parse a metric name into ``(canonical name, kind, k)`` (``k = 0``: no cutoff).
 
@@ -78,6 +90,8 @@ def parse_metric(name: str) -> tuple[str, int, int]:
         raise ValueError(f"metric {name!r}: the cutoff must be >= 1")
     if kind in (_k.RECALL, _k.PRECISION) and k == 0:
         raise ValueError(f"metric {name!r} needs a cutoff, e.g. {m.group(1)}@10")
+    if k > _K_MAX:
+        raise ValueError(f"metric {name!r}: the cutoff must be <= {_K_MAX}")
     canon = _KIND_NAMES[kind] + (f"@{k}" if k else "")
     return canon, kind, k
 
@@ -129,15 +143,24 @@ def bootstrap_ci(x, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> B
     >>> 0.0 <= lo <= m <= hi <= 1.0
     True
     """
-    from jkofast._validation import as_float_array, check_int
+    from jkofast._validation import as_float_array, check_int, check_positive
 
     x = as_float_array(x, "x", dtype=np.float64, ndim=1)
     n_boot = check_int(n_boot, "n_boot", min_value=1)
-    alpha = float(alpha)
+    alpha = check_positive(alpha, "alpha")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     n = x.shape[0]
-    rng = np.random.default_rng(seed)
+    try:
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"seed must be a non-negative integer (or None), got {seed!r}: {exc}") from None
+    e = 0
+    with np.errstate(over="ignore"):
+        if not np.isfinite(x.sum()):
+            # the sum of the values overflows: resample x / 2**e ~ x / max|x| (exact), scale back
+            e = int(np.frexp(np.abs(x).max())[1])
+            x = np.ldexp(x, -e)
     means = np.empty(n_boot, dtype=np.float64)
     block = max(1, min(n_boot, (1 << 22) // n))  # <= ~32 MB of indices per block
     b = 0
@@ -147,7 +170,7 @@ def bootstrap_ci(x, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> B
         means[b:b + m] = x[idx].mean(axis=1)
         b += m
     lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return BootstrapCI(float(x.mean()), float(lo), float(hi))
+    return BootstrapCI(*(float(np.ldexp(v, e)) for v in (x.mean(), lo, hi)))
 
 
 def paired_bootstrap_diff(a, b, n_boot: int = 2000, alpha: float = 0.05,
@@ -162,7 +185,11 @@ def paired_bootstrap_diff(a, b, n_boot: int = 2000, alpha: float = 0.05,
     a = as_float_array(a, "a", dtype=np.float64, ndim=1)
     b = as_float_array(b, "b", dtype=np.float64, ndim=1)
     check_same_length("a", a, "b", b)
-    return bootstrap_ci(a - b, n_boot=n_boot, alpha=alpha, seed=seed)
+    with np.errstate(over="ignore"):
+        d = a - b
+    if not np.all(np.isfinite(d)):
+        raise ValueError("a - b overflows (values beyond the float64 range)")
+    return bootstrap_ci(d, n_boot=n_boot, alpha=alpha, seed=seed)
 
 
 @dataclass
@@ -231,6 +258,8 @@ def _check_mode(gain: str, tie_break: str, missing: str) -> tuple[int, int]:
 def _parse_metrics(metrics) -> tuple[list[str], np.ndarray, np.ndarray]:
     if isinstance(metrics, str):
         metrics = [m for m in metrics.split(",") if m.strip()]
+    elif not isinstance(metrics, Iterable):
+        raise TypeError(f"metrics must be a metric name or a sequence of names, got {type(metrics).__name__}")
     names, kinds, ks = [], [], []
     for m in metrics:
         c, kind, k = parse_metric(m)
@@ -271,8 +300,18 @@ def evaluate_codes(run_offsets, run_codes, run_scores, qrels_offsets, qrels_code
     qrels_labels = _as_int64(qrels_labels, "qrels_labels")
     if qrels_labels.shape != qrels_codes.shape:
         raise ValueError("qrels_codes and qrels_labels must have the same length")
+    _check_labels(qrels_labels, gain, "qrels_labels")
     roff = check_offsets(run_offsets, run_codes.shape[0], "run_offsets")
     qoff = check_offsets(qrels_offsets, qrels_codes.shape[0], "qrels_offsets")
+    if qrels_codes.size:
+        # duplicates within a query were counted twice in the ideal DCG and the recall denominator
+        qrow = np.repeat(np.arange(qoff.shape[0] - 1), np.diff(qoff))
+        order = np.lexsort((qrels_codes, qrow))
+        dup = (np.diff(qrow[order]) == 0) & (np.diff(qrels_codes[order]) == 0)
+        if dup.any():
+            i = order[int(np.flatnonzero(dup)[0]) + 1]
+            raise ValueError(f"qrels_codes must be unique within a query: code {int(qrels_codes[i])} "
+                             f"repeated in query {int(qrow[i])}")
     if roff.shape != qoff.shape:
         raise ValueError(
             f"run_offsets and qrels_offsets must describe the same number of queries, got "
@@ -335,16 +374,29 @@ def _as_run_arrays(run) -> RunArrays | None:
     return None
 
 
-def _flatten_dict(d: dict, qids: list, value_dtype) -> tuple[np.ndarray, list, np.ndarray]:
+def _flatten_dict(d: dict, qids: list, value_dtype,
+                  name: str = "run") -> tuple[np.ndarray, list, np.ndarray]:
     """Rows ``d[q]`` for ``q`` in ``qids`` (missing -> empty) as offsets, ids, values."""
     empty: dict = {}
     rows = [d.get(q, empty) for q in qids]
+    for q, r in zip(qids, rows, strict=True):
+        if not isinstance(r, Mapping):
+            raise TypeError(f"{name}[{q!r}] must be a dict of doc id -> value, got {type(r).__name__}")
     off = np.zeros(len(rows) + 1, np.int64)
     if rows:
         np.cumsum([len(r) for r in rows], out=off[1:])
     ids = list(chain.from_iterable(rows))
-    vals = np.fromiter(chain.from_iterable(r.values() for r in rows), value_dtype,
-                       count=int(off[-1]))
+    try:
+        vals = np.fromiter(chain.from_iterable(r.values() for r in rows), value_dtype,
+                           count=int(off[-1]))
+    except (TypeError, ValueError):
+        for q, r in zip(qids, rows, strict=True):
+            for doc, v in r.items():
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    raise TypeError(f"{name}[{q!r}][{doc!r}] must be a number, got {v!r}") from None
+        raise
     return off, ids, vals
 
 
@@ -538,7 +590,10 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         off = check_offsets(ra.offsets, ids.shape[0], "run offsets")
         if len(ra.query_ids) != off.shape[0] - 1:
             raise ValueError("run: len(query_ids) must equal len(offsets) - 1")
-        sc_all = np.asarray(ra.scores, dtype=np.float64)
+        try:
+            sc_all = np.asarray(ra.scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError("run: scores must be numbers") from None
         if sc_all.shape != ids.shape:
             raise ValueError("run: doc_ids and scores must have the same length")
         qlist = [str(q) for q in ra.query_ids]
@@ -559,9 +614,10 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         else:
             run_ids, scores = ids[:0], sc_all[:0]
         dedupe = True
-    qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.float64)
+    qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.float64, "qrels")
     if not np.all(np.floor(labels) == labels):
         raise ValueError("qrels labels must be integers")
+    _check_labels(labels, gain, "qrels")
     labels = labels.astype(np.int64)
     if np.isnan(scores).any():
         raise ValueError("run scores contain NaN")

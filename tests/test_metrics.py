@@ -494,3 +494,62 @@ def test_cli_evaluate_with_bundled_dataset(capsys):
     b = json.loads(capsys.readouterr().out)
     assert a["metrics"] == b["metrics"] and a["n_queries"] == 300
     assert main([*args, "--dataset", "scifact", "--split", "nosuchsplit"]) == 2
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+def test_exponential_gain_overflow_is_rejected():
+    from jkofast.evaluation import evaluate_codes
+
+    run = {"q1": {"d1": 2.0, "d2": 1.0}}
+    # 2**2000 - 1 overflowed to inf: nDCG = inf/inf = NaN silently
+    with pytest.raises(ValueError, match="qrels: label 2000 overflows"):
+        evaluate(run, {"q1": {"d2": 2000}}, ["ndcg@10"], gain="exponential")
+    with pytest.raises(ValueError, match="qrels_labels"):
+        evaluate_codes([0, 2], [1, 2], [2.0, 1.0], [0, 1], [2], [5000], ["ndcg@10"], gain="exponential")
+    # the linear gain and labels up to the limit are fine: one relevant doc at rank 2
+    r = evaluate(run, {"q1": {"d2": 1000}}, ["ndcg@10"], gain="exponential")
+    assert r.means["ndcg@10"] == pytest.approx(1 / np.log2(3))
+    assert evaluate(run, {"q1": {"d2": 2000}}, ["ndcg@10"]).means["ndcg@10"] == pytest.approx(1 / np.log2(3))
+
+
+def test_evaluate_codes_rejects_duplicate_qrels_codes():
+    from jkofast.evaluation import evaluate_codes
+
+    # code 2 judged twice in query 0: recall@10 was 0.5 instead of 1 (documented precondition)
+    with pytest.raises(ValueError, match="qrels_codes must be unique within a query: code 2"):
+        evaluate_codes([0, 2], [1, 2], [2.0, 1.0], [0, 2], [2, 2], [1, 1], ["recall@10"])
+    names, v, _ = evaluate_codes([0, 2, 3], [1, 2, 2], [2.0, 1.0, 1.0], [0, 1, 2], [2, 2], [1, 1],
+                                 ["recall@10"])  # the same code in two queries is fine
+    assert v.tolist() == [[1.0, 1.0]]
+
+
+def test_malformed_run_and_qrels_values_are_named():
+    qrels = {"q1": {"d2": 1}}
+    with pytest.raises(TypeError, match=r"run\['q1'\] must be a dict"):
+        evaluate({"q1": 5}, qrels)
+    with pytest.raises(TypeError, match=r"qrels\['q1'\] must be a dict"):
+        evaluate({"q1": {"d2": 1.0}}, {"q1": 5})
+    with pytest.raises(TypeError, match=r"run\['q1'\]\['d1'\] must be a number"):
+        evaluate({"q1": {"d1": "x"}}, qrels)
+    with pytest.raises(TypeError, match="run: scores"):
+        evaluate((["q1"], [0, 2], ["d1", "d2"], ["a", "b"]), qrels)
+    with pytest.raises(TypeError, match="metrics"):
+        evaluate({"q1": {"d2": 1.0}}, qrels, None)
+    with pytest.raises(ValueError, match="cutoff"):  # OverflowError before
+        evaluate({"q1": {"d2": 1.0}}, qrels, ["ndcg@99999999999999999999"])
+
+
+def test_bootstrap_arguments_and_overflowing_values():
+    with pytest.raises(TypeError, match="alpha"):
+        bootstrap_ci([0.0, 1.0], alpha="x")
+    with pytest.raises(TypeError, match="seed"):
+        bootstrap_ci([0.0, 1.0], seed="x")
+    with pytest.raises(ValueError, match="seed"):
+        bootstrap_ci([0.0, 1.0], seed=-1)
+    # the sum overflowed: mean inf, interval NaN; the CI is scale-equivariant (powers of two exact)
+    x = np.array([1.0, 1.0, 0.5, 0.25])
+    big = bootstrap_ci(x * 2.0**1020)
+    small = bootstrap_ci(x)
+    assert big == pytest.approx(tuple(v * 2.0**1020 for v in small), rel=1e-12)
+    with pytest.raises(ValueError, match="a - b overflows"):
+        paired_bootstrap_diff([1e308], [-1e308])
