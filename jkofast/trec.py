@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 
@@ -138,11 +139,17 @@ def _is_int(s: str) -> bool:
 def _iter_rows(path):
     """Yield (line number, fields) for non-empty, non-comment lines."""
     with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            s = line.strip()
-            if not s or s.startswith("#"):
-                continue
-            yield lineno, s.split("\t") if "\t" in s else s.split()
+        lineno = 0
+        try:
+            for line in fh:
+                lineno += 1
+                s = line.strip()
+                if not s or s.startswith("#"):
+                    continue
+                yield lineno, s.split("\t") if "\t" in s else s.split()
+        except UnicodeDecodeError as exc:
+            # the decoder works on blocks: the bad byte is at or after this line
+            raise ValueError(f"{os.fspath(path)}: not valid UTF-8 after line {lineno} ({exc.reason})") from None
 
 
 def _read_run_rows(path):
@@ -299,22 +306,61 @@ def _fmt_score(x: float, is32: bool) -> str:
     return f"{x:.9g}" if is32 else repr(float(x))
 
 
+_BAD_ID = re.compile(r"\s")
+
+
+def _check_ids(q: str, docs: list) -> None:
+    """A query / doc id must be non-empty without whitespace, or the line does not read back."""
+    if not q or _BAD_ID.search(q):
+        raise ValueError(f"query id {q!r}: ids must be non-empty and contain no whitespace")
+    if docs and (not all(docs) or _BAD_ID.search("".join(docs))):
+        bad = next(d for d in docs if not d or _BAD_ID.search(d))
+        raise ValueError(f"document id {bad!r} (query {q!r}): ids must be non-empty and contain no whitespace")
+
+
+def _check_scores(q: str, docs: list, scores) -> None:
+    try:
+        v = np.asarray(scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"run[{q!r}]: scores must be numbers") from None
+    if np.isnan(v).any():
+        j = int(np.flatnonzero(np.isnan(v))[0])
+        raise ValueError(f"run[{q!r}][{docs[j]!r}]: score is NaN")
+
+
 def _run_lines(run, tag, query_ids, doc_ids):
     """Yield (qid, [(docid, score)], is32) in the order to write."""
     if isinstance(run, dict):
         for q, d in run.items():
+            if not isinstance(d, dict):
+                raise TypeError(f"run[{q!r}] must be a dict of doc id -> score, got {type(d).__name__}")
+            q = str(q)
+            docs = [str(k) for k in d]
+            _check_ids(q, docs)
+            _check_scores(q, docs, list(d.values()))
             # trec_eval order: score desc, then doc id desc
             items = sorted(d.items(), key=lambda t: (t[1], t[0]), reverse=True)
-            yield str(q), items, False
+            yield q, items, False
         return
     if isinstance(run, RunArrays):
         sc = np.asarray(run.scores)
         is32 = sc.dtype == np.float32
         ids = np.asarray(run.doc_ids).tolist()
         scl = sc.tolist()
+        from jkofast._validation import check_offsets
+
+        off = check_offsets(run.offsets, len(ids), "run.offsets")
+        if len(scl) != len(ids):
+            raise ValueError(f"run: doc_ids and scores must have the same length, got {len(ids)} and {len(scl)}")
+        if len(run.query_ids) != off.shape[0] - 1:
+            raise ValueError(f"run: {len(run.query_ids)} query_ids for {off.shape[0] - 1} rows of offsets")
         for i, q in enumerate(run.query_ids):
-            a, b = int(run.offsets[i]), int(run.offsets[i + 1])
-            yield str(q), list(zip(ids[a:b], scl[a:b])), is32
+            a, b = int(off[i]), int(off[i + 1])
+            q = str(q)
+            docs = [str(x) for x in ids[a:b]]
+            _check_ids(q, docs)
+            _check_scores(q, docs, scl[a:b])
+            yield q, list(zip(ids[a:b], scl[a:b])), is32
         return
     if isinstance(run, tuple) and len(run) == 2:
         idx = np.asarray(run[0])
@@ -325,6 +371,16 @@ def _run_lines(run, tag, query_ids, doc_ids):
             raise ValueError("query_ids must be given, one per row of indices")
         if idx.dtype.kind in "iu" and doc_ids is None:
             raise ValueError("doc_ids (corpus ids) must be given to map integer indices")
+        if idx.dtype.kind in "iu" and idx.size and idx.max() >= len(doc_ids):
+            raise ValueError(f"indices: {int(idx.max())} is out of range for {len(doc_ids)} doc_ids")
+        if idx.dtype.kind in "iu" and idx.size and idx.min() < -1:
+            raise ValueError(f"indices: {int(idx.min())} is not a row id (-1 = padding)")
+        try:
+            sc = sc.astype(np.float64, copy=False) if sc.dtype != np.float32 else sc
+        except (TypeError, ValueError):
+            raise TypeError("run: scores must be numbers") from None
+        if np.isnan(sc).any():
+            raise ValueError("run: scores contain NaN")
         is32 = sc.dtype == np.float32
         for i, q in enumerate(query_ids):
             row = []
@@ -338,6 +394,7 @@ def _run_lines(run, tag, query_ids, doc_ids):
                 if s == float("-inf"):
                     continue  # padding
                 row.append((str(d), s))
+            _check_ids(str(q), [d for d, _ in row])
             yield str(q), row, is32
         return
     raise TypeError(
@@ -359,6 +416,14 @@ def write_run(path, run, tag: str = "jkofast", *, query_ids=None, doc_ids=None) 
         ``doc_ids`` (corpus ids indexed by ``indices``).
     tag : str
         Run tag (last column); no whitespace.
+
+    Raises
+    ------
+    ValueError
+        An empty id or one containing whitespace (the line would not read back), a NaN score,
+        inconsistent ``RunArrays`` offsets, indices out of range of ``doc_ids``.
+    TypeError
+        Non-numeric scores, unsupported ``run`` type.
 
     Notes
     -----

@@ -175,3 +175,46 @@ def test_write_run_is_atomic(tmp_path):
         write_run(p, {"q": Boom(a=2.0)})
     assert p.read_text() == before  # the old file is untouched
     assert sorted(os.listdir(tmp_path)) == ["run.trec"]  # no temporary left behind
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+@pytest.mark.parametrize("run, match", [
+    ({"q 1": {"d1": 1.0}}, "query id 'q 1'"),
+    ({"": {"d1": 1.0}}, "query id ''"),
+    ({"q1": {"d 1": 1.0}}, "document id 'd 1'"),
+    ({"q1": {"d\nx": 1.0}}, "document id 'd\\\\nx'"),
+    ({"q1": {"": 1.0}}, "document id ''"),
+    ({"q1": {"d1": float("nan")}}, r"run\['q1'\]\['d1'\]: score is NaN"),
+])
+def test_write_run_rejects_lines_that_would_not_read_back(tmp_path, run, match):
+    # these runs were written silently and the file then failed to parse (or parsed wrong)
+    p = tmp_path / "r.trec"
+    with pytest.raises(ValueError, match=match):
+        write_run(p, run)
+    assert not p.exists()
+
+
+def test_write_run_validates_arrays_and_scores(tmp_path):
+    p = tmp_path / "r.trec"
+    with pytest.raises(TypeError, match=r"run\['q'\]: scores must be numbers"):
+        write_run(p, {"q": {"d": "x"}})
+    with pytest.raises(TypeError, match=r"run\['q'\] must be a dict"):
+        write_run(p, {"q": 5})
+    # offsets past the data wrote a truncated run silently
+    with pytest.raises(ValueError, match=r"run\.offsets"):
+        write_run(p, RunArrays(["q"], np.array([0, 5]), np.array(["a"]), np.array([1.0])))
+    with pytest.raises(ValueError, match="query_ids"):
+        write_run(p, RunArrays(["q", "r"], np.array([0, 1]), np.array(["a"]), np.array([1.0])))
+    with pytest.raises(ValueError, match="indices: 5 is out of range"):  # IndexError before
+        write_run(p, (np.array([[5]]), np.array([[1.0]])), query_ids=["q"], doc_ids=["a"])
+    with pytest.raises(ValueError, match="scores contain NaN"):
+        write_run(p, (np.array([[0]]), np.array([[np.nan]])), query_ids=["q"], doc_ids=["a"])
+    write_run(p, (np.array([[0, -1]]), np.array([[2.0, -np.inf]])), query_ids=["q"], doc_ids=["a"])
+    assert read_run(p) == {"q": {"a": 2.0}}
+
+
+def test_invalid_utf8_names_the_file(tmp_path):
+    p = tmp_path / "bad.trec"
+    p.write_bytes(b"q Q0 d 1 1.0 t\nq Q0 \xff 2 0.5 t\n")
+    with pytest.raises(ValueError, match=r"bad\.trec: not valid UTF-8"):
+        read_run(p)
