@@ -469,3 +469,62 @@ def test_gzip_input_same_as_plain(tmp_path, monkeypatch):
     a = [q for c in R.iter_chunks(str(path), 4, lambda ln, m: rep_a.append(ln)) for q in c]
     b = [q for c in R.iter_chunks(str(tmp_path / "run.trec.gz"), 4, lambda ln, m: rep_b.append(ln)) for q in c]
     assert a == b and rep_a == rep_b and a
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+@pytest.mark.parametrize("extra, match", [
+    (["--k", "-1"], "--k must be >= 0"),  # wrote the whole pool silently
+    (["--tag", "a b"], "--tag must be non-empty without whitespace"),  # unreadable TREC output
+    (["--alpha", "nan"], "--alpha must be finite"),
+    (["--gamma", "-1"], "--gamma must be finite and >= 0"),
+    (["--threads", "0"], "n_threads must be >= 1"),
+])
+def test_bad_options_fail_before_any_work(tmp_path, monkeypatch, capsys, extra, match):
+    _fake_core(monkeypatch)
+    run = _write_inputs(tmp_path, nq=2)
+    out = tmp_path / "o.trec"
+    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+                 str(tmp_path / "ids.txt"), "--out", str(out), "--quiet", *extra]) == 2
+    assert match in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "o.trec.parts").exists()
+
+
+def test_repeated_geometry_ids_are_an_error(tmp_path, monkeypatch, capsys):
+    # every pool with a repeated id was passed through as "not in the geometry"
+    _fake_core(monkeypatch)
+    run = _write_inputs(tmp_path, nq=2)
+    (tmp_path / "ids.txt").write_text("".join(f"d{min(i, 28)}\n" for i in range(30)))
+    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+                 str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet"]) == 2
+    assert "document id 'd28' is repeated (row 29)" in capsys.readouterr().err
+
+
+def test_split_query_is_reported(tmp_path, monkeypatch, capsys):
+    import json
+
+    _fake_core(monkeypatch)
+    lines = ["q1 Q0 d0 1 3 r\n", "q1 Q0 d1 2 2 r\n", "q2 Q0 d2 1 3 r\n", "q2 Q0 d3 2 1 r\n",
+             "q1 Q0 d4 3 1 r\n", "q1 Q0 d5 4 0 r\n"]
+    run = _write_inputs(tmp_path, nq=1)
+    run.write_text("".join(lines))
+    for chunk in ("1", "10"):  # across chunks and inside one chunk
+        out = tmp_path / f"o{chunk}.trec"
+        assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+                     str(tmp_path / "ids.txt"), "--out", str(out), "--json", "--chunk-size", chunk]) == 0
+        cap = capsys.readouterr()
+        assert "query 'q1' reappears after other queries" in cap.err
+        assert json.loads(cap.out)["split_queries"] == 1
+        assert [ln.split()[0] for ln in out.read_text().splitlines()] == ["q1", "q1", "q2", "q2", "q1", "q1"]
+
+
+def test_user_scores_beyond_float32_name_the_line(tmp_path, monkeypatch, capsys):
+    # cast to float32 inf, the run died with "rerank contains NaN or inf" (no file, no line)
+    _fake_core(monkeypatch)
+    run = _write_inputs(tmp_path, nq=2)
+    sc = tmp_path / "s.tsv"
+    sc.write_text("q0 d1 1.0\nq0 d2 1e39\n")
+    for extra in ([], ["--scores-in-memory"]):
+        assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+                     str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet",
+                     "--scores", str(sc), *extra]) == 2
+        assert "s.tsv:2: score 1e+39 is outside the float32 range" in capsys.readouterr().err

@@ -93,6 +93,7 @@ def add_parser(sub) -> None:
 # end of a block continues into the next.
 # ---------------------------------------------------------------------------------------------
 _BLOCK_BYTES = 1 << 22  # bytes read per block (tests shrink it to exercise block boundaries)
+_F32_MAX = float(np.finfo(np.float32).max)  # user scores are float32
 
 
 def _parse_line(parts):
@@ -469,7 +470,7 @@ class _ScoreParser:
         out: list = []
         if qs:
             v = _floats(s)
-            if v is None:
+            if v is None or np.abs(v).max() > _F32_MAX:  # the line-by-line path reports it
                 return None
             vl = v.tolist()
             a = 0
@@ -544,6 +545,19 @@ class ScoreStream:
 # ---------------------------------------------------------------------------------------------
 # geometry
 # ---------------------------------------------------------------------------------------------
+def _id_rows(ids: list, path: str) -> dict:
+    """doc id -> geometry row; a repeated id is an error (every pool holding it would otherwise be
+    passed through as 'not in the geometry', or silently use the last row)."""
+    row = {d: i for i, d in enumerate(ids)}
+    if len(row) != len(ids):
+        seen: set = set()
+        for i, d in enumerate(ids):
+            if d in seen:
+                raise ValueError(f"{path}: document id {d!r} is repeated (row {i}); ids must be unique")
+            seen.add(d)
+    return row
+
+
 class DenseGeometry:
     def __init__(self, npy: str, ids_path: str | None):
         from jkofast.pools import load_embeddings
@@ -551,7 +565,7 @@ class DenseGeometry:
         if ids_path is None:
             raise ValueError("--embeddings needs --ids (one doc id per row)")
         self.emb, ids = load_embeddings(npy, ids_path)
-        self.row = {d: i for i, d in enumerate(ids)}
+        self.row = _id_rows(ids, ids_path)
 
     def rows(self, docs) -> np.ndarray:
         return _map_rows(self.row, docs)
@@ -569,7 +583,7 @@ class TfidfGeometry:
         ids, titles, texts = read_corpus(corpus)
         idx = TfidfIndex().fit([(t + " " + x).strip() for t, x in zip(titles, texts, strict=True)])
         self.X = idx.doc_matrix().tocsr()
-        self.row = {d: i for i, d in enumerate(ids)}
+        self.row = _id_rows(ids, corpus)
 
     def rows(self, docs) -> np.ndarray:
         return _map_rows(self.row, docs)
@@ -869,6 +883,17 @@ def run(args) -> int:
 
     if args.chunk_size < 1:
         raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    if args.k < 0:
+        raise ValueError(f"--k must be >= 0 (0 = whole pool), got {args.k}")
+    if not args.tag or any(c.isspace() for c in args.tag):
+        raise ValueError(f"--tag must be non-empty without whitespace, got {args.tag!r}")
+    from jkofast._threads import resolve_threads
+
+    resolve_threads(args.threads)  # before any part is written
+    for name in ("alpha", "gamma"):
+        v = getattr(args, name)
+        if not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"--{name} must be finite and >= 0, got {v}")
     if not os.path.isfile(args.pools):
         raise FileNotFoundError(f"--pools file not found: {args.pools}")
     if args.embeddings is None and args.tfidf_corpus is None:
@@ -887,6 +912,17 @@ def run(args) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     n_malformed = [0]
+    seen_q: set = set()  # query ids of earlier blocks: a reappearing id is a split query
+    n_split = [0]
+
+    def check_split(chunk):
+        for q in chunk.qids:
+            if q in seen_q:
+                n_split[0] += 1
+                say(f"jkofast rerank: query {q!r} reappears after other queries in {args.pools} (its lines "
+                    "are not contiguous): each block is reranked and written separately")
+            else:
+                seen_q.add(q)
 
     def report(ln, msg):
         n_malformed[0] += 1
@@ -966,6 +1002,7 @@ def run(args) -> int:
 
         for ci, chunk in enumerate(iter_chunks(args.pools, args.chunk_size, report)):
             n_q += len(chunk)
+            check_split(chunk)
             scores_c = chunk_scores(chunk)  # advances the score stream even for finished chunks
             base = os.path.join(work, f"chunk_{ci:06d}")
             part_names.append(base)
@@ -1016,13 +1053,15 @@ def run(args) -> int:
 
     summary = {
         "queries": n_q, "reranked_now": n_done, "skipped_finished": n_skipped, "passed_through": n_failed,
-        "malformed_lines": n_malformed[0], "chunks": len(part_names), "wall_s": wall,
+        "malformed_lines": n_malformed[0], "split_queries": n_split[0], "chunks": len(part_names),
+        "wall_s": wall,
         "compute_s": t_compute, "queries_per_s": n_done / t_compute if t_compute > 0 else None,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "config": args.config, "out": args.out,
     }
     text = (f"reranked {n_done} queries ({n_skipped} from finished chunks, {n_failed} passed through, "
-            f"{n_malformed[0]} malformed lines) in {wall:.1f} s"
+            f"{n_malformed[0]} malformed lines"
+            + (f", {n_split[0]} split queries" if n_split[0] else "") + f") in {wall:.1f} s"
             + (f", {summary['queries_per_s']:.1f} queries/s" if summary["queries_per_s"] else "")
             + f"; peak RSS {summary['peak_rss_mb']:.0f} MB -> {args.out}")
     emit(summary, args.json, text)
