@@ -372,7 +372,7 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
     ------
     ValueError
         Missing/invalid manifest, another format version, a missing, truncated or
-        mismatched array file.
+        mismatched array file, postings that point outside the document range.
     """
     mpath = os.path.join(path, "manifest.json")
     if not os.path.isfile(mpath):
@@ -416,6 +416,15 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
     idx.n_docs = int(man["n_docs"])
     if idx.term_ptr.shape[0] != man["n_terms"] + 1 or int(idx.term_ptr[-1]) != idx.post_docs.shape[0]:
         raise ValueError(f"{path}: postings are inconsistent with the manifest")
+    # the scoring kernels index their per-document buffers with post_docs and trust these
+    # invariants: check them once here (one pass over the postings) instead of risking an
+    # out-of-bounds write on a corrupt file
+    if int(idx.term_ptr[0]) != 0 or np.any(np.diff(idx.term_ptr) < 0):
+        raise ValueError(f"{path}: term_ptr.npy is not a valid pointer array (corrupt index)")
+    if idx.post_docs.size and (int(idx.post_docs.min()) < 0 or int(idx.post_docs.max()) >= idx.n_docs):
+        raise ValueError(f"{path}: post_docs.npy holds document ids outside [0, {idx.n_docs}) (corrupt index)")
+    if idx.doc_len is not None and idx.doc_len.shape[0] != idx.n_docs:
+        raise ValueError(f"{path}: doc_len.npy has {idx.doc_len.shape[0]} entries for {idx.n_docs} documents")
     if man.get("vocab"):
         vf = os.path.join(path, man["vocab"])
         if not os.path.isfile(vf):

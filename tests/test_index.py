@@ -188,6 +188,40 @@ def test_load_errors(tmp_path):
         load_index(str(d), mmap="w")
 
 
+def test_load_rejects_postings_outside_the_document_range(tmp_path):
+    # a corrupt post_docs.npy (same dtype/shape) was loaded and searched: the kernels index
+    # per-document buffers with it (out-of-bounds writes for the terms it belongs to)
+    d = tmp_path / "ix"
+    BM25Index("okapi").fit(TINY).save(str(d))
+    pd_ = np.load(d / "post_docs.npy")
+    tp = np.load(d / "term_ptr.npy")
+    for bad, match in ((999, r"post_docs\.npy holds document ids outside"), (-3, "outside")):
+        a = pd_.copy()
+        a[0] = bad
+        np.save(d / "post_docs.npy", a)
+        with pytest.raises(ValueError, match=match):
+            load_index(str(d))
+    np.save(d / "post_docs.npy", pd_)
+    t = tp.copy()
+    t[1] = t[-1] + 1  # not monotone
+    np.save(d / "term_ptr.npy", t)
+    with pytest.raises(ValueError, match=r"term_ptr\.npy is not a valid pointer array"):
+        load_index(str(d))
+    np.save(d / "term_ptr.npy", tp)
+    assert load_index(str(d)).search(["cat"], 2)[0].shape == (1, 2)
+
+
+def test_search_cli_rejects_a_tag_with_whitespace(tmp_path, capsys):
+    from jkofast.cli import main
+
+    tiny = os.path.join(os.path.dirname(__file__), "data", "beir_tiny")
+    out = tmp_path / "s.trec"
+    assert main(["search", "--dataset", tiny, "--method", "bm25", "--split", "test", "--k", "3",
+                 "--out", str(out), "--tag", "a b"]) == 2
+    assert "--tag must be non-empty without whitespace" in capsys.readouterr().err
+    assert not out.exists()
+
+
 # ---- SciFact -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def scifact():

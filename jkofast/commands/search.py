@@ -45,6 +45,9 @@ def run(args) -> int:
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    if args.tag is not None and (not args.tag or any(c.isspace() for c in args.tag)):
+        raise ValueError(f"--tag must be non-empty without whitespace (the TREC line would not read back), "
+                         f"got {args.tag!r}")
     prepare()  # the sparse kernels only
     if args.index:
         ds = load_dataset(args.dataset)
