@@ -95,6 +95,9 @@ def weighted_rows_topn(
     sel_w = as_float_array(sel_w, "sel_w", dtype=np.float64, ndim=1, allow_empty=True)
     if sel_w.size and sel_w.min() < 0:
         raise ValueError("sel_w must be non-negative")
+    sel_rows = np.asarray(sel_rows)
+    if sel_rows.size and sel_rows.dtype.kind not in "iu":
+        raise TypeError(f"sel_rows must be integer row indices, got dtype {sel_rows.dtype}")
     sel_rows = np.ascontiguousarray(sel_rows, dtype=np.int64)
     if sel_rows.shape != sel_w.shape:
         raise ValueError(
@@ -237,8 +240,11 @@ def graph_queries(
     Qc = sp.csr_matrix(Q, dtype=np.float64)
     Qc.sum_duplicates()
     Qc.sort_indices()
-    if A.shape != (Qc.shape[1], Qc.shape[1]):
-        raise ValueError(f"A must be ({Qc.shape[1]}, {Qc.shape[1]}), got {A.shape}")
+    _, _, a_val, a_shape = _csr64(A, "A")
+    if a_shape != (Qc.shape[1], Qc.shape[1]):
+        raise ValueError(f"A must be ({Qc.shape[1]}, {Qc.shape[1]}), got {a_shape}")
+    if a_val.size and a_val.min() < 0:
+        raise ValueError("A must be non-negative")
     E = weighted_rows_topn(
         Qc.indptr.astype(np.int64), Qc.indices, Qc.data, A, n_terms, n_threads=n_threads
     )
@@ -284,6 +290,11 @@ def dirichlet_ql(doc_tf, Q, mu: float = 1000.0) -> np.ndarray:
     mu = check_positive(mu, "mu")
     D = sp.csr_matrix(doc_tf, dtype=np.float64)
     Qc = sp.csr_matrix(Q, dtype=np.float64)
+    for name, X in (("doc_tf", D), ("Q", Qc)):
+        if X.data.size and not np.all(np.isfinite(X.data)):
+            raise ValueError(f"{name} contains NaN or inf")
+        if X.data.size and X.data.min() < 0:
+            raise ValueError(f"{name} must hold non-negative counts")
     if D.shape[1] != Qc.shape[1]:
         raise ValueError(f"doc_tf has {D.shape[1]} columns, Q {Qc.shape[1]}")
     cf = np.asarray(D.sum(axis=0)).ravel()

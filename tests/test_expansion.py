@@ -267,3 +267,25 @@ def test_propagate_scores_oracle_and_threads():
         propagate_scores(r, off, sp.csr_matrix(X), beta=1.5)
     with pytest.raises(ValueError, match="rows"):
         propagate_scores(r, off, sp.csr_matrix(X[:5]))
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+def test_float_selection_rows_and_graph_arguments_are_named():
+    M = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 3.0, 1]]))
+    with pytest.raises(TypeError, match="sel_rows"):  # 0.5, 1.7 were truncated to rows 0, 1
+        weighted_rows_topn([0, 2], [0.5, 1.7], [1.0, 1.0], M, 2)
+    with pytest.raises(TypeError, match=r"A must be a scipy\.sparse"):
+        graph_queries(M, np.eye(3))
+    with pytest.raises(ValueError, match="A must be non-negative"):
+        graph_queries(M, -sp.eye(3, format="csr"))
+
+
+def test_dirichlet_ql_rejects_negative_and_non_finite_counts():
+    M = sp.csr_matrix(np.array([[1.0, 0, 2], [0, 3.0, 1]]))
+    with pytest.raises(ValueError, match="doc_tf must hold non-negative"):  # all-zero scores before
+        dirichlet_ql(-M, M)
+    with pytest.raises(ValueError, match="doc_tf contains NaN"):  # NaN scores before
+        dirichlet_ql(M * np.nan, M)
+    with pytest.raises(ValueError, match="Q contains NaN"):
+        dirichlet_ql(M, M * np.inf)
+    assert np.all(np.isfinite(dirichlet_ql(M, M)))
