@@ -16,6 +16,8 @@ import random
 
 import numpy as np
 
+from jkofast._validation import check_int
+
 __all__ = ["SEARCH_SPACE", "sample_configs", "select_best", "train_queries", "tune"]
 
 SEARCH_SPACE: tuple[tuple[str, tuple], ...] = (
@@ -40,6 +42,7 @@ def sample_configs(n: int = 25, seed: int = 42) -> list[dict]:
     >>> tuple(c[k] for k, _ in SEARCH_SPACE)
     (2.0, 0.1, 0.05, 0.2, 5, 40, 1.0, 0.4, 0.3)
     """
+    n = check_int(n, "n", min_value=0)
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -50,6 +53,7 @@ def sample_configs(n: int = 25, seed: int = 42) -> list[dict]:
 def train_queries(qrels_train: dict, known_query_ids, n: int = 80, seed: int = 0) -> list[str]:
     """Keys of ``qrels_train`` present in ``known_query_ids`` (dict order), shuffled with
     ``random.Random(seed)``, first ``n``."""
+    n = check_int(n, "n", min_value=0)  # n = -1 kept all but the last query
     known = set(known_query_ids)
     qids = [q for q in qrels_train if q in known]
     random.Random(seed).shuffle(qids)
@@ -57,7 +61,15 @@ def train_queries(qrels_train: dict, known_query_ids, n: int = 80, seed: int = 0
 
 
 def select_best(scores) -> int:
-    """Index of the first configuration with the strictly highest score."""
+    """Index of the first configuration with the strictly highest score.
+
+    Raises ``ValueError`` for no scores or a NaN score (it would never be selected, silently).
+    """
+    scores = [float(s) for s in scores]
+    if not scores:
+        raise ValueError("scores must not be empty")
+    if any(s != s for s in scores):
+        raise ValueError(f"scores contains NaN (at index {next(i for i, s in enumerate(scores) if s != s)})")
     best, best_s = 0, -np.inf
     for i, s in enumerate(scores):
         if s > best_s:
