@@ -101,6 +101,10 @@ def check_csr(indptr, indices, data, n_cols: int | None = None, name: str = "X",
     Non-canonical input (unsorted or duplicate column indices) raises ``ValueError``;
     scipy users can call ``X.sum_duplicates(); X.sort_indices()`` first (``as_csr`` does).
     """
+    for part, arr in (("indptr", indptr), ("indices", indices)):
+        a = np.asarray(arr)
+        if a.size and a.dtype.kind not in "iu":  # floats were truncated to ids silently
+            raise TypeError(f"{name}: {part} must be an integer array, got dtype {a.dtype}")
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int64)
     data = as_float_array(data, f"{name}.data", dtype=data_dtype, ndim=1, allow_empty=True)

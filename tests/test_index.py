@@ -360,3 +360,17 @@ def test_topk_small_k_dense_and_touched_paths(variant):
                 for q in range(nq):
                     np.testing.assert_array_equal(ids[q], expect[q][0])
                     np.testing.assert_array_equal(sc[q], expect[q][1].astype(np.float32))
+
+
+def test_search_csr_rejects_float_ids_and_non_canonical_queries():
+    ix = BM25Index("okapi").fit(TINY)
+    with pytest.raises(TypeError, match="queries: indices must be an integer array"):
+        ix.search_csr([0, 1], [1.7], [1.0], 2)  # was truncated to term 1 silently
+    with pytest.raises(TypeError, match="queries: indptr must be an integer array"):
+        ix.search_csr([0.0, 1.0], [1], [1.0], 2)
+    with pytest.raises(ValueError, match="not canonical"):
+        ix.search_csr([0, 2], [3, 1], [1.0, 1.0], 2)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        ix.search_csr([0, 2, 1, 2], [1, 3], [1.0, 1.0], 2)
+    a = ix.search_csr([0, 2], [1, 3], [1.0, 1.0], 2)
+    assert a[0].shape == (1, 2)
