@@ -200,3 +200,17 @@ def test_float32_envelope_is_a_measurement_not_a_waiver(fx):
     # while it exceeds the bar on the ill-conditioned pool 4
     assert _float32_envelope(fx, "base_noproximal", 0)[0] < 1e-5
     assert _float32_envelope(fx, "base_noproximal", 4)[0] > 1e-4
+
+
+# ---- adversarial inputs (QA review) ---------------------------------------------------------
+@pytest.mark.parametrize("extra, match", [
+    (["--queries", "0"], "--queries must be >= 1"),  # "max() arg is an empty sequence" before
+    (["--configs", "bogus"], "--configs: unknown config"),  # KeyError traceback before
+    (["--configs", "base_wasserstein,nope"], "'nope'"),
+    (["--threads", "0"], "n_threads must be >= 1"),
+])
+def test_parity_cli_bad_arguments(capsys, extra, match):
+    from jkofast.cli import main
+
+    assert main(["parity", "--no-implicit", *extra]) == 2
+    assert match in capsys.readouterr().err

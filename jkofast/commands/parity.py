@@ -46,7 +46,7 @@ def fixture_pool(z, q: int, tau0: float):
 def run(args) -> int:
     import numpy as np
 
-    from jkofast._threads import numba_threads
+    from jkofast._threads import numba_threads, resolve_threads
     from jkofast.commands._common import Progress, emit
     from jkofast.jko import JKOConfig, run_jko, run_jko_with_duals
     from jkofast.warmup import warmup
@@ -54,11 +54,17 @@ def run(args) -> int:
     if not os.path.exists(args.fixture):
         print(f"fixture not found: {args.fixture}")
         return 2
-    warmup()
+    if args.queries < 1:
+        raise ValueError(f"--queries must be >= 1, got {args.queries}")
+    resolve_threads(args.threads)
     z = np.load(args.fixture)
     configs = json.loads(str(z["configs"]))
     tau = json.loads(str(z["tau0"]))
-    keys = list(configs) if args.configs == "all" else args.configs.split(",")
+    keys = list(configs) if args.configs == "all" else [k for k in args.configs.split(",") if k]
+    unknown = [k for k in keys if k not in configs]
+    if unknown or not keys:
+        raise ValueError(f"--configs: unknown config(s) {unknown}; choose from {sorted(configs)} or 'all'")
+    warmup()
     nq = min(args.queries, z["cand_idx"].shape[0])
     runs = [(k, "unrolled") for k in keys]
     if not args.no_implicit:
