@@ -396,7 +396,7 @@ class RerankResult:
     offsets : ndarray int64 (n_queries+1,)
     status : ndarray int32 (n_queries,)  0 = ok; see ``jkofast._status``
     errors : dict[int, str]               query index -> message for rejected/failed queries
-    f, g : ndarray float64 or None       dual potentials (``return_duals=True``)
+    f, g : ndarray float64 or None       dual potentials (``return_duals=True``; NaN for failed queries)
     """
 
     p: np.ndarray
@@ -554,6 +554,8 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
         if int(q) not in errors:
             errors[int(q)] = _status.MESSAGES.get(int(status[q]), f"status {status[q]}")
         p[off[q]:off[q + 1]] = np.nan
+        f[off[q]:off[q + 1]] = np.nan  # not zeros: they would read as valid duals
+        g[off[q]:off[q + 1]] = np.nan
     return RerankResult(p=p, offsets=off, status=status, errors=errors,
                         f=f if return_duals else None, g=g if return_duals else None)
 

@@ -192,3 +192,16 @@ def test_raw_dot_products_that_overflow_are_rejected():
     Z = np.array([[1e200, 0.0], [0.0, 1e200]])
     with pytest.raises(ValueError, match=r"embeddings.*overflow"):
         pool_geometry(embeddings=Z, normalise=False)
+
+
+def test_failed_query_duals_are_nan_not_zero():
+    E, p0, off, Z = batch()
+    E = E.copy()
+    E[off[1]] = np.inf
+    res = rerank_batch(E, p0, off, embeddings=Z, config=CFG, return_duals=True)
+    a, b = off[1], off[2]
+    assert res.status[1] != 0
+    assert np.all(np.isnan(res.f[a:b])) and np.all(np.isnan(res.g[a:b]))  # were zeros
+    ok = np.ones(off[-1], bool)
+    ok[a:b] = False
+    assert np.all(np.isfinite(res.f[ok])) and np.all(np.isfinite(res.g[ok]))
