@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 import time
+import types
 
 import jkofast
 from jkofast._numba import WARMUPS
@@ -31,3 +33,15 @@ def warmup(verbose: bool = False) -> dict[str, float]:
         if verbose:
             print(f"warmup {name}: {times[name]:.2f}s")
     return times
+
+
+class _CallableModule(types.ModuleType):
+    """Importing ``jkofast.warmup`` (the submodule) rebinds the package attribute
+    ``jkofast.warmup`` from the function to this module; calling the module runs the function,
+    so ``jkofast.warmup()`` works every time, not only on first access."""
+
+    def __call__(self, *args, **kwargs):
+        return warmup(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

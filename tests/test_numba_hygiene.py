@@ -32,3 +32,17 @@ def test_kernels_use_the_project_decorator():
             if isinstance(node, ast.keyword) and node.arg == "fastmath":
                 v = node.value
                 assert not (isinstance(v, ast.Constant) and v.value is True), f"{path.name}: fastmath=True"
+
+
+def test_jkofast_warmup_can_be_called_twice():
+    # importing the submodule jkofast.warmup rebinds the package attribute to the module: the
+    # README's `jkofast.warmup()` raised "'module' object is not callable" on the second access
+    code = (
+        "import jkofast\n"
+        "from jkofast.jko import run_jko\n"
+        "a = jkofast.warmup()\n"
+        "b = jkofast.warmup()\n"
+        "assert callable(jkofast.warmup) and set(a) == set(b) and 'jko' in a\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
