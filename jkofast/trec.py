@@ -18,7 +18,7 @@ import gzip
 import io
 import os
 import re
-import tempfile
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -434,9 +434,11 @@ def write_run(path, run, tag: str = "jkofast", *, query_ids=None, doc_ids=None) 
         raise ValueError(f"tag must be a non-empty string without whitespace, got {tag!r}")
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".trec", dir=d)
+    # a plain exclusive create, not mkstemp: mkstemp's files are mode 0600, which os.replace
+    # would give the run file (unreadable to other users); this one gets the umask's mode
+    tmp = os.path.join(d, f".tmp-{os.getpid()}-{uuid.uuid4().hex}.trec")
     try:
-        with os.fdopen(fd, "wb") as raw:
+        with open(tmp, "xb") as raw:
             fh = gzip.GzipFile(fileobj=raw, mode="wb") if path.endswith(".gz") else raw
             buf = io.StringIO()
             for q, items, is32 in _run_lines(run, tag, query_ids, doc_ids):

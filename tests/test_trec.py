@@ -218,3 +218,13 @@ def test_invalid_utf8_names_the_file(tmp_path):
     p.write_bytes(b"q Q0 d 1 1.0 t\nq Q0 \xff 2 0.5 t\n")
     with pytest.raises(ValueError, match=r"bad\.trec: not valid UTF-8"):
         read_run(p)
+
+
+def test_write_run_file_mode_follows_the_umask(tmp_path):
+    # mkstemp made every run file mode 0600 (unreadable to other users)
+    p = tmp_path / "r.trec"
+    write_run(p, {"q": {"d": 1.0}})
+    ref_file = tmp_path / "plain.txt"
+    ref_file.write_text("x")
+    assert (p.stat().st_mode & 0o777) == (ref_file.stat().st_mode & 0o777)
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp-")]
