@@ -29,8 +29,14 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
+    from jkofast.jko import operating_point
     from jkofast.pipeline import run_main_job
+
+    # fail before the minutes of work, not at the JKO stage (--quick used to hide a bad name)
+    operating_point(args.config)
+    resolve_threads(args.threads)
 
     # No global warm-up here: the job compiles (or loads from the cache) only the kernels it
     # calls, for the dtypes it uses -- on a fresh machine that is a fraction of warming every
