@@ -528,3 +528,15 @@ def test_user_scores_beyond_float32_name_the_line(tmp_path, monkeypatch, capsys)
                      str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet",
                      "--scores", str(sc), *extra]) == 2
         assert "s.tsv:2: score 1e+39 is outside the float32 range" in capsys.readouterr().err
+
+
+def test_dist_folder_is_created_up_front(tmp_path, monkeypatch):
+    # a missing --dist folder failed only after every chunk was solved and the run written
+    _fake_core(monkeypatch)
+    run = _write_inputs(tmp_path, nq=2)
+    dist = tmp_path / "new" / "sub" / "p.npz"
+    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+                 str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet",
+                 "--dist", str(dist)]) == 0
+    z = np.load(dist)
+    assert list(z["query_ids"]) == ["q0", "q1"] and z["p"].shape[0] == int(z["sizes"].sum())

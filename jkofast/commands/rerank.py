@@ -951,6 +951,8 @@ def run(args) -> int:
 
     work = args.out + ".parts"
     os.makedirs(work, exist_ok=True)
+    if args.dist:  # like --out's folder: created now, not found missing after all the work
+        os.makedirs(os.path.dirname(os.path.abspath(args.dist)), exist_ok=True)
     fp = _fingerprint(args)
     man = os.path.join(work, "manifest.json")
     if os.path.exists(man):
