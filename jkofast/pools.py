@@ -106,7 +106,13 @@ class Pools:
                      g(self.dense), g(self.fused))
 
     def recall(self, qrels: dict, doc_ids) -> float:
-        """Micro pool recall ``sum_q |rel_q & pool_q| / sum_q |rel_q|`` (rel = label > 0)."""
+        """Micro pool recall ``sum_q |rel_q & pool_q| / sum_q |rel_q|`` (rel = label > 0).
+
+        ``doc_ids`` maps corpus rows to ids (``len(doc_ids) > doc_idx.max()``).
+        """
+        if self.doc_idx.size and int(self.doc_idx.max()) >= len(doc_ids):
+            raise ValueError(f"doc_ids has {len(doc_ids)} ids but the pools hold corpus row "
+                             f"{int(self.doc_idx.max())}")
         hit = tot = 0
         for q, qid in enumerate(self.query_ids):
             rel = {d for d, v in qrels.get(qid, {}).items() if v > 0}

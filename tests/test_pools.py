@@ -222,3 +222,12 @@ def test_pools_from_lists_and_dense_search_arguments():
             dense_scores(D, Q, per_query=False, batch=b)
     idx, _ = dense_search(D, Q, 1, batch=1)
     assert idx.tolist() == [[0], [1]]
+
+
+def test_recall_checks_doc_ids_cover_the_pools():
+    P = build_pools(np.random.default_rng(0).random((2, 5)), M=3)
+    with pytest.raises(ValueError, match="doc_ids has 1 ids"):  # IndexError before
+        P.recall({"0": {"x": 1}}, ["a"])
+    ids = [f"d{i}" for i in range(5)]
+    rel = ids[int(P.doc_idx[0])]
+    assert P.recall({"0": {rel: 1, "nowhere": 1}}, ids) == 0.5
