@@ -313,7 +313,12 @@ def _check_ids(q: str, docs: list) -> None:
     """A query / doc id must be non-empty without whitespace, or the line does not read back."""
     if not q or _BAD_ID.search(q):
         raise ValueError(f"query id {q!r}: ids must be non-empty and contain no whitespace")
-    if docs and (not all(docs) or _BAD_ID.search("".join(docs))):
+    try:
+        joined = "".join(docs)
+    except TypeError:  # non-str ids (written with str())
+        docs = [str(d) for d in docs]
+        joined = "".join(docs)
+    if docs and (not all(docs) or _BAD_ID.search(joined)):
         bad = next(d for d in docs if not d or _BAD_ID.search(d))
         raise ValueError(f"document id {bad!r} (query {q!r}): ids must be non-empty and contain no whitespace")
 
@@ -335,7 +340,7 @@ def _run_lines(run, tag, query_ids, doc_ids):
             if not isinstance(d, dict):
                 raise TypeError(f"run[{q!r}] must be a dict of doc id -> score, got {type(d).__name__}")
             q = str(q)
-            docs = [str(k) for k in d]
+            docs = list(d)
             _check_ids(q, docs)
             _check_scores(q, docs, list(d.values()))
             # trec_eval order: score desc, then doc id desc
