@@ -197,3 +197,10 @@ def rescale_rows_csr(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
     rowmax = np.zeros(lens.shape[0])
     rowmax[rows] = np.maximum.reduceat(a, indptr[rows])
     return data * np.repeat(_pow2_scale(rowmax), lens)
+
+
+class QueryIndexError(IndexError, ValueError):
+    """A query index / pool position out of range (both an ``IndexError`` and a ``ValueError``).
+
+    One class for the whole package (``jkofast.jko.QueryIndexError`` and
+    ``jkofast.pools.QueryIndexError`` are this class)."""

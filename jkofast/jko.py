@@ -33,6 +33,7 @@ from jkofast import _status
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import (
+    QueryIndexError,
     as_float_array,
     check_int,
     check_offsets,
@@ -379,10 +380,6 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
     C, K = np.empty((m, m)), np.empty((m, m))
     _geo.cost_kernel_csr(ip, ix, dt, 0, m, C, K)
     return C, K
-
-
-class QueryIndexError(IndexError, ValueError):
-    """A query index out of range (both an ``IndexError`` and a ``ValueError``)."""
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_float_array, check_int
+from jkofast._validation import QueryIndexError, as_float_array, check_int
 from jkofast.kernels import baselines as _k
 from jkofast.kernels import topk as _topk
 
@@ -33,10 +33,6 @@ __all__ = [
     "rrf_fuse",
     "top_lists",
 ]
-
-
-class QueryIndexError(IndexError, ValueError):
-    """A query position out of range (both an ``IndexError`` and a ``ValueError``)."""
 
 
 @dataclasses.dataclass

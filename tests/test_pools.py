@@ -231,3 +231,10 @@ def test_recall_checks_doc_ids_cover_the_pools():
     ids = [f"d{i}" for i in range(5)]
     rel = ids[int(P.doc_idx[0])]
     assert P.recall({"0": {rel: 1, "nowhere": 1}}, ids) == 0.5
+
+
+def test_query_index_error_is_one_class():
+    from jkofast import jko, pools
+
+    assert jko.QueryIndexError is pools.QueryIndexError
+    assert issubclass(pools.QueryIndexError, IndexError) and issubclass(pools.QueryIndexError, ValueError)
