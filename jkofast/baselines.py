@@ -13,9 +13,19 @@ documents); map them to corpus rows with :func:`positions_to_docs`.
 
 Ties break by the lowest pool position (the reference's unstable argsorts break them
 arbitrarily; SPEC A.1).
+
+A pool with a NaN/inf score or embedding entry (or embeddings whose dot products would
+overflow) is a *bad pool*: the other pools are still ranked, and ``errors`` says what
+happens to it — ``"raise"`` (default) raises :class:`BadPoolError` (a ``ValueError`` naming
+the argument and the pools; its ``.result`` holds every other pool's ranking, ``-1`` rows
+for the bad ones, and ``.errors`` maps pool index -> reason); ``"skip"`` returns that array
+and emits a :class:`BadPoolWarning` with the same list.  Global mistakes (wrong lengths,
+offsets, dtypes, ``k``) still raise at once.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -24,26 +34,108 @@ from jkofast._threads import numba_threads
 from jkofast._validation import as_float_array, check_int, check_offsets, check_positive
 from jkofast.kernels import baselines as _k
 
-__all__ = ["dpp_map", "inpool_rrf", "mmr", "positions_to_docs", "topk_by_score"]
+__all__ = ["BadPoolError", "BadPoolWarning", "dpp_map", "inpool_rrf", "mmr", "positions_to_docs", "topk_by_score"]
+
+# embeddings beyond this size make the raw dot products of MMR / DPP overflow
+_EMB_MAX = 1e150
+
+
+class BadPoolError(ValueError):
+    """Some pools of a batch had invalid input.
+
+    Attributes
+    ----------
+    result : int64 ndarray (nq, k)
+        The rankings of every other pool; the bad pools' rows are ``-1``.
+    errors : dict[int, str]
+        Pool index -> reason.
+    """
+
+    def __init__(self, message: str, result: np.ndarray, errors: dict):
+        super().__init__(message)
+        self.result = result
+        self.errors = errors
+
+
+class BadPoolWarning(UserWarning):
+    """``errors="skip"``: some pools were left unranked (``-1`` rows); the message lists them."""
 
 
 def _scores(x, off, name, dtype=None):
-    a = as_float_array(x, name, ndim=1, allow_empty=True, dtype=dtype)
+    """Coerce; non-finite entries are left for :func:`_bad_pools` (per-pool errors)."""
+    a = as_float_array(x, name, ndim=1, allow_empty=True, dtype=dtype, finite=False)
     if a.shape[0] != off[-1]:
         raise ValueError(f"{name} has {a.shape[0]} entries, offsets say {int(off[-1])}")
     return a
 
 
 def _emb(emb, off):
-    Z = as_float_array(emb, "embeddings", ndim=2, allow_empty=True)
+    Z = as_float_array(emb, "embeddings", ndim=2, allow_empty=True, finite=False)
     if Z.shape[0] != off[-1]:
         raise ValueError(f"embeddings has {Z.shape[0]} rows, offsets say {int(off[-1])}")
-    if Z.size:
-        big = max(float(Z.max()), -float(Z.min()))
-        if big > 1e150:  # the similarities are raw dot products: they would overflow to inf/NaN
-            raise ValueError(f"embeddings has entries up to {big:.3g}; its dot products overflow "
-                             "(the rows should be L2-normalised)")
     return Z
+
+
+def _bad_pools(off, scores: dict, Z=None) -> dict:
+    """Pool index -> reason for every pool with a non-finite score / embedding entry, or
+    embedding entries so large that the dot products overflow (rows should be unit)."""
+    nq = off.shape[0] - 1
+    errors: dict[int, str] = {}
+    if nq == 0:
+        return errors
+    seg = np.repeat(np.arange(nq), np.diff(off))  # pool of every flat entry
+    checks = [(name, ~np.isfinite(a), "contains NaN or inf") for name, a in scores.items()]
+    if Z is not None and Z.size:
+        checks.append(("embeddings", ~np.isfinite(Z).all(axis=1), "contains NaN or inf"))
+        rowmax = np.abs(np.nan_to_num(Z, nan=0.0, posinf=0.0, neginf=0.0)).max(axis=1)
+        big = rowmax.astype(np.float64) > _EMB_MAX
+        checks.append(("embeddings", big, f"has entries above {_EMB_MAX:.0e}: its dot products overflow "
+                                          "(the rows should be L2-normalised)"))
+    for name, flag, why in checks:
+        if not flag.any():
+            continue
+        pos = np.flatnonzero(flag)
+        qs, first = np.unique(seg[pos], return_index=True)
+        for q, i in zip(qs.tolist(), pos[first].tolist()):
+            errors.setdefault(q, f"{name} {why} (pool {q}, position {i - int(off[q])})")
+    return errors
+
+
+def _good_subset(off, errors: dict):
+    """Offsets of the good pools only, the flat entries they keep, and their pool indices."""
+    nq = off.shape[0] - 1
+    good = np.setdiff1d(np.arange(nq), np.fromiter(errors, np.int64, len(errors)))
+    size = np.diff(off)[good]
+    sub_off = np.zeros(good.shape[0] + 1, np.int64)
+    np.cumsum(size, out=sub_off[1:])
+    keep = (np.repeat(off[:-1][good] - sub_off[:-1], size) + np.arange(int(sub_off[-1]))).astype(np.int64)
+    return good, sub_off, keep
+
+
+def _run_pools(off, k, scores: dict, Z, errors_mode: str, fn) -> np.ndarray:
+    """Run ``fn(sub_off, scores..., Z, idx)`` on the good pools and apply ``errors_mode``."""
+    if errors_mode not in ("raise", "skip"):
+        raise ValueError(f"errors must be 'raise' or 'skip', got {errors_mode!r}")
+    nq = off.shape[0] - 1
+    errors = _bad_pools(off, scores, Z)
+    idx = np.full((nq, k), -1, np.int64)
+    if not errors:
+        fn(off, *scores.values(), Z, idx)
+        return idx
+    good, sub_off, keep = _good_subset(off, errors)
+    if good.size:
+        sub = np.full((good.shape[0], k), -1, np.int64)
+        fn(sub_off, *(np.ascontiguousarray(a[keep]) for a in scores.values()),
+           None if Z is None else np.ascontiguousarray(Z[keep]), sub)
+        idx[good] = sub
+    shown = "; ".join(errors[q] for q in sorted(errors)[:5])
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    msg = f"{len(errors)} of {nq} pools have invalid input: {shown}{more}"
+    if errors_mode == "raise":
+        raise BadPoolError(msg + "; the other pools' rankings are in this error's .result, -1 rows for these",
+                           idx, errors)
+    warnings.warn(msg + "; their rows are -1", BadPoolWarning, stacklevel=3)
+    return idx
 
 
 def _offsets(offsets, x):
@@ -51,7 +143,8 @@ def _offsets(offsets, x):
     return check_offsets(offsets, n)
 
 
-def topk_by_score(scores, offsets, k: int = 20, *, n_threads: int | None = None) -> np.ndarray:
+def topk_by_score(scores, offsets, k: int = 20, *, errors: str = "raise",
+                  n_threads: int | None = None) -> np.ndarray:
     """Top-k pool positions by one score per pool (descending; ties -> lowest position).
 
     Parameters
@@ -59,6 +152,8 @@ def topk_by_score(scores, offsets, k: int = 20, *, n_threads: int | None = None)
     scores : float32/float64 (n_total,)
     offsets : int (nq + 1,)
     k : int
+    errors : {"raise", "skip"}
+        What a pool with a NaN/inf score does (module docstring); the others are ranked.
 
     Returns
     -------
@@ -72,22 +167,22 @@ def topk_by_score(scores, offsets, k: int = 20, *, n_threads: int | None = None)
     k = check_int(k, "k", min_value=1)
     off = _offsets(offsets, scores)
     s = _scores(scores, off, "scores")
-    if np.isnan(s).any():
-        raise ValueError("scores contains NaN")
-    nq = off.shape[0] - 1
-    idx = np.full((nq, k), -1, np.int64)
-    val = np.empty((nq, k), s.dtype)
-    with numba_threads(n_threads):
-        _k.topk_segments(s, off, k, idx, val)
-    return idx
+
+    def fn(o, a, _Z, idx):
+        val = np.empty(idx.shape, a.dtype)
+        with numba_threads(n_threads):
+            _k.topk_segments(a, o, k, idx, val)
+
+    return _run_pools(off, k, {"scores": s}, None, errors, fn)
 
 
-def inpool_rrf(sparse, dense, offsets, k: int = 20, *, k_rrf: int = 60,
+def inpool_rrf(sparse, dense, offsets, k: int = 20, *, k_rrf: int = 60, errors: str = "raise",
                n_threads: int | None = None) -> np.ndarray:
     """In-pool hybrid RRF (``hybrid_rrf``): fuse the pool ranks of two scores.
 
     ``fused_i = 1/(k_rrf + rank_sparse(i) + 1) + 1/(k_rrf + rank_dense(i) + 1)`` with
     0-based ranks *within the pool* (not the global ranks that built it), then top-k.
+    ``errors`` (``"raise"`` / ``"skip"``): what a pool with a NaN/inf score does (module docstring).
 
     Examples
     --------
@@ -99,15 +194,16 @@ def inpool_rrf(sparse, dense, offsets, k: int = 20, *, k_rrf: int = 60,
     off = _offsets(offsets, sparse)
     s = _scores(sparse, off, "sparse", np.float64)  # only ranks matter: one compiled variant
     d = _scores(dense, off, "dense", np.float64)
-    nq = off.shape[0] - 1
-    idx = np.full((nq, k), -1, np.int64)
-    val = np.empty((nq, k), np.float64)
-    with numba_threads(n_threads):
-        _k.inpool_rrf_segments(s, d, off, k_rrf, k, idx, val)
-    return idx
+
+    def fn(o, a, b, _Z, idx):
+        val = np.empty(idx.shape, np.float64)
+        with numba_threads(n_threads):
+            _k.inpool_rrf_segments(a, b, o, k_rrf, k, idx, val)
+
+    return _run_pools(off, k, {"sparse": s, "dense": d}, None, errors, fn)
 
 
-def mmr(rel, embeddings, offsets, k: int = 20, *, lam: float = 0.5,
+def mmr(rel, embeddings, offsets, k: int = 20, *, lam: float = 0.5, errors: str = "raise",
         n_threads: int | None = None) -> np.ndarray:
     """Maximal Marginal Relevance per pool (SPEC A.5).
 
@@ -123,6 +219,8 @@ def mmr(rel, embeddings, offsets, k: int = 20, *, lam: float = 0.5,
     offsets : int (nq + 1,)
     k : int
     lam : float in [0, 1]
+    errors : {"raise", "skip"}
+        What a pool with a NaN/inf ``rel`` / embedding entry does (module docstring).
     """
     k = check_int(k, "k", min_value=1)
     lam = check_positive(lam, "lam", strict=False)
@@ -131,31 +229,34 @@ def mmr(rel, embeddings, offsets, k: int = 20, *, lam: float = 0.5,
     off = _offsets(offsets, rel)
     r = _scores(rel, off, "rel", np.float64)
     Z = _emb(embeddings, off)
-    nq = off.shape[0] - 1
-    idx = np.full((nq, k), -1, np.int64)
-    with numba_threads(n_threads):
-        _k.mmr_segments(r, Z, off, lam, k, idx)
-    return idx
+
+    def fn(o, a, Zs, idx):
+        with numba_threads(n_threads):
+            _k.mmr_segments(a, Zs, o, lam, k, idx)
+
+    return _run_pools(off, k, {"rel": r}, Z, errors, fn)
 
 
-def dpp_map(rel, embeddings, offsets, k: int = 20, *, delta: float = 1e-3,
+def dpp_map(rel, embeddings, offsets, k: int = 20, *, delta: float = 1e-3, errors: str = "raise",
             n_threads: int | None = None) -> np.ndarray:
     """Greedy DPP MAP, Gram-Schmidt form (SPEC A.5), float64.
 
     The published quality is ``rel = minmax(0.4*minmax(dense) + 0.6*minmax(rerank))``
     (compute it with :func:`jkofast.energy.blend` and :func:`jkofast.energy.minmax`).
     Unfilled slots are completed by descending ``max(rel, 1e-8)`` (lower position first).
+    ``errors`` (``"raise"`` / ``"skip"``): what a pool with invalid input does (module docstring).
     """
     k = check_int(k, "k", min_value=1)
     delta = check_positive(delta, "delta", strict=False)
     off = _offsets(offsets, rel)
     r = _scores(rel, off, "rel", np.float64)
     Z = _emb(embeddings, off)
-    nq = off.shape[0] - 1
-    idx = np.full((nq, k), -1, np.int64)
-    with numba_threads(n_threads):
-        _k.dpp_map_segments(r, Z, off, k, delta, idx)
-    return idx
+
+    def fn(o, a, Zs, idx):
+        with numba_threads(n_threads):
+            _k.dpp_map_segments(a, Zs, o, k, delta, idx)
+
+    return _run_pools(off, k, {"rel": r}, Z, errors, fn)
 
 
 def positions_to_docs(pos, offsets, doc_idx) -> np.ndarray:

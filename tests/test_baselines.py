@@ -162,3 +162,67 @@ def test_mmr_dpp_parameters_and_overflowing_embeddings():
         mmr(rel, Z * 1e200, [0, 3], 3)
     with pytest.raises(ValueError, match=r"embeddings.*overflow"):
         dpp_map(rel, Z * 1e200, [0, 3], 3)
+
+
+# ---- one bad pool in a batch: reported, the others kept --------------------------------------
+def _corrupt(a, i, v=np.nan):
+    a = a.copy()
+    a[i] = v
+    return a
+
+
+@pytest.mark.parametrize("method", ["topk", "rrf", "mmr", "dpp"])
+def test_bad_pool_is_reported_and_the_others_kept(method):
+    from jkofast.baselines import BadPoolError, BadPoolWarning
+
+    off, s, d, Z = _pools(3)
+    k = 4
+    run = {
+        "topk": lambda s, d, Z, o, **kw: topk_by_score(s, o, k, **kw),
+        "rrf": lambda s, d, Z, o, **kw: inpool_rrf(s, d, o, k, **kw),
+        "mmr": lambda s, d, Z, o, **kw: mmr(s, Z, o, k, **kw),
+        "dpp": lambda s, d, Z, o, **kw: dpp_map(s, Z, o, k, **kw),
+    }[method]
+    # pool 2 (positions 8..19) gets a NaN; for the embedding methods pool 0 also gets an inf row
+    bad = {2: ("rel" if method in ("mmr", "dpp") else "scores" if method == "topk" else "sparse")}
+    s_bad = _corrupt(s, int(off[2]) + 3)
+    Z_bad = Z
+    if method in ("mmr", "dpp"):
+        Z_bad = Z.copy()
+        Z_bad[int(off[0]) + 1, 2] = np.inf
+        bad[0] = "embeddings"
+    # the oracle for the good pools: the same call on the good pools alone
+    good = [q for q in range(len(off) - 1) if q not in bad]
+    keep = np.concatenate([np.arange(off[q], off[q + 1]) for q in good])
+    sub_off = np.concatenate([[0], np.cumsum(np.diff(off)[good])])
+    expect = run(s[keep], d[keep], Z[keep], sub_off)
+    with pytest.raises(BadPoolError) as ei:
+        run(s_bad, d, Z_bad, off)
+    err = ei.value
+    assert isinstance(err, ValueError)
+    assert sorted(err.errors) == sorted(bad)
+    for q, name in bad.items():
+        assert name in err.errors[q] and f"pool {q}" in err.errors[q]
+        assert name in str(err)
+        assert (err.result[q] == -1).all()
+    assert_array_equal(err.result[good], expect)
+    with pytest.warns(BadPoolWarning, match=f"{len(bad)} of 4 pools"):
+        out = run(s_bad, d, Z_bad, off, errors="skip")
+    assert_array_equal(out, err.result)
+    with pytest.raises(ValueError, match="errors must be"):
+        run(s, d, Z, off, errors="ignore")
+
+
+def test_all_pools_bad_and_overflowing_rows_are_per_pool():
+    from jkofast.baselines import BadPoolError
+
+    off, s, _, Z = _pools(4, sizes=(3, 4))
+    Z_big = Z.copy()
+    Z_big[4] *= 1e200  # pool 1 only: its dot products overflow
+    with pytest.raises(BadPoolError, match="1 of 2 pools") as ei:
+        mmr(s, Z_big, off, 3)
+    assert list(ei.value.errors) == [1] and "overflow" in ei.value.errors[1]
+    assert_array_equal(ei.value.result[0], mmr(s[:3], Z[:3], [0, 3], 3)[0])
+    with pytest.raises(BadPoolError, match="2 of 2 pools") as ei:
+        topk_by_score(np.full(7, np.inf), off, 2)
+    assert (ei.value.result == -1).all()
