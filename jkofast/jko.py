@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -275,9 +276,30 @@ def _run(p0, E, C, K, cfg, with_duals):
     p = np.empty(m)
     f = np.zeros(m)
     g = np.zeros(m)
-    st = _k.jko_query(p0, E, C, C_T, Ks, fp, ip, p, losses, f, g)
+    diag = np.zeros(2, np.int64)
+    st = _k.jko_query(p0, E, C, C_T, Ks, fp, ip, p, losses, f, g, diag)
     _status.warn_on_status(st, "run_jko")
+    _warn_unconverged(diag[None, :], cfg, "run_jko", stacklevel=4)
     return p, losses, f, g, cfg
+
+
+def _warn_unconverged(diag, cfg, where: str, stacklevel: int = 3) -> None:
+    """One ``ConvergenceWarning`` when inner steps of the converged-plan paths (implicit
+    gradient, entropic objective) stopped at an iteration cap above their tolerance: the
+    gradient of those steps is then inexact.  ``diag`` (nq, 2) = per query the number of
+    such steps for Sinkhorn and for the implicit-gradient CG."""
+    parts = []
+    for col, what, cap in ((0, "Sinkhorn", f"sinkhorn_max_iter={cfg.sinkhorn_max_iter}, tol={cfg.resolved_tol():g}"),
+                           (1, "implicit-gradient CG", f"cg_max_iter={cfg.cg_max_iter}, cg_tol={cfg.cg_tol:g}")):
+        hit = diag[:, col]
+        if hit.any():
+            nq = int(np.count_nonzero(hit))
+            parts.append(f"{what} stopped at its cap ({cap}) in {int(hit.sum())} inner steps of {nq} "
+                         f"quer{'y' if nq == 1 else 'ies'}")
+    if parts:
+        per_query = "; per query: RerankResult.unconverged" if where == "rerank_batch" else ""
+        warnings.warn(f"{where}: " + "; ".join(parts) + " (those steps' gradients are inexact; raise the cap or "
+                      f"loosen the tolerance{per_query})", _status.ConvergenceWarning, stacklevel=stacklevel)
 
 
 def run_jko(p0, E, C, K, cfg=None, *, return_losses: bool = False):
@@ -394,6 +416,12 @@ class RerankResult:
     status : ndarray int32 (n_queries,)  0 = ok; see ``jkofast._status``
     errors : dict[int, str]               query index -> message for rejected/failed queries
     f, g : ndarray float64 or None       dual potentials (``return_duals=True``; NaN for failed queries)
+    unconverged : ndarray int64 (n_queries, 2) or None
+                                         per query, the inner steps whose Sinkhorn (column 0) / implicit-
+                                         gradient CG (column 1) stopped at ``sinkhorn_max_iter`` /
+                                         ``cg_max_iter`` above tolerance (a ``ConvergenceWarning`` says
+                                         so); always 0 for ``grad="unrolled"``, whose fixed iteration
+                                         count is the published definition
     """
 
     p: np.ndarray
@@ -402,6 +430,7 @@ class RerankResult:
     errors: dict = field(default_factory=dict)
     f: np.ndarray | None = None
     g: np.ndarray | None = None
+    unconverged: np.ndarray | None = None
 
     def _query(self, q) -> int:
         n = self.offsets.shape[0] - 1
@@ -439,7 +468,8 @@ def _segment_flags(bad_flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tuned", return_duals: bool = False,
-                 n_threads: int | None = None, normalise: bool = True) -> RerankResult:
+                 n_threads: int | None = None, normalise: bool = True,
+                 warn_unconverged: bool = True) -> RerankResult:
     """Rerank many candidate pools (ragged: flat arrays + offsets) in parallel.
 
     Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``. Its geometry is built
@@ -467,6 +497,10 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
     normalise : bool
         Cosine (True) or raw dot products of the dense rows (False, as the published code
         does for L2-normalised embeddings).
+    warn_unconverged : bool
+        Emit one ``ConvergenceWarning`` when inner steps of the converged-plan paths stopped
+        at ``sinkhorn_max_iter`` / ``cg_max_iter`` above tolerance (the counts are in
+        ``RerankResult.unconverged`` either way; the rerank CLI sums them over the run).
 
     Returns
     -------
@@ -521,6 +555,7 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
     p = np.zeros(n)
     f = np.zeros(n)
     g = np.zeros(n)
+    diag = np.zeros((nq, 2), np.int64)
     if embeddings is not None:
         Z = as_float_array(embeddings, "embeddings", ndim=2, allow_empty=True, finite=False)
         if not Z.flags.writeable:
@@ -531,7 +566,7 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
                "embeddings contain NaN or inf")
         Z = _checked_rows(Z, bool(normalise))
         with numba_threads(n_threads):
-            _k.rerank_dense(E, P0, off, Z, bool(normalise), fp, ip, p, f, g, status)
+            _k.rerank_dense(E, P0, off, Z, bool(normalise), fp, ip, p, f, g, status, diag)
     else:
         from jkofast._validation import as_csr
 
@@ -546,15 +581,18 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
         reject(_segment_flags(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
         dt = rescale_rows_csr(ipt, dt)
         with numba_threads(n_threads):
-            _k.rerank_csr(E, P0, off, ipt, ix, dt, fp, ip, p, f, g, status)
+            _k.rerank_csr(E, P0, off, ipt, ix, dt, fp, ip, p, f, g, status, diag)
     for q in np.flatnonzero(status != 0):
         if int(q) not in errors:
             errors[int(q)] = _status.MESSAGES.get(int(status[q]), f"status {status[q]}")
         p[off[q]:off[q + 1]] = np.nan
         f[off[q]:off[q + 1]] = np.nan  # not zeros: they would read as valid duals
         g[off[q]:off[q + 1]] = np.nan
+        diag[q] = 0
+    if warn_unconverged:
+        _warn_unconverged(diag, cfg, "rerank_batch")
     return RerankResult(p=p, offsets=off, status=status, errors=errors,
-                        f=f if return_duals else None, g=g if return_duals else None)
+                        f=f if return_duals else None, g=g if return_duals else None, unconverged=diag)
 
 
 @register_warmup("jko")

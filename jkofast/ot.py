@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from jkofast import _status
 from jkofast._numba import register_warmup
 from jkofast._validation import as_float_array, check_int, check_positive, check_same_length
 from jkofast.kernels import jko as _kj
@@ -136,8 +138,13 @@ def transport_cost_grad(log_p, log_q, C, eps: float, *, method: str = "unrolled"
     obj = _kj.OBJ_ENTROPIC if method == "entropic" else _kj.OBJ_TRANSPORT
     fw, gw, xw = np.zeros(m), np.zeros(m), np.zeros(m)
     gp = np.empty(m)
-    val, _ = _kj.w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, obj, xw, 1e-12, 10 * m,
-                             gp, *vec[:8], *[np.empty(m) for _ in range(8)])
+    val, flags = _kj.w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, obj, xw, 1e-12, 10 * m,
+                                 gp, *vec[:8], *[np.empty(m) for _ in range(8)])
+    if flags & _kj.FLAG_SINKHORN:
+        _status.warn_on_status(_status.NOT_CONVERGED, "transport_cost_grad: Sinkhorn", max_iter=max_iter, tol=tol)
+    if flags & _kj.FLAG_CG:
+        _status.warn_on_status(_status.NOT_CONVERGED, "transport_cost_grad: implicit-gradient CG",
+                               cg_max=10 * m, cg_tol=1e-12)
     return float(val), np.exp(a) * gp
 
 
@@ -147,6 +154,8 @@ def _warmup() -> None:
     for dt in (np.float32, np.float64):
         entropic_ot(np.ones(3), np.ones(3), C.astype(dt), 0.5, max_iter=3, tol=None)
     la = np.log(np.array([0.2, 0.3, 0.5]))
-    for method in ("unrolled", "implicit", "entropic"):
-        transport_cost_grad(la, la, C, 0.5, method=method, n_iter=3, n_grad=2, max_iter=5)
+    with warnings.catch_warnings():  # 5 iterations may not converge: compiling is the point
+        warnings.simplefilter("ignore", _status.ConvergenceWarning)
+        for method in ("unrolled", "implicit", "entropic"):
+            transport_cost_grad(la, la, C, 0.5, method=method, n_iter=3, n_grad=2, max_iter=5)
     transport_cost_grad(la, la, C, 0.5, n_iter=3, n_grad=2, form="log")

@@ -112,3 +112,21 @@ def test_bad_input():
         transport_cost_grad(a, b, C[:-1], 0.1)
     with pytest.raises(ValueError, match="log_p"):
         transport_cost_grad(np.full_like(a, np.nan), b, C, 0.1)
+
+
+def test_converged_gradient_warns_when_sinkhorn_hits_max_iter():
+    import warnings
+
+    from jkofast._status import ConvergenceWarning
+
+    rng = np.random.default_rng(5)
+    a = np.log(rng.dirichlet(np.ones(6)))
+    b = np.log(rng.dirichlet(np.ones(6)))
+    C = rng.random((6, 6))
+    C = (C + C.T) / 2
+    for method in ("implicit", "entropic"):
+        with pytest.warns(ConvergenceWarning, match="transport_cost_grad: Sinkhorn"):
+            transport_cost_grad(a, b, C, 0.05, method=method, tol=1e-13, max_iter=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            transport_cost_grad(a, b, C, 0.5, method=method, tol=1e-9)

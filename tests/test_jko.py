@@ -8,6 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast import compat
+from jkofast._status import ConvergenceWarning
 from jkofast.jko import JKOConfig, jko_step, operating_point, run_jko, run_jko_with_duals
 
 
@@ -121,9 +122,25 @@ def test_converged_paths_survive_underflow_fallback():
     # eps small enough that the scaled sums underflow: both converged paths switch to the log form
     p0, E, C, K = toy()
     for kw in (dict(grad="implicit"), dict(objective="entropic")):
-        p = run_jko(p0, E, 4 * C, K, JKOConfig(**{**SMALL, "sinkhorn_eps": 0.003, "T": 1, "inner_steps": 3}, **kw,
-                                               sinkhorn_max_iter=50))
+        # 50 pairs at eps 0.003 do not converge: said by a ConvergenceWarning, not hidden
+        with pytest.warns(ConvergenceWarning, match="run_jko: Sinkhorn stopped at its cap"):
+            p = run_jko(p0, E, 4 * C, K, JKOConfig(**{**SMALL, "sinkhorn_eps": 0.003, "T": 1, "inner_steps": 3},
+                                                   **kw, sinkhorn_max_iter=50))
         assert np.all(np.isfinite(p)) and p.sum() == pytest.approx(1.0)
+
+
+def test_converged_paths_report_iteration_caps():
+    p0, E, C, K = toy()
+    base = JKOConfig(**{**SMALL, "T": 1, "inner_steps": 4}, grad="implicit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # converged solves: silent
+        p_ok = run_jko(p0, E, C, K, base)
+        run_jko(p0, E, C, K, base.replace(grad="unrolled", sinkhorn_iter=2))  # fixed count by definition
+    with pytest.warns(ConvergenceWarning, match=r"implicit-gradient CG stopped at its cap \(cg_max_iter=0"):
+        p_cg = run_jko(p0, E, C, K, base.replace(cg_max_iter=0))
+    assert np.abs(p_cg - p_ok).sum() > 0  # the capped gradient differs: the warning is not noise
+    with pytest.warns(ConvergenceWarning, match=r"Sinkhorn stopped at its cap \(sinkhorn_max_iter=1, tol=1e-12\)"):
+        run_jko(p0, E, C, K, base.replace(sinkhorn_max_iter=1, tol=1e-12))
 
 
 def test_pool_of_one_and_operating_points():

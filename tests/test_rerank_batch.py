@@ -205,3 +205,32 @@ def test_failed_query_duals_are_nan_not_zero():
     ok = np.ones(off[-1], bool)
     ok[a:b] = False
     assert np.all(np.isfinite(res.f[ok])) and np.all(np.isfinite(res.g[ok]))
+
+
+def test_unconverged_inner_steps_are_counted_per_query_and_warned():
+    import warnings
+
+    from jkofast._status import ConvergenceWarning
+
+    E, p0, off, Z = batch()
+    cfg = CFG.replace(grad="implicit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        ok = rerank_batch(E, p0, off, embeddings=Z, config=cfg)
+        assert_array_equal(ok.unconverged, 0)
+        un = rerank_batch(E, p0, off, embeddings=Z, config=CFG)  # unrolled: fixed counts, never flagged
+        assert_array_equal(un.unconverged, 0)
+    E_bad = E.copy()
+    E_bad[off[3]] = np.nan  # a rejected query reports nothing here
+    with pytest.warns(ConvergenceWarning, match=r"rerank_batch: implicit-gradient CG stopped at its cap") as rec:
+        res = rerank_batch(E_bad, p0, off, embeddings=Z, config=cfg.replace(cg_max_iter=0))
+    assert len(rec) == 1  # one warning for the batch, not one per query
+    # pools of size > 1 that ran: every inner step's CG stopped at 0 iterations
+    ran = [q for q in range(len(SIZES)) if SIZES[q] > 1 and q != 3]
+    assert_array_equal(res.unconverged[ran, 1], cfg.T * cfg.inner_steps)
+    assert_array_equal(res.unconverged[[1, 3]], 0)
+    assert f"in {len(ran) * cfg.T * cfg.inner_steps} inner steps of {len(ran)} queries" in str(rec[0].message)
+    # the per-query counts do not depend on the thread count
+    with numba_threads(2), pytest.warns(ConvergenceWarning):
+        res2 = rerank_batch(E_bad, p0, off, embeddings=Z, config=cfg.replace(cg_max_iter=0), n_threads=2)
+    assert_array_equal(res2.unconverged, res.unconverged)

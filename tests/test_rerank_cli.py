@@ -30,10 +30,13 @@ def _write_inputs(tmp_path, nq=7, m=5, n_docs=30, d=4, seed=0):
 @dataclasses.dataclass
 class _Cfg:
     tau0: float = 0.5
+    sinkhorn_max_iter: int = 1000
+    cg_max_iter: int = 200
 
 
-def _fake_core(monkeypatch):
-    """A stand-in for jkofast.jko: p = p0 reweighted by exp(-E) (deterministic); query 2 fails."""
+def _fake_core(monkeypatch, unconverged=None):
+    """A stand-in for jkofast.jko: p = p0 reweighted by exp(-E) (deterministic); query 2 fails.
+    ``unconverged``: (sinkhorn, cg) capped-step counts the fake reports for every query."""
 
     @dataclasses.dataclass
     class Res:
@@ -41,16 +44,22 @@ def _fake_core(monkeypatch):
         offsets: np.ndarray
         status: np.ndarray
         errors: dict
+        unconverged: np.ndarray | None = None
 
     def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tuned", return_duals=False,
-                     n_threads=None):
+                     n_threads=None, warn_unconverged=True):
+        assert warn_unconverged is False  # the CLI sums the counts and reports them once
         rows = embeddings if embeddings is not None else csr
         assert rows is not None and rows.shape[0] == len(energy)
         p = p0 * np.exp(-energy)
-        status = np.zeros(len(offsets) - 1, np.int32)
-        for q in range(len(offsets) - 1):
+        nq = len(offsets) - 1
+        status = np.zeros(nq, np.int32)
+        for q in range(nq):
             p[offsets[q]:offsets[q + 1]] /= p[offsets[q]:offsets[q + 1]].sum()
-        return Res(p, offsets, status, {})
+        un = np.zeros((nq, 2), np.int64)
+        if unconverged is not None:
+            un[:] = unconverged
+        return Res(p, offsets, status, {}, un)
 
     mod = types.ModuleType("jkofast.jko")
     mod.JKOConfig = _Cfg
@@ -540,3 +549,19 @@ def test_dist_folder_is_created_up_front(tmp_path, monkeypatch):
                  "--dist", str(dist)]) == 0
     z = np.load(dist)
     assert list(z["query_ids"]) == ["q0", "q1"] and z["p"].shape[0] == int(z["offsets"][-1])
+
+
+def test_capped_inner_steps_are_summed_over_the_run(tmp_path, monkeypatch, capsys):
+    import json
+
+    _fake_core(monkeypatch, unconverged=(1, 2))
+    run = _write_inputs(tmp_path)
+    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
+                 str(tmp_path / "ids.txt"), "--chunk-size", "2", "--quiet", "--config", "fast", "--json",
+                 "--out", str(tmp_path / "a.trec")]) == 0
+    cap = capsys.readouterr()
+    summ = json.loads(cap.out)
+    # 7 queries in 4 chunks, all reranked by the fake: every one reports 1 + 2 capped steps
+    assert summ["unconverged_queries"] == 7 and summ["unconverged_inner_steps"] == [7, 14]
+    assert cap.err.count("stopped at an iteration cap") == 1
+    assert "in 7 queries" in cap.err and "Sinkhorn 7 steps" in cap.err and "CG 14 steps" in cap.err

@@ -50,6 +50,9 @@ OBJ_TRANSPORT, OBJ_ENTROPIC = 0, 1
 OK = 0
 NON_FINITE = 2
 TINY = 1e-280
+# convergence flags of one inner step's transport term (``diag`` outputs count them)
+FLAG_SINKHORN = 1  # Sinkhorn stopped at max_iter above its tolerance
+FLAG_CG = 2  # the Schur-system PCG stopped at cg_max above its tolerance
 
 # float32 operators on the implicit path: only when tol, cg_tol >= LOWP_TOL (float32 sums
 # carry a relative error ~1e-6, below such tolerances) and max Kg / min Kg <= e^60
@@ -239,7 +242,8 @@ def implicit_solve(Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, prow, qinv, x, cg_tol
     ``Pi ⊙ C``); the warm-start residual ``rhs - A x = r - prow ⊙ x - Pi diag(qinv)(c - Piᵀx)``
     costs two matvecs, not three. PCG stops when the preconditioned residual norm falls
     below ``cg_tol`` times that of ``r``. The system is PSD and singular along 1, its
-    right-hand side sums to 0, so plain PCG stays consistent. Returns ``(<Pi,C>, iterations)``.
+    right-hand side sums to 0, so plain PCG stays consistent. Returns ``(<Pi,C>, iterations,
+    converged)`` (``converged`` False: ``cg_max`` reached above the tolerance).
     """
     m = x.shape[0]
     rr, res, cc, t, ap = w3, w4, w5, w6, w7
@@ -263,9 +267,9 @@ def implicit_solve(Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, prow, qinv, x, cg_tol
         res[i] = rr[i] - prow[i] * x[i] - ap[i]
         d = prow[i] if prow[i] > TINY else TINY
         ref_n += rr[i] * rr[i] / d
-    k = schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w5, w6, w7, w8,
-                  xs)
-    return loss, k
+    k, ok = schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w5, w6, w7,
+                      w8, xs)
+    return loss, k, ok
 
 
 @kernel()
@@ -274,7 +278,9 @@ def schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, r, x, thr, cg_max, zz, pdir, 
 
     ``x`` is the warm start and ``r`` its residual ``rhs - A x`` on entry (overwritten).
     Stops when the preconditioned residual ``rᵀ D⁻¹ r`` falls to ``thr`` (absolute).
-    Returns the number of iterations.
+    Returns ``(iterations, converged)``; ``converged`` is False only when ``cg_max`` was
+    reached above ``thr`` (a breakdown ``pᵀAp <= 0`` on this PSD system means the residual
+    left the range of A: nothing more to gain, not a failure).
     """
     m = x.shape[0]
     rz = 0.0
@@ -304,7 +310,7 @@ def schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, r, x, thr, cg_max, zz, pdir, 
             pdir[i] = zz[i] + beta * pdir[i]
         rz = rz_new
         k += 1
-    return k
+    return k, not (k >= cg_max and rz > thr)
 
 
 @kernel()
@@ -314,10 +320,11 @@ def w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objectiv
 
     ``objective`` OBJ_TRANSPORT: ``<Π*, C>`` and ``grad_p = x`` from ``implicit_solve``
     (``xw`` warm start, updated). OBJ_ENTROPIC: ``OT_ε = Σ p f + Σ q g - ε Σ Π`` and
-    ``grad_p = f``. Returns ``(loss, status)``.
+    ``grad_p = f``. Returns ``(loss, flags)``: ``FLAG_SINKHORN`` / ``FLAG_CG`` set when that
+    solve stopped at its iteration cap above its tolerance.
     """
     m = a.shape[0]
-    _, _st, _, scaled, scale = sinkhorn_log_solve(C, C_T, Kg, cmin, a, b, eps, fw, gw, max_iter, tol, 1, 1,
+    _, st_sk, _, scaled, scale = sinkhorn_log_solve(C, C_T, Kg, cmin, a, b, eps, fw, gw, max_iter, tol, 1, 1,
                                                  True, TINY, pa, qb, u, v, s, t, tmp_m, tmp_n)
     if scaled:
         Kmat = Kg
@@ -344,17 +351,20 @@ def w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objectiv
         for i in range(m):
             loss += w1[i] * fw[i] + w2[i] * gw[i] - eps * w1[i]
             grad_p[i] = fw[i]
-        return loss, OK
+        return loss, FLAG_SINKHORN if st_sk != OK else 0
     KCTmat = np.ascontiguousarray(KCmat.T)
     _pi_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w1)
     _pit_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w2)
     for j in range(m):
         w2[j] = 1.0 / w2[j] if w2[j] > 0.0 else 0.0
-    loss, _ = implicit_solve(Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, w1, w2, xw, cg_tol, cg_max,
-                             w3, w4, w5, w6, w7, w8, tmp_m)
+    loss, _, cg_ok = implicit_solve(Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, w1, w2, xw, cg_tol, cg_max,
+                                    w3, w4, w5, w6, w7, w8, tmp_m)
     for i in range(m):
         grad_p[i] = xw[i]
-    return loss, OK
+    flags = FLAG_SINKHORN if st_sk != OK else 0
+    if not cg_ok:
+        flags += FLAG_CG
+    return loss, flags
 
 
 @kernel()
@@ -372,21 +382,26 @@ def w_implicit_scaled(Kop, KTop, KCop, KCTop, pa, qb, tol, max_iter, newton_ever
     solved loosely by PCG from zero (``NEWTON_RTOL``, ``NEWTON_CG_MAX``), then
     ``v ← v ⊙ exp(-qinv ⊙ Πᵀα)`` (the next row update recomputes u exactly). This removes
     the slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) Kg diag(v)``
-    then feeds ``implicit_solve`` with its own marginals. Returns ``(ok, loss)``; ``ok``
-    False = a sum underflowed (caller falls back to the log path).
+    then feeds ``implicit_solve`` with its own marginals. Returns ``(ok, loss, flags)``;
+    ``ok`` False = a sum underflowed (caller falls back to the log path); ``flags`` as in
+    ``w_converged``.
     """
     m = pa.shape[0]
     vmax = 1.0
     it = 0
     since = 0
     fresh = True
+    flags = 0
     while True:
         ok, _ = scaled_half_step_lp(Kop, pa, v, xs, s, tmp_m, TINY)
         if not fresh:
             err = 0.0
             for i in range(m):
                 err += abs(vmax * u[i] * s[i] - pa[i])
-            if err < tol or it >= max_iter:
+            if err < tol:
+                break
+            if it >= max_iter:
+                flags = FLAG_SINKHORN
                 break
             if ok and newton_every > 0 and since >= newton_every:
                 nthr = 0.0
@@ -399,7 +414,7 @@ def w_implicit_scaled(Kop, KTop, KCop, KCTop, pa, qb, tol, max_iter, newton_ever
                     d = w1[i] if w1[i] > TINY else TINY
                     nthr += w3[i] * w3[i] / d
                 schur_pcg(Kop, KTop, u, v, vmax, w1, w2, w3, grad_p, NEWTON_RTOL**2 * nthr, NEWTON_CG_MAX, w5, w6, w7,
-                          w8, xs)
+                          w8, xs)  # an inexact Newton step: its convergence is not required
                 _pit_apply(Kop, KTop, u, v, vmax, grad_p, xs, tmp_n)
                 bmax = -np.inf
                 for j in range(m):
@@ -414,12 +429,12 @@ def w_implicit_scaled(Kop, KTop, KCop, KCTop, pa, qb, tol, max_iter, newton_ever
                 fresh = True
                 continue
         if not ok:
-            return False, 0.0
+            return False, 0.0, 0
         for i in range(m):
             u[i] = tmp_m[i]
         ok, vmax = scaled_half_step_lp(KTop, qb, u, xs, t, tmp_n, TINY)
         if not ok:
-            return False, 0.0
+            return False, 0.0, 0
         for j in range(m):
             v[j] = tmp_n[j]
         it += 1
@@ -429,21 +444,27 @@ def w_implicit_scaled(Kop, KTop, KCop, KCTop, pa, qb, tol, max_iter, newton_ever
         w1[i] = vmax * u[i] * s[i]
         cs = vmax * v[i] * t[i]
         w2[i] = 1.0 / cs if cs > 0.0 else 0.0
-    loss, _ = implicit_solve(Kop, KTop, KCop, KCTop, u, v, vmax, w1, w2, xw, cg_tol, cg_max,
-                             w3, w4, w5, w6, w7, w8, xs)
+    loss, _, cg_ok = implicit_solve(Kop, KTop, KCop, KCTop, u, v, vmax, w1, w2, xw, cg_tol, cg_max,
+                                    w3, w4, w5, w6, w7, w8, xs)
     for i in range(m):
         grad_p[i] = xw[i]
-    return True, loss
+    if not cg_ok:
+        flags += FLAG_CG
+    return True, loss, flags
 
 
 # ----------------------------------------------------------------------------------------
 # One query: outer loop, inner Adam
 # ----------------------------------------------------------------------------------------
 @kernel()
-def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
+def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out, diag):
     """Run the JKO flow for one pool; writes ``p_out`` (M,), ``losses`` (T*inner,),
     ``f_out, g_out`` (duals of the final uniform-target Sinkhorn when ``ip[IP_DUALS]``
-    and the mode has a transport term, else zeros). Returns a status code."""
+    and the mode has a transport term, else zeros) and ``diag`` (int64, 2): the number of
+    inner steps whose converged-plan Sinkhorn stopped at ``max_iter`` above its tolerance
+    (``diag[0]``) and whose Schur PCG stopped at ``cg_max`` above its tolerance
+    (``diag[1]``) — 0 on the unrolled path, whose fixed iteration count is the published
+    definition. Returns a status code."""
     m = p0.shape[0]
     h = fp[FP_H]
     lam = fp[FP_LAM]
@@ -573,6 +594,9 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
         q[i] = p0[i]
     status = OK
     step_idx = 0
+    diag[0] = 0
+    diag[1] = 0
+    fl = 0
     for _t in range(T):
         for i in range(m):
             b[i] = np.log(max(q[i], FLOOR))
@@ -641,25 +665,29 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
                             vprev[j] = vs[j]
                             xprev[j] = xw[j]
                     if lowp:
-                        ok, lw = w_implicit_scaled(K32, KT32, KC32, KCT32, pa, qb, tol_eff, max_iter, newton, u, vs,
-                                                   y, z, tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1], wk[2],
-                                                   wk[3], wk[4], wk[5], wk[6], wk[7], xs32)
+                        ok, lw, fl = w_implicit_scaled(K32, KT32, KC32, KCT32, pa, qb, tol_eff, max_iter, newton, u, vs,
+                                                       y, z, tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1],
+                                                       wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], xs32)
                     else:
-                        ok, lw = w_implicit_scaled(Kg, KT64, KC, KCT64, pa, qb, tol_eff, max_iter, newton, u, vs, y, z,
-                                                   tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1], wk[2], wk[3],
-                                                   wk[4], wk[5], wk[6], wk[7], xs64)
+                        ok, lw, fl = w_implicit_scaled(Kg, KT64, KC, KCT64, pa, qb, tol_eff, max_iter, newton, u, vs,
+                                                       y, z, tmp_m, tmp_n, xw, cg_tol, cg_max, abar, wk[0], wk[1],
+                                                       wk[2], wk[3], wk[4], wk[5], wk[6], wk[7], xs64)
                     if ok:
                         for i in range(m):
                             gh[i] += w_w * p[i] * abar[i]
+                        diag[0] += fl & FLAG_SINKHORN
+                        diag[1] += (fl & FLAG_CG) // FLAG_CG
                     else:
                         implicit_scaled = False  # log-form fallback for the rest of the query
                         for i in range(m):
                             fw[i] = 0.0
                             gw[i] = 0.0
                 if use_w and not implicit_scaled and converged_path:
-                    lw, _ = w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objective, xw,
-                                        cg_tol, cg_max, abar, pa, qb, u, v, y, z, tmp_m, tmp_n,
-                                        wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7])
+                    lw, fl = w_converged(C, C_T, Kg, KC, cmin, a, b, eps, fw, gw, tol, max_iter, objective, xw,
+                                         cg_tol, cg_max, abar, pa, qb, u, v, y, z, tmp_m, tmp_n,
+                                         wk[0], wk[1], wk[2], wk[3], wk[4], wk[5], wk[6], wk[7])
+                    diag[0] += fl & FLAG_SINKHORN
+                    diag[1] += (fl & FLAG_CG) // FLAG_CG
                     # restore qb (the solver's scratch) for the next step
                     for i in range(m):
                         qb[i] = np.exp(b[i])
@@ -728,11 +756,12 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out):
 # HIGH LEVEL (kernels): batches, prange over queries
 # ----------------------------------------------------------------------------------------
 @kernel(parallel=True)
-def rerank_dense(E, p0, offsets, Z, normalise, fp, ip, p_out, f_out, g_out, status):
+def rerank_dense(E, p0, offsets, Z, normalise, fp, ip, p_out, f_out, g_out, status, diag):
     """Ragged batch with dense geometry rows ``Z`` (one per flat candidate).
 
     Queries with ``status[q] != 0`` on entry are skipped (rejected by the wrapper);
-    pools of size 1 get ``p = [1]``.  Each query builds C, K in its own scratch.
+    pools of size 1 get ``p = [1]``.  Each query builds C, K in its own scratch and writes
+    its row of ``diag`` (int64, (nq, 2); see ``jko_query``).
     """
     nq = offsets.shape[0] - 1
     T = ip[IP_T]
@@ -753,11 +782,11 @@ def rerank_dense(E, p0, offsets, Z, normalise, fp, ip, p_out, f_out, g_out, stat
         cost_kernel_dense(Z, lo, hi, normalise, C, K)
         losses = np.empty(T * inner)
         status[qi] = jko_query(p0[lo:hi], E[lo:hi], C, C, K, fp, ip, p_out[lo:hi], losses,
-                               f_out[lo:hi], g_out[lo:hi])
+                               f_out[lo:hi], g_out[lo:hi], diag[qi])
 
 
 @kernel(parallel=True)
-def rerank_csr(E, p0, offsets, indptr, indices, data, fp, ip, p_out, f_out, g_out, status):
+def rerank_csr(E, p0, offsets, indptr, indices, data, fp, ip, p_out, f_out, g_out, status, diag):
     """As ``rerank_dense`` with sparse-cosine geometry from CSR rows (one per candidate)."""
     nq = offsets.shape[0] - 1
     T = ip[IP_T]
@@ -778,4 +807,4 @@ def rerank_csr(E, p0, offsets, indptr, indices, data, fp, ip, p_out, f_out, g_ou
         cost_kernel_csr(indptr, indices, data, lo, hi, C, K)
         losses = np.empty(T * inner)
         status[qi] = jko_query(p0[lo:hi], E[lo:hi], C, C, K, fp, ip, p_out[lo:hi], losses,
-                               f_out[lo:hi], g_out[lo:hi])
+                               f_out[lo:hi], g_out[lo:hi], diag[qi])
