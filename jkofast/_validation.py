@@ -204,3 +204,32 @@ class QueryIndexError(IndexError, ValueError):
 
     One class for the whole package (``jkofast.jko.QueryIndexError`` and
     ``jkofast.pools.QueryIndexError`` are this class)."""
+
+
+class PartialBatchError(ValueError):
+    """Some items (queries / pools) of a batch had invalid input; the others were computed.
+
+    Attributes
+    ----------
+    result
+        The output for the other items (what the call returns with ``errors="skip"``).
+    errors : dict
+        Item (query index or id) -> reason.
+    """
+
+    def __init__(self, message: str, result, errors: dict):
+        super().__init__(message)
+        self.result = result
+        self.errors = errors
+
+
+class PartialBatchWarning(UserWarning):
+    """``errors="skip"``: some items of a batch were left out; the message lists them."""
+
+
+def summarise_errors(errors: dict, n: int, what: str) -> str:
+    """``"2 of 5 pools have invalid input: reason; reason"`` (at most five reasons shown)."""
+    keys = list(errors)[:5]
+    shown = "; ".join(str(errors[k]) for k in keys)
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return f"{len(errors)} of {n} {what} have invalid input: {shown}{more}"

@@ -31,7 +31,15 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_float_array, check_int, check_offsets, check_positive
+from jkofast._validation import (
+    PartialBatchError,
+    PartialBatchWarning,
+    as_float_array,
+    check_int,
+    check_offsets,
+    check_positive,
+    summarise_errors,
+)
 from jkofast.kernels import baselines as _k
 
 __all__ = ["BadPoolError", "BadPoolWarning", "dpp_map", "inpool_rrf", "mmr", "positions_to_docs", "topk_by_score"]
@@ -40,8 +48,8 @@ __all__ = ["BadPoolError", "BadPoolWarning", "dpp_map", "inpool_rrf", "mmr", "po
 _EMB_MAX = 1e150
 
 
-class BadPoolError(ValueError):
-    """Some pools of a batch had invalid input.
+class BadPoolError(PartialBatchError):
+    """Some pools of a batch had invalid input (a ``ValueError``).
 
     Attributes
     ----------
@@ -51,13 +59,8 @@ class BadPoolError(ValueError):
         Pool index -> reason.
     """
 
-    def __init__(self, message: str, result: np.ndarray, errors: dict):
-        super().__init__(message)
-        self.result = result
-        self.errors = errors
 
-
-class BadPoolWarning(UserWarning):
+class BadPoolWarning(PartialBatchWarning):
     """``errors="skip"``: some pools were left unranked (``-1`` rows); the message lists them."""
 
 
@@ -128,9 +131,7 @@ def _run_pools(off, k, scores: dict, Z, errors_mode: str, fn) -> np.ndarray:
         fn(sub_off, *(np.ascontiguousarray(a[keep]) for a in scores.values()),
            None if Z is None else np.ascontiguousarray(Z[keep]), sub)
         idx[good] = sub
-    shown = "; ".join(errors[q] for q in sorted(errors)[:5])
-    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    msg = f"{len(errors)} of {nq} pools have invalid input: {shown}{more}"
+    msg = summarise_errors(dict(sorted(errors.items())), nq, "pools")
     if errors_mode == "raise":
         raise BadPoolError(msg + "; the other pools' rankings are in this error's .result, -1 rows for these",
                            idx, errors)

@@ -24,6 +24,7 @@ qrels query with no judgments at all counts as absent (as in pytrec_eval).
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -33,10 +34,13 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
+from jkofast._validation import PartialBatchError, PartialBatchWarning, summarise_errors
 from jkofast.kernels import ranking_metrics as _k
 from jkofast.trec import QrelsArrays, RunArrays
 
 __all__ = [
+    "BadQueryError",
+    "BadQueryWarning",
     "BootstrapCI",
     "EvalResult",
     "bootstrap_ci",
@@ -507,7 +511,7 @@ def _id_rows(run_ids, qrels_ids):
 
 
 def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
-             tie_break: str = "trec_eval", *, missing: str = "skip",
+             tie_break: str = "trec_eval", *, missing: str = "skip", errors: str = "raise",
              n_threads: int | None = None) -> EvalResult:
     """Evaluate a run against qrels: per-query nDCG / recall / precision / MRR / MAP.
 
@@ -536,6 +540,12 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         JKO-RAG evaluator; scores unused).
     missing : {"skip", "zero"}
         Queries in qrels but not in the run: skipped (pytrec_eval/BEIR) or scored 0.
+    errors : {"raise", "skip"}
+        A query whose run scores contain NaN (``tie_break="trec_eval"`` sorts by score, so
+        its order is undefined): ``"raise"`` raises :class:`BadQueryError` (a ``ValueError``
+        naming the queries; ``.result`` = the :class:`EvalResult` of the others,
+        ``.errors`` = query id -> reason), ``"skip"`` leaves those queries out of the
+        result with a :class:`BadQueryWarning`.  The other queries are evaluated either way.
     n_threads : int, optional
         Numba threads (queries are evaluated in parallel; results do not depend on it).
 
@@ -548,7 +558,8 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
     Raises
     ------
     ValueError
-        Unknown metric, gain or tie_break; NaN scores; malformed arrays.
+        Unknown metric, gain or tie_break; malformed arrays; :class:`BadQueryError` for
+        NaN scores (``errors="raise"``).
     TypeError
         Unsupported run / qrels types or non-integer labels.
 
@@ -561,6 +572,8 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
     {'mrr@10': 0.5, 'p@1': 0.0}
     """
     gain_mode, tie_mode = _check_mode(gain, tie_break, missing)
+    if errors not in ("raise", "skip"):
+        raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
     names, kinds, ks = _parse_metrics(metrics)
     lex = tie_mode == _k.TIE_TREC_EVAL
 
@@ -619,8 +632,15 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
         raise ValueError("qrels labels must be integers")
     _check_labels(labels, gain, "qrels")
     labels = labels.astype(np.int64)
-    if np.isnan(scores).any():
-        raise ValueError("run scores contain NaN")
+    bad: dict = {}
+    if tie_mode == _k.TIE_TREC_EVAL and np.isnan(scores).any():  # "given" order never reads scores
+        nan_q = np.flatnonzero(np.add.reduceat(np.isnan(scores), roff[:-1]) * (np.diff(roff) > 0))
+        bad = {all_q[i]: f"run scores of query {all_q[i]!r} contain NaN" for i in nan_q.tolist()}
+        keep_q = np.ones(len(all_q), bool)
+        keep_q[nan_q] = False
+        roff, (run_ids, scores) = _keep_segments(roff, keep_q, run_ids, scores)
+        qoff, (qrels_ids, labels) = _keep_segments(qoff, keep_q, qrels_ids, labels)
+        all_q = [q for q, k in zip(all_q, keep_q) if k]
 
     rows = _id_rows(run_ids, qrels_ids)
     if rows is None:  # very long ids: one-word rows of integer codes instead
@@ -629,7 +649,31 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
     values, n_ret = _run_kernel(roff, rows[0], scores, qoff, rows[1], labels, kinds, ks,
                                 gain_mode, tie_mode, dedupe, n_threads)
     per_query = {n: values[i] for i, n in enumerate(names)}
-    return EvalResult(all_q, per_query, n_ret, gain=gain, tie_break=tie_break)
+    res = EvalResult(all_q, per_query, n_ret, gain=gain, tie_break=tie_break)
+    if bad:
+        msg = summarise_errors(bad, len(all_q) + len(bad), "queries")
+        if errors == "raise":
+            raise BadQueryError(msg + "; the other queries' metrics are in this error's .result", res, bad)
+        warnings.warn(msg + "; left out of the result", BadQueryWarning, stacklevel=2)
+    return res
+
+
+class BadQueryError(PartialBatchError):
+    """Some queries of :func:`evaluate` had invalid input (a ``ValueError``); ``.result`` is the
+    :class:`EvalResult` of the others, ``.errors`` maps query id -> reason."""
+
+
+class BadQueryWarning(PartialBatchWarning):
+    """``errors="skip"``: some queries were left out of the result; the message lists them."""
+
+
+def _keep_segments(off, keep, *arrays):
+    """Offsets and flat arrays of the segments with ``keep[i]`` True (order kept)."""
+    lens = np.diff(off)[keep]
+    new_off = np.zeros(lens.shape[0] + 1, np.int64)
+    np.cumsum(lens, out=new_off[1:])
+    mask = np.repeat(keep, np.diff(off))
+    return new_off, tuple([x for x, k in zip(a, mask) if k] if isinstance(a, list) else a[mask] for a in arrays)
 
 
 @register_warmup("evaluation")

@@ -553,3 +553,41 @@ def test_bootstrap_arguments_and_overflowing_values():
     assert big == pytest.approx(tuple(v * 2.0**1020 for v in small), rel=1e-12)
     with pytest.raises(ValueError, match="a - b overflows"):
         paired_bootstrap_diff([1e308], [-1e308])
+
+
+@pytest.mark.parametrize("as_arrays", [False, True])
+def test_nan_scores_of_one_query_keep_the_others(as_arrays):
+    from jkofast.evaluation import BadQueryError, BadQueryWarning
+
+    rng = np.random.default_rng(7)
+    qrels = {f"q{i}": {f"d{j}": int(rng.integers(0, 3)) for j in range(6)} for i in range(5)}
+    run = {f"q{i}": {f"d{j}": float(rng.random()) for j in range(8)} for i in range(5)}
+    bad_run = {q: dict(r) for q, r in run.items()}
+    bad_run["q1"]["d3"] = float("nan")
+    bad_run["q4"]["d0"] = float("nan")
+    good = {q: r for q, r in run.items() if q not in ("q1", "q4")}
+    expect = evaluate(good, qrels, ["ndcg@5", "recall@5"])
+
+    def as_input(r):
+        if not as_arrays:
+            return r
+        qs = list(r)
+        off = np.concatenate([[0], np.cumsum([len(r[q]) for q in qs])])
+        return RunArrays(qs, off, np.array([d for q in qs for d in r[q]]),
+                         np.array([v for q in qs for v in r[q].values()]))
+
+    with pytest.raises(BadQueryError, match=r"2 of 5 queries have invalid input") as ei:
+        evaluate(as_input(bad_run), qrels, ["ndcg@5", "recall@5"])
+    err = ei.value
+    assert isinstance(err, ValueError) and sorted(err.errors) == ["q1", "q4"]
+    assert "'q1'" in str(err) and "'q4'" in str(err)
+    assert err.result.query_ids == expect.query_ids == ["q0", "q2", "q3"]
+    for m in ("ndcg@5", "recall@5"):
+        assert_array_equal(err.result[m], expect[m])
+    with pytest.warns(BadQueryWarning, match="left out of the result"):
+        res = evaluate(as_input(bad_run), qrels, ["ndcg@5", "recall@5"], errors="skip")
+    assert res.query_ids == expect.query_ids and res.means == expect.means
+    # the given order never reads the scores: NaN is not an error there
+    evaluate(as_input(bad_run), qrels, ["ndcg@5"], tie_break="given")
+    with pytest.raises(ValueError, match="errors must be"):
+        evaluate(run, qrels, errors="ignore")
