@@ -3,7 +3,7 @@
 # threads, then the rerank CLI on a Q-query synthetic pool file (M=200, default 100k) at each
 # thread count in RERANK_THREADS (default 16) with peak RSS.  Writes everything under ${OUT:-/tmp/scaling_out}.
 # Example (SGR + JKO kernel scaling, CLI at 8 and 16 threads on 20k queries):
-#   SCALING_ARGS="--only sgr_top10,jko_implicit" Q=20000 RERANK_THREADS="8 16" bash scripts/device_scaling.sh
+#   SCALING_ARGS="--only sgr_top10,bm25s_top10,jko_implicit" Q=20000 RERANK_THREADS="8 16" bash scripts/device_scaling.sh
 set -u
 OUT=${OUT:-/tmp/scaling_out}; mkdir -p "$OUT"
 export NUMBA_NUM_THREADS=${NUMBA_NUM_THREADS:-16} PYTHONUNBUFFERED=1 PYTHONPATH=$PWD

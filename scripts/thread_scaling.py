@@ -7,7 +7,8 @@ Workloads (seeded, synthetic unless noted; warm-up before timing, best of ``--re
   jko_implicit   rerank_batch, tuned config, implicit gradient, M=200 dense pools
   jko_tfidf      rerank_batch, contrib/implicit, TF-IDF (CSR) geometry
   bm25_top10     BM25 okapi batched top-10 kernel over a synthetic Zipf corpus (queries pre-analysed)
-  sgr_top10      SparseGeometricRAG end-to-end search on bundled SciFact (1109 queries x reps)
+  sgr_top10      SparseGeometricRAG end-to-end search on bundled SciFact (1109 queries x reps),
+                 with bm25s_top10 (bm25s numba backend, same texts, tokenisation included) beside it
   metrics        nDCG@10/recall@10/MAP over 10k queries x 100 results
   mmr / dpp      pool baselines over 2000 pools
 Prints a table (throughput and speed-up vs 1 thread) and writes JSON.
@@ -113,7 +114,21 @@ def _sgr(s):
     qtexts = list(ds.query_texts) if not isinstance(ds.query_texts, dict) else list(ds.query_texts.values())
     reps = max(1, int(8 * s))
     qbatch = qtexts * reps
-    return {"sgr_top10": (len(qbatch), "queries", lambda nt: sgr.search(qbatch, 10, n_threads=nt))}
+    out = {"sgr_top10": (len(qbatch), "queries", lambda nt: sgr.search(qbatch, 10, n_threads=nt))}
+    try:  # the throughput peer, same texts in -> top-10 out, tokenisation included
+        import bm25s
+    except ImportError:
+        return out
+    bm = bm25s.BM25(backend="numba")
+    bm.index(bm25s.tokenize(ds.doc_texts(" "), stopwords=None, show_progress=False), show_progress=False)
+
+    def run_bm25s(nt):
+        with numba_threads(nt):
+            bm.retrieve(bm25s.tokenize(qbatch, stopwords=None, show_progress=False), k=10, n_threads=nt,
+                        show_progress=False)
+
+    out["bm25s_top10"] = (len(qbatch), "queries", run_bm25s)
+    return out
 
 
 def _metrics(s):
@@ -145,7 +160,8 @@ def _pool_baselines(s):
 # builders keyed by the names they produce (a builder may produce several workloads)
 _BUILDERS = {"jko_unrolled": _jko, "jko_tfidf": _jko_tfidf, "bm25_top10": _bm25, "sgr_top10": _sgr,
              "metrics": _metrics, "mmr": _pool_baselines}
-_PRODUCES = {"jko_unrolled": ("jko_unrolled", "jko_implicit"), "mmr": ("mmr", "dpp")}
+_PRODUCES = {"jko_unrolled": ("jko_unrolled", "jko_implicit"), "mmr": ("mmr", "dpp"),
+             "sgr_top10": ("sgr_top10", "bm25s_top10")}
 
 
 def main(argv=None):
