@@ -234,3 +234,13 @@ def test_unconverged_inner_steps_are_counted_per_query_and_warned():
     with numba_threads(2), pytest.warns(ConvergenceWarning):
         res2 = rerank_batch(E_bad, p0, off, embeddings=Z, config=cfg.replace(cg_max_iter=0), n_threads=2)
     assert_array_equal(res2.unconverged, res.unconverged)
+
+
+def test_all_zero_geometry_row_has_cosine_zero_with_every_row():
+    Z = np.array([[1.0, 0.0], [0.0, 0.0], [0.6, 0.8]])
+    C, K = pool_geometry(embeddings=Z)
+    assert_array_equal(C[1], 1.0) and assert_array_equal(C[:, 1], 1.0)  # C_ii = (1 - 0)^2 = 1
+    assert_array_equal(K[1], 0.0) and assert_array_equal(K[:, 1], 0.0)
+    Zn = Z.copy()
+    Zn[1] = 0.0  # the published code's view: dot products of the (zero) row
+    assert_allclose(C[[0, 2]][:, [0, 2]], ref.geometry_dense_naive(Zn[[0, 2]])[0], atol=1e-12)
