@@ -135,13 +135,14 @@ def test_sparse_only_recipe_components():
         SPARSE_GEOMETRIES,
         SPARSE_RECIPE,
         SparseCorpus,
+        sparse_analyzer,
         sparse_only_inputs,
     )
 
     ds = load_dataset("scifact")
     qids = ds.split_query_ids("test")[:2]
     qs = [ds.queries[q] for q in qids]
-    sc = SparseCorpus(ds, 3)
+    sc = SparseCorpus(ds, SPARSE_RECIPE["title_repeats"], analyzer=sparse_analyzer(SPARSE_RECIPE))
     for geo in SPARSE_GEOMETRIES:
         Y = sc.geometry(geo)
         assert Y.shape[0] == ds.n_docs and Y.has_canonical_format and Y.dtype == np.float32
@@ -180,7 +181,9 @@ def test_sparse_only_analyser_options():
 
     old = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
     assert sparse_analyzer() == old == sparse_analyzer({"title_repeats": 3})
-    assert sparse_analyzer({k: SPARSE_RECIPE[k] for k in ("token_pattern", "stopwords", "compounds")}) == old
+    assert sparse_analyzer({"token_pattern": "sklearn", "stopwords": "english", "compounds": False}) == old
+    # the third attempt's recipe: \w+ tokens (1-character tokens kept), English stop-words
+    assert sparse_analyzer(SPARSE_RECIPE) == Analyzer("word", stopwords="english", stemmer="porter")
     an = sparse_analyzer({"token_pattern": "word", "stopwords": "lucene", "compounds": True})
     assert an == Analyzer("word", stopwords="lucene", stemmer="porter", compounds=True)
     assert an.tokenize("IL-6 in type 2 diabetes") == ["il", "6", "type", "2", "diabet", "il6"]
@@ -201,6 +204,6 @@ def test_sparse_only_analyser_options():
                                    rtol=1e-12)
     assert X.shape == (600, sc.V)
     with pytest.raises(ValueError, match="corpus was built"):
-        sparse_only_inputs(ds, qs, qids, recipe=SPARSE_RECIPE, corpus=sc)
+        sparse_only_inputs(ds, qs, qids, recipe={**recipe, "stopwords": "english"}, corpus=sc)
     with pytest.raises(ValueError, match="corpus was built"):
         sparse_only_inputs(ds, qs, qids, recipe={**recipe, "title_repeats": 3}, corpus=sc)
