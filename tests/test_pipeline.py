@@ -207,3 +207,26 @@ def test_sparse_only_analyser_options():
         sparse_only_inputs(ds, qs, qids, recipe={**recipe, "stopwords": "english"}, corpus=sc)
     with pytest.raises(ValueError, match="corpus was built"):
         sparse_only_inputs(ds, qs, qids, recipe={**recipe, "title_repeats": 3}, corpus=sc)
+
+
+def test_rerank_blocks_equals_one_batch():
+    import scipy.sparse as sp
+
+    from jkofast.jko import JKOConfig, rerank_batch
+    from jkofast.pipeline import rerank_blocks
+
+    rng = np.random.default_rng(3)
+    sizes = [5, 1, 7, 4, 6, 3, 8]
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(off[-1])
+    X = sp.random(n, 40, density=0.25, random_state=3, format="csr") + sp.eye(n, 40, format="csr")
+    E = -rng.random(n)
+    p0 = rng.random(n) + 0.1
+    E[off[2]] = np.nan  # a bad query keeps its index in the merged result
+    cfg = JKOConfig(h=1.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=1, inner_steps=4, grad="implicit", tau0=1.0)
+    one = rerank_batch(E, p0, off, csr=X, config=cfg)
+    blk = rerank_blocks(E, p0, off, X, cfg, block=3)
+    np.testing.assert_array_equal(blk.p, one.p)
+    np.testing.assert_array_equal(blk.status, one.status)
+    np.testing.assert_array_equal(blk.unconverged, one.unconverged)
+    assert blk.errors == one.errors and list(blk.errors) == [2]
