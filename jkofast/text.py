@@ -58,6 +58,8 @@ LUCENE_ENGLISH_STOP_WORDS = frozenset((
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
     "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
     "will", "with"))
+# the largest vocabulary the CSR kernels index (int32 column ids)
+_MAX_TERM_ID = 2**31 - 1
 _PATTERN_ALIASES = {"word": WORD, r"\w+": WORD, "sklearn": SKLEARN, r"\b\w\w+\b": SKLEARN}
 
 
@@ -92,6 +94,10 @@ class Analyzer:
         pat = _PATTERN_ALIASES.get(self.token_pattern, self.token_pattern)
         if not isinstance(pat, str):
             raise TypeError(f"token_pattern must be a str, got {type(pat).__name__}")
+        try:
+            re.compile(pat)
+        except re.error as exc:
+            raise ValueError(f"token_pattern {pat!r} is not a valid regular expression: {exc}") from None
         object.__setattr__(self, "token_pattern", pat)
         sw = self.stopwords
         if isinstance(sw, list):
@@ -497,11 +503,18 @@ def counts_from_token_ids(token_ids, n_terms: int | None = None):
     n_terms : int
     """
     if isinstance(token_ids, tuple) and len(token_ids) == 2:
-        flat = np.ascontiguousarray(token_ids[0], dtype=np.int64)
+        flat = np.asarray(token_ids[0])
+        if flat.ndim != 1:
+            raise ValueError(f"token_ids flat array must be 1-D, got shape {flat.shape}")
+        if flat.size and flat.dtype.kind not in "iu":
+            raise TypeError(f"token_ids flat array must hold integers, got dtype {flat.dtype}")
+        flat = np.ascontiguousarray(flat, dtype=np.int64)
         offsets = np.ascontiguousarray(token_ids[1], dtype=np.int64)
     else:
         docs = [np.asarray(t) for t in token_ids]
         for i, t in enumerate(docs):
+            if t.ndim != 1:
+                raise ValueError(f"token_ids[{i}] must be a 1-D array of token ids, got shape {t.shape}")
             if t.size and t.dtype.kind not in "iu":
                 raise TypeError(f"token_ids[{i}] must hold integers, got dtype {t.dtype}")
         lens = np.array([t.size for t in docs], dtype=np.int64)
@@ -514,6 +527,9 @@ def counts_from_token_ids(token_ids, n_terms: int | None = None):
     if flat.size and flat.min() < 0:
         raise ValueError("token_ids must be non-negative")
     top = int(flat.max()) + 1 if flat.size else 0
+    if top > _MAX_TERM_ID:  # term ids index int32 CSR columns and per-term tables of size max id + 1
+        raise ValueError(f"token_ids holds id {top - 1}, beyond {_MAX_TERM_ID - 1}: map the ids to a dense "
+                         "range 0..V-1 first (the vocabulary size is max id + 1)")
     if n_terms is None:
         n_terms = top
     n_terms = check_int(n_terms, "n_terms", min_value=top)

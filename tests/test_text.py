@@ -289,3 +289,29 @@ def test_compound_vocabulary_equals_vectorizer(stem, stop):
     np.testing.assert_array_equal(doc_len, X.sum(1))
     qp, qi, qc = v.transform(["il-6 il-6 zebra"])
     assert sorted(v.terms[j] for j in qi) == ["il", "il6"] and qc.tolist() == [2.0, 2.0]
+
+
+def test_token_id_input_is_validated_before_the_kernels():
+    # a 2-D document array reached the sort kernel (SystemError, then a heap-corruption abort)
+    from jkofast.index import BM25Index
+    from jkofast.text import counts_from_token_ids
+
+    with pytest.raises(ValueError, match=r"token_ids\[0\] must be a 1-D array"):
+        counts_from_token_ids([np.array([[1, 2]])])
+    with pytest.raises(ValueError, match=r"token_ids\[0\] must be a 1-D array"):
+        BM25Index().fit_token_ids([np.array([[1, 2]])])
+    with pytest.raises(ValueError, match="flat array must be 1-D"):
+        counts_from_token_ids((np.array([[1, 2]]), np.array([0, 2])))
+    with pytest.raises(TypeError, match="flat array must hold integers"):
+        counts_from_token_ids((np.array([1.5, 2.0]), np.array([0, 2])))  # was truncated to ids 1, 2
+    # an absurd id sized every per-term table (1e12 + 1 entries: a 74.5 GiB allocation)
+    with pytest.raises(ValueError, match="map the ids to a dense range"):
+        counts_from_token_ids([np.array([10**12])])
+    ip, ix, cnt, dl, V = counts_from_token_ids([np.array([3, 1, 3]), np.array([0])])
+    assert ip.tolist() == [0, 2, 3] and ix.tolist() == [1, 3, 0] and cnt.tolist() == [1, 2, 1]
+    assert dl.tolist() == [3, 1] and V == 4
+
+
+def test_invalid_token_pattern_fails_at_construction():
+    with pytest.raises(ValueError, match="token_pattern '\\(' is not a valid regular expression"):
+        Analyzer(token_pattern="(")
