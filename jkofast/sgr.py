@@ -38,6 +38,8 @@ _SEP = "\u16a0\u16a0"  # RUNIC LETTER FEHU twice: \w, no case
 _SEP_JOIN = " " + _SEP + " "
 COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
 
+# a padded (nq, k) output wider than the corpus is refused beyond this many slots (1 GiB of int64)
+_MAX_PADDED_SLOTS = 2**27
 _INDEX_ARRAYS = (
     "idf", "dl", "s_indptr", "s_idx", "mem_doc", "mem_branch", "mem_m", "b_indptr", "b_mem",
     "c_indptr", "c_terms", "c_vals", "c_norm", "code_term", "code_sign", "code_cval",
@@ -215,7 +217,13 @@ class SparseGeometricRetriever:
             raise ValueError("reliability_mean must be 'distinct' or 'occurrence', "
                              f"got {p['reliability_mean']!r}")
         for name in ("reliability_float16", "ppmi_include_self", "tail_gate"):
+            # bool("no") is True: a string or number here was a silent 'on'
+            if not isinstance(p[name], bool | np.bool_):
+                raise TypeError(f"{name} must be a bool, got {type(p[name]).__name__} {p[name]!r}")
             p[name] = bool(p[name])
+        if p["tail_gate"] and p["gate_min"] == 0 and p["gate_mult"] == 0:
+            raise ValueError("tail_gate with gate_min = 0 and gate_mult = 0 keeps no routed document "
+                             "(every query would return nothing); raise gate_min or gate_mult")
         for name in ("b_rescue", "b_final", "bm25_b"):
             if p[name] > 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {p[name]}")
@@ -340,6 +348,10 @@ class SparseGeometricRetriever:
         ip_, ix_, dt_, shape = as_csr(q_counts, "q_counts", dtype=np.float32)
         if shape[1] != self.n_terms_:
             raise ValueError(f"q_counts must have {self.n_terms_} columns, got {shape[1]}")
+        if dt_.size and dt_.min() < 0:  # were dropped silently (fit refuses them)
+            raise ValueError("q_counts: term counts must be non-negative")
+        resolve_threads(n_threads)
+        self._check_width(k, shape[0], "k")
         v = dt_ * self._idf32[ix_]
         rows = np.repeat(np.arange(shape[0]), np.diff(ip_))
         nrm = np.sqrt(np.bincount(rows, weights=v.astype(np.float64) ** 2, minlength=shape[0]))
@@ -521,6 +533,21 @@ class SparseGeometricRetriever:
             ix["code_term"] = ix["code_term"].astype(np.uint16)
 
     # ------------------------------------------------------------------ query
+    doc_sep = " "  # the title/text separator of the published method (jkofast.retriever)
+
+    @property
+    def n_docs(self) -> int:
+        """Number of indexed documents (the registry's common attribute)."""
+        self._check_fitted()
+        return self.n_docs_
+
+    def _check_width(self, width: int, nq: int, name: str) -> None:
+        """Refuse a padded output that cannot hold information and cannot be allocated: ranks
+        beyond the corpus are padding, and ``k = 10**12`` failed with a 7 TiB MemoryError."""
+        if width > self.n_docs_ and nq * width > _MAX_PADDED_SLOTS:
+            raise ValueError(f"{name}={width} exceeds the corpus ({self.n_docs_} documents): the padded "
+                             f"({nq}, {width}) output would hold {nq * width:,} slots; use {name} <= {self.n_docs_}")
+
     def _check_fitted(self):
         if not self._fitted:
             raise RuntimeError("SparseGeometricRetriever is not fitted; call fit() or load()")
@@ -606,8 +633,18 @@ class SparseGeometricRetriever:
         np.cumsum(np.bincount(qo, minlength=nq), out=indptr[1:])
         return indptr, (uniq - qo * V).astype(np.int32), cnt
 
-    def _param_arrays(self, pool_size: int):
+    def _param_arrays(self, pool_size: int, q_indptr=None):
+        """Parameter vectors of the batch kernel.  Count parameters are capped where a larger
+        value cannot change a result (a pool holds at most N documents, at most V terms are
+        routed, diversity reaches at most the pool): the kernel sizes its workspace by them, so
+        an uncapped ``n_eligible = 10**6`` asked for a 10**12-slot buffer inside the kernel
+        (SystemError) and ``gate_mult * P`` could overflow int64."""
         p = self.params
+        N, V = self.n_docs_, self.n_terms_
+        P = min(int(pool_size), N)
+        max_q = int(np.diff(q_indptr).max()) if q_indptr is not None and q_indptr.shape[0] > 1 else V
+        budget = min(p["route_budget"], V)
+        n_routed = min(V, max_q + budget)  # the routed branches of one query
         fp = np.zeros(_q.N_FP, np.float64)
         fp[_q.F_ALPHA] = p["alpha"]
         fp[_q.F_GAMMA] = p["gamma"]
@@ -627,16 +664,16 @@ class SparseGeometricRetriever:
         fp[_q.F_W_BM25] = p["bm25_weight"]
         fp[_q.F_W_BM25_RESCUE] = p["bm25_rescue_weight"]
         ip = np.zeros(_q.N_IP, np.int64)
-        ip[_q.I_BUDGET] = p["route_budget"]
-        ip[_q.I_POOL] = pool_size
-        ip[_q.I_N_RARE] = p["n_rare"]
-        ip[_q.I_N_ELIG] = p["n_eligible"]
-        ip[_q.I_TOP_H] = p["top_h"]
-        ip[_q.I_N_DIV] = p["n_diverse"]
+        ip[_q.I_BUDGET] = budget
+        ip[_q.I_POOL] = P
+        ip[_q.I_N_RARE] = min(p["n_rare"], V)
+        ip[_q.I_N_ELIG] = min(p["n_eligible"], n_routed)
+        ip[_q.I_TOP_H] = min(p["top_h"], P)
+        ip[_q.I_N_DIV] = min(p["n_diverse"], P)
         ip[_q.I_GATE] = int(p["tail_gate"])
-        ip[_q.I_GATE_MIN] = p["gate_min"]
-        ip[_q.I_GATE_MULT] = p["gate_mult"]
-        ip[_q.I_BM25_CANDS] = p["bm25_candidates"]
+        ip[_q.I_GATE_MIN] = min(p["gate_min"], N)
+        ip[_q.I_GATE_MULT] = min(p["gate_mult"], N)
+        ip[_q.I_BM25_CANDS] = min(p["bm25_candidates"], N)
         ip[_q.I_F] = p["n_memberships"]
         ip[_q.I_RESCUE_MODE] = ("auto", "scan", "postings").index(p["rescue_mode"])
         return fp, ip
@@ -647,7 +684,7 @@ class SparseGeometricRetriever:
         nq = q_indptr.shape[0] - 1
         P = pool_size
         n_out = P if n_out is None else n_out
-        fp, ip = self._param_arrays(P)
+        fp, ip = self._param_arrays(P, q_indptr)
         out_doc = np.full((nq, n_out), -1, np.int64)
         out_comp = np.full((nq, len(COMPONENTS), n_out), np.nan, np.float64)
         out_n = np.zeros(nq, np.int64)
@@ -712,6 +749,7 @@ class SparseGeometricRetriever:
         k = check_int(k, "k", min_value=1)
         resolve_threads(n_threads)
         qi, qt, qv = self.transform_queries(query_texts)
+        self._check_width(k, len(query_texts), "k")
         return self._search_arrays(qi, qt, qv, len(query_texts), k, n_threads)
 
     def _search_arrays(self, qi, qt, qv, nq, k, n_threads):
@@ -733,7 +771,9 @@ class SparseGeometricRetriever:
         Returns an :class:`SGRPool`; rows are in final rank order (diversity on ranks 2-10).
         """
         P = self.params["pool_size"] if P is None else check_int(P, "P", min_value=1)
+        resolve_threads(n_threads)
         qi, qt, qv = self.transform_queries(query_texts)
+        self._check_width(P, len(query_texts), "P")
         out_doc, out_comp, out_n, info, st = self._run(qi, qt, qv, P, n_threads)
         comps = {name: out_comp[:, c, :] for c, name in enumerate(COMPONENTS)}
         return SGRPool(doc=out_doc, n=out_n, n_routed_docs=info[:, 0].copy(),
@@ -749,6 +789,8 @@ class SparseGeometricRetriever:
     def save(self, path: str) -> None:
         """Write the index to directory ``path`` (``index.npz`` + ``meta.json``)."""
         self._check_fitted()
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ValueError(f"path {path!r} exists and is not a directory")
         os.makedirs(path, exist_ok=True)
         np.savez(os.path.join(path, "index.npz"),
                  **{k: v for k, v in self._ix.items() if not k.startswith(("sem_", "tb_"))})
@@ -759,12 +801,40 @@ class SparseGeometricRetriever:
 
     @classmethod
     def load(cls, path: str) -> SparseGeometricRetriever:
-        """Read an index written by :meth:`save`."""
-        with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
-            meta = json.load(f)
-        self = cls(**meta["params"])
-        with np.load(os.path.join(path, "index.npz")) as z:
-            self._ix = {k: z[k] for k in z.files}
+        """Read an index written by :meth:`save`.
+
+        Raises
+        ------
+        ValueError
+            ``path`` is not such an index (no ``meta.json``: e.g. a ``jkofast.index`` folder),
+            or its files are corrupted or inconsistent (unreadable JSON/npz, missing arrays,
+            ids out of range, lengths that disagree): the query kernels trust these arrays,
+            so a bad one is refused here, naming the file and the array.
+        """
+        path = os.fspath(path)
+        mpath = os.path.join(path, "meta.json")
+        zpath = os.path.join(path, "index.npz")
+        if not os.path.isfile(mpath):
+            raise ValueError(f"{path}: not a SparseGeometricRetriever index (meta.json missing)")
+        try:
+            with open(mpath, encoding="utf-8") as f:
+                meta = json.load(f)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{mpath}: not a readable index description ({exc})") from None
+        _check_meta(meta, mpath)
+        try:
+            self = cls(**meta["params"])
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{mpath}: params: {exc}") from None
+        if not os.path.isfile(zpath):
+            raise ValueError(f"{path}: index.npz missing")
+        try:
+            with np.load(zpath, allow_pickle=False) as z:
+                ix = {k: z[k] for k in z.files}
+        except Exception as exc:  # BadZipFile, truncated member, pickled object arrays
+            raise ValueError(f"{zpath}: unreadable ({type(exc).__name__}: {exc})") from None
+        _check_index_arrays(ix, meta, self.params, zpath)
+        self._ix = ix
         terms = meta["terms"]
         self.terms_ = None if terms is None else list(terms)
         self.vocabulary_ = None if terms is None else {t: i for i, t in enumerate(self.terms_)}
@@ -777,6 +847,108 @@ class SparseGeometricRetriever:
         self._make_query_layout()
         self._fitted = True
         return self
+
+
+def _check_meta(meta, mpath: str) -> None:
+    """``meta.json`` of :meth:`SparseGeometricRetriever.save` (format 1)."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
+    missing = [k for k in ("params", "terms", "ids", "n_docs", "format") if k not in meta]
+    if missing:
+        raise ValueError(f"{mpath}: missing key(s) {missing}")
+    if meta["format"] != 1:
+        raise ValueError(f"{mpath}: format {meta['format']!r} is not supported (this version reads format 1)")
+    if not isinstance(meta["params"], dict):
+        raise ValueError(f"{mpath}: params must be an object")
+    n = meta["n_docs"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{mpath}: n_docs must be a positive integer, got {n!r}")
+    for key, size in (("terms", None), ("ids", n)):
+        v = meta[key]
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ValueError(f"{mpath}: {key} must be a list of strings or null")
+        if size is not None and len(v) != size:
+            raise ValueError(f"{mpath}: {key} has {len(v)} entries for n_docs = {size}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"{mpath}: {key} holds duplicates")
+
+
+def _check_index_arrays(ix: dict, meta: dict, params: dict, zpath: str) -> None:
+    """Every array the query path reads: present, numeric, finite, of consistent lengths, CSR
+    pointers monotone, ids inside their tables (the kernels index with them unchecked)."""
+    need = [k for k in _INDEX_ARRAYS if not k.startswith("sem_")]
+    missing = [k for k in need if k not in ix]
+    if missing:
+        raise ValueError(f"{zpath}: missing array(s) {missing}")
+
+    def bad(name, what):
+        return ValueError(f"{zpath}: {name} {what}")
+
+    for k in need:
+        a = ix[k]
+        if a.dtype.kind not in "iuf":
+            raise bad(k, f"has dtype {a.dtype}, expected a numeric array")
+        if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
+            raise bad(k, "contains NaN or inf")
+    V = ix["idf"].shape[0] if ix["idf"].ndim == 1 else -1
+    N = int(meta["n_docs"])
+    if V < 1:
+        raise bad("idf", f"must be a non-empty 1-D array, got shape {ix['idf'].shape}")
+    if meta["terms"] is not None and len(meta["terms"]) != V:
+        raise ValueError(f"{zpath}: meta.json lists {len(meta['terms'])} terms for {V} idf entries")
+    for k, n in (("dl", N), ("bm25_idf", V)):
+        if ix[k].shape != (n,):
+            raise bad(k, f"has shape {ix[k].shape}, expected ({n},)")
+    if ix["dl"].min() < 0:
+        raise bad("dl", "holds negative lengths")
+    M = ix["mem_doc"].shape[0] if ix["mem_doc"].ndim == 1 else -1
+    S = ix["code_term"].shape[1] if ix["code_term"].ndim == 2 else -1
+    for k in ("mem_doc", "mem_branch", "mem_m", "b_mem", "code_count"):
+        if ix[k].shape != (M,):
+            raise bad(k, f"has shape {ix[k].shape}, expected ({M},) (one entry per membership)")
+    if S != params["code_size"]:
+        raise bad("code_term", f"has {S} columns, but params code_size = {params['code_size']}")
+    for k in ("code_term", "code_sign", "code_cval", "code_w"):
+        if ix[k].shape != (M, S):
+            raise bad(k, f"has shape {ix[k].shape}, expected ({M}, {S})")
+
+    def ids_in(k, hi, arr=None):
+        a = ix[k] if arr is None else arr
+        if a.dtype.kind == "f":
+            raise bad(k, f"must hold integer ids, got dtype {a.dtype}")
+        if a.size and (int(a.min()) < 0 or int(a.max()) >= hi):
+            raise bad(k, f"holds ids outside [0, {hi})")
+
+    # CSR tables: (pointer, n_rows, ids, id range, aligned values)
+    for ptr, rows, idx, hi, vals in (("s_indptr", N, "s_idx", V, ()), ("c_indptr", V, "c_terms", V, ("c_vals",)),
+                                     ("a_indptr", V, "a_idx", V, ("a_val",)), ("g_indptr", V, "g_idx", V, ("g_val",)),
+                                     ("t_indptr", V, "t_docs", N, ("t_tf",)), ("b_indptr", V, "b_mem", M, ())):
+        pa = ix[ptr]
+        n_ent = ix[idx].shape[0] if ix[idx].ndim == 1 else -1
+        if pa.dtype.kind == "f" or pa.shape != (rows + 1,) or pa[0] != 0 or pa[-1] != n_ent:
+            raise bad(ptr, f"must be an integer ({rows + 1},) pointer from 0 to len({idx}) = {n_ent}")
+        if np.any(np.diff(pa) < 0):
+            raise bad(ptr, "must be non-decreasing")
+        ids_in(idx, hi)
+        for v in vals:
+            if ix[v].shape != (n_ent,):
+                raise bad(v, f"has shape {ix[v].shape}, expected ({n_ent},) like {idx}")
+    if ix["c_norm"].shape != (V,):
+        raise bad("c_norm", f"has shape {ix['c_norm'].shape}, expected ({V},)")
+    ids_in("mem_doc", N)
+    ids_in("mem_branch", V)
+    cc = ix["code_count"]
+    if cc.dtype.kind == "f" or (cc.size and (cc.min() < 0 or cc.max() > S)):
+        raise bad("code_count", f"must hold integer counts in [0, {S}]")
+    ids_in("code_term", V, ix["code_term"][np.arange(S)[None, :] < cc[:, None]])
+    if not np.array_equal(np.sort(ix["b_mem"]), np.arange(M)):
+        raise bad("b_mem", "must be a permutation of the memberships")
+    per_doc = np.bincount(ix["mem_doc"].astype(np.int64), minlength=N)
+    if per_doc.size and per_doc.max() > params["n_memberships"]:
+        raise bad("mem_doc", f"gives a document {int(per_doc.max())} memberships, but params n_memberships = "
+                  f"{params['n_memberships']}")
 
 
 def _compact(nbr, val, cnt):

@@ -463,3 +463,156 @@ def test_code_terms_uint16_match_int32():
     for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1", "status"):
         assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
     assert np.isfinite(want.tail[want.doc >= 0]).all()
+
+
+# ---------------------------------------------------------------- QA round 2: bad input
+
+
+def test_count_params_beyond_the_corpus_equal_their_caps(retr):
+    """n_eligible = 10**6 asked the kernel for a 10**12-slot workspace (SystemError); count
+    parameters are capped where a larger value cannot change a result."""
+    base = retr.search(QUERIES, k=10)
+    P = retr.params["pool_size"]
+    for name, cap in (("n_eligible", 10**6), ("top_h", 10**6), ("n_diverse", 10**6), ("route_budget", 10**7),
+                      ("n_rare", 10**9), ("bm25_candidates", 10**9)):
+        r = SparseGeometricRetriever(**{**retr.params, name: cap}).fit(synthetic_corpus(n_docs=40, seed=1))
+        small = SparseGeometricRetriever(**{**retr.params, name: {"n_eligible": r.n_terms_, "top_h": P,
+                                                                  "n_diverse": P, "route_budget": r.n_terms_,
+                                                                  "n_rare": r.n_terms_,
+                                                                  "bm25_candidates": r.n_docs_}[name]})
+        small.fit(synthetic_corpus(n_docs=40, seed=1))
+        a, b = r.search(QUERIES, k=10), small.search(QUERIES, k=10)
+        assert_array_equal(a[0], b[0])
+        assert_array_equal(a[1], b[1])
+    assert base[0].shape == (len(QUERIES), 10)
+    huge_gate = retr.set_params(tail_gate=True, gate_min=0, gate_mult=10**18)
+    try:
+        g = huge_gate.search(QUERIES, k=10)  # gate_mult * P overflowed int64 (negative gate)
+        ungated = retr.set_params(tail_gate=False).search(QUERIES, k=10)
+        assert_array_equal(g[0], ungated[0])
+    finally:
+        retr.set_params(tail_gate=False, gate_min=10_000, gate_mult=40)
+
+
+def test_huge_k_and_pool_are_named_errors(retr):
+    with pytest.raises(ValueError, match=r"k=1000000000000 exceeds the corpus"):
+        retr.search(["w00"], k=10**12)
+    with pytest.raises(ValueError, match=r"P=1000000000000 exceeds the corpus"):
+        retr.pool(["w00"], P=10**12)
+    with pytest.raises(ValueError, match=r"k=.*exceeds the corpus"):
+        r = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
+        import scipy.sparse as sp
+
+        r.search_counts(sp.csr_matrix((1, r.n_terms_)), k=10**12)
+    idx, _ = retr.search(["w00"], k=retr.n_docs + 5)  # modest padding past the corpus still works
+    assert idx.shape == (1, retr.n_docs + 5) and (idx[0, retr.n_docs:] == -1).all()
+    with pytest.raises(ValueError, match="n_threads"):
+        retr.pool(["w00"], n_threads=0)
+
+
+@pytest.mark.parametrize("name", ["tail_gate", "reliability_float16", "ppmi_include_self"])
+def test_bool_params_refuse_strings(name):
+    with pytest.raises(TypeError, match=name):
+        SparseGeometricRetriever(**{name: "no"})  # bool("no") is True: was a silent 'on'
+    assert SparseGeometricRetriever(**{name: np.bool_(False)}).params[name] is False
+
+
+def test_tail_gate_that_keeps_nothing_is_refused():
+    with pytest.raises(ValueError, match="gate_min"):
+        SparseGeometricRetriever(tail_gate=True, gate_min=0, gate_mult=0)
+
+
+def test_search_counts_refuses_negative_counts():
+    import scipy.sparse as sp
+
+    C = sp.csr_matrix(np.array([[1.0, 0, 2, 0], [0, 1, 1, 0], [3, 0, 0, 1]]))
+    r = SparseGeometricRetriever(pool_size=2).fit(C)
+    with pytest.raises(ValueError, match="q_counts"):
+        r.search_counts(sp.csr_matrix(np.array([[-1.0, 1, 0, 0]])), k=2)
+
+
+def test_registry_attributes(retr):
+    assert retr.n_docs == retr.n_docs_ == 40
+    assert retr.doc_sep == " "
+
+
+def _corrupt(retr, tmp_path, edit_meta=None, edit_npz=None):
+    import json
+    import os
+
+    d = str(tmp_path / "idx")
+    retr.save(d)
+    if edit_meta is not None:
+        with open(os.path.join(d, "meta.json")) as f:
+            m = json.load(f)
+        m = edit_meta(m)
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            json.dump(m, f)
+    if edit_npz is not None:
+        with np.load(os.path.join(d, "index.npz")) as z:
+            ix = {k: z[k] for k in z.files}
+        edit_npz(ix)
+        np.savez(os.path.join(d, "index.npz"), **ix)
+    return d
+
+
+def _set(key, value):
+    def f(d):
+        d[key] = value
+        return d
+    return f
+
+
+@pytest.mark.parametrize("case, match", [
+    (dict(edit_meta=lambda m: [1, 2]), "expected a JSON object"),
+    (dict(edit_meta=lambda m: {"terms": None}), "missing key"),
+    (dict(edit_meta=_set("format", 99)), "format 99"),
+    (dict(edit_meta=lambda m: {**m, "n_docs": 2}), "n_docs|dl has shape"),  # segfaulted in the kernel
+    (dict(edit_meta=lambda m: {**m, "ids": None, "n_docs": 2}), "dl has shape"),
+    (dict(edit_meta=lambda m: {**m, "ids": m["ids"][:3] if m["ids"] else ["a"]}), "ids"),
+    (dict(edit_meta=lambda m: {**m, "terms": m["terms"][:3]}), "terms"),  # silently dropped query terms
+    (dict(edit_meta=lambda m: {**m, "terms": [m["terms"][0]] * len(m["terms"])}), "duplicates"),
+    (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "n_memberships": 1}}), "n_memberships"),
+    (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "pool_size": -3}}), "pool_size"),
+    (dict(edit_npz=lambda z: z.pop("g_idx")), "missing array"),
+    (dict(edit_npz=lambda z: z.__setitem__("g_idx", z["g_idx"] + 1000)), "g_idx holds ids"),  # segfault
+    (dict(edit_npz=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000)), "mem_doc holds ids"),
+    (dict(edit_npz=lambda z: z.__setitem__("t_docs", z["t_docs"] + 1000)), "t_docs holds ids"),
+    (dict(edit_npz=lambda z: z.__setitem__("s_idx", z["s_idx"].astype(np.int64) + 1000)), "s_idx holds ids"),
+    (dict(edit_npz=lambda z: z.__setitem__("t_indptr", z["t_indptr"][::-1].copy())), "t_indptr"),
+    (dict(edit_npz=lambda z: z.__setitem__("dl", z["dl"] * np.nan)), "dl contains NaN"),
+    (dict(edit_npz=lambda z: z.__setitem__("code_count", z["code_count"] + 100)), "code_count"),
+    (dict(edit_npz=lambda z: z.__setitem__("b_mem", np.zeros_like(z["b_mem"]))), "b_mem"),
+    (dict(edit_npz=lambda z: z.__setitem__("c_vals", z["c_vals"][:-1])), "c_indptr|c_vals"),
+])
+def test_load_refuses_corrupted_index(retr, tmp_path, case, match):
+    d = _corrupt(retr, tmp_path, **case)
+    with pytest.raises(ValueError, match=match) as e:
+        SparseGeometricRetriever.load(d)
+    assert "meta.json" in str(e.value) or "index.npz" in str(e.value)
+
+
+def test_load_refuses_foreign_or_broken_folders(retr, tmp_path):
+    import os
+
+    from jkofast.retriever import get_retriever
+
+    bm = str(tmp_path / "bm25")
+    get_retriever("bm25").fit(["aa bb", "bb cc"]).save(bm)
+    with pytest.raises(ValueError, match="not a SparseGeometricRetriever index"):
+        SparseGeometricRetriever.load(bm)
+    with pytest.raises(ValueError, match="not a SparseGeometricRetriever index"):
+        SparseGeometricRetriever.load(str(tmp_path / "missing"))
+    d = _corrupt(retr, tmp_path)
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        f.write("{bad")
+    with pytest.raises(ValueError, match=r"meta\.json"):
+        SparseGeometricRetriever.load(d)
+    d2 = str(tmp_path / "idx2")
+    retr.save(d2)
+    with open(os.path.join(d2, "index.npz"), "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(ValueError, match=r"index\.npz: unreadable"):
+        SparseGeometricRetriever.load(d2)
+    with pytest.raises(ValueError, match="not a directory"):
+        retr.save(os.path.join(d2, "index.npz"))
