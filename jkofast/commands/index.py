@@ -23,6 +23,16 @@ def add_method_args(p) -> None:
 
 
 def method_params(args) -> dict:
+    """Retriever parameters from the shared options; an option the method does not take is an
+    error (``--method sgr --stemmer porter`` used to build an unstemmed index silently)."""
+    ignored = []
+    if args.method not in ("bm25", "bm25-lucene"):
+        ignored += [o for o, v in (("--k1", args.k1), ("--b", args.b)) if v is not None]
+    if args.method == "sgr":
+        ignored += [o for o, v in (("--stopwords", args.stopwords), ("--stemmer", getattr(args, "stemmer", None)),
+                                   ("--max-features", args.max_features)) if v is not None]
+    if ignored:
+        raise ValueError(f"{', '.join(ignored)} do(es) not apply to --method {args.method}")
     params = {}
     if args.method in ("bm25", "bm25-lucene"):
         if args.k1 is not None:
@@ -48,7 +58,10 @@ def build(args):
     retr = get_retriever(args.method, **method_params(args))
     texts = ds.doc_texts(DOC_SEP[args.method])
     t0 = time.perf_counter()
-    retr.fit(texts)
+    if args.method == "sgr":  # the SGR build runs Numba kernels: --threads applies
+        retr.fit(texts, ids=ds.doc_ids, n_threads=args.threads)  # saved: search checks them
+    else:
+        retr.fit(texts)
     return ds, retr, time.perf_counter() - t0
 
 
@@ -60,9 +73,18 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    import os
+
+    from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
     from jkofast.index import prepare
 
+    # fail before the build: --threads 0 was accepted silently, an --out that is a file failed
+    # with a FileExistsError traceback after the whole build
+    resolve_threads(args.threads)
+    method_params(args)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out!r} exists and is not a folder")
     prepare()  # the sparse kernels only
     ds, retr, secs = build(args)
     retr.save(args.out)

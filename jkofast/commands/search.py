@@ -48,6 +48,13 @@ def run(args) -> int:
     if args.tag is not None and (not args.tag or any(c.isspace() for c in args.tag)):
         raise ValueError(f"--tag must be non-empty without whitespace (the TREC line would not read back), "
                          f"got {args.tag!r}")
+    if os.path.isdir(args.out):  # failed with IsADirectoryError after the whole search
+        raise ValueError(f"--out {args.out!r} is a folder; give a file path")
+    from jkofast._threads import resolve_threads
+    from jkofast.commands.index import method_params
+
+    resolve_threads(args.threads)
+    method_params(args)
     prepare()  # the sparse kernels only
     if args.index:
         ds = load_dataset(args.dataset)
@@ -63,14 +70,19 @@ def run(args) -> int:
             if retr.method != args.method:
                 raise ValueError(f"--index holds a {retr.method} index, not {args.method}")
         build_s = time.perf_counter() - t0
-        if getattr(retr, "n_docs", ds.n_docs) != ds.n_docs:
+        # (an SGR index had no n_docs, so one built on another corpus wrote wrong doc ids silently)
+        if retr.n_docs != ds.n_docs:
             raise ValueError(f"--index has {retr.n_docs} docs but dataset {ds.name} has {ds.n_docs}")
+        saved_ids = getattr(retr, "ids_", None)
+        if saved_ids is not None and list(saved_ids) != list(ds.doc_ids):
+            raise ValueError(f"--index was built with other document ids than dataset {ds.name}'s")
     else:
         ds, retr, build_s = build(args)
     qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
     qmap = ds.queries
     t0 = time.perf_counter()
-    idx, sc = retr.search([qmap[q] for q in qids], args.k, n_threads=args.threads)
+    # ranks past the corpus are padding that is never written: k = 10**12 asked for 7 TiB
+    idx, sc = retr.search([qmap[q] for q in qids], min(args.k, ds.n_docs), n_threads=args.threads)
     search_s = time.perf_counter() - t0
     tag = args.tag or f"jkofast-{args.method}"
     n = write_trec_run(args.out, qids, ds.doc_ids, idx, np.asarray(sc), tag)
