@@ -20,9 +20,12 @@ Data model (all lists follow the *file order*):
 * ``embeddings(name)``: ``(doc_emb float32 (N, d), query_emb float32 (n_queries, d))`` with
   rows aligned with ``doc_ids`` / ``query_ids``, or ``None`` when absent.
 
-Malformed input (bad JSON line, missing ``_id``, duplicate ids, qrels lines without exactly
-3 tab-separated fields, non-integer labels, qrels doc ids not in the corpus) raises
-``ValueError`` naming the file and the 1-based line number.
+Malformed input (bad JSON line, invalid UTF-8, missing ``_id``, an ``_id`` that is not a
+non-empty string or integer without whitespace, duplicate ids, an empty corpus or queries file,
+qrels lines without exactly 3 tab-separated fields, empty ids, non-integer labels, qrels doc ids
+not in the corpus, a repeated (query, document) judgement) raises ``ValueError`` naming the file
+and the 1-based line number.  The qrels header line is skipped when it is one (a first line that
+parses as a judgement is kept).  Saved embeddings must be 2-D, finite and of one dimension.
 """
 
 from __future__ import annotations
@@ -68,10 +71,39 @@ def _open_text(path: str):
     return open(path, encoding="utf-8")
 
 
+def _lines(fh, path: str):
+    """``enumerate(fh, 1)`` with invalid UTF-8 reported as ``ValueError`` naming the file (and the
+    first line not read: decoding runs in blocks) instead of a bare ``UnicodeDecodeError``."""
+    lineno = 0
+    it = iter(fh)
+    while True:
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: invalid UTF-8 at or after line {lineno + 1} ({e.reason})") from None
+        lineno += 1
+        yield lineno, line
+
+
+def _check_id(v, what: str, path: str, lineno: int) -> str:
+    """A document/query id: a non-empty string (or integer) without whitespace.  ``null``, lists
+    or floats were turned into ids like ``'None'`` / ``'[1, 2]'``, and whitespace or empty ids
+    give TREC runs that do not read back."""
+    if isinstance(v, bool) or not isinstance(v, str | int):
+        raise ValueError(f"{path}:{lineno}: {what} must be a string, got {type(v).__name__} {v!r}")
+    v = str(v)
+    if not v or any(c.isspace() for c in v):
+        raise ValueError(f"{path}:{lineno}: {what} {v!r} must be non-empty without whitespace "
+                         "(TREC run lines could not carry it)")
+    return v
+
+
 def _iter_jsonl(path: str):
     """Yield ``(line_number, dict)``; blank lines are skipped."""
     with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, line in _lines(fh, path):
             if not line.strip():
                 continue
             try:
@@ -105,13 +137,15 @@ def read_corpus(path: str) -> tuple[list[str], list[str], list[str]]:
     texts: list[str] = []
     seen: set[str] = set()
     for lineno, obj in _iter_jsonl(path):
-        did = str(obj["_id"])
+        did = _check_id(obj["_id"], "_id", path, lineno)
         if did in seen:
             raise ValueError(f"{path}:{lineno}: duplicate document id {did!r}")
         seen.add(did)
         ids.append(did)
         titles.append(_str_field(obj, "title", path, lineno))
         texts.append(_str_field(obj, "text", path, lineno))
+    if not ids:
+        raise ValueError(f"{path}: no document (empty corpus file)")
     return ids, titles, texts
 
 
@@ -121,12 +155,14 @@ def read_queries(path: str) -> tuple[list[str], list[str]]:
     texts: list[str] = []
     seen: set[str] = set()
     for lineno, obj in _iter_jsonl(path):
-        qid = str(obj["_id"])
+        qid = _check_id(obj["_id"], "_id", path, lineno)
         if qid in seen:
             raise ValueError(f"{path}:{lineno}: duplicate query id {qid!r}")
         seen.add(qid)
         ids.append(qid)
         texts.append(_str_field(obj, "text", path, lineno))
+    if not ids:
+        raise ValueError(f"{path}: no query (empty queries file)")
     return ids, texts
 
 
@@ -153,24 +189,40 @@ def read_qrels_beir(path: str, known_docs=None) -> dict[str, dict[str, int]]:
     """
     qrels: dict[str, dict[str, int]] = {}
     with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if lineno == 1:
-                continue  # header
+        for lineno, line in _lines(fh, path):
             line = line.rstrip("\r\n")
+            if lineno == 1 and not _is_judgement(line):
+                continue  # the header (a file without one lost its first judgement)
             if not line.strip():
                 continue
             parts = line.split("\t")
             if len(parts) != 3:
                 raise ValueError(f"{path}:{lineno}: expected 3 tab-separated fields, got {len(parts)}")
             qid, did, lab = (p.strip() for p in parts)
+            if not qid or not did:
+                raise ValueError(f"{path}:{lineno}: empty {'query' if not qid else 'document'} id")
             try:
                 label = int(lab)
             except ValueError:
                 raise ValueError(f"{path}:{lineno}: label {lab!r} is not an integer") from None
             if known_docs is not None and did not in known_docs:
                 raise ValueError(f"{path}:{lineno}: unknown document id {did!r} (not in the corpus)")
-            qrels.setdefault(qid, {})[did] = label
+            q = qrels.setdefault(qid, {})
+            if did in q:  # the last label won silently
+                raise ValueError(f"{path}:{lineno}: duplicate judgement for query {qid!r} and document {did!r}")
+            q[did] = label
     return qrels
+
+
+def _is_judgement(line: str) -> bool:
+    parts = line.split("\t")
+    if len(parts) != 3:
+        return False
+    try:
+        int(parts[2].strip())
+    except ValueError:
+        return False
+    return True
 
 
 def _sorted_qids(qids) -> list[str]:
@@ -245,6 +297,15 @@ class BeirDataset:
             return None
         doc = np.load(os.path.join(d, "docs.npy")).astype(np.float32)
         qry = np.load(os.path.join(d, "queries.npy")).astype(np.float32)
+        for fname, emb in (("docs.npy", doc), ("queries.npy", qry)):
+            if emb.ndim != 2:
+                raise ValueError(f"{os.path.join(d, fname)}: expected a 2-D (rows, dim) array, got shape {emb.shape}")
+            bad = ~np.isfinite(emb).all(axis=1)
+            if bad.any():  # flowed into NaN dense scores and pools
+                raise ValueError(f"{os.path.join(d, fname)}: row {int(np.argmax(bad))} holds NaN or inf "
+                                 f"({int(bad.sum())} rows in all)")
+        if doc.shape[1] != qry.shape[1]:
+            raise ValueError(f"{d}: docs.npy has dimension {doc.shape[1]}, queries.npy {qry.shape[1]}")
         for fname, ids, emb in (("docs_ids.txt", self.doc_ids, doc), ("query_ids.txt", self.query_ids, qry)):
             p = os.path.join(d, fname)
             if os.path.isfile(p):

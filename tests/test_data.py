@@ -119,3 +119,75 @@ def test_embeddings_id_mismatch(tmp_path, tiny):
 def test_load_dataset_type_error():
     with pytest.raises(TypeError, match="name_or_path"):
         load_dataset(3)
+
+
+# ------------------------------------------------------------ QA round 2: malformed files
+
+
+@pytest.mark.parametrize(
+    "fname,line,content,match",
+    [
+        ("corpus.jsonl", 2, '{"_id": null, "text": "x"}\n', r"corpus.jsonl:2: _id must be a string, got NoneType"),
+        ("corpus.jsonl", 2, '{"_id": [1, 2], "text": "x"}\n', r"corpus.jsonl:2: _id must be a string, got list"),
+        ("corpus.jsonl", 2, '{"_id": 1.5, "text": "x"}\n', r"corpus.jsonl:2: _id must be a string, got float"),
+        ("corpus.jsonl", 2, '{"_id": "", "text": "x"}\n', r"corpus.jsonl:2: _id '' must be non-empty"),
+        ("corpus.jsonl", 2, '{"_id": "d 2", "text": "x"}\n', r"corpus.jsonl:2: _id 'd 2' must be non-empty without"),
+        ("queries.jsonl", 2, '{"_id": "q 2", "text": "x"}\n', r"queries.jsonl:2: _id 'q 2'"),
+        ("qrels/test.tsv", 3, "10\td1\t2\n", r"test.tsv:3: duplicate judgement for query '10' and document 'd1'"),
+        ("qrels/test.tsv", 3, "\td1\t2\n", r"test.tsv:3: empty query id"),
+    ],
+)
+def test_malformed_ids_and_judgements(tiny_copy, fname, line, content, match):
+    p = tiny_copy / fname
+    lines = p.read_text().splitlines(keepends=True)
+    lines[line - 1] = content
+    p.write_text("".join(lines))
+    with pytest.raises(ValueError, match=match):
+        load_dataset(str(tiny_copy)).qrels("test")
+
+
+def test_integer_ids_still_read(tiny_copy):
+    p = tiny_copy / "corpus.jsonl"
+    p.write_text(p.read_text().replace('"_id": "d5"', '"_id": 5'))
+    assert load_dataset(str(tiny_copy)).doc_ids[-1] == "5"
+
+
+def test_empty_files_and_bad_utf8(tiny_copy):
+    for name, match in (("corpus.jsonl", "no document"), ("queries.jsonl", "no query")):
+        p = tiny_copy / name
+        keep = p.read_bytes()
+        p.write_text("\n")
+        with pytest.raises(ValueError, match=match):
+            load_dataset(str(tiny_copy))
+        p.write_bytes(keep)
+    p = tiny_copy / "corpus.jsonl"
+    p.write_bytes(p.read_bytes() + b'{"_id": "d9", "text": "\xff\xfe"}\n')
+    # was a bare UnicodeDecodeError
+    with pytest.raises(ValueError, match=r"corpus\.jsonl: invalid UTF-8 at or after line"):
+        load_dataset(str(tiny_copy))
+
+
+def test_qrels_without_header_keeps_first_judgement(tiny_copy):
+    p = tiny_copy / "qrels" / "test.tsv"
+    with_header = read_qrels_beir(str(p))
+    p.write_text("".join(p.read_text().splitlines(keepends=True)[1:]))
+    assert read_qrels_beir(str(p)) == with_header  # the first line was dropped as a 'header'
+
+
+def test_embeddings_nan_shape_and_dimension(tmp_path, tiny):
+    dst = tmp_path / "t"
+    shutil.copytree(tiny, dst)
+    e = dst / "embeddings" / "m"
+    e.mkdir(parents=True)
+    d = np.ones((5, 4), np.float32)
+    d[3, 1] = np.nan
+    np.save(e / "docs.npy", d)
+    np.save(e / "queries.npy", np.ones((4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"docs\.npy: row 3 holds NaN"):
+        load_dataset(str(dst)).embeddings("m")
+    np.save(e / "docs.npy", np.ones((5, 3), np.float32))
+    with pytest.raises(ValueError, match=r"docs\.npy has dimension 3, queries\.npy 4"):
+        load_dataset(str(dst)).embeddings("m")
+    np.save(e / "docs.npy", np.ones(5, np.float32))
+    with pytest.raises(ValueError, match=r"docs\.npy: expected a 2-D"):
+        load_dataset(str(dst)).embeddings("m")
