@@ -34,6 +34,7 @@ tables; identical on SciFact's binary labels), Recall@10, 95 % bootstrap CIs
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 
@@ -279,12 +280,20 @@ class SparseCorpus:
 
     def __init__(self, ds, title_repeats: int = 3, n_threads: int | None = None, analyzer=None):
 
+        from jkofast._threads import resolve_threads
+        from jkofast._validation import check_int
         from jkofast.index import BM25Index, TfidfIndex
+        from jkofast.text import Analyzer
 
+        # int(1.7) / int(-1) were taken silently; a str analyser failed deep in the index
+        title_repeats = check_int(title_repeats, "title_repeats", min_value=0)
+        if analyzer is not None and not isinstance(analyzer, Analyzer):
+            raise TypeError(f"analyzer must be a jkofast.text.Analyzer, got {type(analyzer).__name__}")
+        resolve_threads(n_threads)
         self.n_threads = n_threads
         self.analyzer = sparse_analyzer() if analyzer is None else analyzer
-        self.title_repeats = int(title_repeats)
-        self.texts = _title_texts(ds, int(title_repeats))
+        self.title_repeats = title_repeats
+        self.texts = _title_texts(ds, title_repeats)
         self.bm25 = BM25Index("lucene", analyzer=self.analyzer).fit(self.texts)
         self.V = self.bm25.n_terms
         self._doc_tf = None
@@ -323,6 +332,8 @@ class SparseCorpus:
         """SGR's term graph as a (V, V) CSR matrix: ``ppmi`` = A, ``ppmi2`` = G (second order)."""
         import scipy.sparse as sp
 
+        if which not in ("ppmi", "ppmi2"):  # anything else returned G silently
+            raise ValueError(f"which must be 'ppmi' or 'ppmi2', got {which!r}")
         ix = self.sgr._ix
         p = "a" if which == "ppmi" else "g"
         return sp.csr_matrix((ix[p + "_val"].astype(np.float64), ix[p + "_idx"], ix[p + "_indptr"]),
@@ -336,13 +347,23 @@ class SparseCorpus:
         if name == "tfs":
             return self.tfidf.score_all(queries, n_threads=self.n_threads)
         if name.startswith("ql"):
-            return dirichlet_ql(self.doc_tf, self.query_counts(queries), float(name[2:])).astype(np.float32)
+            try:
+                mu = float(name[2:])
+            except ValueError:  # 'qlx' failed with "could not convert string to float: 'x'"
+                raise ValueError(f"unknown sparse-only signal {name!r}; known: {', '.join(SPARSE_SIGNALS)} "
+                                 "(qlMU: any mu > 0)") from None
+            return dirichlet_ql(self.doc_tf, self.query_counts(queries), mu).astype(np.float32)
         raise ValueError(f"unknown sparse-only signal {name!r}; known: {', '.join(SPARSE_SIGNALS)}")
 
     def first_stage(self, query: dict, queries, base: np.ndarray | None = None) -> np.ndarray:
         from jkofast.expansion import graph_queries, rm3_queries, score_weighted
 
         kind = query.get("kind", "bm25")
+        need = {"rm3": ("fb_docs", "n_terms", "weight"), "ppmi": ("n_terms", "weight"),
+                "ppmi2": ("n_terms", "weight")}.get(kind, ())
+        missing = [k for k in need if k not in query]
+        if missing:  # was a bare KeyError
+            raise ValueError(f"query model {kind!r} needs key(s) {missing}")
         if kind == "bm25":
             return self.signal("base", queries) if base is None else base
         Q = self.query_counts(queries)
@@ -441,10 +462,8 @@ def sparse_only_inputs(ds, queries, query_ids, recipe: dict | None = None, n_thr
         Geometry rows of the pool documents (``rerank_batch(csr=X)``).
     """
     recipe = SPARSE_RECIPE if recipe is None else recipe
+    _check_recipe(recipe)
     t = int(recipe["title_repeats"])
-    unknown = set(recipe["weights"]) - set(SPARSE_SIGNALS)
-    if unknown:
-        raise ValueError(f"unknown sparse-only signals {sorted(unknown)}; known: {', '.join(SPARSE_SIGNALS)}")
     geo = recipe.get("geometry", "tfidf")
     if geo not in SPARSE_GEOMETRIES:
         raise ValueError(f"unknown sparse geometry {geo!r}; known: {', '.join(SPARSE_GEOMETRIES)}")
@@ -472,6 +491,36 @@ def sparse_only_inputs(ds, queries, query_ids, recipe: dict | None = None, n_thr
     return P, r, sc.geometry(geo)[P.doc_idx]
 
 
+def _check_recipe(recipe) -> None:
+    """A sparse-only recipe: known keys only (a typo such as ``geomtry`` fell back to the default
+    silently), ``title_repeats`` and ``weights`` present (were bare KeyErrors), finite weights
+    (NaN made every energy NaN), ``pool`` in {"own", "base"} (anything else meant ``base``)."""
+    import numbers
+
+    from jkofast._validation import check_int
+
+    if not isinstance(recipe, dict):
+        raise TypeError(f"recipe must be a dict, got {type(recipe).__name__}")
+    unknown = set(recipe) - set(SPARSE_RECIPE)
+    if unknown:
+        raise ValueError(f"recipe: unknown key(s) {sorted(unknown)}; known: {', '.join(SPARSE_RECIPE)}")
+    missing = [k for k in ("title_repeats", "weights") if k not in recipe]
+    if missing:
+        raise ValueError(f"recipe: missing key(s) {missing}")
+    check_int(recipe["title_repeats"], "recipe['title_repeats']", min_value=0)
+    w = recipe["weights"]
+    if not isinstance(w, dict) or not w:
+        raise ValueError(f"recipe['weights'] must be a non-empty dict signal -> weight, got {w!r}")
+    unknown = set(w) - set(SPARSE_SIGNALS)
+    if unknown:
+        raise ValueError(f"unknown sparse-only signals {sorted(unknown)}; known: {', '.join(SPARSE_SIGNALS)}")
+    for k, v in w.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+            raise ValueError(f"recipe['weights'][{k!r}] must be a finite number, got {v!r}")
+    if recipe.get("pool", "base") not in ("own", "base"):
+        raise ValueError(f"recipe['pool'] must be 'own' or 'base', got {recipe['pool']!r}")
+
+
 def _describe_sparse_recipe(recipe: dict) -> str:
     q = recipe.get("query", {"kind": "bm25"})
     qd = "" if q.get("kind", "bm25") == "bm25" else " + " + ", ".join(f"{k} {v}" for k, v in q.items())
@@ -492,7 +541,7 @@ def _resolve_config(config, grad):
 
     cfg = config if isinstance(config, JKOConfig) else operating_point(config)
     if grad is not None:
-        cfg = dataclasses.replace(cfg, grad=grad)
+        cfg = dataclasses.replace(cfg, grad=grad).validate()  # a bad grad failed only inside rerank_batch
     return cfg
 
 
@@ -532,10 +581,27 @@ def run_main_job(dataset: str = "scifact", *, split: str = "test", config: str =
 
     stage = _Stage(log)
     notes = []
+    if isinstance(methods, str):  # tuple("jko_blend") was a set of letters
+        raise TypeError(f"methods must be a tuple of method names, not a str (use ({methods!r},))")
     methods = DEFAULT_METHODS if methods is None else tuple(methods)
     unknown = set(methods) - set(ALL_METHODS)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(ALL_METHODS)}")
+    # checked before the minutes of work (a bad config/grad failed only at the JKO stage,
+    # n_queries=-1 dropped the last query, 0 failed as 'scores must not be empty')
+    from jkofast._threads import resolve_threads
+    from jkofast._validation import check_int
+    from jkofast.retriever import METHODS as _SPARSE_METHODS
+
+    if n_queries is not None:
+        n_queries = check_int(n_queries, "n_queries", min_value=1)
+    resolve_threads(n_threads)
+    if sparse not in _SPARSE_METHODS:
+        raise ValueError(f"sparse must be one of {', '.join(_SPARSE_METHODS)}, got {sparse!r}")
+    if any(m in methods for m in ("noprox_blend", "kl_blend", "jko_blend", "bw_jko_a50", "jko_tuned", "jko_sparse")):
+        _resolve_config(config, grad)
+    if scores_file and not os.path.isfile(scores_file):
+        raise FileNotFoundError(f"scores_file {scores_file!r} not found")
 
     def want(m):
         return m in methods
@@ -695,9 +761,21 @@ def rerank_blocks(energy, p0, offsets, csr, config, n_threads=None, block: int =
     queries: the same per-query results (each query is solved independently), with the
     solver's copies of the geometry rows bounded by one block.  Capped inner steps are
     counted in ``.unconverged`` (no warning here; the main job reports them in its notes)."""
+    from jkofast._validation import check_int, check_offsets
     from jkofast.jko import RerankResult, rerank_batch
 
-    off = np.asarray(offsets, np.int64)
+    # block <= 0 returned np.empty garbage as p (no block ran); offsets ending before the
+    # energy dropped the last pools silently
+    block = check_int(block, "block", min_value=1)
+    energy = np.asarray(energy)
+    off = check_offsets(offsets, energy.shape[0])
+    if p0 is not None:
+        p0 = np.asarray(p0)
+        if p0.shape != energy.shape:
+            raise ValueError(f"p0 and energy must have the same shape, got {p0.shape} and {energy.shape}")
+    if getattr(csr, "shape", (None,))[0] != energy.shape[0]:
+        raise ValueError(f"csr must have one row per pool entry ({energy.shape[0]}), got shape "
+                         f"{getattr(csr, 'shape', None)}")
     nq = off.shape[0] - 1
     p = np.empty(int(off[-1]))
     status = np.zeros(nq, np.int32)
@@ -706,7 +784,7 @@ def rerank_blocks(energy, p0, offsets, csr, config, n_threads=None, block: int =
     for q0 in range(0, nq, block):
         q1 = min(nq, q0 + block)
         a, b = int(off[q0]), int(off[q1])
-        r = rerank_batch(energy[a:b], p0[a:b], off[q0:q1 + 1] - a, csr=csr[a:b], config=config,
+        r = rerank_batch(energy[a:b], None if p0 is None else p0[a:b], off[q0:q1 + 1] - a, csr=csr[a:b], config=config,
                          n_threads=n_threads, warn_unconverged=False)
         p[a:b] = r.p
         status[q0:q1] = r.status

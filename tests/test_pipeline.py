@@ -230,3 +230,88 @@ def test_rerank_blocks_equals_one_batch():
     np.testing.assert_array_equal(blk.status, one.status)
     np.testing.assert_array_equal(blk.unconverged, one.unconverged)
     assert blk.errors == one.errors and list(blk.errors) == [2]
+
+
+# ------------------------------------------------------------- QA round 2: bad arguments
+
+
+def _blocks_case():
+    import scipy.sparse as sp
+
+    from jkofast.jko import JKOConfig
+
+    off = np.array([0, 3, 5, 9], np.int64)
+    X = sp.random(9, 12, density=0.4, random_state=1, format="csr") + sp.eye(9, 12, format="csr")
+    E = -np.random.default_rng(1).random(9)
+    cfg = JKOConfig(h=1.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=1, inner_steps=3, grad="implicit", tau0=1.0)
+    return E, off, X, cfg
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(block=0), ValueError, "block must be >= 1"),       # range() arg 3 must not be zero
+    (dict(block=-1), ValueError, "block must be >= 1"),      # returned np.empty garbage as p
+    (dict(block=1.5), TypeError, "block must be an integer"),
+])
+def test_rerank_blocks_bad_block(kw, exc, match):
+    from jkofast.pipeline import rerank_blocks
+
+    E, off, X, cfg = _blocks_case()
+    with pytest.raises(exc, match=match):
+        rerank_blocks(E, None, off, X, cfg, **kw)
+
+
+def test_rerank_blocks_checks_offsets_p0_and_rows():
+    from jkofast.jko import rerank_batch
+    from jkofast.pipeline import rerank_blocks
+
+    E, off, X, cfg = _blocks_case()
+    with pytest.raises(ValueError, match="offsets"):  # the last pool was dropped silently
+        rerank_blocks(E, None, off[:-1], X, cfg)
+    with pytest.raises(ValueError, match="p0 and energy"):
+        rerank_blocks(E, np.ones(4), off, X, cfg)
+    with pytest.raises(ValueError, match="csr must have one row per pool entry"):
+        rerank_blocks(E, None, off, X[:5], cfg)
+    # p0=None (uniform start) like rerank_batch: was "'NoneType' object is not subscriptable"
+    np.testing.assert_array_equal(rerank_blocks(E, None, off, X, cfg, block=2).p,
+                                  rerank_batch(E, None, off, csr=X, config=cfg).p)
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(methods="jko_blend"), TypeError, "methods must be a tuple"),  # was split into letters
+    (dict(n_queries=0), ValueError, "n_queries must be >= 1"),
+    (dict(n_queries=-1), ValueError, "n_queries must be >= 1"),           # dropped the last query
+    (dict(config="nope", methods=("jko_blend",)), ValueError, "unknown operating point"),
+    (dict(grad="nope", methods=("jko_blend",)), ValueError, "grad must be one of"),
+    (dict(sparse="nope"), ValueError, "sparse must be one of"),
+    (dict(n_threads=0), ValueError, "n_threads must be >= 1"),
+    (dict(scores_file="/nonexistent/s.tsv"), FileNotFoundError, "scores_file"),
+])
+def test_main_job_arguments_checked_before_loading(kw, exc, match):
+    from jkofast.pipeline import run_main_job
+
+    # a dataset that does not exist: the argument error must come before any stage
+    with pytest.raises(exc, match=match):
+        run_main_job("/nonexistent/beir", progress=False, **kw)
+
+
+def test_sparse_recipe_and_corpus_arguments():
+    from jkofast.data import load_dataset
+    from jkofast.pipeline import SPARSE_RECIPE, SparseCorpus, _check_recipe
+
+    for recipe, exc, match in (
+        ({}, ValueError, "missing key"),                                          # KeyError
+        ({**SPARSE_RECIPE, "geomtry": "tfidf"}, ValueError, "unknown key.*geomtry"),  # typo fell back silently
+        ({**SPARSE_RECIPE, "weights": {"first": float("nan")}}, ValueError, r"weights.*finite"),  # NaN energies
+        ({**SPARSE_RECIPE, "weights": {}}, ValueError, "non-empty"),
+        ({**SPARSE_RECIPE, "pool": "bogus"}, ValueError, r"recipe\['pool'\]"),   # meant 'base' silently
+        ({**SPARSE_RECIPE, "title_repeats": 1.5}, TypeError, "title_repeats"),
+        ([1], TypeError, "recipe must be a dict"),
+    ):
+        with pytest.raises(exc, match=match):
+            _check_recipe(recipe)
+    _check_recipe(SPARSE_RECIPE)
+    ds = load_dataset("scifact")
+    with pytest.raises(ValueError, match="title_repeats must be >= 0"):
+        SparseCorpus(ds, title_repeats=-1)
+    with pytest.raises(TypeError, match="analyzer must be"):
+        SparseCorpus(ds, analyzer="word")
