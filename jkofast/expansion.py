@@ -50,6 +50,17 @@ def _csr64(X, name):
     return ip.astype(np.int64), ix.astype(np.int64), dt, shape
 
 
+def _counts64(X, name):
+    """A non-negative, finite scipy.sparse matrix as canonical float64 CSR.  Negative query
+    counts gave negative expanded weights, NaN ones NaN rows (or an error naming ``sel_w``)."""
+    if not sp.issparse(X):  # dense input was accepted before: keep it
+        X = sp.csr_matrix(as_float_array(X, name, dtype=np.float64, ndim=2, allow_empty=True, finite=False))
+    ip, ix, dt, shape = as_csr(X, name, dtype=np.float64)  # NaN/inf -> ValueError naming name.data
+    if dt.size and dt.min() < 0:
+        raise ValueError(f"{name} must be non-negative (term counts / weights)")
+    return sp.csr_matrix((dt, ix, ip), shape=shape)
+
+
 def _check_weight(weight):
     w = check_positive(weight, "weight", strict=False)
     if w > 1:
@@ -90,6 +101,8 @@ def weighted_rows_topn(
     """
     n_top = check_int(n_top, "n_top", min_value=1)
     m_ptr, m_idx, m_val, shape = _csr64(M, "M")
+    # a row holds at most V terms: a larger n_top changes nothing (10**12 asked for 7 TiB)
+    n_top = min(n_top, max(shape[1], 1))
     if m_val.size and m_val.min() < 0:
         raise ValueError("M must be non-negative")
     sel_w = as_float_array(sel_w, "sel_w", dtype=np.float64, ndim=1, allow_empty=True)
@@ -135,8 +148,8 @@ def interpolate_queries(Q, E, weight: float) -> sp.csr_matrix:
     to 1 or empty); an empty E row leaves the normalised query row unchanged, an empty Q row
     takes E alone."""
     weight = _check_weight(weight)
-    Q = sp.csr_matrix(Q, dtype=np.float64)
-    E = sp.csr_matrix(E, dtype=np.float64)
+    Q = _counts64(Q, "Q")
+    E = _counts64(E, "E")
     if Q.shape != E.shape:
         raise ValueError(
             f"Q and E must have the same shape, got {Q.shape} and {E.shape}"
@@ -204,7 +217,7 @@ def rm3_queries(
         raise ValueError(
             f"fb_scores must have the shape of fb_idx {fb_idx.shape}, got {fb.shape}"
         )
-    Qc = sp.csr_matrix(Q)
+    Qc = _counts64(Q, "Q")
     if Qc.shape[0] != fb_idx.shape[0]:
         raise ValueError(f"Q has {Qc.shape[0]} rows, fb_idx {fb_idx.shape[0]}")
     valid = fb_idx >= 0
@@ -237,9 +250,7 @@ def graph_queries(
 ) -> sp.csr_matrix:
     """Queries expanded through a non-negative term graph ``A`` (V, V): ``e = sum_t Q_t A[t]``,
     its ``n_terms`` largest entries renormalised, then ``(1 - weight) Q/|Q|_1 + weight e``."""
-    Qc = sp.csr_matrix(Q, dtype=np.float64)
-    Qc.sum_duplicates()
-    Qc.sort_indices()
+    Qc = _counts64(Q, "Q")
     _, _, a_val, a_shape = _csr64(A, "A")
     if a_shape != (Qc.shape[1], Qc.shape[1]):
         raise ValueError(f"A must be ({Qc.shape[1]}, {Qc.shape[1]}), got {a_shape}")

@@ -289,3 +289,40 @@ def test_dirichlet_ql_rejects_negative_and_non_finite_counts():
     with pytest.raises(ValueError, match="Q contains NaN"):
         dirichlet_ql(M, M * np.inf)
     assert np.all(np.isfinite(dirichlet_ql(M, M)))
+
+
+# --------------------------------------------------------------- QA round 2: bad input
+
+
+def test_huge_n_terms_equals_the_vocabulary_cap():
+    """n_terms = 10**12 asked for a 7 TiB (nq, n_top) table; a row holds at most V terms."""
+    D = sp.csr_matrix(np.array([[1.0, 0, 2, 0], [0, 1, 1, 0], [3, 0, 0, 1]]))
+    Q = sp.csr_matrix(np.array([[1.0, 0, 0, 0], [0, 0, 1, 0]]))
+    fb = np.array([[0, 2], [1, 0]])
+    fs = np.array([[1.0, 0.5], [1.0, 0.2]])
+    a = rm3_queries(Q, D, fb, fs, n_terms=10**12, weight=0.5)
+    b = rm3_queries(Q, D, fb, fs, n_terms=4, weight=0.5)
+    np.testing.assert_array_equal(a.toarray(), b.toarray())
+    A = sp.csr_matrix(np.array([[0, 1.0, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0]]))
+    np.testing.assert_array_equal(graph_queries(Q, A, n_terms=10**12, weight=0.5).toarray(),
+                                  graph_queries(Q, A, n_terms=4, weight=0.5).toarray())
+
+
+def test_negative_or_non_finite_queries_are_named():
+    D = sp.csr_matrix(np.array([[1.0, 0, 2, 0], [0, 1, 1, 0], [3, 0, 0, 1]]))
+    A = sp.csr_matrix(np.array([[0, 1.0, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0]]))
+    neg = sp.csr_matrix(np.array([[-1.0, 0, 0, 0]]))
+    nan = sp.csr_matrix(np.array([[np.nan, 0, 1.0, 0]]))
+    fb, fs = np.array([[0, 2]]), np.array([[1.0, 0.5]])
+    for Q, match in ((neg, "Q must be non-negative"), (nan, r"Q\.data contains NaN")):
+        with pytest.raises(ValueError, match=match):  # rm3: negative weights / NaN rows returned
+            rm3_queries(Q, D, fb, fs, n_terms=2, weight=0.5)
+        with pytest.raises(ValueError, match=match):  # graph: the error named sel_w
+            graph_queries(Q, A, n_terms=2, weight=0.5)
+        with pytest.raises(ValueError, match=match):
+            interpolate_queries(Q, sp.csr_matrix((1, 4)), 0.5)
+    with pytest.raises(ValueError, match=r"E\.data contains NaN"):  # the NaN row was dropped silently
+        interpolate_queries(sp.csr_matrix(np.array([[1.0, 0, 0, 0]])), nan, 0.5)
+    # dense input is still taken
+    np.testing.assert_allclose(interpolate_queries(np.array([[2.0, 0, 0, 0]]), np.zeros((1, 4)), 0.5).toarray(),
+                               [[1.0, 0, 0, 0]])
