@@ -95,10 +95,15 @@ class Analyzer:
         if not isinstance(pat, str):
             raise TypeError(f"token_pattern must be a str, got {type(pat).__name__}")
         try:
-            re.compile(pat)
+            rx = re.compile(pat)
         except re.error as exc:
             raise ValueError(f"token_pattern {pat!r} is not a valid regular expression: {exc}") from None
+        if rx.fullmatch("") is not None:  # "" or \s*: every gap became an empty-string term
+            raise ValueError(f"token_pattern {pat!r} matches the empty string; tokens must be non-empty")
         object.__setattr__(self, "token_pattern", pat)
+        if not isinstance(self.lowercase, (bool, np.bool_)):  # bool("no") is True
+            raise TypeError(f"lowercase must be a bool, got {type(self.lowercase).__name__}")
+        object.__setattr__(self, "lowercase", bool(self.lowercase))
         sw = self.stopwords
         if isinstance(sw, list):
             sw = tuple(sw)
@@ -160,6 +165,8 @@ class Analyzer:
 
     def tokenize(self, text: str) -> list[str]:
         """Tokens of one text (after lowercasing and stop-word removal)."""
+        if not isinstance(text, str):  # was AttributeError: 'NoneType' object has no attribute 'lower'
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         return self.build()(text)
 
     def to_dict(self) -> dict:

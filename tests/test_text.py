@@ -315,3 +315,25 @@ def test_token_id_input_is_validated_before_the_kernels():
 def test_invalid_token_pattern_fails_at_construction():
     with pytest.raises(ValueError, match="token_pattern '\\(' is not a valid regular expression"):
         Analyzer(token_pattern="(")
+
+
+# ------------------------------------------------------------- QA round 2: Analyzer options
+
+
+@pytest.mark.parametrize("pattern", ["", r"\s*", r"x?"])
+def test_token_pattern_matching_the_empty_string_is_refused(pattern):
+    from jkofast.text import Analyzer
+
+    # every gap between characters became an empty-string term in the vocabulary
+    with pytest.raises(ValueError, match=r"token_pattern .* matches the empty string"):
+        Analyzer(token_pattern=pattern)
+
+
+def test_lowercase_must_be_bool_and_tokenize_takes_str():
+    from jkofast.text import Analyzer
+
+    with pytest.raises(TypeError, match="lowercase must be a bool"):
+        Analyzer(lowercase="no")  # bool("no") is True: lowercased silently
+    assert Analyzer(lowercase=np.bool_(False)).tokenize("Ab CD") == ["Ab", "CD"]
+    with pytest.raises(TypeError, match="text must be a str"):
+        Analyzer().tokenize(None)  # was AttributeError
