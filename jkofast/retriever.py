@@ -89,7 +89,10 @@ class SparseRetriever:
 
 def _analyzer(params: dict, default_pattern: str, default_stop):
     if "analyzer" in params:
-        return params.pop("analyzer")
+        an = params.pop("analyzer")
+        if not isinstance(an, Analyzer):  # a str failed later with an AttributeError
+            raise TypeError(f"analyzer must be a jkofast.text.Analyzer, got {type(an).__name__} {an!r}")
+        return an
     return Analyzer(params.pop("token_pattern", default_pattern), params.pop("lowercase", True),
                     params.pop("stopwords", default_stop), params.pop("stemmer", None))
 

@@ -103,3 +103,14 @@ def test_cli_search_scifact(tmp_path, capsys):
                  "--json", "--threads", "1"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["n_queries"] == 300 and info["lines"] == 3000
+
+
+def test_registry_refuses_a_non_analyzer_and_sgr_has_the_common_attributes():
+    with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.text\.Analyzer"):
+        get_retriever("bm25", analyzer="word")  # failed later with an AttributeError
+    r = get_retriever("sgr", pool_size=3).fit(DOCS)
+    assert r.n_docs == 4 and r.doc_sep == " "  # SGR had neither (the search CLI's corpus check skipped it)
+    ids, _ = r.search(["cat", "", "zebra"], k=10)  # k beyond the corpus: padded
+    assert ids.shape == (3, 10) and (ids[1:] == -1).all() and (ids[0, 4:] == -1).all()
+    with pytest.raises(ValueError, match="texts must not be empty"):
+        get_retriever("sgr").fit([])
