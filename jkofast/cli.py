@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rc = args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError) as exc:  # OSError: also a folder given as a file, no permission
         print(f"jkofast {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(rc or 0)

@@ -78,3 +78,14 @@ def test_search_huge_k_writes_the_whole_ranking(tmp_path, capsys):
         assert main(["search", "--dataset", ds, "--method", "bm25", "--k", k, "--out", str(tmp_path / name)]) == 0
     capsys.readouterr()
     assert (tmp_path / "a.trec").read_text() == (tmp_path / "b.trec").read_text()
+
+
+def test_a_folder_given_as_a_file_is_a_clean_error(tmp_path, capsys):
+    """evaluate --run DIR / --qrels DIR ended in an IsADirectoryError traceback (exit 1)."""
+    ds = _tiny_beir(tmp_path / "tiny")
+    assert main(["evaluate", "--dataset", ds, "--run", str(tmp_path)]) == 2
+    assert "jkofast evaluate: error:" in capsys.readouterr().err
+    run = tmp_path / "r.trec"
+    run.write_text("q1 Q0 d1 1 1.0 t\n")
+    assert main(["evaluate", "--qrels", str(tmp_path), "--run", str(run)]) == 2
+    assert "jkofast evaluate: error:" in capsys.readouterr().err

@@ -50,6 +50,7 @@ def run(args) -> int:
                          f"got {args.tag!r}")
     if os.path.isdir(args.out):  # failed with IsADirectoryError after the whole search
         raise ValueError(f"--out {args.out!r} is a folder; give a file path")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # an unwritable folder fails now
     from jkofast._threads import resolve_threads
     from jkofast.commands.index import method_params
 
