@@ -98,9 +98,21 @@ def evaluate_topk(top_rows, query_ids, qrels: dict, doc_ids, k: int = K_EVAL) ->
     ``jkofast.evaluation.evaluate`` when available, else the SPEC A.7.1 formulas directly.
     Returns ``{"ndcg": lin, "ndcg_exp": exp, "recall": r}`` (float64 arrays, query order).
     """
+    top = np.asarray(top_rows)
+    if top.ndim != 2 or (top.size and top.dtype.kind not in "iu"):
+        raise TypeError(f"top_rows must be a 2-D integer array of corpus rows, got {top.dtype} {top.shape}")
+    if top.shape[0] != len(query_ids):  # fewer rows: IndexError; more: the extra rows were ignored
+        raise ValueError(f"top_rows has {top.shape[0]} rows for {len(query_ids)} query_ids")
+    if len(set(query_ids)) != len(query_ids):  # a repeated id kept only its last ranking (silently)
+        raise ValueError("query_ids holds duplicates")
+    if top.size and top.max() >= len(doc_ids):
+        raise ValueError(f"top_rows holds row {int(top.max())}, beyond the {len(doc_ids)} doc_ids")
     runs = []
     for q in range(len(query_ids)):
-        runs.append([doc_ids[i] for i in np.asarray(top_rows[q]) if i >= 0])
+        row = [int(i) for i in top[q] if i >= 0]
+        if len(set(row)) != len(row):  # nDCG 2.13 / recall 3.0 for a row repeated three times
+            raise ValueError(f"top_rows[{q}] (query {query_ids[q]!r}) repeats a corpus row")
+        runs.append([doc_ids[i] for i in row])
     try:
         from jkofast.evaluation import evaluate
     except ImportError:

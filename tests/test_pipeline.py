@@ -315,3 +315,20 @@ def test_sparse_recipe_and_corpus_arguments():
         SparseCorpus(ds, title_repeats=-1)
     with pytest.raises(TypeError, match="analyzer must be"):
         SparseCorpus(ds, analyzer="word")
+
+
+def test_evaluate_topk_refuses_inconsistent_rankings():
+    doc_ids = ["d0", "d1", "d2"]
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    ok = np.array([[1, 0, -1], [2, 1, 0]])
+    np.testing.assert_array_equal(evaluate_topk(ok, ["q1", "q2"], qrels, doc_ids, k=2)["ndcg"], [1.0, 1.0])
+    for top, qids, exc, match in (
+        (np.array([[1, 1, 1], [2, 1, 0]]), ["q1", "q2"], ValueError, r"top_rows\[0\].*repeats"),  # nDCG 2.13
+        (ok, ["q1", "q1"], ValueError, "query_ids holds duplicates"),        # one ranking lost
+        (ok[:1], ["q1", "q2"], ValueError, "top_rows has 1 rows for 2"),      # IndexError
+        (np.vstack([ok, ok[:1]]), ["q1", "q2"], ValueError, "top_rows has 3 rows"),  # extra row ignored
+        (np.array([[5, 0, -1], [2, 1, 0]]), ["q1", "q2"], ValueError, "beyond the 3 doc_ids"),  # IndexError
+        (ok.astype(float), ["q1", "q2"], TypeError, "top_rows must be a 2-D integer array"),
+    ):
+        with pytest.raises(exc, match=match):
+            evaluate_topk(top, qids, qrels, doc_ids, k=2)
