@@ -616,3 +616,11 @@ def test_load_refuses_foreign_or_broken_folders(retr, tmp_path):
         SparseGeometricRetriever.load(d2)
     with pytest.raises(ValueError, match="not a directory"):
         retr.save(os.path.join(d2, "index.npz"))
+
+
+def test_search_counts_refuses_float32_overflow():
+    import scipy.sparse as sp
+
+    r = SparseGeometricRetriever(pool_size=2).fit(sp.csr_matrix(np.array([[1.0, 0, 2], [0, 1, 1]])))
+    with pytest.raises(ValueError, match="q_counts: counts too large"):  # NaN weights ranked silently
+        r.search_counts(sp.csr_matrix(np.array([[3e38, 3e38, 0]])), k=2)
