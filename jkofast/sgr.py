@@ -352,7 +352,8 @@ class SparseGeometricRetriever:
             raise ValueError("q_counts: term counts must be non-negative")
         resolve_threads(n_threads)
         self._check_width(k, shape[0], "k")
-        v = dt_ * self._idf32[ix_]
+        with np.errstate(over="ignore"):
+            v = dt_ * self._idf32[ix_]
         if not np.isfinite(v).all():  # tf x idf overflowed float32: NaN weights reached the kernel
             raise ValueError("q_counts: counts too large for float32 tf-idf weights (overflow); rescale the rows")
         rows = np.repeat(np.arange(shape[0]), np.diff(ip_))
