@@ -98,6 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--before", default=None, metavar="REV",
                     help="with --speed: also time the query path of git revision REV "
                          "(its sgr.py + kernels/geometric.py) in the same process")
+    ap.add_argument("--profile-diversify", action="store_true",
+                    help="with --profile: also time diversify's parts (its `# div k:` exits)")
     ap.add_argument("--profile", action="store_true",
                     help="per-stage breakdown of the query path at 1 thread (early exits)")
     args = ap.parse_args(argv)
@@ -338,15 +340,33 @@ def _profiled_kernels():
         src = f.read()
     src = re.sub(r"N_IP = (\d+)", lambda m: f"N_IP = {int(m.group(1)) + 1}\nI_STOP = {m.group(1)}",
                  src, count=1)
+    # diversify: stop = 100 + k exits at its `# div k:` comment (then sgr_one_query returns),
+    # 106 runs it whole, 200 computes every cosine column twice (the second copy's time is
+    # the cosine columns' cost)
+    src = src.replace("def diversify(pool, n_pool,", "def diversify(stop, pool, n_pool,", 1)
+    src = src.replace("diversify(pool, npool, pre_doc", "diversify(ip[I_STOP], pool, npool, pre_doc", 1)
     lines = []
     for line in src.split("\n"):
+        ind = line[: len(line) - len(line.lstrip())]
         m = re.search(r"# stage (\d+):", line)
         if m:
-            ind = line[: len(line) - len(line.lstrip())]
-            lines += [f"{ind}if ip[I_STOP] == {m.group(1)}:",
-                      f"{ind}    _clear_marks(qt, sem_indptr, sem_idx, mark, sval)",
-                      f"{ind}    return 0, 0"]
+            ks = [">= 100", f"== {m.group(1)}"] if m.group(1) == "10" else [f"== {m.group(1)}"]
+            for k in ks:
+                lines += [f"{ind}if ip[I_STOP] {k}:",
+                          f"{ind}    _clear_marks(qt, sem_indptr, sem_idx, mark, sval)",
+                          f"{ind}    return 0, 0"]
+        m = re.search(r"# div (\d+):", line)
+        if m:
+            lines += [f"{ind}if stop == {100 + int(m.group(1))}:", f"{ind}    return"]
+        if line.lstrip().startswith("_cos_column("):
+            line = line.replace("_cos_column(", "_cos_column_x(stop, ", 1)
         lines.append(line)
+    lines += ["", "", "@kernel()",
+              "def _cos_column_x(stop, s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos):",
+              "    if stop == 200:",
+              "        _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)",
+              "    _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)",
+              ""]
     d = os.path.join(tempfile.gettempdir(), "jkofast_sgr_profile")
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "sgr_geometric_profiled.py")
@@ -362,6 +382,12 @@ def _profiled_kernels():
 
 
 HOT = 8
+# `# div k:` parts of diversify (--profile-diversify): exit 100+k is at `# div k:`, 106 runs it
+# whole; part k = time to exit 100+k+1 minus time to exit 100+k (part 0 from stage 9's exit)
+DIV_PARTS = ("0 call + entry checks", "1 H_j top-3 evidence loop (incl. its table init)",
+             "2 H_j means + eligible top-k", "3 elig_of, relp / eb per plain position",
+             "4 greedy ranks 2..n_div (incl. cosine columns)", "5 tail in plain order")
+DIV_STOPS = (101, 102, 103, 104, 105, 106)
 
 
 def profile(args) -> dict:
@@ -377,12 +403,13 @@ def profile(args) -> dict:
     r = S.SparseGeometricRetriever().fit(texts)
     prof = _profiled_kernels()
     stops = [*range(1, len(STAGES)), 99]
+    div_stops = [*DIV_STOPS, 200] if args.profile_diversify else []
     out: dict = {}
     real_q, real_pa = S._q, S.SparseGeometricRetriever._param_arrays
     stop = [99]
 
-    def pa(self, P):  # called while S._q is the instrumented module (N_IP + 1 slots)
-        fp, ip = real_pa(self, P)
+    def pa(self, P, *more):  # called while S._q is the instrumented module (N_IP + 1 slots)
+        fp, ip = real_pa(self, P, *more)
         ip[prof.I_STOP] = stop[0]
         return fp, ip
 
@@ -394,11 +421,11 @@ def profile(args) -> dict:
         qi, qt, qv = r.transform_queries(qs)
         empty = (np.zeros(nq + 1, np.int64), qt[:0], qv[:0])
         P = r.params["pool_size"]
-        ts: dict = {k: [] for k in ["tok", "kernel", "search", "empty", *stops]}
+        ts: dict = {k: [] for k in ["tok", "kernel", "search", "empty", *stops, *div_stops]}
         with numba_threads(1):
             try:
                 S._q, S.SparseGeometricRetriever._param_arrays = prof, pa
-                for s_ in stops:
+                for s_ in stops + div_stops:
                     stop[0] = s_
                     r._run(qi, qt, qv, P, 1, n_out=10)
                 for _ in range(args.repeats):
@@ -406,7 +433,7 @@ def profile(args) -> dict:
                     t = time.perf_counter()
                     r._run(*empty, P, 1, n_out=10)
                     ts["empty"].append(time.perf_counter() - t)
-                    for s_ in stops:
+                    for s_ in stops + div_stops:
                         stop[0] = s_
                         t = time.perf_counter()
                         r._run(qi, qt, qv, P, 1, n_out=10)
@@ -430,6 +457,12 @@ def profile(args) -> dict:
         for name, s_ in zip(STAGES, stops, strict=True):
             rows[name] = us[s_] - prev
             prev = us[s_]
+        if div_stops:  # diversify's parts: from the start of stage 9 to each `# div k:`
+            prev = us[9]
+            for name, s_ in zip(DIV_PARTS, DIV_STOPS, strict=True):
+                rows[f"  9.{name}"] = us[s_] - prev
+                prev = us[s_]
+            rows["  9.x cosine columns (second copy of each)"] = us[200] - us[DIV_STOPS[-1]]
         rows["kernel call total (_run)"] = us["kernel"]
         rows["search() end to end"] = us["search"]
         rows["search() minus tokeniser minus kernel call"] = us["search"] - us["tok"] - us["kernel"]
