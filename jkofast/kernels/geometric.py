@@ -98,8 +98,8 @@ def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen
     for a in range(nq):
         t = qt[a]
         w = np.float64(qv[a])
-        for p in range(g_indptr[t], g_indptr[t + 1]):
-            n = g_idx[p]
+        for p in range(np.uint64(g_indptr[t]), np.uint64(g_indptr[t + 1])):
+            n = np.uint64(g_idx[p])  # unsigned: no wrap-around code
             if rstamp[n] != gen:
                 rstamp[n] = gen
                 rval[n] = 0.0
@@ -152,20 +152,21 @@ def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term
             # Q_dj = 0 (no query term among the codes: ~80 % of the routed memberships on
             # SciFact) gives E = 0 whatever L is: a branch-free OR of the marks decides
             # that before any floating-point work (exact: the skipped E is 0.0 too)
-            nc = code_count[m]
-            hit = np.int64(0)
+            nc = np.uint64(code_count[m])
+            mu = np.uint64(m)  # unsigned row / column / term indices: no wrap-around code
+            hit = np.uint64(0)
             for r in range(nc):
-                t = np.int64(code_term[m, r])
-                hit |= qbits[t >> 6] >> (t & 63)
-            if hit & 1:
+                t = np.uint64(code_term[mu, r])
+                hit |= np.uint64(qbits[t >> np.uint64(6)]) >> (t & np.uint64(63))
+            if hit & np.uint64(1):
                 lsum = 0.0
                 qsum = 0.0
                 for r in range(nc):
-                    t = code_term[m, r]
+                    t = np.uint64(code_term[mu, r])
                     qt_ = 0.0
                     if mark[t] & 1:
                         qt_ = qval[t]
-                    lsum += np.float64(code_w[m, r]) * (qt_ - np.float64(code_cval[m, r])) * code_sign[m, r]
+                    lsum += np.float64(code_w[mu, r]) * (qt_ - np.float64(code_cval[mu, r])) * code_sign[mu, r]
                     qsum += qt_ * qt_
                 if qsum > 0.0:
                     e = mr * lsum * math.pow(qsum, gamma)
@@ -241,8 +242,8 @@ def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, buf):
     for a in range(qt.shape[0]):
         t = qt[a]
         w = np.float64(qv[a])
-        for p in range(sem_indptr[t], sem_indptr[t + 1]):
-            n = sem_idx[p]
+        for p in range(np.uint64(sem_indptr[t]), np.uint64(sem_indptr[t + 1])):
+            n = np.uint64(sem_idx[p])  # unsigned: no wrap-around code
             if not (mark[n] & 2):
                 mark[n] |= 2
                 buf[ns] = n
@@ -286,9 +287,10 @@ def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs
         hi = t_indptr[t + 1]
         row = tb_row[t]
         if row >= 0 and hi - lo > nuse:
+            ru = np.uint64(row)
             for b in range(nuse):
-                d = ulist[b]
-                if _has_term(tb_bits, row, d):
+                d = np.uint64(ulist[b])
+                if (tb_bits[ru, d >> np.uint64(6)] >> (d & np.uint64(63))) & 1:
                     lex_doc[d] += v
                     lexadj_doc[d] += v2
                     cnt_doc[d] += 1.0
@@ -297,8 +299,8 @@ def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs
         else:
             # routed docs dropped by the tail gate still carry the stamp: they accumulate
             # here but are never read
-            for p in range(lo, hi):
-                d = t_docs[p]
+            for p in range(np.uint64(lo), np.uint64(hi)):
+                d = np.uint64(t_docs[p])  # unsigned: no wrap-around code
                 if dstamp[d] == gen:
                     lex_doc[d] += v
                     lexadj_doc[d] += v2
@@ -337,7 +339,8 @@ def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, 
         for a in range(npool):
             d = pool[a]
             ssum = 0.0
-            for p in range(s_indptr[d], s_indptr[d + 1]):
+            # unsigned positions: no negative-index wrap-around code in the inner loop
+            for p in range(np.uint64(s_indptr[d]), np.uint64(s_indptr[d + 1])):
                 ssum += svs[slot[s_idx[p]]]
             sem_doc[d] = ssum
         for a in range(n_sem):
@@ -365,8 +368,9 @@ def _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos):
     for b in range(ne):
         jb = rt[elig[b]]
         s_ = 0.0
-        for q in range(c_indptr[jb], c_indptr[jb + 1]):
-            s_ += ctab[c_terms[q]] * np.float64(c_vals[q])
+        # unsigned positions and term ids: no negative-index wrap-around code
+        for q in range(np.uint64(c_indptr[jb]), np.uint64(c_indptr[jb + 1])):
+            s_ += ctab[np.uint64(c_terms[q])] * np.float64(c_vals[q])
         den = c_norm[js] * c_norm[jb]
         v = s_ / den if den > 0.0 else 0.0
         cos[b, s] = v
@@ -394,6 +398,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
             out_order[a] = plain[a]
         return
     nrk = max(n_routed, 1)
+    # div 1: H_j, the top-`top_h` evidence of every routed branch over the pool
     # H_j = mean of the top-`top_h` E_dj over pool docs, per routed branch position k
     hsum_top = wf[0, :nrk * top_h].reshape((nrk, top_h))
     hcnt = wi[0, :nrk]
@@ -426,6 +431,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
                     pos -= 1
                 hsum_top[k, pos] = emax
             hcnt[k] += 1
+    # div 2: H_j means and the eligible top-n_elig branches
     h = wf[1, :nrk]
     n_valid = 0
     for k in range(nrk):
@@ -442,6 +448,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
     elig = wi[1]
     helig = wf[2]
     ne = topk_pos(h, n_routed, ne, elig, helig, wf[3], wi[2])
+    # div 3: eligible index per branch, cosine table, per plain position relp and eb
     elig_of = wi[3, :nrk]
     for k in range(nrk):
         elig_of[k] = -1
@@ -471,6 +478,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
                 eb[a, c] = b
                 c += 1
         ebn[a] = c
+    # div 4: rank 1 and the greedy ranks 2..n_div (cosine columns lazily)
     sel = wi[7]  # S (may repeat)
     ns = 0
     out_order[0] = plain[0]
@@ -560,6 +568,7 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
                 _cos_column(best_bb, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab,
                             cos)
                 have[best_bb] = 1
+    # div 5: the rest in plain order
     o = nd
     for a in range(n_pool):
         if not used[a]:
