@@ -34,6 +34,7 @@ import gzip
 import io
 import json
 import os
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +84,8 @@ def _lines(fh, path: str):
             return
         except UnicodeDecodeError as e:
             raise ValueError(f"{path}: invalid UTF-8 at or after line {lineno + 1} ({e.reason})") from None
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # was a bare BadGzipFile without the path
+            raise ValueError(f"{path}: corrupted gzip data at or after line {lineno + 1} ({e})") from None
         lineno += 1
         yield lineno, line
 

@@ -191,3 +191,16 @@ def test_embeddings_nan_shape_and_dimension(tmp_path, tiny):
     np.save(e / "docs.npy", np.ones(5, np.float32))
     with pytest.raises(ValueError, match=r"docs\.npy: expected a 2-D"):
         load_dataset(str(dst)).embeddings("m")
+
+
+def test_corrupted_gzip_names_the_file(tiny_copy):
+    src = tiny_copy / "corpus.jsonl"
+    data = src.read_bytes()
+    os.remove(src)
+    gz = tiny_copy / "corpus.jsonl.gz"
+    gz.write_bytes(b"garbage, not gzip")
+    with pytest.raises(ValueError, match=r"corpus\.jsonl\.gz: corrupted gzip data"):  # bare BadGzipFile
+        load_dataset(str(tiny_copy))
+    gz.write_bytes(gzip.compress(data)[:-12])  # truncated stream: EOFError
+    with pytest.raises(ValueError, match=r"corpus\.jsonl\.gz"):
+        load_dataset(str(tiny_copy))
