@@ -207,6 +207,7 @@ def rm3_queries(
     >>> np.round(q.toarray(), 3).tolist()
     [[0.875, 0.125, 0.0]]
     """
+    n_terms = check_int(n_terms, "n_terms", min_value=1)  # the error named weighted_rows_topn's n_top
     fb_idx = np.asarray(fb_idx)
     if fb_idx.ndim != 2:
         raise ValueError(f"fb_idx must be 2-D (nq, k), got shape {fb_idx.shape}")
@@ -250,6 +251,7 @@ def graph_queries(
 ) -> sp.csr_matrix:
     """Queries expanded through a non-negative term graph ``A`` (V, V): ``e = sum_t Q_t A[t]``,
     its ``n_terms`` largest entries renormalised, then ``(1 - weight) Q/|Q|_1 + weight e``."""
+    n_terms = check_int(n_terms, "n_terms", min_value=1)
     Qc = _counts64(Q, "Q")
     _, _, a_val, a_shape = _csr64(A, "A")
     if a_shape != (Qc.shape[1], Qc.shape[1]):

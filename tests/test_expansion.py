@@ -326,3 +326,12 @@ def test_negative_or_non_finite_queries_are_named():
     # dense input is still taken
     np.testing.assert_allclose(interpolate_queries(np.array([[2.0, 0, 0, 0]]), np.zeros((1, 4)), 0.5).toarray(),
                                [[1.0, 0, 0, 0]])
+
+
+def test_n_terms_errors_name_n_terms():
+    Q = sp.csr_matrix(np.array([[1.0, 0]]))
+    D = sp.csr_matrix(np.array([[1.0, 1.0]]))
+    with pytest.raises(ValueError, match="n_terms must be >= 1"):  # named n_top, an inner argument
+        rm3_queries(Q, D, np.array([[0]]), np.array([[1.0]]), n_terms=0)
+    with pytest.raises(TypeError, match="n_terms must be an integer"):
+        graph_queries(Q, (D.T @ D).tocsr(), n_terms=2.5)
