@@ -382,6 +382,8 @@ class Vocabulary:
 
     def __init__(self, analyzer: Analyzer | None = None, max_features: int | None = None,
                  terms: list[str] | None = None):
+        if analyzer is not None and not isinstance(analyzer, Analyzer):  # failed later: AttributeError
+            raise TypeError(f"analyzer must be a jkofast.text.Analyzer, got {type(analyzer).__name__} {analyzer!r}")
         self.analyzer = analyzer if analyzer is not None else Analyzer()
         if max_features is not None:
             max_features = check_int(max_features, "max_features", min_value=1)

@@ -337,3 +337,13 @@ def test_lowercase_must_be_bool_and_tokenize_takes_str():
     assert Analyzer(lowercase=np.bool_(False)).tokenize("Ab CD") == ["Ab", "CD"]
     with pytest.raises(TypeError, match="text must be a str"):
         Analyzer().tokenize(None)  # was AttributeError
+
+
+def test_vocabulary_and_indexes_refuse_a_non_analyzer():
+    from jkofast.index import BM25Index, TfidfIndex
+    from jkofast.text import Vocabulary
+
+    for make in (lambda: Vocabulary(analyzer="word"), lambda: BM25Index("lucene", analyzer="word"),
+                 lambda: TfidfIndex(analyzer="word")):
+        with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.text\.Analyzer"):
+            make()
