@@ -8,6 +8,8 @@ from jkofast.cli import main
 @pytest.mark.parametrize("extra, match", [
     (["--config", "nope"], "unknown operating point 'nope'"),  # --quick ran the job with 'fast'
     (["--threads", "0"], "n_threads must be >= 1"),
+    (["--methods", ""], "--methods names no method"),  # an empty list ran every method
+    (["--methods", "jko_blend,nope"], "unknown methods ['nope']"),
 ])
 def test_bad_arguments_fail_up_front(capsys, extra, match):
     assert main(["run", "--dataset", "scifact", "--quick", "--quiet", *extra]) == 2

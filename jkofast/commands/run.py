@@ -37,6 +37,8 @@ def run(args) -> int:
     # fail before the minutes of work, not at the JKO stage (--quick used to hide a bad name)
     operating_point(args.config)
     resolve_threads(args.threads)
+    if args.methods is not None and not any(m.strip() for m in args.methods.split(",")):
+        raise ValueError(f"--methods names no method ({args.methods!r}); omit it to run all")  # ran all
 
     # No global warm-up here: the job compiles (or loads from the cache) only the kernels it
     # calls, for the dtypes it uses -- on a fresh machine that is a fraction of warming every
