@@ -91,3 +91,13 @@ def test_a_folder_given_as_a_file_is_a_clean_error(tmp_path, capsys):
     run.write_text("q1 Q0 d1 1 1.0 t\n")
     assert main(["evaluate", "--qrels", str(tmp_path), "--run", str(run)]) == 2
     assert "jkofast evaluate: error:" in capsys.readouterr().err
+
+
+def test_parity_json_reference_times_are_an_object(capsys):
+    """--json printed the published solver's times as a string holding JSON."""
+    import json
+
+    assert main(["parity", "--queries", "1", "--configs", "base_kl", "--no-implicit", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = out["reference_ms_per_query_1thread"]
+    assert isinstance(ref, dict) and ref["base_kl"] > 0
