@@ -253,12 +253,6 @@ def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, buf):
 
 
 @kernel()
-def _has_term(tb_bits, row, d):
-    """Bit ``d`` of row ``row`` of the term -> document bitsets."""
-    return (tb_bits[row, d >> 6] >> (d & 63)) & 1
-
-
-@kernel()
 def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs, tb_row,
                        tb_bits, ulist, nuse, dstamp, gen, lex_doc, lexadj_doc, rare_doc,
                        cnt_doc, n_rare, powtab):
