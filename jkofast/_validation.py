@@ -233,3 +233,31 @@ def summarise_errors(errors: dict, n: int, what: str) -> str:
     shown = "; ".join(str(errors[k]) for k in keys)
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
     return f"{len(errors)} of {n} {what} have invalid input: {shown}{more}"
+
+
+def check_bool(value, name: str) -> bool:
+    """``value`` as a ``bool``; anything but a bool / numpy bool is a ``TypeError`` naming
+    ``name`` (``bool("no")`` is True, so a string or number would be a silent 'on')."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def segment_any(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per segment ``offsets[q]:offsets[q+1]`` of the flat boolean ``flags``: any True
+    (False for an empty segment)."""
+    nq = offsets.shape[0] - 1
+    if flags.size == 0:
+        return np.zeros(nq, bool)
+    cs = np.concatenate([[0], np.cumsum(flags.astype(np.int64))])
+    return (cs[offsets[1:]] - cs[offsets[:-1]]) > 0
+
+
+def keep_segments(offsets: np.ndarray, keep: np.ndarray, *arrays):
+    """The segments with ``keep[q]`` True, in order: new offsets and each flat array
+    (ndarray rows along axis 0, or a list) restricted to them."""
+    sizes = np.diff(offsets)
+    new_off = np.zeros(int(np.count_nonzero(keep)) + 1, np.int64)
+    np.cumsum(sizes[keep], out=new_off[1:])
+    mask = np.repeat(keep, sizes)
+    return new_off, tuple([x for x, k in zip(a, mask) if k] if isinstance(a, list) else a[mask] for a in arrays)

@@ -38,6 +38,8 @@ from jkofast._validation import (
     check_int,
     check_offsets,
     check_positive,
+    keep_segments,
+    segment_any,
     summarise_errors,
 )
 from jkofast.kernels import baselines as _k
@@ -82,11 +84,7 @@ def _emb(emb, off):
 def _bad_pools(off, scores: dict, Z=None) -> dict:
     """Pool index -> reason for every pool with a non-finite score / embedding entry, or
     embedding entries so large that the dot products overflow (rows should be unit)."""
-    nq = off.shape[0] - 1
     errors: dict[int, str] = {}
-    if nq == 0:
-        return errors
-    seg = np.repeat(np.arange(nq), np.diff(off))  # pool of every flat entry
     checks = [(name, ~np.isfinite(a), "contains NaN or inf") for name, a in scores.items()]
     if Z is not None and Z.size:
         checks.append(("embeddings", ~np.isfinite(Z).all(axis=1), "contains NaN or inf"))
@@ -95,24 +93,10 @@ def _bad_pools(off, scores: dict, Z=None) -> dict:
         checks.append(("embeddings", big, f"has entries above {_EMB_MAX:.0e}: its dot products overflow "
                                           "(the rows should be L2-normalised)"))
     for name, flag, why in checks:
-        if not flag.any():
-            continue
-        pos = np.flatnonzero(flag)
-        qs, first = np.unique(seg[pos], return_index=True)
-        for q, i in zip(qs.tolist(), pos[first].tolist()):
-            errors.setdefault(q, f"{name} {why} (pool {q}, position {i - int(off[q])})")
+        for q in np.flatnonzero(segment_any(flag, off)).tolist():
+            i = int(np.argmax(flag[off[q]:off[q + 1]]))  # first flagged position in the pool
+            errors.setdefault(q, f"{name} {why} (pool {q}, position {i})")
     return errors
-
-
-def _good_subset(off, errors: dict):
-    """Offsets of the good pools only, the flat entries they keep, and their pool indices."""
-    nq = off.shape[0] - 1
-    good = np.setdiff1d(np.arange(nq), np.fromiter(errors, np.int64, len(errors)))
-    size = np.diff(off)[good]
-    sub_off = np.zeros(good.shape[0] + 1, np.int64)
-    np.cumsum(size, out=sub_off[1:])
-    keep = (np.repeat(off[:-1][good] - sub_off[:-1], size) + np.arange(int(sub_off[-1]))).astype(np.int64)
-    return good, sub_off, keep
 
 
 def _run_pools(off, k, scores: dict, Z, errors_mode: str, fn) -> np.ndarray:
@@ -125,12 +109,15 @@ def _run_pools(off, k, scores: dict, Z, errors_mode: str, fn) -> np.ndarray:
     if not errors:
         fn(off, *scores.values(), Z, idx)
         return idx
-    good, sub_off, keep = _good_subset(off, errors)
-    if good.size:
-        sub = np.full((good.shape[0], k), -1, np.int64)
-        fn(sub_off, *(np.ascontiguousarray(a[keep]) for a in scores.values()),
-           None if Z is None else np.ascontiguousarray(Z[keep]), sub)
-        idx[good] = sub
+    keep = np.ones(nq, bool)
+    keep[list(errors)] = False
+    arrays = (*scores.values(), *(() if Z is None else (Z,)))
+    sub_off, sub_arrays = keep_segments(off, keep, *arrays)
+    if keep.any():
+        sub = np.full((int(np.count_nonzero(keep)), k), -1, np.int64)
+        sub_arrays = [np.ascontiguousarray(a) for a in sub_arrays]
+        fn(sub_off, *sub_arrays[:len(scores)], None if Z is None else sub_arrays[-1], sub)
+        idx[keep] = sub
     msg = summarise_errors(dict(sorted(errors.items())), nq, "pools")
     if errors_mode == "raise":
         raise BadPoolError(msg + "; the other pools' rankings are in this error's .result, -1 rows for these",

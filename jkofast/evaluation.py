@@ -34,7 +34,13 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import PartialBatchError, PartialBatchWarning, summarise_errors
+from jkofast._validation import (
+    PartialBatchError,
+    PartialBatchWarning,
+    keep_segments,
+    segment_any,
+    summarise_errors,
+)
 from jkofast.kernels import ranking_metrics as _k
 from jkofast.trec import QrelsArrays, RunArrays
 
@@ -634,12 +640,11 @@ def evaluate(run, qrels, metrics=DEFAULT_METRICS, gain: str = "linear",
     labels = labels.astype(np.int64)
     bad: dict = {}
     if tie_mode == _k.TIE_TREC_EVAL and np.isnan(scores).any():  # "given" order never reads scores
-        nan_q = np.flatnonzero(np.add.reduceat(np.isnan(scores), roff[:-1]) * (np.diff(roff) > 0))
-        bad = {all_q[i]: f"run scores of query {all_q[i]!r} contain NaN" for i in nan_q.tolist()}
-        keep_q = np.ones(len(all_q), bool)
-        keep_q[nan_q] = False
-        roff, (run_ids, scores) = _keep_segments(roff, keep_q, run_ids, scores)
-        qoff, (qrels_ids, labels) = _keep_segments(qoff, keep_q, qrels_ids, labels)
+        nan_q = segment_any(np.isnan(scores), roff)
+        bad = {all_q[i]: f"run scores of query {all_q[i]!r} contain NaN" for i in np.flatnonzero(nan_q).tolist()}
+        keep_q = ~nan_q
+        roff, (run_ids, scores) = keep_segments(roff, keep_q, run_ids, scores)
+        qoff, (qrels_ids, labels) = keep_segments(qoff, keep_q, qrels_ids, labels)
         all_q = [q for q, k in zip(all_q, keep_q) if k]
 
     rows = _id_rows(run_ids, qrels_ids)
@@ -665,15 +670,6 @@ class BadQueryError(PartialBatchError):
 
 class BadQueryWarning(PartialBatchWarning):
     """``errors="skip"``: some queries were left out of the result; the message lists them."""
-
-
-def _keep_segments(off, keep, *arrays):
-    """Offsets and flat arrays of the segments with ``keep[i]`` True (order kept)."""
-    lens = np.diff(off)[keep]
-    new_off = np.zeros(lens.shape[0] + 1, np.int64)
-    np.cumsum(lens, out=new_off[1:])
-    mask = np.repeat(keep, np.diff(off))
-    return new_off, tuple([x for x, k in zip(a, mask) if k] if isinstance(a, list) else a[mask] for a in arrays)
 
 
 @register_warmup("evaluation")

@@ -43,6 +43,7 @@ from jkofast._validation import (
     normalise_mass,
     rescale_rows_csr,
     rescale_rows_dense,
+    segment_any,
 )
 from jkofast.kernels import geometry as _geo
 from jkofast.kernels import jko as _k
@@ -459,14 +460,6 @@ class RerankResult:
         return topk(self.pool(q), k)[0]
 
 
-def _segment_flags(bad_flat: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    nq = offsets.shape[0] - 1
-    if bad_flat.size == 0:
-        return np.zeros(nq, bool)
-    cs = np.concatenate([[0], np.cumsum(bad_flat.astype(np.int64))])
-    return (cs[offsets[1:]] - cs[offsets[:-1]]) > 0
-
-
 def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tuned", return_duals: bool = False,
                  n_threads: int | None = None, normalise: bool = True,
                  warn_unconverged: bool = True) -> RerankResult:
@@ -530,9 +523,9 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
 
     sizes = np.diff(off)
     reject(sizes == 0, _status.EMPTY, "empty pool")
-    reject(_segment_flags(~np.isfinite(E), off), _status.BAD_INPUT, "energy contains NaN or inf")
+    reject(segment_any(~np.isfinite(E), off), _status.BAD_INPUT, "energy contains NaN or inf")
     with np.errstate(invalid="ignore"):
-        reject(_segment_flags(np.abs(E) > E_MAX, off), _status.BAD_INPUT,
+        reject(segment_any(np.abs(E) > E_MAX, off), _status.BAD_INPUT,
                f"energy magnitude exceeds {E_MAX:.0e}")
     if p0 is None:
         P0 = np.zeros(n)
@@ -542,8 +535,8 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
     else:
         P0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1, allow_empty=True, finite=False, copy=True)
         check_same_length("p0", P0, "energy", E)
-        reject(_segment_flags(~np.isfinite(P0), off), _status.BAD_INPUT, "p0 contains NaN or inf")
-        reject(_segment_flags(P0 < 0, off), _status.BAD_INPUT, "p0 has negative entries")
+        reject(segment_any(~np.isfinite(P0), off), _status.BAD_INPUT, "p0 contains NaN or inf")
+        reject(segment_any(P0 < 0, off), _status.BAD_INPUT, "p0 has negative entries")
         for q in range(nq):
             if status[q] == 0:
                 seg = P0[off[q]:off[q + 1]]
@@ -562,7 +555,7 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
             Z = Z.copy()
         if Z.shape[0] != n:
             raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
-        reject(_segment_flags(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT,
+        reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT,
                "embeddings contain NaN or inf")
         Z = _checked_rows(Z, bool(normalise))
         with numba_threads(n_threads):
@@ -578,7 +571,7 @@ def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tune
             nf = ~np.isfinite(dt)
             if nf.any():
                 rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
-        reject(_segment_flags(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
+        reject(segment_any(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
         dt = rescale_rows_csr(ipt, dt)
         with numba_threads(n_threads):
             _k.rerank_csr(E, P0, off, ipt, ix, dt, fp, ip, p, f, g, status, diag)

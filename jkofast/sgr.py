@@ -25,7 +25,7 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
-from jkofast._validation import check_int, check_positive
+from jkofast._validation import check_bool, check_int, check_positive
 from jkofast.kernels import geometric as _q
 from jkofast.kernels import geometric_build as _b
 
@@ -217,10 +217,7 @@ class SparseGeometricRetriever:
             raise ValueError("reliability_mean must be 'distinct' or 'occurrence', "
                              f"got {p['reliability_mean']!r}")
         for name in ("reliability_float16", "ppmi_include_self", "tail_gate"):
-            # bool("no") is True: a string or number here was a silent 'on'
-            if not isinstance(p[name], bool | np.bool_):
-                raise TypeError(f"{name} must be a bool, got {type(p[name]).__name__} {p[name]!r}")
-            p[name] = bool(p[name])
+            p[name] = check_bool(p[name], name)
         if p["tail_gate"] and p["gate_min"] == 0 and p["gate_mult"] == 0:
             raise ValueError("tail_gate with gate_min = 0 and gate_mult = 0 keeps no routed document "
                              "(every query would return nothing); raise gate_min or gate_mult")

@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from jkofast._numba import register_warmup
-from jkofast._validation import check_int
+from jkofast._validation import check_bool, check_int
 from jkofast.kernels import sparse_weights as _kw
 
 __all__ = ["COMPOUND", "LUCENE_ENGLISH_STOP_WORDS", "SKLEARN", "STEMMERS", "WORD", "Analyzer", "Vocabulary",
@@ -101,9 +101,7 @@ class Analyzer:
         if rx.fullmatch("") is not None:  # "" or \s*: every gap became an empty-string term
             raise ValueError(f"token_pattern {pat!r} matches the empty string; tokens must be non-empty")
         object.__setattr__(self, "token_pattern", pat)
-        if not isinstance(self.lowercase, (bool, np.bool_)):  # bool("no") is True
-            raise TypeError(f"lowercase must be a bool, got {type(self.lowercase).__name__}")
-        object.__setattr__(self, "lowercase", bool(self.lowercase))
+        object.__setattr__(self, "lowercase", check_bool(self.lowercase, "lowercase"))
         sw = self.stopwords
         if isinstance(sw, list):
             sw = tuple(sw)
@@ -116,9 +114,7 @@ class Analyzer:
             raise ValueError(f"stemmer must be None or one of {', '.join(s for s in STEMMERS if s)}, "
                              f"got {self.stemmer!r}")
         object.__setattr__(self, "stemmer", st)
-        if not isinstance(self.compounds, (bool, np.bool_)):
-            raise TypeError(f"compounds must be a bool, got {type(self.compounds).__name__}")
-        object.__setattr__(self, "compounds", bool(self.compounds))
+        object.__setattr__(self, "compounds", check_bool(self.compounds, "compounds"))
 
     def stop_list(self):
         if self.stopwords is None:
