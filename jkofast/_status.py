@@ -33,3 +33,14 @@ def warn_on_status(status: int, where: str, **context) -> None:
         warnings.warn(msg, ConvergenceWarning, stacklevel=3)
     else:
         raise FloatingPointError(msg)
+
+
+def unconverged_summary(n_queries: int, n_sinkhorn: int, n_cg: int, cfg=None) -> str:
+    """One line for capped inner steps summed over a run (the rerank CLI, the main job's notes):
+    ``n_queries`` queries, ``n_sinkhorn`` / ``n_cg`` inner steps whose Sinkhorn / implicit-gradient
+    CG stopped at its cap above tolerance; the caps of ``cfg`` when given."""
+    sk = f", sinkhorn_max_iter={cfg.sinkhorn_max_iter}" if cfg is not None else ""
+    cg = f", cg_max_iter={cfg.cg_max_iter}" if cfg is not None else ""
+    return (f"in {int(n_queries)} queries some inner steps stopped at an iteration cap above tolerance "
+            f"(Sinkhorn {int(n_sinkhorn)} steps{sk}; implicit-gradient CG {int(n_cg)} steps{cg}): "
+            "their gradients are inexact")

@@ -812,6 +812,6 @@ def _report_status(res, name, notes):
         notes.append(f"{name}: {bad} pools reported a non-zero solver status (read out as solved)")
     un = getattr(res, "unconverged", None)
     if un is not None and un.any():
-        notes.append(f"{name}: in {int(np.count_nonzero(un.any(axis=1)))} queries some inner steps stopped at an "
-                     f"iteration cap above tolerance (Sinkhorn {int(un[:, 0].sum())}, CG {int(un[:, 1].sum())} "
-                     "steps; their gradients are inexact)")
+        from jkofast._status import unconverged_summary
+
+        notes.append(f"{name}: {unconverged_summary(np.count_nonzero(un.any(axis=1)), *un.sum(axis=0))}")

@@ -1074,8 +1074,8 @@ def run(args) -> int:
             + (f", {summary['queries_per_s']:.1f} queries/s" if summary["queries_per_s"] else "")
             + f"; peak RSS {summary['peak_rss_mb']:.0f} MB -> {args.out}")
     if n_unconv[0]:
-        say(f"jkofast rerank: in {int(n_unconv[0])} queries some inner steps stopped at an iteration cap above "
-            f"tolerance (Sinkhorn {int(n_unconv[1])} steps, sinkhorn_max_iter={cfg.sinkhorn_max_iter}; implicit-"
-            f"gradient CG {int(n_unconv[2])} steps, cg_max_iter={cfg.cg_max_iter}): their gradients are inexact")
+        from jkofast._status import unconverged_summary
+
+        say(f"jkofast rerank: {unconverged_summary(*n_unconv, cfg)}")
     emit(summary, args.json, text)
     return 0
