@@ -267,20 +267,17 @@ def speed(args) -> dict:
     for label, qs in (("test300", test_q), ("all1109", all_q), (f"all1109_hot{HOT}", hot)):
         for nt in ((1,) if label.endswith(f"hot{HOT}") else (1, 2)):
 
-            def b(qs=qs, nt=nt):
+            def bm(engine, qs=qs, nt=nt):  # bm25s, text in -> top-10 out
                 with numba_threads(nt):
                     tok = bm25s.tokenize(qs, stopwords=None, show_progress=False)
-                    ret.retrieve(tok, k=10, n_threads=nt, show_progress=False)
+                    engine.retrieve(tok, k=10, n_threads=nt, show_progress=False)
 
-            def b_np(qs=qs, nt=nt):
-                tok = bm25s.tokenize(qs, stopwords=None, show_progress=False)
-                ret_np.retrieve(tok, k=10, n_threads=nt, show_progress=False)
+            def sg(engine, qs=qs, nt=nt):
+                engine.search(qs, k=10, n_threads=nt)
 
-            fns = [lambda qs=qs, nt=nt: r.search(qs, k=10, n_threads=nt), b,
-                   lambda qs=qs, nt=nt: rsel.search(qs, k=10, n_threads=nt),
-                   lambda qs=qs, nt=nt: rnd.search(qs, k=10, n_threads=nt), b_np]
+            fns = [lambda: sg(r), lambda: bm(ret), lambda: sg(rsel), lambda: sg(rnd), lambda: bm(ret_np)]
             if rold is not None:
-                fns.append(lambda qs=qs, nt=nt: rold.search(qs, k=10, n_threads=nt))
+                fns.append(lambda: sg(rold))
             ts, tb, tsel, tnd, tnp, *told = interleaved(fns)
             if told:
                 out[f"{label}_{nt}t_before_ms_per_query"] = 1e3 * told[0] / len(qs)
@@ -299,21 +296,16 @@ def speed(args) -> dict:
                   f" | bm25s {1e3 * tb / len(qs):.4f} ms/q ({len(qs) / tb:,.0f} QPS)"
                   f" | bm25s numpy (default) {1e3 * tnp / len(qs):.4f} ms/q", flush=True)
     # one query per call (latency incl. per-call overhead), 1 thread
-    lat = []
-    for q in test_q:
-        t = time.perf_counter()
-        r.search([q], k=10, n_threads=1)
-        lat.append(time.perf_counter() - t)
-    out["sgr_single_query_ms_median"] = 1e3 * float(np.median(lat))
-    out["sgr_single_query_ms_p95"] = 1e3 * float(np.percentile(lat, 95))
-    if rold is not None:
+    for key, engine in (("sgr", r), ("before", rold)):
+        if engine is None:
+            continue
         lat = []
         for q in test_q:
             t = time.perf_counter()
-            rold.search([q], k=10, n_threads=1)
+            engine.search([q], k=10, n_threads=1)
             lat.append(time.perf_counter() - t)
-        out["before_single_query_ms_median"] = 1e3 * float(np.median(lat))
-        out["before_single_query_ms_p95"] = 1e3 * float(np.percentile(lat, 95))
+        out[f"{key}_single_query_ms_median"] = 1e3 * float(np.median(lat))
+        out[f"{key}_single_query_ms_p95"] = 1e3 * float(np.percentile(lat, 95))
     print(json.dumps(out, indent=1))
     return out
 
