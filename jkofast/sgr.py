@@ -15,7 +15,6 @@ with the published value as default.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import os
 import re
@@ -28,14 +27,27 @@ from jkofast._threads import numba_threads, resolve_threads
 from jkofast._validation import check_bool, check_int, check_positive
 from jkofast.kernels import geometric as _q
 from jkofast.kernels import geometric_build as _b
+from jkofast.kernels import tokenize as _tok
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
-# the same tokens as TOKEN_PATTERN under findall (maximal runs of >= 2 word characters),
-# ~30 % faster without the \b assertions
-_FAST_TOKEN_RE = re.compile(r"(?u)\w\w+")
-_SEP = "\u16a0\u16a0"  # RUNIC LETTER FEHU twice: \w, no case
-_SEP_JOIN = " " + _SEP + " "
+# which code points ``\w`` matches, for the query-analysis kernel: ASCII at import, every
+# code point (1.1 MB, from the regex engine itself) on the first non-ASCII batch
+_WORD_RE = re.compile(r"(?u)\w")
+_WTAB_ASCII = np.array([_WORD_RE.match(chr(c)) is not None for c in range(128)], np.uint8)
+_WTAB_ALL: list[np.ndarray] = []
+
+
+def _word_table_all() -> np.ndarray:
+    """uint8 table over all 0x110000 code points: 1 where ``(?u)\\w`` matches."""
+    if not _WTAB_ALL:
+        allc = "".join(map(chr, range(0x110000)))
+        tab = np.zeros(0x110000, np.uint8)
+        tab[[m.start() for m in _WORD_RE.finditer(allc)]] = 1
+        _WTAB_ALL.append(tab)
+    return _WTAB_ALL[0]
+
+
 COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
 
 # a padded (nq, k) output wider than the corpus is refused beyond this many slots (1 GiB of int64)
@@ -184,7 +196,7 @@ class SparseGeometricRetriever:
         self._lock = threading.Lock()
         self._scratch = None
         self._gen = 0
-        self._qvocab = None
+        self._qtable = None
 
     # ------------------------------------------------------------------ params
     @staticmethod
@@ -521,9 +533,7 @@ class SparseGeometricRetriever:
         ix["tb_bits"] = bits
         dl = ix["dl"]
         self._avgdl = float(dl.mean()) if dl.size and dl.mean() > 0 else 1.0  # per call before
-        # the batch tokeniser's lookup table: the vocabulary plus the sentinel (-2)
-        voc = getattr(self, "vocabulary_", None)
-        self._qvocab = None if voc is None or _SEP in voc else {**voc, _SEP: -2}
+        self._make_vocab_table()
         # binary support as uint16 term ids when V allows (the default cap is 50,000):
         # half the bytes to stream when the pool's supports are scanned
         if ix["s_idx"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
@@ -531,6 +541,28 @@ class SparseGeometricRetriever:
         # code term ids likewise (padding past code_count becomes 65,535; never read)
         if ix["code_term"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
             ix["code_term"] = ix["code_term"].astype(np.uint16)
+
+    def _make_vocab_table(self) -> None:
+        """The query-analysis kernel's vocabulary: the terms' code points (UTF-32) with
+        offsets, and an open-addressing hash table over them (``kernels/tokenize.py``).
+        ``None`` for an index built from counts (no vocabulary)."""
+        self._qtable = None
+        voc = getattr(self, "vocabulary_", None)
+        if voc is None:
+            return
+        V = len(voc)
+        terms: list = [None] * V
+        for t, i in voc.items():
+            if not 0 <= i < V or terms[i] is not None:
+                return  # not 0..V-1 (never from fit or a checked load): the regex path
+            terms[i] = t
+        lens = np.fromiter(map(len, terms), np.int64, V)
+        voc_off = np.zeros(V + 1, np.int64)
+        np.cumsum(lens, out=voc_off[1:])
+        voc_cp = np.frombuffer("".join(terms).encode("utf-32-le", "surrogatepass"), np.uint32).copy()
+        table = np.full(1 << max(4, (2 * V).bit_length()), -1, np.int32)
+        _tok.build_vocab_table(voc_off, voc_cp, table)
+        self._qtable = (table, voc_off, voc_cp)
 
     # ------------------------------------------------------------------ query
     doc_sep = " "  # the title/text separator of the published method (jkofast.retriever)
@@ -552,23 +584,28 @@ class SparseGeometricRetriever:
         if not self._fitted:
             raise RuntimeError("SparseGeometricRetriever is not fitted; call fit() or load()")
 
-    def transform_queries(self, query_texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def transform_queries(self, query_texts, n_threads: int | None = None
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Query TF-IDF rows as CSR arrays ``(indptr int64, terms int32, vals float32)``.
 
         Raw term counts × idf, L2-normalised; terms sorted and unique per row; unknown
-        tokens are dropped (a query without known terms is an empty row).
+        tokens are dropped (a query without known terms is an empty row).  Tokens are
+        those of ``TOKEN_PATTERN`` on ``str.lower()`` of each query.  The analysis runs in a
+        parallel kernel (``n_threads``); the per-query regex path gives the same rows.
         """
         self._check_fitted()
         if self.vocabulary_ is None:
             raise ValueError("this index was built from a count matrix; query it with search_counts")
         if isinstance(query_texts, str) or not hasattr(query_texts, "__len__"):
             raise TypeError("query_texts must be a list of strings")
+        out = self._analyse_batch(query_texts, n_threads)
+        return out if out is not None else self._transform_each(query_texts)
+
+    def _transform_each(self, query_texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The per-query regex path (reference, and the fallback that names a non-str item)."""
         idf = self._idf32
         nq = len(query_texts)
-        counted = self._term_counts_batch(query_texts) if nq > 1 else None
-        if counted is None:
-            counted = self._term_counts_each(query_texts)
-        indptr, qt, vals = counted
+        indptr, qt, vals = self._term_counts_each(query_texts)
         # raw tf × idf in float32, L2-normalised per row (sklearn TfidfTransformer order)
         v = np.asarray(vals, np.float32) * idf[qt]
         if v.size:
@@ -599,39 +636,56 @@ class SparseGeometricRetriever:
             indptr[i + 1] = len(terms)
         return indptr, np.asarray(terms, np.int32), np.asarray(vals, np.int64)
 
-    def _term_counts_batch(self, query_texts):
-        """The same counts from ONE lower + regex pass over the whole batch, or ``None``.
+    def _analyse_batch(self, query_texts, n_threads=None):
+        """Query TF-IDF rows from the analysis kernel (``kernels/tokenize.py``), or ``None``
+        (no vocabulary table, or a non-str item: the per-query path then names it).
 
-        The queries are joined with ``" ᚠᚠ "``: the runic sentinel is a caseless ``\\w\\w``
-        token, so ``lower()`` keeps it, no token spans it, and the spaces around it keep
-        every query's own lowercasing context (Final_Sigma) and token boundaries.  One
-        sentinel token per boundary marks the query of each token; counts per
-        (query, term) come from one ``np.unique``.  Returns ``None`` (use the per-query
-        path) for a non-str item or when the sentinel does not split the batch exactly
-        (a query or the vocabulary contains it).  About 2x faster than the per-query path
-        on SciFact (most of the rest is the regex itself).
+        Each query is lowercased on its own (``str.lower`` of the whole batch when it is
+        ASCII, where lowering has no context), the batch is joined with spaces and encoded
+        as UTF-32 code points; tokens, lookup, counts and TF-IDF run in a ``prange`` kernel.
+        Same rows, bit for bit, as the per-query regex path (tested).
         """
-        vocab = self._qvocab
-        if vocab is None:
+        if self._qtable is None:
             return None
         try:
-            joined = _SEP_JOIN.join(query_texts)
+            joined = " ".join(query_texts)
         except TypeError:
             return None
         nq = len(query_texts)
-        toks = _FAST_TOKEN_RE.findall(joined.lower())
-        ids = np.fromiter(map(vocab.get, toks, itertools.repeat(-1)), np.int64, len(toks))
-        is_sep = ids == -2
-        qidx = np.cumsum(is_sep)
-        if nq - 1 != (int(qidx[-1]) if qidx.size else 0):
-            return None
-        keep = ids >= 0
-        V = self.n_terms_
-        uniq, cnt = np.unique(qidx[keep] * V + ids[keep], return_counts=True)
-        qo = uniq // V
+        if joined.isascii():
+            low = joined.lower() + " "
+            lens = np.fromiter(map(len, query_texts), np.int64, nq)
+            wtab = _WTAB_ASCII
+        else:
+            lows = [q.lower() for q in query_texts]
+            low = " ".join(lows) + " "
+            lens = np.fromiter(map(len, lows), np.int64, nq)
+            wtab = _word_table_all()
+        cp = np.frombuffer(low.encode("utf-32-le", "surrogatepass"), np.uint32)
+        q_off = np.zeros(nq + 1, np.int64)
+        np.cumsum(lens + 1, out=q_off[1:])
+        cap_off = np.zeros(nq + 1, np.int64)
+        np.cumsum(lens // 2 + 1, out=cap_off[1:])  # tokens of >= 2 chars: <= len // 2 + 1
+        out_terms = np.empty(int(cap_off[-1]), np.int32)
+        out_vals = np.empty(int(cap_off[-1]), np.float32)
+        out_n = np.zeros(nq, np.int64)
+        table, voc_off, voc_cp = self._qtable
+        # one thread below ~64 queries: the analysis takes ~1 µs per query, a parallel
+        # launch more than that
+        if nq < 64 or n_threads == 1:
+            _tok.analyse_serial(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, self._idf32,
+                                out_terms, out_vals, out_n)
+        else:
+            with numba_threads(n_threads) as nt:
+                _tok.analyse_batch(cp, q_off, cap_off, wtab, table, voc_off, voc_cp,
+                                   self._idf32, max(1, min(nq, nt)), out_terms, out_vals,
+                                   out_n)
         indptr = np.zeros(nq + 1, np.int64)
-        np.cumsum(np.bincount(qo, minlength=nq), out=indptr[1:])
-        return indptr, (uniq - qo * V).astype(np.int32), cnt
+        np.cumsum(out_n, out=indptr[1:])
+        terms = np.empty(int(indptr[-1]), np.int32)
+        vals = np.empty(int(indptr[-1]), np.float32)
+        _tok.compact_rows(cap_off, out_n, out_terms, out_vals, indptr, terms, vals)
+        return indptr, terms, vals
 
     def _param_arrays(self, pool_size: int, q_indptr=None):
         """Parameter vectors of the batch kernel.  Count parameters are capped where a larger
@@ -748,7 +802,7 @@ class SparseGeometricRetriever:
         """
         k = check_int(k, "k", min_value=1)
         resolve_threads(n_threads)
-        qi, qt, qv = self.transform_queries(query_texts)
+        qi, qt, qv = self.transform_queries(query_texts, n_threads)
         self._check_width(k, len(query_texts), "k")
         return self._search_arrays(qi, qt, qv, len(query_texts), k, n_threads)
 
@@ -772,7 +826,7 @@ class SparseGeometricRetriever:
         """
         P = self.params["pool_size"] if P is None else check_int(P, "P", min_value=1)
         resolve_threads(n_threads)
-        qi, qt, qv = self.transform_queries(query_texts)
+        qi, qt, qv = self.transform_queries(query_texts, n_threads)
         self._check_width(P, len(query_texts), "P")
         out_doc, out_comp, out_n, info, st = self._run(qi, qt, qv, P, n_threads)
         comps = {name: out_comp[:, c, :] for c, name in enumerate(COMPONENTS)}
@@ -966,4 +1020,5 @@ def _warmup() -> None:
                                  bm25_rescue_weight=0.5, tail_gate=True, gate_min=1)
     r.fit(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"])
     r.search(["alpha gamma", "zzz"], k=2)
+    r.transform_queries(["alpha gamma", "zzz"] * 32)  # the parallel analysis kernel (>= 64 queries)
     SparseGeometricRetriever(pool_size=3).fit(["aa bb", "bb cc", "cc aa"]).search(["aa"], k=2)

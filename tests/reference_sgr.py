@@ -31,6 +31,26 @@ def sgr_tfidf(texts, max_features=50_000):
     return X, np.asarray(vec.idf_, np.float64), dl, vec
 
 
+def sgr_query_tfidf(texts, vocabulary, idf32):
+    """Query TF-IDF rows (indptr, terms int32, vals float32), literally: ``re.findall`` of
+    the token pattern on ``text.lower()``, known tokens counted, count × idf in float32,
+    divided by the float64 L2 norm (rounded to float32) of the row."""
+    import re
+    from collections import Counter
+
+    indptr, terms, vals = [0], [], []
+    for text in texts:
+        cnt = Counter(t for t in (vocabulary.get(w) for w in re.findall(r"(?u)\b\w\w+\b", text.lower()))
+                      if t is not None)
+        ts = sorted(cnt)
+        v = np.array([cnt[t] for t in ts], np.float32) * idf32[ts]
+        nrm = np.float32(math.sqrt(sum(float(x) ** 2 for x in v)))
+        terms += ts
+        vals += [np.float32(x / nrm) for x in v]
+        indptr.append(len(terms))
+    return np.array(indptr, np.int64), np.array(terms, np.int32), np.array(vals, np.float32)
+
+
 def sgr_memberships(X, F):
     """List of (doc, branch, m) in doc-major order: top-F terms, m = x / Σ top-F."""
     out = []

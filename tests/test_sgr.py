@@ -308,23 +308,76 @@ def test_fit_from_count_matrix_matches_text_fit(tmp_path):
     assert_array_equal(r2.search_counts(cv.transform(QUERIES), k=6)[0], b[0])
 
 
-def test_batch_tokeniser_matches_per_query(retr):
-    """One regex pass over the joined batch gives the per-query counts exactly (incl.
-    Final_Sigma lowercasing, 1-char and unknown tokens, empty queries); a query holding
-    the sentinel falls back to the per-query path; non-str items raise."""
-    qs = [*QUERIES, "", "W03 w03, w07-w09_x", "ΟΔΟΣ w01Σ σς Σ w05", "x w0", "İW02 ﬃ w11"]
-    for batch in (qs, qs[::-1], ["", ""], [qs[0], ""]):
-        got = retr._term_counts_batch(batch)
-        want = retr._term_counts_each(batch)
-        assert got is not None
+# non-ASCII corner cases of lowercasing and \w: final sigma, dotted I (lower() -> 2 code
+# points), ligature, fullwidth, roman numeral, superscripts, lone surrogates, underscores
+ODD_QUERIES = ["", "W03 w03, w07-w09_x", "ΟΔΟΣ w01Σ σς Σ w05", "x w0", "İW02 ﬃ w11",
+               "a_b __ 12 3 w04's", "\ud800w06 w07\udfff", "Ｗ０１ w01 Ⅻ ²³ w02", "ᚠᚠ w03",
+               "\tw08\nw08\r\n", "ΣΊΣΥΦΟΣ ΣΑΣ ΣΣ"]
+
+
+def _check_analysis(r, batch):
+    want = ref.sgr_query_tfidf(batch, r.vocabulary_, r._idf32)
+    for nt in (1, 2):
+        got = r.transform_queries(batch, n_threads=nt)
         for g, w in zip(got, want, strict=True):
-            assert_array_equal(g, w)
-    assert retr._term_counts_batch(["w01", "ᚠᚠ w03"]) is None
-    a = retr.transform_queries(["w01", "ᚠᚠ w03"])
-    b = [retr.transform_queries([q]) for q in ("w01", "ᚠᚠ w03")]
-    assert_array_equal(a[1], np.concatenate([x[1] for x in b]))
+            assert g.dtype == w.dtype
+            assert_array_equal(g, w)  # bit for bit
+    for g, w in zip(r._transform_each(batch), want, strict=True):
+        assert_array_equal(g, w)
+
+
+def test_query_analysis_kernel_matches_naive_regex(retr):
+    """The analysis kernel (tokens, lookup, counts, TF-IDF) equals the literal regex oracle
+    bit for bit: ASCII and non-ASCII batches, the serial (< 64 queries) and the parallel
+    path, 1 and 2 threads, empty queries, and a query holding the old batch sentinel."""
+    qs = [*QUERIES, *ODD_QUERIES]
+    for batch in (qs, qs[::-1], ["", ""], [qs[0], ""], QUERIES, [QUERIES[1]], qs * 9,
+                  QUERIES * 13, ["w01", "ᚠᚠ w03"]):
+        _check_analysis(retr, batch)
     with pytest.raises(TypeError, match=r"query_texts\[1\]"):
         retr.transform_queries(["w01", 3])
+    with pytest.raises(TypeError, match=r"query_texts\[66\]"):
+        retr.transform_queries(QUERIES * 11 + [None])
+
+
+def test_query_analysis_non_ascii_vocabulary():
+    """Terms with non-ASCII code points (found through the full \\w table) and every term of
+    the vocabulary looked up through the hash table; a tiny table still resolves every
+    term (long probe chains)."""
+    from jkofast.kernels import tokenize as tk
+
+    docs = ["Σίσυφος ΟΔΟΣ café naïve ﬃx straße", "İstanbul ǅemal µm ½ ²³ x_y", "κινάση NF-κB β-blockers",
+            "naïve café κινάση", "x_y µm straße ΟΔΟΣ"]
+    r = SparseGeometricRetriever(**SMALL).fit(docs * 3)
+    _check_analysis(r, [" ".join(r.terms_), "ΟΔΌΣ Σίσυφοσ", "CAFÉ NAÏVE Straße STRASSE", *docs])
+    table, voc_off, voc_cp = r._qtable
+    small = np.full(1 << r.n_terms_.bit_length(), -1, np.int32)  # load factor up to 1
+    longest = tk.build_vocab_table(voc_off, voc_cp, small)
+    assert longest > 1
+    for t in range(r.n_terms_):
+        lo, hi = voc_off[t], voc_off[t + 1]
+        for tab in (table, small):
+            assert tk.lookup_term(voc_cp, lo, hi, np.uint64(tk.fnv1a(voc_cp, lo, hi)), tab, voc_off, voc_cp) == t
+    miss = np.frombuffer("zzzz".encode("utf-32-le"), np.uint32)
+    assert tk.lookup_term(miss, 0, 4, np.uint64(tk.fnv1a(miss, 0, 4)), table, voc_off, voc_cp) == -1
+
+
+def test_query_analysis_random_texts(retr):
+    """Random texts over vocabulary words, 1-char words, digits, underscores, punctuation,
+    case and non-ASCII letters: kernel == oracle bit for bit (hypothesis)."""
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+    words = [*retr.terms_[:20], "W05", "w", "Σ", "ΟΔΟΣ", "İ", "ﬃ", "_", "9", "x1", "ᚠᚠ"]
+    piece = st.one_of(st.sampled_from(words), st.sampled_from([" ", "  ", "-", ".", "\n", "é", "'"]),
+                      st.text(max_size=3))
+    texts = st.lists(piece, max_size=12).map("".join)
+
+    @hyp.given(st.lists(texts, min_size=1, max_size=70))
+    @hyp.settings(max_examples=60, deadline=None, derandomize=True)
+    def check(batch):
+        _check_analysis(retr, batch)
+
+    check()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

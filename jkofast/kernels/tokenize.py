@@ -1,0 +1,180 @@
+"""Query analysis as kernels: word-run tokens, vocabulary lookup, query TF-IDF.
+
+The wrappers (``jkofast.sgr``) lowercase the queries in Python (``str.lower`` per query, or
+once for an ASCII batch, where lowering cannot depend on context), join them with one
+space, encode the batch as UTF-32 code points (``uint32``) and pass the query offsets.
+Everything after that runs here, ``prange`` over query chunks, so the analysis scales with
+the threads instead of being the serial part of a batch.
+
+* tokens are the maximal runs of word characters of length >= 2: exactly the matches of
+  ``re.findall(r"(?u)\\b\\w\\w+\\b", text)``; ``wtab`` (uint8, one entry per code point,
+  covering every code point of the batch) says which code points ``\\w`` matches (the
+  wrapper derives it from the regex engine itself);
+* the vocabulary is an open-addressing table (``table`` int32, power-of-two size, -1 =
+  empty, linear probing) over FNV-1a hashes of the terms' code points; a term's code
+  points are ``voc_cp[voc_off[t]:voc_off[t + 1]]``;
+* per query: known term ids, sorted and unique, with raw counts; TF-IDF = count × idf in
+  float32, L2-normalised with the norm summed in float64 in ascending term order (the
+  operations and order of the NumPy wrapper this replaces, so the values are bit-identical).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from jkofast._numba import kernel
+
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+
+
+@kernel()
+def fnv1a(cp, lo, hi):
+    """FNV-1a (64-bit) of the code points ``cp[lo:hi]``."""
+    h = _FNV_OFFSET
+    for p in range(lo, hi):
+        h = (h ^ np.uint64(cp[p])) * _FNV_PRIME
+    return h
+
+
+@kernel()
+def build_vocab_table(voc_off, voc_cp, table):
+    """Fill ``table`` (int32, power-of-two size > V, all -1 on entry) with the term ids
+    0..V-1 keyed by the hashes of their code points.  Terms must be distinct.  Returns the
+    longest probe sequence (diagnostic)."""
+    mask = np.uint64(table.shape[0] - 1)
+    longest = 0
+    for t in range(voc_off.shape[0] - 1):
+        slot = fnv1a(voc_cp, voc_off[t], voc_off[t + 1]) & mask
+        n = 1
+        while table[slot] >= 0:
+            slot = (slot + np.uint64(1)) & mask
+            n += 1
+        table[slot] = t
+        longest = max(longest, n)
+    return longest
+
+
+@kernel()
+def lookup_term(cp, lo, hi, h, table, voc_off, voc_cp):
+    """Term id of the code points ``cp[lo:hi]`` (hash ``h``), or -1 when unknown."""
+    mask = np.uint64(table.shape[0] - 1)
+    slot = h & mask
+    n = hi - lo
+    while True:
+        t = table[slot]
+        if t < 0:
+            return -1
+        a = voc_off[t]
+        if voc_off[t + 1] - a == n:
+            same = True
+            for p in range(n):
+                if voc_cp[a + p] != cp[lo + p]:
+                    same = False
+                    break
+            if same:
+                return t
+        slot = (slot + np.uint64(1)) & mask
+
+
+@kernel()
+def _insertion_sort(x, lo, hi):
+    for i in range(lo + 1, hi):
+        v = x[i]
+        j = i - 1
+        while j >= lo and x[j] > v:
+            x[j + 1] = x[j]
+            j -= 1
+        x[j + 1] = v
+
+
+@kernel()
+def analyse_one(cp, lo, hi, wtab, table, voc_off, voc_cp, idf32, out_terms, out_vals, o):
+    """Tokens of ``cp[lo:hi]`` -> sorted unique known term ids and their TF-IDF values,
+    written from ``out_terms[o]`` / ``out_vals[o]`` on (room for every token of the text
+    is the caller's precondition); returns the number of distinct known terms."""
+    n = 0
+    p = lo
+    while p < hi:
+        if not wtab[cp[p]]:
+            p += 1
+            continue
+        s = p
+        h = _FNV_OFFSET
+        while p < hi and wtab[cp[p]]:
+            h = (h ^ np.uint64(cp[p])) * _FNV_PRIME
+            p += 1
+        if p - s >= 2:
+            t = lookup_term(cp, s, p, h, table, voc_off, voc_cp)
+            if t >= 0:
+                out_terms[o + n] = t
+                n += 1
+    if n == 0:
+        return 0
+    if n <= 32:
+        _insertion_sort(out_terms, o, o + n)
+    else:
+        out_terms[o:o + n] = np.sort(out_terms[o:o + n])
+    # unique with counts, in place: counts parked in out_vals as float32 (exact below 2**24)
+    u = 0
+    a = 0
+    while a < n:
+        t = out_terms[o + a]
+        b = a + 1
+        while b < n and out_terms[o + b] == t:
+            b += 1
+        out_terms[o + u] = t
+        out_vals[o + u] = np.float32(b - a)
+        u += 1
+        a = b
+    ss = 0.0
+    for a in range(u):
+        v = out_vals[o + a] * idf32[out_terms[o + a]]  # float32 × float32
+        out_vals[o + a] = v
+        x = np.float64(v)
+        ss += x * x
+    nrm = np.float32(math.sqrt(ss))
+    for a in range(u):
+        out_vals[o + a] = np.float32(out_vals[o + a] / nrm)
+    return u
+
+
+@kernel(parallel=True)
+def analyse_batch(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, n_chunks,
+                  out_terms, out_vals, out_n):
+    """Query i = ``cp[q_off[i]:q_off[i + 1]]`` -> ``out_n[i]`` distinct known terms (sorted)
+    and their L2-normalised TF-IDF in ``out_terms`` / ``out_vals`` from ``cap_off[i]`` on
+    (``cap_off[i + 1] - cap_off[i]`` >= the number of tokens of query i, e.g.
+    ``length // 2 + 1``).  prange over ``n_chunks`` contiguous chunks of queries."""
+    nq = q_off.shape[0] - 1
+    for c in prange(n_chunks):
+        step = (nq + n_chunks - 1) // n_chunks
+        lo = c * step
+        hi = min(nq, lo + step)
+        for i in range(lo, hi):
+            out_n[i] = analyse_one(cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp,
+                                   idf32, out_terms, out_vals, cap_off[i])
+
+
+@kernel()
+def analyse_serial(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, out_terms,
+                   out_vals, out_n):
+    """``analyse_batch`` on one thread, without the parallel launch (small batches)."""
+    for i in range(q_off.shape[0] - 1):
+        out_n[i] = analyse_one(cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp,
+                               idf32, out_terms, out_vals, cap_off[i])
+
+
+@kernel()
+def compact_rows(cap_off, out_n, out_terms, out_vals, indptr, terms, vals):
+    """Gather each query's ``out_n[i]`` entries from ``cap_off[i]`` into CSR rows
+    (``indptr`` int64 (nq + 1), already the cumulative sum of ``out_n``)."""
+    for i in range(out_n.shape[0]):
+        s = cap_off[i]
+        d = indptr[i]
+        for a in range(out_n[i]):
+            terms[d + a] = out_terms[s + a]
+            vals[d + a] = out_vals[s + a]
