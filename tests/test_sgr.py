@@ -133,6 +133,23 @@ def test_full_query_large_pool_and_lowest_term_id(retr, qtext):
         retr.set_params(semantic_neighbours="strongest", n_diverse=SMALL["n_diverse"])
 
 
+def test_set_params_remakes_semantic_lists_only_when_they_change():
+    """A query-parameter change keeps the semantic neighbour lists (no rebuild); a change of
+    ``semantic_k`` / ``semantic_neighbours`` gives the lists of a fresh fit with that value."""
+    docs = synthetic_corpus(n_docs=40, seed=1)
+    r = SparseGeometricRetriever(**SMALL).fit(docs)
+    sem = r._ix["sem_idx"]
+    r.set_params(tail_gate=True, n_diverse=1)
+    assert r._ix["sem_idx"] is sem
+    for change in (dict(semantic_k=3), dict(semantic_neighbours="lowest_term_id"),
+                   dict(semantic_k=SMALL.get("semantic_k", 16), semantic_neighbours="strongest")):
+        r.set_params(**change)
+        fresh = SparseGeometricRetriever(**r.params).fit(docs)
+        for key in ("sem_indptr", "sem_idx", "sem_val"):
+            assert_array_equal(r._ix[key], fresh._ix[key])
+        assert_array_equal(r.search(QUERIES, k=5)[0], fresh.search(QUERIES, k=5)[0])
+
+
 def test_diversity_off_is_plain_relevance_order(retr):
     retr.set_params(n_diverse=1)
     try:
