@@ -774,7 +774,8 @@ class SparseGeometricRetriever:
             m = max(n_chunks, int(numba.config.NUMBA_NUM_THREADS))
             V, N, F = self.n_terms_, self.n_docs_, self.params["n_memberships"]
             sc = (np.full((m, 2, V), -1, np.int64), np.zeros((m, 3, V)),
-                  np.zeros((m, V), np.uint8), np.full((m, 5, N), -1, np.int64),
+                  np.zeros((m, V), np.uint8), np.full((m, N, 2), -1, np.int64),
+                  np.full((m, 4, N), -1, np.int64),
                   np.zeros((m, 11, N)), np.zeros((m, N, F), np.int64), np.zeros((m, N, F)),
                   np.zeros((m, V), np.uint16))
             self._scratch = sc

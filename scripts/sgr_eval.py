@@ -336,7 +336,7 @@ def _profiled_kernels():
     # 106 runs it whole, 200 computes every cosine column twice (the second copy's time is
     # the cosine columns' cost)
     src = src.replace("def diversify(pool, n_pool,", "def diversify(stop, pool, n_pool,", 1)
-    src = src.replace("diversify(pool, npool, pre_doc", "diversify(ip[I_STOP], pool, npool, pre_doc", 1)
+    src = src.replace("diversify(pp, npool, pre,", "diversify(ip[I_STOP], pp, npool, pre,", 1)
     lines = []
     for line in src.split("\n"):
         ind = line[: len(line) - len(line.lstrip())]
@@ -443,7 +443,7 @@ def profile(args) -> dict:
                 r.search(qs, k=10, n_threads=1)
                 ts["search"].append(time.perf_counter() - t)
         us = {k: 1e6 * min(v) / nq for k, v in ts.items()}
-        rows = {"tokenise + query TF-IDF (Python)": us["tok"],
+        rows = {"tokenise + query TF-IDF (analysis kernel)": us["tok"],
                 "wrapper + kernel call, empty batch": us["empty"]}
         prev = us["empty"]
         for name, s_ in zip(STAGES, stops, strict=True):

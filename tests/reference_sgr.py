@@ -237,6 +237,10 @@ def sgr_query(ix, q, p, sem_lists):
         res.update(pool=np.zeros(0, np.int64), order=np.zeros(0, np.int64))
         return res
     tail = np.array([esum[d] + p["lam_m"] * csum[d] for d in U])
+    if p.get("tail_gate"):  # optional gate: only the top max(gate_min, gate_mult·P) by tail go on
+        ng = min(U.size, max(p["gate_min"], p["gate_mult"] * p["pool_size"]))
+        keep = np.sort(sgr_top(tail, U, ng))
+        U, tail = U[keep], tail[keep]
     lex1 = np.array([sum(idf[t] for t in support[d] & qset) / ((1 - p["b_rescue"]) + p["b_rescue"] * dl[d] / avgdl)
                      for d in U])
     pre = _z(tail) + p["eta"] * _z(lex1)

@@ -79,19 +79,24 @@ def test_local_score_stage(retr, qtext):
     qval = np.zeros(V)
     mark[qt] = 1
     qval[qt] = qv
-    dstamp = np.full(N, -1, np.int64)
+    dp = np.full((N, 2), -1, np.int64)
     esum, csum = np.zeros(N), np.zeros(N)
     dm_r, dm_e, dm_n = np.zeros((N, 4), np.int64), np.zeros((N, 4)), np.zeros(N, np.int64)
     ulist = np.empty(N, np.int64)
     qbits = np.zeros(V // 64 + 1, np.int64)
     nu = gk.accumulate_tail(rt, rw, len(rt), ix["b_indptr"], ix["b_mem"], ix["mem_doc"], ix["mem_m"],
                             ix["code_term"], ix["code_sign"], ix["code_cval"], ix["code_w"],
-                            ix["code_count"], mark, qval, 7, p["gamma"], dstamp, esum, csum,
+                            ix["code_count"], mark, qval, 7, p["gamma"], dp, esum, csum,
                             dm_r, dm_e, dm_n, ulist, qt, qbits)
     assert not qbits.any()  # the query-term bitset is cleared on exit
+    # positions: ulist[a] is the doc at position a, dp[d] = (stamp, a); other docs unstamped
+    assert_array_equal(dp[ulist[:nu], 0], 7)
+    assert_array_equal(dp[ulist[:nu], 1], np.arange(nu))
+    assert (dp[:, 0] == 7).sum() == nu
     U = np.sort(ulist[:nu])
     assert_array_equal(U, o["U"])
-    tail = esum[U] + p["lam_m"] * csum[U]
+    pos = dp[U, 1]
+    tail = esum[pos] + p["lam_m"] * csum[pos]
     assert_allclose(tail, [o["tail"][d] for d in U], rtol=1e-9, atol=1e-12)
 
 
@@ -117,6 +122,20 @@ def _check_against_oracle(r, qtext, P=None):
     # final order incl. diversity
     assert_array_equal(docs, o["order"])
     assert np.all(pl.doc[0, n:] == -1) and np.all(np.isnan(pl.relevance[0, n:]))
+
+
+@pytest.mark.parametrize("gate", [dict(gate_min=4, gate_mult=0), dict(gate_min=1, gate_mult=1),
+                                  dict(gate_min=9, gate_mult=0, rescue_mode="scan"),
+                                  dict(gate_min=9, gate_mult=0, rescue_mode="postings")])
+def test_tail_gate_vs_oracle(retr, gate):
+    """The optional tail gate keeps the top max(gate_min, gate_mult·P) routed documents by
+    tail (moved to the front positions); the rest of the query path sees only them."""
+    retr.set_params(tail_gate=True, **gate)
+    try:
+        for qtext in QUERIES:
+            _check_against_oracle(retr, qtext)
+    finally:
+        retr.set_params(tail_gate=False, gate_min=10_000, gate_mult=40, rescue_mode="auto")
 
 
 @pytest.mark.parametrize("qtext", QUERIES)
@@ -416,6 +435,12 @@ def test_query_path_topk_matches_lexsort(seed):
         m = gk.topk_pos(scores, n, k, oi, ov, hv, hi)
         want = np.lexsort((np.arange(n), -scores))[:k]
         assert_array_equal(oi[:m], want)
+        # values by candidate position (the query path's dense per-position arrays)
+        m = gk.topk_ids_pos(scores[cand], cand, cand.size, k, oi, ov, hv, hi)
+        want = cand[np.lexsort((cand, -scores[cand]))][:k]
+        assert m == want.size
+        assert_array_equal(oi[:m], want)
+        assert_array_equal(ov[:m], scores[want])
 
 
 def test_search_scores_are_capped_relevance(retr):
@@ -450,15 +475,15 @@ def test_semantic_presence_pool_vs_naive(n_terms):
     sval[sem_terms] = rng.random(n_sem)
     pool = rng.choice(n_docs, size=12, replace=False).astype(np.int64)
     slot = np.zeros(n_terms, np.uint16)
-    sem_doc = np.full(n_docs, np.nan)
+    sem_out = np.full(pool.size, np.nan)
     gk.semantic_presence_pool(sval, slot, np.empty(n_sem + 1), sem_terms, n_sem, pool,
-                              pool.size, s_indptr, s_idx, sem_doc)
-    for d in pool:
+                              pool.size, s_indptr, s_idx, sem_out)
+    for a, d in enumerate(pool):
         s = 0.0
         for t in s_idx[s_indptr[d]:s_indptr[d + 1]]:
             if sval[t] != 0.0:
                 s += sval[t]
-        assert sem_doc[d] == s
+        assert sem_out[a] == s
     assert np.all(slot == 0)  # left clean for the next query
 
 
@@ -469,9 +494,10 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
     N = retr.n_docs_
     _, qt, _ = retr.transform_queries([QUERIES[3]])
     nq = qt.size
-    ulist = np.arange(0, N, 2, dtype=np.int64)  # "routed" docs
-    dstamp = np.full(N, -1, np.int64)
-    dstamp[ulist] = 5
+    ulist = np.arange(0, N, 2, dtype=np.int64)[::-1].copy()  # "routed" docs, by position
+    dp = np.full((N, 2), -1, np.int64)
+    dp[ulist, 0] = 5
+    dp[ulist, 1] = np.arange(ulist.size)
     mark = np.zeros(retr.n_terms_, np.uint8)
     mark[qt] = 1
     mark[qt[:2]] |= 4  # two "rare" terms
@@ -481,9 +507,9 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
         lex, lexadj, rare, cnt = (np.zeros(N) for _ in range(4))
         gk.rescue_query_terms(qt, mark, ix["idf"], ix["dl"], avgdl, p["b_rescue"], p["b_final"],
                               p["coord_exp"], ix["t_indptr"], ix["t_docs"], tb_row, ix["tb_bits"],
-                              ulist, ulist.size, dstamp, 5, lex, lexadj, rare, cnt, 2,
+                              ulist, ulist.size, dp, 5, lex, lexadj, rare, cnt, 2,
                               np.empty(nq + 1))
-        outs.append((lex[ulist], lexadj[ulist], rare[ulist]))
+        outs.append((lex, lexadj, rare))  # position-indexed
     for d_pos, d in enumerate(ulist):
         sup = ix["s_idx"][ix["s_indptr"][d]:ix["s_indptr"][d + 1]].astype(np.int64)
         hit = [t for t in sup if mark[t] & 1]

@@ -35,7 +35,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.topk import topk_ids, topk_pos
+from jkofast.kernels.topk import topk_ids, topk_ids_pos, topk_pos
 
 # float parameters (fp)
 F_ALPHA = 0
@@ -122,20 +122,22 @@ def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen
 
 @kernel()
 def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
-                    code_cval, code_w, code_count, mark, qval, gen, gamma, dstamp, esum,
+                    code_cval, code_w, code_count, mark, qval, gen, gamma, dp, esum,
                     csum, dm_r, dm_e, dm_n, ulist, qt, qbits):
     """Branch-local signed scores over the postings of the routed branches (SPEC B.7).
 
     For every posting (d, j) of routed branch j = ``rt[k]`` with weight ``ρ = rw[k]``:
     ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r``, ``Q = Σ_r q[t_r]²``,
-    ``E = m ρ L Q^γ`` (0 when Q = 0).  Accumulates ``esum[d] += E``, ``csum[d] += m ρ``,
-    records (k, E) in ``dm_r``/``dm_e`` (row d, ``dm_n[d]`` entries) and appends new docs to
-    ``ulist``.  The query vector is read through ``mark`` (uint8, bit 0 = query term; a
-    byte table stays in L1) and ``qval``; ``gen`` stamps ``dstamp``.  ``qbits`` (int64,
-    >= V/64 + 1, all zero; all zero again on exit) gets the query terms ``qt`` as a bitset
-    of V bits: small enough to stay in L1, it decides whether a membership's codes hold
-    any query term before the code coordinates are read for the score.
-    Returns |U|.
+    ``E = m ρ L Q^γ`` (0 when Q = 0).  The routed documents U get positions 0, 1, ... in
+    the order they are first met: ``ulist[a]`` = the document at position a, and
+    ``dp[d] = (gen, a)`` (stamp and position side by side: one cache line per visit).
+    Everything per routed document is position-indexed and so dense, whatever N is:
+    ``esum[a] += E``, ``csum[a] += m ρ``, (k, E) in ``dm_r``/``dm_e`` (row a, ``dm_n[a]``
+    entries).  The query vector is read through ``mark`` (uint8, bit 0 = query term; a
+    byte table stays in L1) and ``qval``.  ``qbits`` (int64, >= V/64 + 1, all zero; all
+    zero again on exit) gets the query terms ``qt`` as a bitset of V bits: small enough
+    to stay in L1, it decides whether a membership's codes hold any query term before
+    the code coordinates are read for the score.  Returns |U|.
     """
     for a in range(qt.shape[0]):
         t = np.int64(qt[a])
@@ -146,7 +148,7 @@ def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term
         rho = rw[k]
         for p in range(b_indptr[j], b_indptr[j + 1]):
             m = b_mem[p]
-            d = mem_doc[m]
+            d = np.uint64(mem_doc[m])
             mr = np.float64(mem_m[m]) * rho
             e = 0.0
             # Q_dj = 0 (no query term among the codes: ~80 % of the routed memberships on
@@ -170,18 +172,21 @@ def accumulate_tail(rt, rw, n_routed, b_indptr, b_mem, mem_doc, mem_m, code_term
                     qsum += qt_ * qt_
                 if qsum > 0.0:
                     e = mr * lsum * math.pow(qsum, gamma)
-            if dstamp[d] != gen:
-                dstamp[d] = gen
-                esum[d] = 0.0
-                csum[d] = 0.0
-                dm_n[d] = 0
+            if dp[d, 0] != gen:
+                dp[d, 0] = gen
+                dp[d, 1] = nu
+                esum[nu] = 0.0
+                csum[nu] = 0.0
+                dm_n[nu] = 0
                 ulist[nu] = d
                 nu += 1
-            esum[d] += e
-            csum[d] += mr
-            dm_r[d, dm_n[d]] = k
-            dm_e[d, dm_n[d]] = e
-            dm_n[d] += 1
+            a = np.uint64(dp[d, 1])
+            esum[a] += e
+            csum[a] += mr
+            c = np.uint64(dm_n[a])
+            dm_r[a, c] = k
+            dm_e[a, c] = e
+            dm_n[a] += 1
     for a in range(qt.shape[0]):
         qbits[np.int64(qt[a]) >> 6] = 0
     return nu
@@ -254,24 +259,24 @@ def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, buf):
 
 @kernel()
 def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs, tb_row,
-                       tb_bits, ulist, nuse, dstamp, gen, lex_doc, lexadj_doc, rare_doc,
-                       cnt_doc, n_rare, powtab):
-    """lex1, lexadj and rare coverage of the routed docs ``ulist[:nuse]`` term by term.
+                       tb_bits, ulist, nuse, dp, gen, lex, lexadj, rare, cnt, n_rare, powtab):
+    """lex1, lexadj and rare coverage of the routed docs (positions ``0..nuse-1``, document
+    ``ulist[a]``), term by term, into the position-indexed ``lex`` / ``lexadj`` / ``rare``.
 
     For each query term t (ascending id) the hits among the routed docs come from the
-    cheaper of: streaming the postings of t (``df(t)`` stamp tests) or, when t has a
-    document bitset (``tb_row[t] >= 0``, frequent terms), testing ``nuse`` bits.  Per doc
-    the additions run in ascending term order, exactly as in a scan of its binary support,
-    so the results are bit-identical to ``rescue_mode="scan"``.  ``cnt_doc`` (float64, N)
-    and ``powtab`` (float64, >= nq + 1) are scratch.
+    cheaper of: streaming the postings of t (``df(t)`` stamp tests through ``dp``) or, when
+    t has a document bitset (``tb_row[t] >= 0``, frequent terms), testing ``nuse`` bits in
+    position order.  Per doc the additions run in ascending term order, exactly as in a
+    scan of its binary support, so the results are bit-identical to
+    ``rescue_mode="scan"``.  ``cnt`` (float64, >= nuse) and ``powtab`` (float64, >= nq + 1)
+    are scratch.
     """
     nq = qt.shape[0]
     for a in range(nuse):
-        d = ulist[a]
-        lex_doc[d] = 0.0
-        lexadj_doc[d] = 0.0
-        rare_doc[d] = 0.0
-        cnt_doc[d] = 0.0
+        lex[a] = 0.0
+        lexadj[a] = 0.0
+        rare[a] = 0.0
+        cnt[a] = 0.0
     for a in range(nq):
         t = qt[a]
         v = idf[t]
@@ -285,37 +290,36 @@ def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs
             for b in range(nuse):
                 d = np.uint64(ulist[b])
                 if (tb_bits[ru, d >> np.uint64(6)] >> (d & np.uint64(63))) & 1:
-                    lex_doc[d] += v
-                    lexadj_doc[d] += v2
-                    cnt_doc[d] += 1.0
+                    lex[b] += v
+                    lexadj[b] += v2
+                    cnt[b] += 1.0
                     if is_rare:
-                        rare_doc[d] += 1.0
+                        rare[b] += 1.0
         else:
-            # routed docs dropped by the tail gate still carry the stamp: they accumulate
-            # here but are never read
             for p in range(np.uint64(lo), np.uint64(hi)):
                 d = np.uint64(t_docs[p])  # unsigned: no wrap-around code
-                if dstamp[d] == gen:
-                    lex_doc[d] += v
-                    lexadj_doc[d] += v2
-                    cnt_doc[d] += 1.0
+                if dp[d, 0] == gen:
+                    b = np.uint64(dp[d, 1])
+                    lex[b] += v
+                    lexadj[b] += v2
+                    cnt[b] += 1.0
                     if is_rare:
-                        rare_doc[d] += 1.0
+                        rare[b] += 1.0
     # pow((hits / nq), coord) takes nq + 1 values: tabulate them (same arguments, same bits)
     for c in range(nq + 1):
         powtab[c] = math.pow(c / nq, coord)
     for a in range(nuse):
         d = ulist[a]
-        lex_doc[d] = lex_doc[d] / ((1.0 - b1) + b1 * dl[d] / avgdl)
-        lexadj_doc[d] = (lexadj_doc[d] / ((1.0 - b2) + b2 * dl[d] / avgdl)
-                         * powtab[np.int64(cnt_doc[d])])
-        rare_doc[d] = rare_doc[d] / n_rare if n_rare > 0 else 0.0
+        lex[a] = lex[a] / ((1.0 - b1) + b1 * dl[d] / avgdl)
+        lexadj[a] = (lexadj[a] / ((1.0 - b2) + b2 * dl[d] / avgdl)
+                     * powtab[np.int64(cnt[a])])
+        rare[a] = rare[a] / n_rare if n_rare > 0 else 0.0
 
 
 @kernel()
 def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, s_idx,
-                           sem_doc):
-    """``sem[d] = Σ_{n ∈ d} semvec[n]`` (ascending n) for the pool docs only.
+                           sem_out):
+    """``sem_out[a] = Σ_{n ∈ d} semvec[n]`` (ascending n) for the pool docs ``d = pool[a]``.
 
     Branch-free scan of each pool doc's binary support: ``slot`` (uint16, V, zero outside
     the semantic terms ``rbuf[:n_sem]``) maps a term to its entry of the small table
@@ -336,7 +340,7 @@ def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, 
             # unsigned positions: no negative-index wrap-around code in the inner loop
             for p in range(np.uint64(s_indptr[d]), np.uint64(s_indptr[d + 1])):
                 ssum += svs[slot[s_idx[p]]]
-            sem_doc[d] = ssum
+            sem_out[a] = ssum
         for a in range(n_sem):
             slot[rbuf[a]] = 0
         return
@@ -345,7 +349,7 @@ def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, 
         ssum = 0.0
         for p in range(s_indptr[d], s_indptr[d + 1]):
             ssum += sval[s_idx[p]]
-        sem_doc[d] = ssum
+        sem_out[a] = ssum
 
 
 
@@ -587,17 +591,21 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
                   mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr, s_idx,
                   idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals, c_norm,
                   t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits,
-                  qval, mark, rstamp, rval, sval, rbuf, rt, rw, dstamp, esum,
-                  csum, dm_r, dm_e, dm_n, ulist, tail_doc, lex_doc, lexadj_doc, sem_doc,
-                  rare_doc, z1, z2, pre_doc, bstamp, bval, blist, powtab, hv, hi, wi, wf,
+                  qval, mark, rstamp, rval, sval, rbuf, rt, rw, dp, esum,
+                  csum, dm_r, dm_e, dm_n, ulist, tail, lex, lexadj, sem,
+                  rare, z1, z2, pre, bstamp, bval, blist, powtab, hv, hi, wi, wf,
                   slot, svs, qbits, out_doc, out_comp, out_info):
     """The whole query path for one query; returns (n_pool, status).
 
-    ``out_doc`` (int64, >= P) receives the pool in final order; ``out_comp`` (7, >= P)
-    float64 rows = tail, lexadj, sem, rare, relevance, lex1, bm25 aligned with
-    ``out_doc``; ``out_info`` (int64, 3) = (|U|, number of routed terms, |pool|).
-    ``hv``/``hi`` (float64/int64, >= max(N, budget)) are heap scratch; ``wi``/``wf``
-    (int64 (>= 12, W) / float64 (>= 15, W)) are pool-sized work rows (see
+    Routed documents are numbered by position (order of discovery, ``ulist[a]`` = doc,
+    ``dp[d] = (gen, a)``) and every per-document quantity (``esum`` .. ``pre``, ``dm_*``)
+    is position-indexed, so the scratch a query touches is dense even on a large corpus;
+    only ``dp`` and the BM25 extension's ``bstamp`` / ``bval`` / ``blist`` are
+    document-indexed.  ``out_doc`` (int64, >= P) receives the pool in final order;
+    ``out_comp`` (7, >= P) float64 rows = tail, lexadj, sem, rare, relevance, lex1, bm25
+    aligned with ``out_doc``; ``out_info`` (int64, 3) = (|U|, number of routed terms,
+    |pool|).  ``hv``/``hi`` (float64/int64, >= max(N, budget)) are heap scratch;
+    ``wi``/``wf`` (int64 (>= 13, W) / float64 (>= 15, W)) are pool-sized work rows (see
     ``sgr_query_batch``).
     """
     nq = qt.shape[0]
@@ -617,7 +625,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     # stage 2: branch-local signed scores + consensus over the routed postings (B.7)
     nu = accumulate_tail(rt, rw, nr, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign,
                          code_cval, code_w, code_count, mark, qval, gen, fp[F_GAMMA],
-                         dstamp, esum, csum, dm_r, dm_e, dm_n, ulist, qt, qbits)
+                         dp, esum, csum, dm_r, dm_e, dm_n, ulist, qt, qbits)
     n_routed_docs = nu
     # stage 3: optional BM25 fusion: full-corpus BM25 over the query terms' postings
     use_bm25 = ip[I_BM25_CANDS] > 0 or fp[F_W_BM25] != 0.0 or fp[F_W_BM25_RESCUE] != 0.0
@@ -644,11 +652,12 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             nc = topk_ids(bval, blist, nb, nc, bsel, bsv, hv, hi)
             for a in range(nc):
                 d = bsel[a]
-                if dstamp[d] != gen:
-                    dstamp[d] = gen
-                    esum[d] = 0.0
-                    csum[d] = 0.0
-                    dm_n[d] = 0
+                if dp[d, 0] != gen:
+                    dp[d, 0] = gen
+                    dp[d, 1] = nu
+                    esum[nu] = 0.0
+                    csum[nu] = 0.0
+                    dm_n[nu] = 0
                     ulist[nu] = d
                     nu += 1
     # stage 4: tail per routed doc, optional gate, semantic vector, rare terms
@@ -658,25 +667,48 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         return 0, STATUS_EMPTY
     lam_m = fp[F_LAM_M]
     for a in range(nu):
-        d = ulist[a]
-        tail_doc[d] = esum[d] + lam_m * csum[d]
-        if use_bm25 and bstamp[d] != gen:
-            bstamp[d] = gen
-            bval[d] = 0.0
-    # optional tail gate before the rescue (off in reference mode)
+        tail[a] = esum[a] + lam_m * csum[a]
+    if use_bm25:
+        for a in range(nu):
+            d = ulist[a]
+            if bstamp[d] != gen:
+                bstamp[d] = gen
+                bval[d] = 0.0
+    # optional tail gate before the rescue (off in reference mode): the kept documents
+    # move to positions 0..ng-1 in tail order, the dropped ones leave U (stamp -1)
     nuse = nu
     if ip[I_GATE] != 0:
         ng = min(nu, max(ip[I_GATE_MIN], ip[I_GATE_MULT] * big_p))
         if ng < nu:
             gsel = np.empty(ng, np.int64)
             gv = np.empty(ng, np.float64)
-            ng = topk_ids(tail_doc, ulist, nu, ng, gsel, gv, hv, hi)
+            ng = topk_ids_pos(tail, ulist, nu, ng, gsel, gv, hv, hi)
+            F = dm_r.shape[1]
+            g_tail = np.empty(ng, np.float64)
+            g_n = np.empty(ng, np.int64)
+            g_r = np.empty((ng, F), np.int64)
+            g_e = np.empty((ng, F), np.float64)
             for a in range(ng):
-                ulist[a] = gsel[a]
+                o = dp[gsel[a], 1]
+                g_tail[a] = tail[o]
+                g_n[a] = dm_n[o]
+                for c in range(dm_n[o]):
+                    g_r[a, c] = dm_r[o, c]
+                    g_e[a, c] = dm_e[o, c]
+            for a in range(nu):
+                dp[ulist[a], 0] = -1
+            for a in range(ng):
+                d = gsel[a]
+                dp[d, 0] = gen
+                dp[d, 1] = a
+                ulist[a] = d
+                tail[a] = g_tail[a]
+                dm_n[a] = g_n[a]
+                for c in range(g_n[a]):
+                    dm_r[a, c] = g_r[a, c]
+                    dm_e[a, c] = g_e[a, c]
             nuse = ng
-    # query-only tables for the final features, set before the rescue so that ONE scan
-    # of each routed doc's binary support yields lex1 and every pool feature (the pool is
-    # a subset of the scanned docs; sums run in the same ascending-term order either way)
+    # query-only tables for the final features, set before the rescue
     n_sem = semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, rbuf)
     n_rare = min(ip[I_N_RARE], nq)
     qidf = wf[0]
@@ -699,18 +731,15 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         # per query term: postings or document bitset, whichever is cheaper; the semantic
         # presence is deferred to the pool (the only docs that read it)
         rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs, tb_row,
-                           tb_bits, ulist, nuse, dstamp, gen, lex_doc, lexadj_doc, rare_doc,
-                           z1, n_rare, powtab)
+                           tb_bits, ulist, nuse, dp, gen, lex, lexadj, rare, z1, n_rare,
+                           powtab)
     elif mode == 2:
         for a in range(nuse):
-            d = ulist[a]
-            lex_doc[d] = 0.0
-            lexadj_doc[d] = 0.0
-            sem_doc[d] = 0.0
-            rare_doc[d] = 0.0
-            z1[d] = 0.0
-        # docs of U dropped by the tail gate still carry the stamp; they accumulate here
-        # but are never read
+            lex[a] = 0.0
+            lexadj[a] = 0.0
+            sem[a] = 0.0
+            rare[a] = 0.0
+            z1[a] = 0.0
         for a in range(nq):
             t = qt[a]
             v = idf[t]
@@ -718,26 +747,27 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             is_rare = (mark[t] & 4) != 0
             for p in range(t_indptr[t], t_indptr[t + 1]):
                 d = t_docs[p]
-                if dstamp[d] == gen:
-                    lex_doc[d] += v
-                    lexadj_doc[d] += v2
-                    z1[d] += 1.0
+                if dp[d, 0] == gen:
+                    b = dp[d, 1]
+                    lex[b] += v
+                    lexadj[b] += v2
+                    z1[b] += 1.0
                     if is_rare:
-                        rare_doc[d] += 1.0
+                        rare[b] += 1.0
         sterms = np.sort(rbuf[:n_sem])
         for a in range(n_sem):
             n = sterms[a]
             v = sval[n]
             for p in range(t_indptr[n], t_indptr[n + 1]):
                 d = t_docs[p]
-                if dstamp[d] == gen:
-                    sem_doc[d] += v
+                if dp[d, 0] == gen:
+                    sem[dp[d, 1]] += v
         for a in range(nuse):
             d = ulist[a]
-            lex_doc[d] = lex_doc[d] / ((1.0 - b1) + b1 * dl[d] / avgdl)
-            lexadj_doc[d] = (lexadj_doc[d] / ((1.0 - b2) + b2 * dl[d] / avgdl)
-                             * math.pow(z1[d] / nq, coord))
-            rare_doc[d] = rare_doc[d] / n_rare if n_rare > 0 else 0.0
+            lex[a] = lex[a] / ((1.0 - b1) + b1 * dl[d] / avgdl)
+            lexadj[a] = (lexadj[a] / ((1.0 - b2) + b2 * dl[d] / avgdl)
+                         * math.pow(z1[a] / nq, coord))
+            rare[a] = rare[a] / n_rare if n_rare > 0 else 0.0
     else:
         for a in range(nuse):
             d = ulist[a]
@@ -760,49 +790,54 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
                     ssum += sval[t]
                 if mk & 4:
                     nr_hit += 1
-            lex_doc[d] = s1 / ((1.0 - b1) + b1 * dl[d] / avgdl)
-            lexadj_doc[d] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
-            sem_doc[d] = ssum
-            rare_doc[d] = nr_hit / n_rare if n_rare > 0 else 0.0
-    # stage 6: shortlist score and top-P (B.8)
-    zscore_subset(tail_doc, ulist, nuse, z1)
-    zscore_subset(lex_doc, ulist, nuse, z2)
+            lex[a] = s1 / ((1.0 - b1) + b1 * dl[d] / avgdl)
+            lexadj[a] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
+            sem[a] = ssum
+            rare[a] = nr_hit / n_rare if n_rare > 0 else 0.0
+    # stage 6: shortlist score and top-P (B.8); z-scores in position order (= the order
+    # of ulist, the sum order of the document-indexed version)
+    _zscore_dense(tail, nuse, z1)
+    _zscore_dense(lex, nuse, z2)
     eta = fp[F_ETA]
     for a in range(nuse):
-        d = ulist[a]
-        pre_doc[d] = z1[d] + eta * z2[d]
+        pre[a] = z1[a] + eta * z2[a]
     if fp[F_W_BM25_RESCUE] != 0.0:
-        zscore_subset(bval, ulist, nuse, z1)
+        for a in range(nuse):
+            z2[a] = bval[ulist[a]]
+        _zscore_dense(z2, nuse, z1)
         wbr = fp[F_W_BM25_RESCUE]
         for a in range(nuse):
-            d = ulist[a]
-            pre_doc[d] += wbr * z1[d]
+            pre[a] += wbr * z1[a]
     npool = min(big_p, nuse)
-    pool = wi[0]
-    npool = topk_ids(pre_doc, ulist, nuse, npool, pool, wf[0], hv, hi)
+    pool = wi[0]  # pool docs, shortlist order
+    npool = topk_ids_pos(pre, ulist, nuse, npool, pool, wf[0], hv, hi)
+    pp = wi[12]  # their positions
+    for a in range(npool):
+        pp[a] = dp[pool[a], 1]
     # stage 7: semantic presence on the pool (deferred in the auto mode)
+    semp = wf[3]
     if mode == 0:
         semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, s_idx,
-                               sem_doc)
+                               semp)
+    else:
+        for a in range(npool):
+            semp[a] = sem[pp[a]]
     # sval back to all zero now (not at the end): diversify uses it as its zero table
     for a in range(n_sem):
         sval[rbuf[a]] = 0.0
     # stage 8: final features and relevance on the pool (B.9), plain order
-    # features per pool position; z-scores over the pool in pool order (the sum order
-    # of the doc-indexed version)
+    # features per pool index; z-scores over the pool in pool order
     lex1p = wf[1]
-    lexadj = wf[2]
-    sem = wf[3]
-    rare = wf[4]
+    lexadjp = wf[2]
+    rarep = wf[4]
     rel = wf[5]
     feat = wf[6]
     zf = wf[7]
     for a in range(npool):
-        d = pool[a]
-        lex1p[a] = lex_doc[d]
-        lexadj[a] = lexadj_doc[d]
-        sem[a] = sem_doc[d]
-        rare[a] = rare_doc[d]
+        o = pp[a]
+        lex1p[a] = lex[o]
+        lexadjp[a] = lexadj[o]
+        rarep[a] = rare[o]
         rel[a] = 0.0
     # relevance = Σ w z_P(feature)
     w_feat = (fp[F_W_TAIL], fp[F_W_LEX], fp[F_W_SEM], fp[F_W_RARE], fp[F_W_BM25])
@@ -812,14 +847,14 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             continue
         if f == 0:
             for a in range(npool):
-                feat[a] = tail_doc[pool[a]]
+                feat[a] = tail[pp[a]]
             _zscore_dense(feat, npool, zf)
         elif f == 1:
-            _zscore_dense(lexadj, npool, zf)
+            _zscore_dense(lexadjp, npool, zf)
         elif f == 2:
-            _zscore_dense(sem, npool, zf)
+            _zscore_dense(semp, npool, zf)
         elif f == 3:
-            _zscore_dense(rare, npool, zf)
+            _zscore_dense(rarep, npool, zf)
         else:
             for a in range(npool):
                 feat[a] = bval[pool[a]] if use_bm25 else 0.0
@@ -827,27 +862,30 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         for a in range(npool):
             rel[a] += wf_ * zf[a]
     for a in range(npool):
-        pre_doc[pool[a]] = rel[a]  # doc-indexed relevance
+        pre[pp[a]] = rel[a]  # position-indexed relevance
     plain = wi[1]
-    topk_ids(pre_doc, pool, npool, npool, plain, zf, hv, hi)
-    # stage 9: soft branch diversity on ranks 2..n_div (B.10)
-    order = wi[2]
-    diversify(pool, npool, pre_doc, plain, rt, nr, dm_r, dm_e, dm_n, c_indptr, c_terms,
-              c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], sval,
-              wi[3:], wf[8:], order)
-    # stage 10: outputs (the first out_doc.shape[0] of the final order)
-    # components aligned with the final order: map doc -> pool position via z2 scratch
+    topk_ids_pos(rel, pool, npool, npool, plain, zf, hv, hi)
     for a in range(npool):
-        z2[pool[a]] = a
+        plain[a] = dp[plain[a], 1]  # doc -> position
+    # stage 9: soft branch diversity on ranks 2..n_div (B.10), over positions
+    order = wi[2]
+    diversify(pp, npool, pre, plain, rt, nr, dm_r, dm_e, dm_n, c_indptr, c_terms,
+              c_vals, c_norm, ip[I_N_ELIG], ip[I_TOP_H], ip[I_N_DIV], fp[F_LAM_D], sval,
+              wi[3:12], wf[8:], order)
+    # stage 10: outputs (the first out_doc.shape[0] of the final order)
+    # components aligned with the final order: map position -> pool index via z2 scratch
+    for a in range(npool):
+        z2[pp[a]] = a
     n_out = min(npool, out_doc.shape[0])
     for a in range(n_out):
-        d = order[a]
-        k = np.int64(z2[d])
+        o = order[a]
+        k = np.int64(z2[o])
+        d = ulist[o]
         out_doc[a] = d
-        out_comp[0, a] = tail_doc[d]
-        out_comp[1, a] = lexadj[k]
-        out_comp[2, a] = sem[k]
-        out_comp[3, a] = rare[k]
+        out_comp[0, a] = tail[o]
+        out_comp[1, a] = lexadjp[k]
+        out_comp[2, a] = semp[k]
+        out_comp[3, a] = rarep[k]
         out_comp[4, a] = rel[k]
         out_comp[5, a] = lex1p[k]
         out_comp[6, a] = bval[d] if use_bm25 else 0.0
@@ -864,7 +902,7 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
                     s_indptr, s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms,
                     c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, n_chunks,
                     gen_base,
-                    sc_vi, sc_vf, sc_mark, sc_ni, sc_nf, sc_dmr, sc_dme, sc_slot, out_doc, out_comp,
+                    sc_vi, sc_vf, sc_mark, sc_dp, sc_ni, sc_nf, sc_dmr, sc_dme, sc_slot, out_doc, out_comp,
                     out_n, out_info, out_status):
     """Batched SGR query path; prange over ``n_chunks`` contiguous chunks of queries.
 
@@ -872,10 +910,11 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
     only touches slab c): ``sc_vi`` int64 (>= n_chunks, 2, V) = route stamps, route /
     semantic-term buffer; ``sc_vf`` float64 (·, 3, V) = query, route and semantic values
     (the semantic row all zero between queries); ``sc_mark`` uint8 (·, V), all zero
-    between queries; ``sc_ni`` int64 (·, 5, N) = doc
-    stamps, BM25 stamps, membership counts, routed list, BM25 list; ``sc_nf`` float64
-    (·, 11, N); ``sc_dmr``/``sc_dme`` (·, N, F); ``sc_slot`` uint16 (·, V), all zero
-    between queries.  Stamps start at -1 and query i is stamped
+    between queries; ``sc_dp`` int64 (·, N, 2) = per document (stamp, position in U);
+    ``sc_ni`` int64 (·, 4, N) = BM25 stamps (document-indexed), membership counts (by
+    position), routed list (position -> document), BM25 list; ``sc_nf`` float64
+    (·, 11, N) (position-indexed rows); ``sc_dmr``/``sc_dme`` (·, N, F) (by position);
+    ``sc_slot`` uint16 (·, V), all zero between queries.  Stamps start at -1 and query i is stamped
     ``gen_base + i``: the caller advances ``gen_base`` by nq after each call, so nothing is
     re-initialised between queries or calls.
 
@@ -915,22 +954,22 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         slot = sc_slot[c]  # semantic term -> entry of svs; all zero between queries
         svs = np.empty(max_sem + 1, np.float64)
         qbits = np.zeros((sval.shape[0] >> 6) + 1, np.int64)  # query-term bitset, zero between queries
-        dstamp = sc_ni[c, 0]
-        bstamp = sc_ni[c, 1]
-        dm_n = sc_ni[c, 2]
-        ulist = sc_ni[c, 3]
-        blist = sc_ni[c, 4]
+        dp = sc_dp[c]
+        bstamp = sc_ni[c, 0]
+        dm_n = sc_ni[c, 1]
+        ulist = sc_ni[c, 2]
+        blist = sc_ni[c, 3]
         esum = sc_nf[c, 0]
         csum = sc_nf[c, 1]
-        tail_doc = sc_nf[c, 2]
-        lex_doc = sc_nf[c, 3]
-        lexadj_doc = sc_nf[c, 4]
-        sem_doc = sc_nf[c, 5]
-        rare_doc = sc_nf[c, 6]
+        tail = sc_nf[c, 2]
+        lex = sc_nf[c, 3]
+        lexadj = sc_nf[c, 4]
+        sem = sc_nf[c, 5]
+        rare = sc_nf[c, 6]
         z1 = sc_nf[c, 7]
         z2 = sc_nf[c, 8]
-        pre_doc = sc_nf[c, 9]
-        bval = sc_nf[c, 10]
+        pre = sc_nf[c, 9]
+        bval = sc_nf[c, 10]  # document-indexed
         dm_r = sc_dmr[c]
         dm_e = sc_dme[c]
         rt = np.empty(n_rt, np.int64)
@@ -940,7 +979,7 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
         # per-chunk heap and pool-sized work rows, allocated once per call (not per query)
         heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
         heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
-        wi = np.empty((12, n_w), np.int64)
+        wi = np.empty((13, n_w), np.int64)
         wf = np.empty((15, n_w), np.float64)
         for i in range(lo, hi):
             s = q_indptr[i]
@@ -950,8 +989,8 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
                 mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
                 s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
                 c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, qval, mark, rstamp,
-                rval, sval, rbuf, rt, rw, dstamp, esum, csum, dm_r, dm_e, dm_n, ulist,
-                tail_doc, lex_doc, lexadj_doc, sem_doc, rare_doc, z1, z2, pre_doc, bstamp, bval,
+                rval, sval, rbuf, rt, rw, dp, esum, csum, dm_r, dm_e, dm_n, ulist,
+                tail, lex, lexadj, sem, rare, z1, z2, pre, bstamp, bval,
                 blist, powtab, heap_v, heap_i, wi, wf, slot, svs, qbits, out_doc[i], out_comp[i],
                 info)
             out_n[i] = n

@@ -91,17 +91,18 @@ def _heap_sorted_out(hv, hi, n, out_idx, out_val):
 
 
 @kernel()
-def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi):
+def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_pos=False):
     """Bounded min-heap top-k (root = worst kept item); one loop nest, no calls (Numba's
     inlined helpers were ~10x slower here).  Item c is ``(scores[d], d)`` with
-    ``d = cand[c]`` if ``use_cand`` else ``d = c``."""
+    ``d = cand[c]`` if ``use_cand`` else ``d = c``; with ``by_pos`` it is
+    ``(scores[c], cand[c])`` (values stored densely by candidate position)."""
     kk = min(k, n_cand)
     if kk <= 0:
         return 0
     m = 0
     for c in range(n_cand):
         d = cand[c] if use_cand else c
-        s = scores[d]
+        s = scores[c] if by_pos else scores[d]
         if m < kk:
             pos = m
             while pos > 0:
@@ -176,6 +177,14 @@ def topk_ids(scores, cand, n_cand, k, out_idx, out_val, hv, hi):
     """Top-k of ``scores[cand[:n_cand]]`` (distinct ids), descending, ties to the lowest
     id; ``hv`` float64 / ``hi`` int64 (>= k) are heap scratch.  Returns min(k, n_cand)."""
     return _topk_core(scores, cand, True, n_cand, k, out_idx, out_val, hv, hi)
+
+
+@kernel()
+def topk_ids_pos(scores, cand, n_cand, k, out_idx, out_val, hv, hi):
+    """Top-k of the items ``(scores[c], cand[c])``, ``c < n_cand`` (distinct ids): values
+    stored by candidate position, ranked as ``topk_ids`` (descending, ties to the lowest
+    id); writes the ids.  Returns min(k, n_cand)."""
+    return _topk_core(scores, cand, True, n_cand, k, out_idx, out_val, hv, hi, True)
 
 
 @kernel()
