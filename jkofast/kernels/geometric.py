@@ -286,15 +286,17 @@ def rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs
         hi = t_indptr[t + 1]
         row = tb_row[t]
         if row >= 0 and hi - lo > nuse:
+            # branch-free (the bit is a coin flip for a frequent term): a miss adds +0.0,
+            # which leaves these non-negative sums bit-unchanged
             ru = np.uint64(row)
-            for b in range(nuse):
+            rr = 1.0 if is_rare else 0.0
+            for b in range(np.uint64(nuse)):
                 d = np.uint64(ulist[b])
-                if (tb_bits[ru, d >> np.uint64(6)] >> (d & np.uint64(63))) & 1:
-                    lex[b] += v
-                    lexadj[b] += v2
-                    cnt[b] += 1.0
-                    if is_rare:
-                        rare[b] += 1.0
+                x = np.float64((tb_bits[ru, d >> np.uint64(6)] >> (d & np.uint64(63))) & 1)
+                lex[b] += v * x
+                lexadj[b] += v2 * x
+                cnt[b] += x
+                rare[b] += rr * x
         else:
             for p in range(np.uint64(lo), np.uint64(hi)):
                 d = np.uint64(t_docs[p])  # unsigned: no wrap-around code
