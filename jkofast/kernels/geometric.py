@@ -676,40 +676,52 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             if bstamp[d] != gen:
                 bstamp[d] = gen
                 bval[d] = 0.0
-    # optional tail gate before the rescue (off in reference mode): the kept documents
-    # move to positions 0..ng-1 in tail order, the dropped ones leave U (stamp -1)
+    # optional tail gate before the rescue (off in reference mode): keeps the top ng
+    # routed documents by (tail desc, doc id asc), found by selection in O(|U|) (a heap of
+    # ng = 10,000 cost more than the rescue it saves); the kept ones stay in discovery
+    # order at positions 0..ng-1, the dropped ones leave U (stamp -1)
     nuse = nu
+    live = gen  # the stamp of the documents in U from here on
     if ip[I_GATE] != 0:
         ng = min(nu, max(ip[I_GATE_MIN], ip[I_GATE_MULT] * big_p))
         if ng < nu:
-            gsel = np.empty(ng, np.int64)
-            gv = np.empty(ng, np.float64)
-            ng = topk_ids_pos(tail, ulist, nu, ng, gsel, gv, hv, hi)
-            F = dm_r.shape[1]
-            g_tail = np.empty(ng, np.float64)
-            g_n = np.empty(ng, np.int64)
-            g_r = np.empty((ng, F), np.int64)
-            g_e = np.empty((ng, F), np.float64)
-            for a in range(ng):
-                o = dp[gsel[a], 1]
-                g_tail[a] = tail[o]
-                g_n[a] = dm_n[o]
-                for c in range(dm_n[o]):
-                    g_r[a, c] = dm_r[o, c]
-                    g_e[a, c] = dm_e[o, c]
+            neg = z1[:nu]
             for a in range(nu):
-                dp[ulist[a], 0] = -1
-            for a in range(ng):
-                d = gsel[a]
-                dp[d, 0] = gen
-                dp[d, 1] = a
-                ulist[a] = d
-                tail[a] = g_tail[a]
-                dm_n[a] = g_n[a]
-                for c in range(g_n[a]):
-                    dm_r[a, c] = g_r[a, c]
-                    dm_e[a, c] = g_e[a, c]
-            nuse = ng
+                neg[a] = -tail[a]
+            thr = -np.partition(neg, ng - 1)[ng - 1]  # the ng-th largest tail
+            n_gt = 0
+            n_eq = 0
+            for a in range(nu):
+                if tail[a] > thr:
+                    n_gt += 1
+                elif tail[a] == thr:
+                    n_eq += 1
+            eq = np.empty(n_eq, np.int64)
+            c = 0
+            for a in range(nu):
+                if tail[a] == thr:
+                    eq[c] = ulist[a]
+                    c += 1
+            cut = np.sort(eq)[ng - n_gt - 1]  # ties at the threshold: the lowest ids
+            # the kept docs get the stamp `live` (unique per query, never a gen): only
+            # they are restamped, the dropped ones keep `gen` and no longer match
+            live = -gen - 2
+            w = 0
+            for a in range(nu):
+                d = ulist[a]
+                ta = tail[a]
+                if ta > thr or (ta == thr and d <= cut):
+                    if w != a:
+                        ulist[w] = d
+                        tail[w] = ta
+                        dm_n[w] = dm_n[a]
+                        for c in range(dm_n[a]):
+                            dm_r[w, c] = dm_r[a, c]
+                            dm_e[w, c] = dm_e[a, c]
+                    dp[d, 0] = live
+                    dp[d, 1] = w
+                    w += 1
+            nuse = w
     # query-only tables for the final features, set before the rescue
     n_sem = semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, rbuf)
     n_rare = min(ip[I_N_RARE], nq)
@@ -733,7 +745,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
         # per query term: postings or document bitset, whichever is cheaper; the semantic
         # presence is deferred to the pool (the only docs that read it)
         rescue_query_terms(qt, mark, idf, dl, avgdl, b1, b2, coord, t_indptr, t_docs, tb_row,
-                           tb_bits, ulist, nuse, dp, gen, lex, lexadj, rare, z1, n_rare,
+                           tb_bits, ulist, nuse, dp, live, lex, lexadj, rare, z1, n_rare,
                            powtab)
     elif mode == 2:
         for a in range(nuse):
@@ -749,7 +761,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             is_rare = (mark[t] & 4) != 0
             for p in range(t_indptr[t], t_indptr[t + 1]):
                 d = t_docs[p]
-                if dp[d, 0] == gen:
+                if dp[d, 0] == live:
                     b = dp[d, 1]
                     lex[b] += v
                     lexadj[b] += v2
@@ -762,7 +774,7 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
             v = sval[n]
             for p in range(t_indptr[n], t_indptr[n + 1]):
                 d = t_docs[p]
-                if dp[d, 0] == gen:
+                if dp[d, 0] == live:
                     sem[dp[d, 1]] += v
         for a in range(nuse):
             d = ulist[a]
