@@ -840,10 +840,15 @@ class SparseGeometricRetriever:
 
     # ------------------------------------------------------------------ storage
     def index_nbytes(self, query_path_only: bool = True) -> int:
-        """Bytes of the stored index arrays (``query_path_only`` excludes build-only data)."""
+        """Bytes of the index arrays (``query_path_only`` excludes build-only data), plus the
+        query-analysis vocabulary table (hash slots, term code points and offsets; derived
+        at fit and load, not saved).  The Python ``vocabulary_`` dict is not counted."""
         self._check_fitted()
         skip = {"x_data", "a_indptr", "a_idx", "a_val", "mem_branch"} if query_path_only else set()
-        return int(sum(v.nbytes for k, v in self._ix.items() if k not in skip))
+        n = sum(v.nbytes for k, v in self._ix.items() if k not in skip)
+        if self._qtable is not None:
+            n += sum(a.nbytes for a in self._qtable)
+        return int(n)
 
     def save(self, path: str) -> None:
         """Write the index to directory ``path`` (``index.npz`` + ``meta.json``)."""
