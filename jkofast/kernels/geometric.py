@@ -384,10 +384,12 @@ def diversify(pool, n_pool, rel_doc, plain, rt, n_routed, dm_r, dm_e, dm_n, c_in
               c_terms, c_vals, c_norm, n_elig, top_h, n_div, lam_d, ctab, wi, wf, out_order):
     """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10).
 
-    ``plain`` = the pool in plain relevance order (desc, ties lowest doc id).  Writes the
-    final order (doc ids) to ``out_order[:n_pool]``: rank 1 = ``plain[0]``; ranks 2..n_div
-    greedily maximise ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's
-    eligible branches (ties: earlier in plain order); the rest follow plain order.
+    ``pool`` / ``plain`` / ``out_order`` hold row indices of ``rel_doc`` and the ``dm_*``
+    rows (the query path passes U positions).  ``plain`` = the pool in plain relevance
+    order (desc, ties lowest doc id).  Writes the final order to ``out_order[:n_pool]``:
+    rank 1 = ``plain[0]``; ranks 2..n_div greedily maximise
+    ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's eligible branches
+    (ties: earlier in plain order); the rest follow plain order.
     ``ctab`` (float64, V) must be all zero on entry and is all zero on exit (one centre
     at a time is scattered into it).  ``wi`` int64 (>= 9 rows) / ``wf`` float64 (>= 8 rows of
     ``>= max(n_routed·top_h, n_elig², n_pool·(F+1), n_div + n_pool, n_routed) + 1``) are
