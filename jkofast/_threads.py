@@ -35,6 +35,13 @@ def numba_threads(n_threads: int | None = None):
     """
     n = resolve_threads(n_threads)
     old = numba.get_num_threads()
+    if n == old:  # nothing to set (saves a call per batch); restore only if the block changed it
+        try:
+            yield n
+        finally:
+            if numba.get_num_threads() != old:
+                numba.set_num_threads(old)
+        return
     numba.set_num_threads(n)
     try:
         yield n

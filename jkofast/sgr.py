@@ -197,6 +197,7 @@ class SparseGeometricRetriever:
         self._scratch = None
         self._gen = 0
         self._qtable = None
+        self._pa_cache: dict = {}  # kernel parameter vectors; cleared when params or index change
 
     # ------------------------------------------------------------------ params
     @staticmethod
@@ -253,6 +254,7 @@ class SparseGeometricRetriever:
         # call made a query-parameter change cost ~0.5 s on a 20k-document index
         remake = any(p[k] != self.params[k] for k in ("semantic_neighbours", "semantic_k"))
         self.params = p
+        self._pa_cache = {}
         if self._fitted and remake:
             self._make_semantic()
         return self
@@ -518,6 +520,7 @@ class SparseGeometricRetriever:
         by the postings.  The query path tests a routed or pool document against such a
         term in O(1) instead of streaming its postings (SciFact: 693 of 35,899 terms).
         """
+        self._pa_cache = {}
         ix = self._ix
         order = ix["b_mem"]
         if not np.array_equal(order, np.arange(order.shape[0])):
@@ -668,22 +671,20 @@ class SparseGeometricRetriever:
         cp = np.frombuffer(low.encode("utf-32-le", "surrogatepass"), np.uint32)
         q_off = np.zeros(nq + 1, np.int64)
         np.cumsum(lens + 1, out=q_off[1:])
+        table, voc_off, voc_cp = self._qtable
+        # one thread below ~64 queries: the analysis takes ~1 µs per query, a parallel
+        # launch more than that
+        if nq < 64 or n_threads == 1:
+            return _tok.analyse_rows(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32)
         cap_off = np.zeros(nq + 1, np.int64)
         np.cumsum(lens // 2 + 1, out=cap_off[1:])  # tokens of >= 2 chars: <= len // 2 + 1
         out_terms = np.empty(int(cap_off[-1]), np.int32)
         out_vals = np.empty(int(cap_off[-1]), np.float32)
         out_n = np.zeros(nq, np.int64)
-        table, voc_off, voc_cp = self._qtable
-        # one thread below ~64 queries: the analysis takes ~1 µs per query, a parallel
-        # launch more than that
-        if nq < 64 or n_threads == 1:
-            _tok.analyse_serial(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, self._idf32,
-                                out_terms, out_vals, out_n)
-        else:
-            with numba_threads(n_threads) as nt:
-                _tok.analyse_batch(cp, q_off, cap_off, wtab, table, voc_off, voc_cp,
-                                   self._idf32, max(1, min(nq, nt)), out_terms, out_vals,
-                                   out_n)
+        with numba_threads(n_threads) as nt:
+            _tok.analyse_batch(cp, q_off, cap_off, wtab, table, voc_off, voc_cp,
+                               self._idf32, max(1, min(nq, nt)), out_terms, out_vals,
+                               out_n)
         indptr = np.zeros(nq + 1, np.int64)
         np.cumsum(out_n, out=indptr[1:])
         terms = np.empty(int(indptr[-1]), np.int32)
@@ -703,6 +704,11 @@ class SparseGeometricRetriever:
         max_q = int(np.diff(q_indptr).max()) if q_indptr is not None and q_indptr.shape[0] > 1 else V
         budget = min(p["route_budget"], V)
         n_routed = min(V, max_q + budget)  # the routed branches of one query
+        # the same vectors for the same parameters (copies: callers may write into them)
+        key = (P, n_routed, _q.N_FP, _q.N_IP)
+        hit = self._pa_cache.get(key)
+        if hit is not None:
+            return hit[0].copy(), hit[1].copy()
         fp = np.zeros(_q.N_FP, np.float64)
         fp[_q.F_ALPHA] = p["alpha"]
         fp[_q.F_GAMMA] = p["gamma"]
@@ -734,6 +740,9 @@ class SparseGeometricRetriever:
         ip[_q.I_BM25_CANDS] = min(p["bm25_candidates"], N)
         ip[_q.I_F] = p["n_memberships"]
         ip[_q.I_RESCUE_MODE] = ("auto", "scan", "postings").index(p["rescue_mode"])
+        if len(self._pa_cache) > 64:
+            self._pa_cache.clear()
+        self._pa_cache[key] = (fp.copy(), ip.copy())
         return fp, ip
 
     def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads, n_out=None):
@@ -748,20 +757,26 @@ class SparseGeometricRetriever:
         out_n = np.zeros(nq, np.int64)
         out_info = np.zeros((nq, 3), np.int64)
         out_status = np.zeros(nq, np.int32)
-        with self._lock, numba_threads(n_threads) as nt:
-            n_chunks = max(1, min(nq, nt))
+        n_chunks = max(1, min(nq, resolve_threads(n_threads)))
+        with self._lock:
             sc = self._get_scratch(n_chunks)
             gen_base = self._gen
             self._gen += nq
-            _q.sgr_query_batch(
+            args = (
                 q_indptr, q_terms, q_vals, fp, ip, ix["g_indptr"], ix["g_idx"], ix["g_val"],
                 ix["b_indptr"], ix["b_mem"], ix["mem_doc"], ix["mem_m"], ix["code_term"],
                 ix["code_sign"], ix["code_cval"], ix["code_w"], ix["code_count"], ix["s_indptr"],
                 ix["s_idx"], ix["idf"], ix["dl"], ix["sem_indptr"], ix["sem_idx"], ix["sem_val"],
                 ix["c_indptr"], ix["c_terms"], ix["c_vals"], ix["c_norm"], ix["t_indptr"],
                 ix["t_docs"], ix["t_tf"], ix["bm25_idf"], ix["tb_row"], ix["tb_bits"], n_chunks,
-                gen_base, *sc, out_doc,
-                out_comp, out_n, out_info, out_status)
+                gen_base, *sc, out_doc, out_comp, out_n, out_info, out_status)
+            if n_chunks == 1:
+                # one chunk (one query, or one thread): the same code on the calling thread,
+                # no parallel launch and no thread-mask change (together ~10 µs per call)
+                _q.sgr_query_serial(*args)
+            else:
+                with numba_threads(n_threads):
+                    _q.sgr_query_batch(*args)
         return out_doc, out_comp, out_n, out_info, out_status
 
     def _get_scratch(self, n_chunks: int):

@@ -3,13 +3,17 @@
 
 Usage:
     python scripts/sgr_synthetic.py [--docs 200000] [--queries 200] [--repeats 3] [--json F]
+                                    [--before REV]
 
 One process: the SGR index is built once (2 threads, timed; index bytes per document), bm25s
 (numba backend) likewise; then text in -> top-10 out for the same queries, tokenisation
 included for both, at 1 and 2 threads, SGR with the tail gate off (the default, the frozen
 method) and on (the optional gate of the post-benchmark variant), all contenders
 interleaved, best of ``--repeats``.  Also reports the median number of routed documents
-per query and the median Σ df of the query terms (the postings bm25s adds).
+per query and the median Σ df of the query terms (the postings bm25s adds).  ``--before
+REV`` also times that revision's SGR (its ``sgr.py`` + ``kernels/geometric.py``, imported as
+``sgr_eval.py --before`` does) in the same interleaved loop, and checks that both return the
+same ids and scores.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
 from benchmarks.bench_sgr import synthetic_texts  # noqa: E402
 
@@ -34,6 +39,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--before", default=None)
     args = ap.parse_args(argv)
 
     import bm25s
@@ -64,6 +70,17 @@ def main(argv=None) -> dict:
     df = np.diff(r._ix["t_indptr"])
     out["median_sum_df"] = float(np.median([df[qt[qi[i]:qi[i + 1]]].sum() for i in range(len(queries))]))
 
+    rold = None
+    if args.before:
+        from sgr_eval import _load_revision
+
+        rold = _load_revision(args.before)().fit(docs, n_threads=2)
+        a, b = r.search(queries, k=10), rold.search(queries, k=10)
+        out["before_rev"] = args.before
+        out["before_identical"] = bool(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]))
+        print(f"{args.before} vs working tree: ids and scores identical = {out['before_identical']}",
+              flush=True)
+
     def sgr(gate, nt):
         r.set_params(tail_gate=gate)
         r.search(queries, k=10, n_threads=nt)
@@ -76,6 +93,9 @@ def main(argv=None) -> dict:
     for nt in (1, 2):
         fns = {"sgr": lambda nt=nt: sgr(False, nt), "sgr_tail_gate": lambda nt=nt: sgr(True, nt),
                "bm25s": lambda nt=nt: bm(nt)}
+        if rold is not None:
+            # (no set_params: an older revision rebuilt its semantic lists on every call)
+            fns["sgr_before"] = lambda nt=nt: rold.search(queries, k=10, n_threads=nt)
         for fn in fns.values():
             fn()
         ts: dict = {k: [] for k in fns}

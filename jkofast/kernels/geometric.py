@@ -912,6 +912,96 @@ def sgr_one_query(gen, qt, qv, fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem, 
     return n_out, STATUS_OK
 
 
+@kernel()
+def _batch_sizes(q_indptr, q_terms, sem_indptr, ip, n_f):
+    """(max query length, max semantic-neighbour entries of a query, routed-term room,
+    pool-sized work row width) of a batch: the per-chunk scratch sizes."""
+    nq = q_indptr.shape[0] - 1
+    max_q = 0
+    for i in range(nq):
+        max_q = max(max_q, q_indptr[i + 1] - q_indptr[i])
+    max_sem = 0
+    for i in range(nq):
+        ns_ = 0
+        for a in range(q_indptr[i], q_indptr[i + 1]):
+            ns_ += sem_indptr[q_terms[a] + 1] - sem_indptr[q_terms[a]]
+        max_sem = max(max_sem, ns_)
+    n_rt = max_q + ip[I_BUDGET]
+    big_p = ip[I_POOL]
+    n_w = max(big_p * (n_f + 1), n_rt * ip[I_TOP_H], ip[I_N_ELIG] * ip[I_N_ELIG],
+              ip[I_N_DIV] + big_p, n_rt, max_q) + 1
+    return max_q, max_sem, n_rt, n_w
+
+
+@kernel()
+def _query_chunk(c, max_q, max_sem, n_rt, n_w, q_indptr, q_terms, q_vals, fp, ip, g_indptr,
+                 g_idx, g_val, b_indptr, b_mem, mem_doc, mem_m, code_term, code_sign, code_cval,
+                 code_w, code_count, s_indptr, s_idx, idf, dl, sem_indptr, sem_idx, sem_val,
+                 c_indptr, c_terms, c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row,
+                 tb_bits, n_chunks, gen_base, sc_vi, sc_vf, sc_mark, sc_dp, sc_ni, sc_nf, sc_dmr,
+                 sc_dme, sc_slot, out_doc, out_comp, out_n, out_info, out_status):
+    """Chunk ``c`` of ``n_chunks`` contiguous chunks of the batch (one scratch slab)."""
+    nq = q_indptr.shape[0] - 1
+    n_docs = dl.shape[0]
+    step = (nq + n_chunks - 1) // n_chunks
+    lo = c * step
+    hi = min(nq, lo + step)
+    if lo >= hi:
+        return
+    rstamp = sc_vi[c, 0]
+    rbuf = sc_vi[c, 1]
+    qval = sc_vf[c, 0]
+    rval = sc_vf[c, 1]
+    sval = sc_vf[c, 2]
+    mark = sc_mark[c]  # bit 0 query term, 1 semantic, 2 rare; cleared after each query
+    slot = sc_slot[c]  # semantic term -> entry of svs; all zero between queries
+    svs = np.empty(max_sem + 1, np.float64)
+    qbits = np.zeros((sval.shape[0] >> 6) + 1, np.int64)  # query-term bitset, zero between queries
+    dp = sc_dp[c]
+    bstamp = sc_ni[c, 0]
+    dm_n = sc_ni[c, 1]
+    ulist = sc_ni[c, 2]
+    blist = sc_ni[c, 3]
+    esum = sc_nf[c, 0]
+    csum = sc_nf[c, 1]
+    tail = sc_nf[c, 2]
+    lex = sc_nf[c, 3]
+    lexadj = sc_nf[c, 4]
+    sem = sc_nf[c, 5]
+    rare = sc_nf[c, 6]
+    z1 = sc_nf[c, 7]
+    z2 = sc_nf[c, 8]
+    pre = sc_nf[c, 9]
+    bval = sc_nf[c, 10]  # document-indexed
+    dm_r = sc_dmr[c]
+    dm_e = sc_dme[c]
+    rt = np.empty(n_rt, np.int64)
+    rw = np.empty(n_rt, np.float64)
+    info = np.zeros(3, np.int64)
+    powtab = np.empty(max_q + 1, np.float64)
+    # per-chunk heap and pool-sized work rows, allocated once per call (not per query)
+    heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
+    heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
+    wi = np.empty((13, n_w), np.int64)
+    wf = np.empty((15, n_w), np.float64)
+    for i in range(lo, hi):
+        s = q_indptr[i]
+        e = q_indptr[i + 1]
+        n, st = sgr_one_query(
+            gen_base + i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
+            mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
+            s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
+            c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, qval, mark, rstamp,
+            rval, sval, rbuf, rt, rw, dp, esum, csum, dm_r, dm_e, dm_n, ulist,
+            tail, lex, lexadj, sem, rare, z1, z2, pre, bstamp, bval,
+            blist, powtab, heap_v, heap_i, wi, wf, slot, svs, qbits, out_doc[i], out_comp[i],
+            info)
+        out_n[i] = n
+        out_status[i] = st
+        for a in range(3):
+            out_info[i, a] = info[a]
+
+
 @kernel(parallel=True)
 def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b_indptr,
                     b_mem, mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count,
@@ -940,79 +1030,36 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b
     ``out_status[i]`` = 0 (ok) or 3 (empty: no known query term / no routed document).
     Rows beyond ``n`` are left untouched (the wrapper pre-fills padding).
     """
-    nq = q_indptr.shape[0] - 1
-    max_q = 0
-    for i in range(nq):
-        max_q = max(max_q, q_indptr[i + 1] - q_indptr[i])
-    max_sem = 0
-    for i in range(nq):
-        ns_ = 0
-        for a in range(q_indptr[i], q_indptr[i + 1]):
-            ns_ += sem_indptr[q_terms[a] + 1] - sem_indptr[q_terms[a]]
-        max_sem = max(max_sem, ns_)
-    n_docs = dl.shape[0]
-    n_rt = max_q + ip[I_BUDGET]
-    big_p = ip[I_POOL]
-    n_w = max(big_p * (sc_dmr.shape[2] + 1), n_rt * ip[I_TOP_H], ip[I_N_ELIG] * ip[I_N_ELIG],
-              ip[I_N_DIV] + big_p, n_rt, max_q) + 1
+    max_q, max_sem, n_rt, n_w = _batch_sizes(q_indptr, q_terms, sem_indptr, ip, sc_dmr.shape[2])
     for c in prange(n_chunks):
-        step = (nq + n_chunks - 1) // n_chunks
-        lo = c * step
-        hi = min(nq, lo + step)
-        if lo >= hi:
-            continue
-        rstamp = sc_vi[c, 0]
-        rbuf = sc_vi[c, 1]
-        qval = sc_vf[c, 0]
-        rval = sc_vf[c, 1]
-        sval = sc_vf[c, 2]
-        mark = sc_mark[c]  # bit 0 query term, 1 semantic, 2 rare; cleared after each query
-        slot = sc_slot[c]  # semantic term -> entry of svs; all zero between queries
-        svs = np.empty(max_sem + 1, np.float64)
-        qbits = np.zeros((sval.shape[0] >> 6) + 1, np.int64)  # query-term bitset, zero between queries
-        dp = sc_dp[c]
-        bstamp = sc_ni[c, 0]
-        dm_n = sc_ni[c, 1]
-        ulist = sc_ni[c, 2]
-        blist = sc_ni[c, 3]
-        esum = sc_nf[c, 0]
-        csum = sc_nf[c, 1]
-        tail = sc_nf[c, 2]
-        lex = sc_nf[c, 3]
-        lexadj = sc_nf[c, 4]
-        sem = sc_nf[c, 5]
-        rare = sc_nf[c, 6]
-        z1 = sc_nf[c, 7]
-        z2 = sc_nf[c, 8]
-        pre = sc_nf[c, 9]
-        bval = sc_nf[c, 10]  # document-indexed
-        dm_r = sc_dmr[c]
-        dm_e = sc_dme[c]
-        rt = np.empty(n_rt, np.int64)
-        rw = np.empty(n_rt, np.float64)
-        info = np.zeros(3, np.int64)
-        powtab = np.empty(max_q + 1, np.float64)
-        # per-chunk heap and pool-sized work rows, allocated once per call (not per query)
-        heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
-        heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
-        wi = np.empty((13, n_w), np.int64)
-        wf = np.empty((15, n_w), np.float64)
-        for i in range(lo, hi):
-            s = q_indptr[i]
-            e = q_indptr[i + 1]
-            n, st = sgr_one_query(
-                gen_base + i, q_terms[s:e], q_vals[s:e], fp, ip, g_indptr, g_idx, g_val, b_indptr, b_mem,
-                mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
-                s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
-                c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, qval, mark, rstamp,
-                rval, sval, rbuf, rt, rw, dp, esum, csum, dm_r, dm_e, dm_n, ulist,
-                tail, lex, lexadj, sem, rare, z1, z2, pre, bstamp, bval,
-                blist, powtab, heap_v, heap_i, wi, wf, slot, svs, qbits, out_doc[i], out_comp[i],
-                info)
-            out_n[i] = n
-            out_status[i] = st
-            for a in range(3):
-                out_info[i, a] = info[a]
+        _query_chunk(c, max_q, max_sem, n_rt, n_w, q_indptr, q_terms, q_vals, fp, ip, g_indptr,
+                     g_idx, g_val, b_indptr, b_mem, mem_doc,
+                     mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
+                     s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
+                     c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, n_chunks,
+                     gen_base, sc_vi, sc_vf, sc_mark, sc_dp, sc_ni, sc_nf, sc_dmr, sc_dme,
+                     sc_slot, out_doc, out_comp, out_n, out_info, out_status)
+
+
+@kernel()
+def sgr_query_serial(q_indptr, q_terms, q_vals, fp, ip, g_indptr, g_idx, g_val, b_indptr,
+                     b_mem, mem_doc, mem_m, code_term, code_sign, code_cval, code_w, code_count,
+                    s_indptr, s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms,
+                    c_vals, c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, n_chunks,
+                    gen_base,
+                    sc_vi, sc_vf, sc_mark, sc_dp, sc_ni, sc_nf, sc_dmr, sc_dme, sc_slot, out_doc, out_comp,
+                    out_n, out_info, out_status):
+    """``sgr_query_batch`` on the calling thread, without the parallel launch (one query
+    per call: the launch is a fixed cost of several µs)."""
+    max_q, max_sem, n_rt, n_w = _batch_sizes(q_indptr, q_terms, sem_indptr, ip, sc_dmr.shape[2])
+    for c in range(n_chunks):
+        _query_chunk(c, max_q, max_sem, n_rt, n_w, q_indptr, q_terms, q_vals, fp, ip, g_indptr,
+                     g_idx, g_val, b_indptr, b_mem, mem_doc,
+                     mem_m, code_term, code_sign, code_cval, code_w, code_count, s_indptr,
+                     s_idx, idf, dl, sem_indptr, sem_idx, sem_val, c_indptr, c_terms, c_vals,
+                     c_norm, t_indptr, t_docs, t_tf, bm25_idf, tb_row, tb_bits, n_chunks,
+                     gen_base, sc_vi, sc_vf, sc_mark, sc_dp, sc_ni, sc_nf, sc_dmr, sc_dme,
+                     sc_slot, out_doc, out_comp, out_n, out_info, out_status)
 
 
 @kernel()

@@ -169,6 +169,29 @@ def analyse_serial(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, out_
 
 
 @kernel()
+def analyse_rows(cp, q_off, wtab, table, voc_off, voc_cp, idf32):
+    """``analyse_serial`` + ``compact_rows`` in one call for small batches (one dispatch,
+    no NumPy set-up in the wrapper): returns the CSR rows ``(indptr int64, terms int32,
+    vals float32)`` of the queries ``cp[q_off[i]:q_off[i + 1]]``."""
+    nq = q_off.shape[0] - 1
+    cap_off = np.zeros(nq + 1, np.int64)
+    for i in range(nq):
+        cap_off[i + 1] = cap_off[i] + (q_off[i + 1] - q_off[i]) // 2 + 1
+    out_terms = np.empty(cap_off[nq], np.int32)
+    out_vals = np.empty(cap_off[nq], np.float32)
+    out_n = np.zeros(nq, np.int64)
+    analyse_serial(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, out_terms,
+                   out_vals, out_n)
+    indptr = np.zeros(nq + 1, np.int64)
+    for i in range(nq):
+        indptr[i + 1] = indptr[i] + out_n[i]
+    terms = np.empty(indptr[nq], np.int32)
+    vals = np.empty(indptr[nq], np.float32)
+    compact_rows(cap_off, out_n, out_terms, out_vals, indptr, terms, vals)
+    return indptr, terms, vals
+
+
+@kernel()
 def compact_rows(cap_off, out_n, out_terms, out_vals, indptr, terms, vals):
     """Gather each query's ``out_n[i]`` entries from ``cap_off[i]`` into CSR rows
     (``indptr`` int64 (nq + 1), already the cumulative sum of ``out_n``)."""
