@@ -89,18 +89,22 @@ class SGRSciFactQuery(Benchmark):
         self.run(threads)
 
 
-class BM25sSciFactQuery(Benchmark):
-    """Peer: bm25s (numba backend), tokenisation included, top-10, same queries."""
+class _BM25sPeer(Benchmark):
+    """bm25s (numba backend) over ``self.corpus()`` = (doc texts, query texts): index in
+    setup, text in -> top-10 out (tokenisation included) in the timed call."""
 
     params = [[1, 2]]
     param_names = ["threads"]
+
+    def corpus(self):
+        raise NotImplementedError
 
     def make_inputs(self, threads):
         try:
             import bm25s
         except ImportError:
             raise NotImplementedError("bm25s not installed") from None
-        texts, self.queries = _scifact()
+        texts, self.queries = self.corpus()
         self.bm25s = bm25s
         self.ret = bm25s.BM25(backend="numba")
         self.ret.index(bm25s.tokenize(texts, stopwords=None, show_progress=False), show_progress=False)
@@ -111,6 +115,13 @@ class BM25sSciFactQuery(Benchmark):
         with numba_threads(threads):
             tok = self.bm25s.tokenize(self.queries, stopwords=None, show_progress=False)
             self.ret.retrieve(tok, k=10, n_threads=threads, show_progress=False)
+
+
+class BM25sSciFactQuery(_BM25sPeer):
+    """Peer: bm25s (numba backend), tokenisation included, top-10, same queries."""
+
+    def corpus(self):
+        return _scifact()
 
     def time_search_300_queries(self, threads):
         self.run(threads)
@@ -147,34 +158,17 @@ class SGRSyntheticQuery(Benchmark):
     track_index_bytes_per_doc.unit = "bytes"
 
 
-class BM25sSyntheticQuery(Benchmark):
+class BM25sSyntheticQuery(_BM25sPeer):
     """Peer: bm25s (numba backend) on the same synthetic corpus and queries, tokenisation
     included, top-10."""
 
-    params = [[1, 2]]
-    param_names = ["threads"]
     timeout = 3600
     repeat = 1
     number = 1
     warmup_time = 0
 
-    def make_inputs(self, threads):
-        try:
-            import bm25s
-        except ImportError:
-            raise NotImplementedError("bm25s not installed") from None
-        n = 20_000 if PROFILE == "fast" else 200_000
-        docs, self.queries = synthetic_texts(n, 200)
-        self.bm25s = bm25s
-        self.ret = bm25s.BM25(backend="numba")
-        self.ret.index(bm25s.tokenize(docs, stopwords=None, show_progress=False), show_progress=False)
-
-    def run(self, threads):
-        from jkofast._threads import numba_threads
-
-        with numba_threads(threads):
-            tok = self.bm25s.tokenize(self.queries, stopwords=None, show_progress=False)
-            self.ret.retrieve(tok, k=10, n_threads=threads, show_progress=False)
+    def corpus(self):
+        return synthetic_texts(20_000 if PROFILE == "fast" else 200_000, 200)
 
     def time_search_200_queries(self, threads):
         self.run(threads)
