@@ -12,7 +12,13 @@ configurations in ``CONFIGS``: the defaults, the published row, the train-select
 fusion, the tail gate, and each ``rescue_mode`` (``"auto"`` is the default).  Fitted indexes are cached (``save`` /
 ``load``) under the temp directory, keyed by the build sources, so a check takes
 seconds; the query kernels (``kernels/geometric.py``) are not part of that key.
-Exit status 0 = identical, 1 = a difference (printed), 2 = no reference yet.
+``--synthetic N`` checks the same way on the asv synthetic corpus of N documents
+(``benchmarks.bench_sgr.synthetic_texts``, 300 queries + the extra three) with the
+configurations of ``SYN_CONFIGS`` (query parameters on one fitted index: the defaults, the
+tail gate at its defaults and one small enough to drop documents, each ``rescue_mode``, the
+BM25 fusion with a BM25 rescue term, a larger pool with the published neighbours); it keeps
+its own reference file.  Exit status 0 = identical, 1 = a difference (printed), 2 = no
+reference yet.
 """
 
 from __future__ import annotations
@@ -39,6 +45,16 @@ CONFIGS = {
     "tail_gate": dict(tail_gate=True),
     "rescue_scan": dict(PUBLISHED, rescue_mode="scan"),
     "rescue_postings": dict(PUBLISHED, rescue_mode="postings"),
+}
+SYN_CONFIGS = {
+    "defaults": {},
+    "tail_gate": dict(tail_gate=True),
+    "tail_gate_small": dict(tail_gate=True, gate_min=50, gate_mult=1),
+    "rescue_scan": dict(rescue_mode="scan"),
+    "rescue_postings": dict(rescue_mode="postings"),
+    "fusion": dict(pool_size=500, w_lex=8.0, bm25_candidates=100, bm25_weight=32.0,
+                   bm25_rescue_weight=0.5),
+    "lowest_P200": dict(semantic_neighbours="lowest_term_id", pool_size=200),
 }
 EXTRA_QUERIES = ["", "zzqxjvk qqqzzzx", "the of and a"]
 POOL_FIELDS = ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25",
@@ -74,17 +90,38 @@ def outputs(names=None) -> dict:
     qs = list(queries.values()) + EXTRA_QUERIES
     res = {}
     for name in names or CONFIGS:
-        r = _retriever(name, texts)
-        o = {}
-        for nt in (1, 2):
-            idx, sc = r.search(qs, k=10, n_threads=nt)
-            o[f"search_ids_{nt}t"] = idx
-            o[f"search_scores_{nt}t"] = sc
-            p = r.pool(qs, n_threads=nt)
-            for f in POOL_FIELDS:
-                o[f"pool_{f}_{nt}t"] = getattr(p, f)
-        res[name] = o
+        res[name] = _collect(_retriever(name, texts), qs)
         print(f"  {name}: {len(qs)} queries", flush=True)
+    return res
+
+
+def _collect(r, qs) -> dict:
+    o = {}
+    for nt in (1, 2):
+        idx, sc = r.search(qs, k=10, n_threads=nt)
+        o[f"search_ids_{nt}t"] = idx
+        o[f"search_scores_{nt}t"] = sc
+        p = r.pool(qs, n_threads=nt)
+        for f in POOL_FIELDS:
+            o[f"pool_{f}_{nt}t"] = getattr(p, f)
+    return o
+
+
+def synthetic_outputs(n_docs: int, names=None) -> dict:
+    """The same arrays on the synthetic corpus, one index, ``SYN_CONFIGS`` as query params."""
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from benchmarks.bench_sgr import synthetic_texts
+    from jkofast.sgr import SparseGeometricRetriever
+
+    docs, qs = synthetic_texts(n_docs, 300)
+    qs = qs + EXTRA_QUERIES
+    r = SparseGeometricRetriever().fit(docs, n_threads=2)
+    base = dict(r.params)
+    res = {}
+    for name in names or SYN_CONFIGS:
+        r.set_params(**{**base, **SYN_CONFIGS[name]})
+        res[name] = _collect(r, qs)
+        print(f"  synthetic {n_docs}, {name}: {len(qs)} queries", flush=True)
     return res
 
 
@@ -109,24 +146,32 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write-reference", action="store_true",
                     help="pickle this tree's outputs as the reference")
-    ap.add_argument("--only", nargs="*", default=None, choices=list(CONFIGS),
+    ap.add_argument("--only", nargs="*", default=None,
                     help="compare these configurations only")
+    ap.add_argument("--synthetic", type=int, default=None, metavar="N",
+                    help="check on the synthetic corpus of N documents instead of SciFact")
     args = ap.parse_args(argv)
     os.makedirs(CACHE, exist_ok=True)
+    if args.synthetic is not None:
+        ref_path = os.path.join(CACHE, f"reference_synthetic_{args.synthetic}.pkl")
+        run = lambda names=None: synthetic_outputs(args.synthetic, names)  # noqa: E731
+    else:
+        ref_path = REF
+        run = outputs
     if args.write_reference:
-        res = outputs()
-        with open(REF, "wb") as f:
+        res = run()
+        with open(ref_path, "wb") as f:
             pickle.dump(res, f)
-        print(f"reference written: {REF}")
+        print(f"reference written: {ref_path}")
         return 0
-    if not os.path.exists(REF):
-        print(f"no reference at {REF}: run with --write-reference on the reference tree")
+    if not os.path.exists(ref_path):
+        print(f"no reference at {ref_path}: run with --write-reference on the reference tree")
         return 2
-    with open(REF, "rb") as f:
+    with open(ref_path, "rb") as f:
         ref = pickle.load(f)
     if args.only:
         ref = {k: v for k, v in ref.items() if k in args.only}
-    bad = compare(ref, outputs(list(ref)))
+    bad = compare(ref, run(list(ref)))
     n = sum(len(v) for v in ref.values())
     if bad:
         print("DIFFERENT:\n  " + "\n  ".join(bad))
