@@ -21,7 +21,12 @@ Scalars travel in two small arrays (``fp`` float64, ``ip`` int64, indices ``F_*`
 below) so variants stay flags, not recompilations.  Scratch (stamped tables of size V and
 N) is allocated once per chunk and reused across its queries: the generation stamp is the
 query index, so nothing is zeroed per query; the heap and pool-sized work rows are
-allocated once per chunk per call.  Every top-k is strict IEEE with ties to the lowest id;
+allocated once per chunk per call.  The routed documents of a query are numbered by
+position in the order they are found (``ulist[a]`` = document, ``dp[d]`` = (stamp,
+position)); every per-document quantity is stored by position, so the scratch a query
+touches stays dense on a large corpus.  ``sgr_query_batch`` (``prange`` over chunks) and
+``sgr_query_serial`` (one chunk, no parallel launch) share the per-chunk body
+``_query_chunk``.  Every top-k is strict IEEE with ties to the lowest id;
 float sums within a query are serial, so results do not depend on threads.  The
 ``# stage k:`` comments in ``sgr_one_query`` are read by ``scripts/sgr_eval.py --profile``
 (it times an instrumented copy that exits at each of them).
