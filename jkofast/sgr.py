@@ -15,6 +15,7 @@ with the published value as default.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -35,17 +36,15 @@ _TOKEN_RE = re.compile(TOKEN_PATTERN)
 # code point (1.1 MB, from the regex engine itself) on the first non-ASCII batch
 _WORD_RE = re.compile(r"(?u)\w")
 _WTAB_ASCII = np.array([_WORD_RE.match(chr(c)) is not None for c in range(128)], np.uint8)
-_WTAB_ALL: list[np.ndarray] = []
 
 
+@functools.lru_cache(maxsize=1)
 def _word_table_all() -> np.ndarray:
     """uint8 table over all 0x110000 code points: 1 where ``(?u)\\w`` matches."""
-    if not _WTAB_ALL:
-        allc = "".join(map(chr, range(0x110000)))
-        tab = np.zeros(0x110000, np.uint8)
-        tab[[m.start() for m in _WORD_RE.finditer(allc)]] = 1
-        _WTAB_ALL.append(tab)
-    return _WTAB_ALL[0]
+    allc = "".join(map(chr, range(0x110000)))
+    tab = np.zeros(0x110000, np.uint8)
+    tab[[m.start() for m in _WORD_RE.finditer(allc)]] = 1
+    return tab
 
 
 COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
@@ -676,21 +675,9 @@ class SparseGeometricRetriever:
         # launch more than that
         if nq < 64 or n_threads == 1:
             return _tok.analyse_rows(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32)
-        cap_off = np.zeros(nq + 1, np.int64)
-        np.cumsum(lens // 2 + 1, out=cap_off[1:])  # tokens of >= 2 chars: <= len // 2 + 1
-        out_terms = np.empty(int(cap_off[-1]), np.int32)
-        out_vals = np.empty(int(cap_off[-1]), np.float32)
-        out_n = np.zeros(nq, np.int64)
         with numba_threads(n_threads) as nt:
-            _tok.analyse_batch(cp, q_off, cap_off, wtab, table, voc_off, voc_cp,
-                               self._idf32, max(1, min(nq, nt)), out_terms, out_vals,
-                               out_n)
-        indptr = np.zeros(nq + 1, np.int64)
-        np.cumsum(out_n, out=indptr[1:])
-        terms = np.empty(int(indptr[-1]), np.int32)
-        vals = np.empty(int(indptr[-1]), np.float32)
-        _tok.compact_rows(cap_off, out_n, out_terms, out_vals, indptr, terms, vals)
-        return indptr, terms, vals
+            return _tok.analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32,
+                                      max(1, min(nq, nt)))
 
     def _param_arrays(self, pool_size: int, q_indptr=None):
         """Parameter vectors of the batch kernel.  Count parameters are capped where a larger

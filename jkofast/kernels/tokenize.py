@@ -142,14 +142,46 @@ def analyse_one(cp, lo, hi, wtab, table, voc_off, voc_cp, idf32, out_terms, out_
     return u
 
 
-@kernel(parallel=True)
-def analyse_batch(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, n_chunks,
-                  out_terms, out_vals, out_n):
-    """Query i = ``cp[q_off[i]:q_off[i + 1]]`` -> ``out_n[i]`` distinct known terms (sorted)
-    and their L2-normalised TF-IDF in ``out_terms`` / ``out_vals`` from ``cap_off[i]`` on
-    (``cap_off[i + 1] - cap_off[i]`` >= the number of tokens of query i, e.g.
-    ``length // 2 + 1``).  prange over ``n_chunks`` contiguous chunks of queries."""
+@kernel()
+def _row_caps(q_off):
+    """Start of each query's output region: a query of length L holds at most L // 2 + 1
+    tokens (each has >= 2 characters and a separator after it)."""
     nq = q_off.shape[0] - 1
+    cap_off = np.zeros(nq + 1, np.int64)
+    for i in range(nq):
+        cap_off[i + 1] = cap_off[i] + (q_off[i + 1] - q_off[i]) // 2 + 1
+    return cap_off
+
+
+@kernel()
+def _compact(cap_off, out_n, out_terms, out_vals):
+    """Gather each query's ``out_n[i]`` entries from ``cap_off[i]`` into CSR rows
+    ``(indptr int64, terms int32, vals float32)``."""
+    nq = out_n.shape[0]
+    indptr = np.zeros(nq + 1, np.int64)
+    for i in range(nq):
+        indptr[i + 1] = indptr[i] + out_n[i]
+    terms = np.empty(indptr[nq], np.int32)
+    vals = np.empty(indptr[nq], np.float32)
+    for i in range(nq):
+        s = cap_off[i]
+        d = indptr[i]
+        for a in range(out_n[i]):
+            terms[d + a] = out_terms[s + a]
+            vals[d + a] = out_vals[s + a]
+    return indptr, terms, vals
+
+
+@kernel(parallel=True)
+def analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, idf32, n_chunks):
+    """CSR rows ``(indptr int64, terms int32, vals float32)`` of the queries
+    ``cp[q_off[i]:q_off[i + 1]]``: the distinct known terms of each (sorted) and their
+    L2-normalised TF-IDF.  prange over ``n_chunks`` contiguous chunks of queries."""
+    nq = q_off.shape[0] - 1
+    cap_off = _row_caps(q_off)
+    out_terms = np.empty(cap_off[nq], np.int32)
+    out_vals = np.empty(cap_off[nq], np.float32)
+    out_n = np.zeros(nq, np.int64)
     for c in prange(n_chunks):
         step = (nq + n_chunks - 1) // n_chunks
         lo = c * step
@@ -157,47 +189,18 @@ def analyse_batch(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, n_chu
         for i in range(lo, hi):
             out_n[i] = analyse_one(cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp,
                                    idf32, out_terms, out_vals, cap_off[i])
-
-
-@kernel()
-def analyse_serial(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, out_terms,
-                   out_vals, out_n):
-    """``analyse_batch`` on one thread, without the parallel launch (small batches)."""
-    for i in range(q_off.shape[0] - 1):
-        out_n[i] = analyse_one(cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp,
-                               idf32, out_terms, out_vals, cap_off[i])
+    return _compact(cap_off, out_n, out_terms, out_vals)
 
 
 @kernel()
 def analyse_rows(cp, q_off, wtab, table, voc_off, voc_cp, idf32):
-    """``analyse_serial`` + ``compact_rows`` in one call for small batches (one dispatch,
-    no NumPy set-up in the wrapper): returns the CSR rows ``(indptr int64, terms int32,
-    vals float32)`` of the queries ``cp[q_off[i]:q_off[i + 1]]``."""
+    """``analyse_batch`` on the calling thread, without the parallel launch (small batches)."""
     nq = q_off.shape[0] - 1
-    cap_off = np.zeros(nq + 1, np.int64)
-    for i in range(nq):
-        cap_off[i + 1] = cap_off[i] + (q_off[i + 1] - q_off[i]) // 2 + 1
+    cap_off = _row_caps(q_off)
     out_terms = np.empty(cap_off[nq], np.int32)
     out_vals = np.empty(cap_off[nq], np.float32)
     out_n = np.zeros(nq, np.int64)
-    analyse_serial(cp, q_off, cap_off, wtab, table, voc_off, voc_cp, idf32, out_terms,
-                   out_vals, out_n)
-    indptr = np.zeros(nq + 1, np.int64)
     for i in range(nq):
-        indptr[i + 1] = indptr[i] + out_n[i]
-    terms = np.empty(indptr[nq], np.int32)
-    vals = np.empty(indptr[nq], np.float32)
-    compact_rows(cap_off, out_n, out_terms, out_vals, indptr, terms, vals)
-    return indptr, terms, vals
-
-
-@kernel()
-def compact_rows(cap_off, out_n, out_terms, out_vals, indptr, terms, vals):
-    """Gather each query's ``out_n[i]`` entries from ``cap_off[i]`` into CSR rows
-    (``indptr`` int64 (nq + 1), already the cumulative sum of ``out_n``)."""
-    for i in range(out_n.shape[0]):
-        s = cap_off[i]
-        d = indptr[i]
-        for a in range(out_n[i]):
-            terms[d + a] = out_terms[s + a]
-            vals[d + a] = out_vals[s + a]
+        out_n[i] = analyse_one(cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp,
+                               idf32, out_terms, out_vals, cap_off[i])
+    return _compact(cap_off, out_n, out_terms, out_vals)
