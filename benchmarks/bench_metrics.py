@@ -1,6 +1,6 @@
 """asv suites: ranking metrics (end to end from dicts, and the kernel alone), bootstrap CIs.
 
-Side-by-side figures against pytrec_eval and ranx: ``benchmarks/compare_metrics.py``.
+Side-by-side figures against pytrec_eval and ranx: ``benchmarks/tools/compare_metrics.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class EvaluateDicts(Benchmark):
         self.run_d, self.qrels_d = _synthetic(n_queries, depth)
 
     def run(self, n_queries, depth, n_threads):
-        from jkofast.evaluation import evaluate
+        from jkofast.eval.metrics import evaluate
 
         evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
 
@@ -45,7 +45,7 @@ class EvaluateKernel(Benchmark):
     param_names = ["n_queries", "depth", "n_threads"]
 
     def make_inputs(self, n_queries, depth, n_threads):
-        from jkofast.evaluation import _flatten_dict, _id_rows, _parse_metrics
+        from jkofast.eval.metrics import _flatten_dict, _id_rows, _parse_metrics
 
         if n_queries * depth > 2_000_000:
             raise NotImplementedError("grid point skipped (too large)")
@@ -61,12 +61,24 @@ class EvaluateKernel(Benchmark):
 
     def run(self, n_queries, depth, n_threads):
         from jkofast import numba_threads
-        from jkofast.kernels import ranking_metrics as K
+        from jkofast.kernels.eval import metrics as K
 
         with numba_threads(n_threads):
-            K.evaluate_batch_chars(self.roff, self.rr, self.s32, self.qoff, self.qr,
-                                   self.lab, self.kinds, self.ks, K.GAIN_LINEAR,
-                                   K.TIE_TREC_EVAL, False, self.out, self.nret)
+            K.evaluate_batch_chars(
+                self.roff,
+                self.rr,
+                self.s32,
+                self.qoff,
+                self.qr,
+                self.lab,
+                self.kinds,
+                self.ks,
+                K.GAIN_LINEAR,
+                K.TIE_TREC_EVAL,
+                False,
+                self.out,
+                self.nret,
+            )
 
     def time_kernel(self, *p):
         self.run(*p)
@@ -79,7 +91,7 @@ class EvaluateSciFact(Benchmark):
     param_names = ["n_threads"]
 
     def make_inputs(self, n_threads):
-        from jkofast.trec import read_qrels, read_run
+        from jkofast.eval.trec import read_qrels, read_run
 
         run_p = os.path.join(SHARED_DATA, "scifact", "runs", "bm25s_snowball_test_top100.tsv.gz")
         qrels_p = os.path.join(SHARED_DATA, "scifact", "qrels", "test.tsv")
@@ -88,7 +100,7 @@ class EvaluateSciFact(Benchmark):
         self.run_d, self.qrels_d = read_run(run_p), read_qrels(qrels_p)
 
     def run(self, n_threads):
-        from jkofast.evaluation import evaluate
+        from jkofast.eval.metrics import evaluate
 
         evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
 
@@ -97,7 +109,7 @@ class EvaluateSciFact(Benchmark):
 
     def track_ndcg10(self, *p):
         """Correctness rides along: mean nDCG@10 of the BM25 run."""
-        from jkofast.evaluation import evaluate
+        from jkofast.eval.metrics import evaluate
 
         return float(evaluate(self.run_d, self.qrels_d, ["ndcg@10"]).means["ndcg@10"])
 
@@ -112,7 +124,7 @@ class Bootstrap(Benchmark):
         self.x = np.random.default_rng(0).random(n)
 
     def run(self, n):
-        from jkofast.evaluation import bootstrap_ci
+        from jkofast.eval.metrics import bootstrap_ci
 
         bootstrap_ci(self.x)
 
@@ -132,12 +144,13 @@ class FirstCall:
         import subprocess
         import sys
 
-        code = ("import time; t = time.perf_counter(); from jkofast.evaluation import "
-                "evaluate; evaluate({'q': {'a': 1.0, 'b': 0.5}}, {'q': {'a': 1}}); "
-                "print(time.perf_counter() - t)")
+        code = (
+            "import time; t = time.perf_counter(); from jkofast.eval.metrics import "
+            "evaluate; evaluate({'q': {'a': 1.0, 'b': 0.5}}, {'q': {'a': 1}}); "
+            "print(time.perf_counter() - t)"
+        )
         env = dict(os.environ, JKOFAST_NUMBA_CACHE="0")
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=env, check=True)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         return float(out.stdout.strip().splitlines()[-1])
 
     track_first_call_seconds.unit = "seconds"

@@ -31,7 +31,7 @@ class RRFPools(Benchmark):
         self.d = np.stack([rng.choice(n_docs, 500, replace=False) for _ in range(nq)])
 
     def run(self, nq, threads):
-        from jkofast.pools import rrf_fuse
+        from jkofast.pools.candidates import rrf_fuse
 
         rrf_fuse(self.s, self.d, M=200, n_threads=threads)
 
@@ -49,7 +49,7 @@ class Energy(Benchmark):
         self.off, self.a, self.b, _ = _pools(nq, 200, 1)
 
     def run(self, nq):
-        from jkofast.energy import energy_and_p0
+        from jkofast.jko.energy import energy_and_p0
 
         energy_and_p0(self.off, dense=self.a, rerank=self.b, alpha=0.4, gamma=0.6, tau0=0.1)
 
@@ -68,7 +68,7 @@ class PoolBaselines(Benchmark):
         self.off, self.s, self.d, self.Z = _pools(nq, 200, 384)
 
     def run(self, method, threads):
-        from jkofast import baselines as B
+        from jkofast.pools import baselines as B
 
         with numba_threads(threads):
             if method == "inpool_rrf":
@@ -91,9 +91,9 @@ class SciFactPools(Benchmark):
     timeout = 300
 
     def make_inputs(self, step):
-        from jkofast.data import load_dataset
-        from jkofast.pools import dense_scores
-        from jkofast.retriever import get_retriever
+        from jkofast.datasets.beir import load_dataset
+        from jkofast.pools.candidates import dense_scores
+        from jkofast.sparse.retriever import get_retriever
 
         ds = load_dataset("scifact")
         n = 60 if PROFILE == "fast" else 300
@@ -103,14 +103,14 @@ class SciFactPools(Benchmark):
         demb, qemb = ds.embeddings()
         row = {q: i for i, q in enumerate(ds.query_ids)}
         self.D = dense_scores(demb, qemb[[row[q] for q in self.qids]])
-        from jkofast.pools import build_pools
+        from jkofast.pools.candidates import build_pools
 
         self.P = build_pools(self.S, self.D, query_ids=self.qids)
 
     def run(self, step):
-        from jkofast import baselines as B
-        from jkofast.energy import blend
-        from jkofast.pools import build_pools
+        from jkofast.jko.energy import blend
+        from jkofast.pools import baselines as B
+        from jkofast.pools.candidates import build_pools
 
         P = self.P
         if step == "build_pools":
@@ -124,7 +124,7 @@ class SciFactPools(Benchmark):
         self.run(step)
 
     def track_ndcg10(self, step):
-        from jkofast.pipeline import evaluate_topk
+        from jkofast.studies.main_job import evaluate_topk
 
         if step == "build_pools":
             return self.P.recall(self.ds.qrels("test"), self.ds.doc_ids)  # micro pool recall
@@ -155,8 +155,12 @@ class RerankIO(Benchmark):
             for q in range(nq):
                 docs = rng.choice(n_docs, m, replace=False)
                 sc = -np.sort(-rng.gamma(2.0, 2.0, m))
-                fh.write("".join(f"q{q} Q0 doc{d} {r + 1} {s:.4f} synth\n"
-                                 for r, (d, s) in enumerate(zip(docs.tolist(), sc.tolist(), strict=True))))
+                fh.write(
+                    "".join(
+                        f"q{q} Q0 doc{d} {r + 1} {s:.4f} synth\n"
+                        for r, (d, s) in enumerate(zip(docs.tolist(), sc.tolist(), strict=True))
+                    )
+                )
 
         class _Rows:  # the geometry's doc id -> row lookup, no embedding gather
             row = {f"doc{i}": i for i in range(n_docs)}

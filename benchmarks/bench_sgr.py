@@ -11,7 +11,7 @@ from benchmarks.common import PROFILE, SEED, Benchmark
 def _scifact():
     """(doc_texts, test query texts) from the bundled or the shared SciFact copy."""
     try:
-        from jkofast.data import load_dataset
+        from jkofast.datasets.beir import load_dataset
 
         ds = load_dataset("scifact")
         q = ds.queries
@@ -25,7 +25,7 @@ def _scifact():
         path = os.path.join(SHARED_DATA, "scifact")
         if not os.path.isdir(path):
             raise NotImplementedError("SciFact data not available") from None
-        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tools"))
         from sgr_eval import load_scifact
 
         _, texts, queries, qrels = load_scifact(path)
@@ -41,7 +41,7 @@ def synthetic_texts(n_docs: int, n_queries: int, n_words: int = 60_000, seed: in
     lens = rng.integers(40, 81, size=n_docs)
     flat = rng.choice(n_words, size=int(lens.sum()), p=p)
     bounds = np.concatenate([[0], np.cumsum(lens)])
-    docs = [" ".join(words[flat[bounds[i]:bounds[i + 1]]]) for i in range(n_docs)]
+    docs = [" ".join(words[flat[bounds[i] : bounds[i + 1]]]) for i in range(n_docs)]
     qlen = rng.integers(4, 12, size=n_queries)
     queries = [" ".join(words[rng.choice(n_words, size=int(n), p=p)]) for n in qlen]
     return docs, queries
@@ -57,7 +57,7 @@ class SGRSciFactBuild(Benchmark):
         self.texts, _ = _scifact()
 
     def run(self, threads):
-        from jkofast.sgr import SparseGeometricRetriever
+        from jkofast.sgr.retriever import SparseGeometricRetriever
 
         self.r = SparseGeometricRetriever().fit(self.texts, n_threads=threads)
 
@@ -77,7 +77,7 @@ class SGRSciFactQuery(Benchmark):
     param_names = ["threads"]
 
     def make_inputs(self, threads):
-        from jkofast.sgr import SparseGeometricRetriever
+        from jkofast.sgr.retriever import SparseGeometricRetriever
 
         texts, self.queries = _scifact()
         self.r = SparseGeometricRetriever().fit(texts)
@@ -140,7 +140,7 @@ class SGRSyntheticQuery(Benchmark):
     warmup_time = 0
 
     def make_inputs(self, threads, tail_gate):
-        from jkofast.sgr import SparseGeometricRetriever
+        from jkofast.sgr.retriever import SparseGeometricRetriever
 
         n = 20_000 if PROFILE == "fast" else 200_000
         docs, self.queries = synthetic_texts(n, 200)
@@ -190,13 +190,13 @@ class SGRSyntheticBuild(Benchmark):
         self.docs, _ = synthetic_texts(n, 1)
 
     def setup(self, threads):
-        from jkofast.sgr import SparseGeometricRetriever
+        from jkofast.sgr.retriever import SparseGeometricRetriever
 
         self.make_inputs(threads)
         SparseGeometricRetriever().fit(self.docs[:50], n_threads=threads)  # compile only
 
     def run(self, threads):
-        from jkofast.sgr import SparseGeometricRetriever
+        from jkofast.sgr.retriever import SparseGeometricRetriever
 
         SparseGeometricRetriever().fit(self.docs, n_threads=threads)
 

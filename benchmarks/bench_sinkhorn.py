@@ -2,7 +2,7 @@
 
 Times ``N_ITER`` update pairs from a cold start (fixed count, no tolerance) on a seeded
 clustered pool with the JKO geometry ``C = (1 - cos)^2``; divide by ``N_ITER`` for the
-per-iteration figure (``benchmarks/compare_peers.py`` prints it next to POT's).
+per-iteration figure (``benchmarks/tools/compare_peers.py`` prints it next to POT's).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ ZIPF_SIZES = [20_000] if PROFILE == "fast" else [20_000, 200_000]
 
 @functools.lru_cache(maxsize=1)
 def scifact():
-    from jkofast.data import load_dataset
+    from jkofast.datasets.beir import load_dataset
 
     ds = load_dataset("scifact")
     return ds, list(ds.query_texts)
@@ -30,7 +30,7 @@ def zipf(n_docs):
 
 
 def _retriever(method):
-    from jkofast.retriever import get_retriever
+    from jkofast.sparse.retriever import get_retriever
 
     return get_retriever(method)
 
@@ -42,7 +42,7 @@ class SciFactBuild(Benchmark):
     param_names = ["method"]
 
     def make_inputs(self, method):
-        from jkofast.retriever import DOC_SEP
+        from jkofast.sparse.retriever import DOC_SEP
 
         ds, _ = scifact()
         self.docs = ds.doc_texts(DOC_SEP[method])
@@ -62,7 +62,7 @@ class SciFactSearch(Benchmark):
     param_names = ["method", "k"]
 
     def make_inputs(self, method, k):
-        from jkofast.retriever import DOC_SEP
+        from jkofast.sparse.retriever import DOC_SEP
 
         ds, qs = scifact()
         self.index = _retriever(method).fit(ds.doc_texts(DOC_SEP[method])).index
@@ -100,7 +100,7 @@ class ZipfBuild(Benchmark):
         self.flat, self.off, _ = zipf(n_docs)
 
     def run(self, n_docs):
-        from jkofast.index import BM25Index
+        from jkofast.sparse.index import BM25Index
 
         with numba_threads(1):
             BM25Index("lucene").fit_token_ids((self.flat, self.off), 100_000)
@@ -117,7 +117,7 @@ class ZipfSearch(Benchmark):
     timeout = 1200
 
     def make_inputs(self, n_docs, k, threads):
-        from jkofast.index import BM25Index
+        from jkofast.sparse.index import BM25Index
 
         flat, off, qs = zipf(n_docs)
         self.index = BM25Index("lucene").fit_token_ids((flat, off), 100_000)
@@ -139,7 +139,7 @@ class PoolCosines(Benchmark):
     param_names = ["M", "threads"]
 
     def make_inputs(self, M, threads):
-        from jkofast.index import TfidfIndex
+        from jkofast.sparse.index import TfidfIndex
 
         ds, _ = scifact()
         D = TfidfIndex().fit(ds.doc_texts(" ")).doc_matrix()
@@ -149,7 +149,7 @@ class PoolCosines(Benchmark):
         self.off = np.arange(0, 100 * M + 1, M)
 
     def run(self, M, threads):
-        from jkofast.index import cosine_pools
+        from jkofast.sparse.index import cosine_pools
 
         cosine_pools(self.X, self.off, n_threads=threads)
 

@@ -1,39 +1,41 @@
 """jkofast: compiled (Numba, CPU) kernels for distributional retrieval.
 
 Importing compiles nothing; call ``jkofast.warmup()`` to compile/load every kernel.
-Submodules are imported lazily on attribute access.
+The main entry points are re-exported lazily (PEP 562): importing ``jkofast`` imports none of
+its wings.
+
+Wings: :mod:`jkofast.ot` (Sinkhorn, entropic OT), :mod:`jkofast.jko` (JKO-RAG reranking),
+:mod:`jkofast.sparse` (analyser, CSR indexes, retriever registry), :mod:`jkofast.sgr`
+(SparseGeometricRAG), :mod:`jkofast.pools` (candidate pools, pool baselines),
+:mod:`jkofast.eval` (metrics, TREC IO), :mod:`jkofast.datasets` (BEIR loading),
+:mod:`jkofast.studies` (end-to-end jobs), :mod:`jkofast.commands` (the CLI);
+every kernel lives in :mod:`jkofast.kernels`, whose sub-packages mirror the wings.
 """
 
 from __future__ import annotations
 
-import importlib
+from jkofast._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
-_LAZY = {
-    "warmup": "jkofast.warmup",
-    "numba_threads": "jkofast._threads",
-    "ConvergenceWarning": "jkofast._status",
-    "topk": "jkofast.selection",
-    "sinkhorn_log": "jkofast.sinkhorn",
-    "SinkhornResult": "jkofast.sinkhorn",
-    "JKOConfig": "jkofast.jko",
-    "run_jko": "jkofast.jko",
-    "run_jko_with_duals": "jkofast.jko",
-    "rerank_batch": "jkofast.jko",
-    "operating_point": "jkofast.jko",
-}
-
-__all__ = sorted([*_LAZY, "__version__"])
-
-
-def __getattr__(name: str):
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'jkofast' has no attribute {name!r}")
-    return getattr(importlib.import_module(mod), name)
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__, _names = lazy_exports(
+    __name__,
+    {
+        "warmup": "jkofast.warmup",
+        "numba_threads": "jkofast._threads",
+        "ConvergenceWarning": "jkofast._status",
+        "topk": "jkofast.selection",
+        "sinkhorn_log": "jkofast.ot.sinkhorn",
+        "SinkhornResult": "jkofast.ot.sinkhorn",
+        "JKOConfig": "jkofast.jko.solver",
+        "run_jko": "jkofast.jko.solver",
+        "run_jko_with_duals": "jkofast.jko.solver",
+        "rerank_batch": "jkofast.jko.solver",
+        "operating_point": "jkofast.jko.solver",
+        "pool_geometry": "jkofast.jko.solver",
+        "SparseGeometricRetriever": "jkofast.sgr.retriever",
+        "get_retriever": "jkofast.sparse.retriever",
+        "evaluate": "jkofast.eval.metrics",
+    },
+)
+__all__ = sorted([*_names, "__version__"])

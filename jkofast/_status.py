@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-OK = 0
-NOT_CONVERGED = 1
-NON_FINITE = 2  # a NaN/inf appeared inside a kernel (input passed validation)
-EMPTY = 3  # empty pool / empty row where a non-empty one is required
-BAD_INPUT = 4  # per-query input rejected in a batch (reported by index)
+from jkofast._codes import BAD_INPUT, EMPTY, NON_FINITE, NOT_CONVERGED, OK
 
 MESSAGES = {
     OK: "ok",
@@ -41,6 +37,8 @@ def unconverged_summary(n_queries: int, n_sinkhorn: int, n_cg: int, cfg=None) ->
     CG stopped at its cap above tolerance; the caps of ``cfg`` when given."""
     sk = f", sinkhorn_max_iter={cfg.sinkhorn_max_iter}" if cfg is not None else ""
     cg = f", cg_max_iter={cfg.cg_max_iter}" if cfg is not None else ""
-    return (f"in {int(n_queries)} queries some inner steps stopped at an iteration cap above tolerance "
-            f"(Sinkhorn {int(n_sinkhorn)} steps{sk}; implicit-gradient CG {int(n_cg)} steps{cg}): "
-            "their gradients are inexact")
+    return (
+        f"in {int(n_queries)} queries some inner steps stopped at an iteration cap above tolerance "
+        f"(Sinkhorn {int(n_sinkhorn)} steps{sk}; implicit-gradient CG {int(n_cg)} steps{cg}): "
+        "their gradients are inexact"
+    )

@@ -9,8 +9,16 @@ import numpy as np
 FLOAT_DTYPES = (np.float32, np.float64)
 
 
-def as_float_array(x, name: str, *, dtype=None, ndim: int | None = None, allow_empty: bool = False,
-                   finite: bool = True, copy: bool = False) -> np.ndarray:
+def as_float_array(
+    x,
+    name: str,
+    *,
+    dtype=None,
+    ndim: int | None = None,
+    allow_empty: bool = False,
+    finite: bool = True,
+    copy: bool = False,
+) -> np.ndarray:
     """Coerce to a C-contiguous float array.
 
     ``dtype=None`` keeps float32/float64 input and turns integer/bool input into float64;
@@ -94,8 +102,9 @@ def check_offsets(offsets, n_total: int, name: str = "offsets") -> np.ndarray:
     return off
 
 
-def check_csr(indptr, indices, data, n_cols: int | None = None, name: str = "X",
-              *, data_dtype=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_csr(
+    indptr, indices, data, n_cols: int | None = None, name: str = "X", *, data_dtype=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Canonical CSR as three arrays: int64 indptr/indices, sorted, no duplicates.
 
     Non-canonical input (unsorted or duplicate column indices) raises ``ValueError``;
@@ -202,8 +211,8 @@ def rescale_rows_csr(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
 class QueryIndexError(IndexError, ValueError):
     """A query index / pool position out of range (both an ``IndexError`` and a ``ValueError``).
 
-    One class for the whole package (``jkofast.jko.QueryIndexError`` and
-    ``jkofast.pools.QueryIndexError`` are this class)."""
+    One class for the whole package (``jkofast.jko.solver.QueryIndexError`` and
+    ``jkofast.pools.candidates.QueryIndexError`` are this class)."""
 
 
 class PartialBatchError(ValueError):

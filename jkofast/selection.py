@@ -38,5 +38,6 @@ def _warmup() -> None:
     for dt in (np.float32, np.float64):
         topk(np.array([1.0, 3.0, 2.0], dt), 2)
         topk(np.array([[1.0, 3.0, 2.0]], dt), 2)
-        _k.topk_select_subset(np.array([1.0, 3.0, 2.0], dt), np.array([2, 0], np.int64), 2, 1,
-                              np.empty(1, np.int64), np.empty(1, dt))
+        _k.topk_select_subset(
+            np.array([1.0, 3.0, 2.0], dt), np.array([2, 0], np.int64), 2, 1, np.empty(1, np.int64), np.empty(1, dt)
+        )

@@ -13,9 +13,9 @@ export OUT
   date; nproc; lscpu | grep -E 'Model name|^CPU\(s\)' ; free -g | head -2
   python3 -c "import numba, numpy, scipy, sklearn; print('numba', numba.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__)"
 } 2>&1 | tee "$OUT/machine.txt"
-timeout ${SCALING_TIMEOUT:-330} python3 scripts/thread_scaling.py --out "$OUT/scaling.json" ${SCALING_ARGS:-} 2>&1 | tee "$OUT/scaling.log"
+timeout ${SCALING_TIMEOUT:-330} python3 benchmarks/tools/thread_scaling.py --out "$OUT/scaling.json" ${SCALING_ARGS:-} 2>&1 | tee "$OUT/scaling.log"
 t0=$(date +%s)
-python3 scripts/make_synthetic_pools.py /tmp/syn_device --queries "$Q" --pool 200 2>&1 | tail -2
+python3 benchmarks/tools/make_synthetic_pools.py /tmp/syn_device --queries "$Q" --pool 200 2>&1 | tail -2
 echo "generated $Q queries in $(( $(date +%s) - t0 )) s; $(wc -l < /tmp/syn_device/run.trec) lines" | tee "$OUT/rerank100k.log"
 for NT in ${RERANK_THREADS:-16}; do
 rm -rf /tmp/syn_device/out.trec /tmp/syn_device/out.trec.parts

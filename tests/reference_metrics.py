@@ -18,8 +18,7 @@ def _dcg(gains) -> float:
     return sum(g / math.log2(i + 2) for i, g in enumerate(gains))
 
 
-def metric_one(ranked: list, qrels_q: dict, kind: str, k: int, *, gain: str = "linear",
-               clamp: bool = True) -> float:
+def metric_one(ranked: list, qrels_q: dict, kind: str, k: int, *, gain: str = "linear", clamp: bool = True) -> float:
     """One metric of one ranked list (doc ids, duplicates allowed) by the formulas.
 
     ``kind`` in ndcg/recall/p/mrr/map; ``k = 0`` = whole list.  ``clamp``: negative labels
@@ -32,7 +31,7 @@ def metric_one(ranked: list, qrels_q: dict, kind: str, k: int, *, gain: str = "l
     def g(x):
         if clamp and x < 0:
             return 0.0
-        return (2.0 ** x - 1.0) if gain == "exponential" else float(x)
+        return (2.0**x - 1.0) if gain == "exponential" else float(x)
 
     if kind == "ndcg":
         ideal = sorted(qrels_q.values(), reverse=True)

@@ -90,8 +90,26 @@ def converged_plan_naive(log_a, log_b, C, eps, n_iter=5000):
     return f, g, plan_naive(f, g, C, eps)
 
 
-def jko_naive(p0, E, C, K, *, h, lam, rho, eps, T, inner, mode="wasserstein", alpha=0.5, lr=0.1,
-              n_iter=60, n_grad=8, dtype=np.float64, order="fused"):
+def jko_naive(
+    p0,
+    E,
+    C,
+    K,
+    *,
+    h,
+    lam,
+    rho,
+    eps,
+    T,
+    inner,
+    mode="wasserstein",
+    alpha=0.5,
+    lr=0.1,
+    n_iter=60,
+    n_grad=8,
+    dtype=np.float64,
+    order="fused",
+):
     """The published JKO loop, gradient via the truncated unroll. Returns (p_T, losses).
 
     ``dtype=np.float32`` emulates the published float32 solver. ``order`` picks one of two
@@ -182,6 +200,7 @@ def geometry_csr_naive(X):
 
 def fixture_inputs(z, q, tau0):
     """Rebuild (p0, E, C, K) of fixture pool ``q`` as the fixture README says (float32)."""
+
     def minmax(x):
         x = x.astype(np.float32)
         lo, hi = x.min(), x.max()

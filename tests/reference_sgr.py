@@ -23,8 +23,7 @@ def sgr_tfidf(texts, max_features=50_000):
     """Dense float32 TF-IDF (sklearn semantics), idf, dl (all analyser tokens)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vec = TfidfVectorizer(lowercase=True, token_pattern=r"(?u)\b\w\w+\b",
-                          max_features=max_features, dtype=np.float32)
+    vec = TfidfVectorizer(lowercase=True, token_pattern=r"(?u)\b\w\w+\b", max_features=max_features, dtype=np.float32)
     X = vec.fit_transform(texts).toarray().astype(np.float32)
     an = vec.build_analyzer()
     dl = np.array([len(an(t)) for t in texts], np.float64)
@@ -40,8 +39,9 @@ def sgr_query_tfidf(texts, vocabulary, idf32):
 
     indptr, terms, vals = [0], [], []
     for text in texts:
-        cnt = Counter(t for t in (vocabulary.get(w) for w in re.findall(r"(?u)\b\w\w+\b", text.lower()))
-                      if t is not None)
+        cnt = Counter(
+            t for t in (vocabulary.get(w) for w in re.findall(r"(?u)\b\w\w+\b", text.lower())) if t is not None
+        )
         ts = sorted(cnt)
         v = np.array([cnt[t] for t in ts], np.float32) * idf32[ts]
         nrm = np.float32(math.sqrt(sum(float(x) ** 2 for x in v)))
@@ -209,7 +209,7 @@ def sgr_query(ix, q, p, sem_lists):
         for a in range(ix["g_indptr"][t], ix["g_indptr"][t + 1]):
             G[t, ix["g_idx"][a]] = ix["g_val"][a]
     rt, rw = sgr_route(q, G, p["alpha"], p["route_budget"])
-    support = [set(ix["s_idx"][ix["s_indptr"][d]:ix["s_indptr"][d + 1]].tolist()) for d in range(N)]
+    support = [set(ix["s_idx"][ix["s_indptr"][d] : ix["s_indptr"][d + 1]].tolist()) for d in range(N)]
     idf = ix["idf"]
     dl = ix["dl"]
     avgdl = dl.mean()
@@ -223,8 +223,11 @@ def sgr_query(ix, q, p, sem_lists):
             d = int(ix["mem_doc"][m])
             c = ix["code_count"][m]
             t = ix["code_term"][m, :c]
-            L = np.sum(ix["code_w"][m, :c].astype(np.float64)
-                       * (q[t] - ix["code_cval"][m, :c].astype(np.float64)) * ix["code_sign"][m, :c])
+            L = np.sum(
+                ix["code_w"][m, :c].astype(np.float64)
+                * (q[t] - ix["code_cval"][m, :c].astype(np.float64))
+                * ix["code_sign"][m, :c]
+            )
             Q = np.sum(q[t] ** 2)
             mr = float(ix["mem_m"][m]) * rho
             e = mr * L * Q ** p["gamma"] if Q > 0 else 0.0
@@ -241,14 +244,18 @@ def sgr_query(ix, q, p, sem_lists):
         ng = min(U.size, max(p["gate_min"], p["gate_mult"] * p["pool_size"]))
         keep = np.sort(sgr_top(tail, U, ng))
         U, tail = U[keep], tail[keep]
-    lex1 = np.array([sum(idf[t] for t in support[d] & qset) / ((1 - p["b_rescue"]) + p["b_rescue"] * dl[d] / avgdl)
-                     for d in U])
+    lex1 = np.array(
+        [sum(idf[t] for t in support[d] & qset) / ((1 - p["b_rescue"]) + p["b_rescue"] * dl[d] / avgdl) for d in U]
+    )
     pre = _z(tail) + p["eta"] * _z(lex1)
     psel = sgr_top(pre, U, p["pool_size"])
     pool = U[psel]
-    res.update(tail=dict(zip(U.tolist(), tail, strict=True)),
-               lex1=dict(zip(U.tolist(), lex1, strict=True)),
-               pre=dict(zip(U.tolist(), pre, strict=True)), pool=pool)
+    res.update(
+        tail=dict(zip(U.tolist(), tail, strict=True)),
+        lex1=dict(zip(U.tolist(), lex1, strict=True)),
+        pre=dict(zip(U.tolist(), pre, strict=True)),
+        pool=pool,
+    )
     nq = len(qset)
     lit = np.flatnonzero(q)
     rare_t = set(lit[sgr_top(idf[lit], lit, min(p["n_rare"], nq))].tolist())
@@ -264,12 +271,13 @@ def sgr_query(ix, q, p, sem_lists):
         sem.append(sum(semvec[t] for t in support[d]))
         rare.append(len(hit & rare_t) / min(p["n_rare"], nq))
     tl = np.array([res["tail"][d] for d in pool])
-    rel = (p["w_tail"] * _z(tl) + p["w_lex"] * _z(lexadj) + p["w_sem"] * _z(sem)
-           + p["w_rare"] * _z(rare))
-    res.update(lexadj=dict(zip(pool.tolist(), lexadj, strict=True)),
-               sem=dict(zip(pool.tolist(), sem, strict=True)),
-               rare=dict(zip(pool.tolist(), rare, strict=True)),
-               relevance=dict(zip(pool.tolist(), rel, strict=True)))
+    rel = p["w_tail"] * _z(tl) + p["w_lex"] * _z(lexadj) + p["w_sem"] * _z(sem) + p["w_rare"] * _z(rare)
+    res.update(
+        lexadj=dict(zip(pool.tolist(), lexadj, strict=True)),
+        sem=dict(zip(pool.tolist(), sem, strict=True)),
+        rare=dict(zip(pool.tolist(), rare, strict=True)),
+        relevance=dict(zip(pool.tolist(), rel, strict=True)),
+    )
     res["order"] = sgr_diversify(pool, rel, E, rt, ix, p)
     return res
 
@@ -310,8 +318,7 @@ def sgr_diversify(pool, rel, E, rt, ix, p):
     remaining = [int(d) for d in plain[1:]]
     for _ in range(1, min(p["n_diverse"], len(pool))):
         if S and len(elig):
-            dev = np.array([1 + np.mean(cos[np.ix_(S, S)]) - 2 * np.mean(cos[b, S])
-                            for b in range(len(elig))])
+            dev = np.array([1 + np.mean(cos[np.ix_(S, S)]) - 2 * np.mean(cos[b, S]) for b in range(len(elig))])
             dev = _minmax(dev)
         else:
             dev = np.zeros(len(elig))

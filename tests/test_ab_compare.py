@@ -1,4 +1,4 @@
-"""scripts/ab_compare.py: export + rename of a commit's package, imported beside jkofast."""
+"""benchmarks/tools/ab_compare.py: export + rename of a commit's package, imported beside jkofast."""
 
 import importlib
 import importlib.util
@@ -12,7 +12,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("ab_compare", os.path.join(ROOT, "scripts", "ab_compare.py"))
+    path = os.path.join(ROOT, "benchmarks", "tools", "ab_compare.py")
+    spec = importlib.util.spec_from_file_location("ab_compare", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -20,13 +21,17 @@ def _script():
 
 def test_rename_source_rewrites_module_references_only():
     ab = _script()
-    src = ('import jkofast\nfrom jkofast.jko import run_jko\nimport jkofast._numba as nb\n'
-           'LAZY = {"warmup": "jkofast.warmup"}\nDATA = "jkofast/datasets/scifact"\n'
-           'ENV = "JKOFAST_NUMBA_CACHE"\nx = my_jkofast_helper\nprint("jkofast rerank: done")\n')
+    src = (
+        "import jkofast\nfrom jkofast.jko import run_jko\nimport jkofast._numba as nb\n"
+        'LAZY = {"warmup": "jkofast.warmup"}\nDATA = "jkofast/datasets/scifact"\n'
+        'ENV = "JKOFAST_NUMBA_CACHE"\nx = my_jkofast_helper\nprint("jkofast rerank: done")\n'
+    )
     out = ab.rename_source(src, "jkofast_abc")
-    assert out == ('import jkofast_abc\nfrom jkofast_abc.jko import run_jko\nimport jkofast_abc._numba as nb\n'
-                   'LAZY = {"warmup": "jkofast_abc.warmup"}\nDATA = "jkofast/datasets/scifact"\n'
-                   'ENV = "JKOFAST_NUMBA_CACHE"\nx = my_jkofast_helper\nprint("jkofast_abc rerank: done")\n')
+    assert out == (
+        "import jkofast_abc\nfrom jkofast_abc.jko import run_jko\nimport jkofast_abc._numba as nb\n"
+        'LAZY = {"warmup": "jkofast_abc.warmup"}\nDATA = "jkofast/datasets/scifact"\n'
+        'ENV = "JKOFAST_NUMBA_CACHE"\nx = my_jkofast_helper\nprint("jkofast_abc rerank: done")\n'
+    )
 
 
 def test_export_head_imports_and_matches_jkofast(tmp_path):
@@ -38,7 +43,7 @@ def test_export_head_imports_and_matches_jkofast(tmp_path):
     name = ab.export_package("HEAD", str(tmp_path))
     assert name == f"jkofast_{sha[:12]}"
     pkg_dir = tmp_path / name
-    assert (pkg_dir / "jko.py").exists() and not (pkg_dir / "datasets").exists()
+    assert (pkg_dir / "jko" / "solver.py").exists() and not (pkg_dir / "datasets" / "scifact").exists()
     for py in pkg_dir.rglob("*.py"):  # no import of the original package is left
         text = py.read_text(encoding="utf-8")
         assert "import jkofast\n" not in text and "from jkofast." not in text and "from jkofast import" not in text

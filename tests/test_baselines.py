@@ -8,7 +8,7 @@ from numpy.testing import assert_array_equal
 
 import reference as ref
 from jkofast import numba_threads
-from jkofast.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs, topk_by_score
+from jkofast.pools.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs, topk_by_score
 
 
 def _pools(seed, sizes=(7, 1, 12, 5), d=6, dt=np.float64):
@@ -63,7 +63,7 @@ def test_mmr_oracle(dt):
         a, b = off[q], off[q + 1]
         exp = ref.mmr_naive(rel[a:b], Z[a:b], 6)
         assert got[q, : len(exp)].tolist() == exp
-        assert (got[q, len(exp):] == -1).all()
+        assert (got[q, len(exp) :] == -1).all()
 
 
 def test_dpp_hand_checked_and_fill_up():
@@ -107,8 +107,7 @@ def test_thread_invariance():
     res = []
     for n in (1, 2):
         with numba_threads(n):
-            res.append([inpool_rrf(s, d, off, 5), mmr(s, Z, off, 5), dpp_map(s, Z, off, 5),
-                        topk_by_score(s, off, 5)])
+            res.append([inpool_rrf(s, d, off, 5), mmr(s, Z, off, 5), dpp_map(s, Z, off, 5), topk_by_score(s, off, 5)])
     for a, b in zip(*res, strict=True):
         assert_array_equal(a, b)
 
@@ -173,7 +172,7 @@ def _corrupt(a, i, v=np.nan):
 
 @pytest.mark.parametrize("method", ["topk", "rrf", "mmr", "dpp"])
 def test_bad_pool_is_reported_and_the_others_kept(method):
-    from jkofast.baselines import BadPoolError, BadPoolWarning
+    from jkofast.pools.baselines import BadPoolError, BadPoolWarning
 
     off, s, d, Z = _pools(3)
     k = 4
@@ -214,7 +213,7 @@ def test_bad_pool_is_reported_and_the_others_kept(method):
 
 
 def test_all_pools_bad_and_overflowing_rows_are_per_pool():
-    from jkofast.baselines import BadPoolError
+    from jkofast.pools.baselines import BadPoolError
 
     off, s, _, Z = _pools(4, sizes=(3, 4))
     Z_big = Z.copy()

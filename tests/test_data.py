@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from jkofast.data import load_dataset, read_corpus, read_qrels_beir
+from jkofast.datasets.beir import load_dataset, read_corpus, read_qrels_beir
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast import numba_threads
-from jkofast.energy import align_scores, blend, energy_and_p0, minmax, read_score_file, softmax_tau
+from jkofast.datasets.beir import parity_fixture_path
+from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_score_file, softmax_tau
 
 OFF = np.array([0, 4, 4, 7, 9], np.int64)  # includes an empty pool
 
@@ -95,17 +96,14 @@ def test_score_file_roundtrip(tmp_path):
         read_score_file(str(bad))
 
 
-FIX = "/work/shared/reference/jko_reference_scifact30.npz"
+FIX = parity_fixture_path()
 
 
 def test_energy_recipe_reproduces_parity_fixture():
     """E and p0 built here + the core's rerank_batch reproduce the published p_T (3 pools)."""
-    import os
 
-    if not os.path.exists(FIX):
-        pytest.skip("parity fixtures absent")
-    jko = pytest.importorskip("jkofast.jko")
-    from jkofast.data import load_dataset
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.jko import solver as jko
 
     z = np.load(FIX)
     sel = [0, 7, 19]

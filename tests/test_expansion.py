@@ -1,4 +1,4 @@
-"""jkofast.expansion (RM3 / graph expansion, weighted scoring, Dirichlet QL, pool propagation)
+"""jkofast.sparse.expansion (RM3 / graph expansion, weighted scoring, Dirichlet QL, pool propagation)
 against naive dense oracles."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from jkofast._threads import numba_threads
-from jkofast.expansion import (
+from jkofast.sparse.expansion import (
     dirichlet_ql,
     graph_queries,
     interpolate_queries,
@@ -26,9 +26,7 @@ def _rand_counts(rng, n, V, density=0.3):
 def _topn_oracle(e, n_top):
     """Keep the n_top largest positive entries (ties -> lowest index), renormalise."""
     out = np.zeros_like(e)
-    order = sorted((i for i in range(e.size) if e[i] > 0), key=lambda i: (-e[i], i))[
-        :n_top
-    ]
+    order = sorted((i for i in range(e.size) if e[i] > 0), key=lambda i: (-e[i], i))[:n_top]
     if order:
         out[order] = e[order] / e[order].sum()
     return out
@@ -42,9 +40,7 @@ def test_weighted_rows_topn_matches_dense_oracle():
     sel_w = rng.random(7)
     for norm in (False, True):
         for n_top in (1, 3, 50):
-            E = weighted_rows_topn(
-                sel_ptr, sel_rows, sel_w, sp.csr_matrix(M), n_top, row_normalise=norm
-            )
+            E = weighted_rows_topn(sel_ptr, sel_rows, sel_w, sp.csr_matrix(M), n_top, row_normalise=norm)
             for q in range(4):
                 e = np.zeros(12)
                 for s in range(sel_ptr[q], sel_ptr[q + 1]):
@@ -95,9 +91,7 @@ def test_rm3_queries_oracle():
     Q = _rand_counts(rng, 3, 15, 0.2)
     Q[2] = 0.0  # a query with no known term: pure relevance model
     fb_idx = np.array([[0, 4, 2], [5, 6, -1], [7, 8, 1]])
-    fb_sc = np.array(
-        [[3.0, 1.0, 2.0], [0.5, 0.5, 9.0], [0.0, 0.0, 0.0]]
-    )  # all-zero -> uniform
+    fb_sc = np.array([[3.0, 1.0, 2.0], [0.5, 0.5, 9.0], [0.0, 0.0, 0.0]])  # all-zero -> uniform
     for n_terms, lam in ((4, 0.3), (20, 0.5)):
         out = rm3_queries(
             sp.csr_matrix(Q),
@@ -117,11 +111,7 @@ def test_rm3_queries_oracle():
                     rel += wd * D[d] / D[d].sum()
             rel = _topn_oracle(rel, n_terms)
             qn = Q[q] / Q[q].sum() if Q[q].sum() > 0 else Q[q]
-            expect = (
-                ((1 - lam) * qn + lam * rel if qn.sum() > 0 else rel)
-                if rel.sum() > 0
-                else qn
-            )
+            expect = ((1 - lam) * qn + lam * rel if qn.sum() > 0 else rel) if rel.sum() > 0 else qn
             np.testing.assert_allclose(out[q], expect, rtol=1e-12, atol=1e-15)
         # rows sum to 1 (query 2 has no term: the relevance model alone)
         np.testing.assert_allclose(out.sum(axis=1), 1.0, rtol=1e-12)
@@ -131,14 +121,10 @@ def test_rm3_weight_zero_is_the_normalised_query_and_validation():
     rng = np.random.default_rng(2)
     D = sp.csr_matrix(_rand_counts(rng, 5, 8, 0.6))
     Q = _rand_counts(rng, 2, 8, 0.5) + np.eye(2, 8)
-    out = rm3_queries(
-        sp.csr_matrix(Q), D, np.array([[0, 1], [2, 3]]), np.ones((2, 2)), weight=0.0
-    ).toarray()
+    out = rm3_queries(sp.csr_matrix(Q), D, np.array([[0, 1], [2, 3]]), np.ones((2, 2)), weight=0.0).toarray()
     np.testing.assert_allclose(out, Q / Q.sum(axis=1, keepdims=True), rtol=1e-12)
     with pytest.raises(ValueError, match="weight must be in"):
-        rm3_queries(
-            sp.csr_matrix(Q), D, np.array([[0, 1], [2, 3]]), np.ones((2, 2)), weight=1.5
-        )
+        rm3_queries(sp.csr_matrix(Q), D, np.array([[0, 1], [2, 3]]), np.ones((2, 2)), weight=1.5)
     with pytest.raises(ValueError, match="fb_scores must have the shape"):
         rm3_queries(sp.csr_matrix(Q), D, np.array([[0, 1], [2, 3]]), np.ones((2, 3)))
 
@@ -148,28 +134,22 @@ def test_graph_queries_oracle():
     A = rng.random((10, 10))
     A[A < 0.6] = 0.0
     Q = _rand_counts(rng, 3, 10, 0.3)
-    out = graph_queries(
-        sp.csr_matrix(Q), sp.csr_matrix(A), n_terms=3, weight=0.25
-    ).toarray()
+    out = graph_queries(sp.csr_matrix(Q), sp.csr_matrix(A), n_terms=3, weight=0.25).toarray()
     for q in range(3):
         e = _topn_oracle(Q[q] @ A, 3)
         qn = Q[q] / Q[q].sum() if Q[q].sum() > 0 else Q[q]
-        np.testing.assert_allclose(
-            out[q], 0.75 * qn + 0.25 * e if e.sum() > 0 else qn, rtol=1e-12, atol=1e-15
-        )
+        np.testing.assert_allclose(out[q], 0.75 * qn + 0.25 * e if e.sum() > 0 else qn, rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="A must be"):
         graph_queries(sp.csr_matrix(Q), sp.csr_matrix(np.eye(4)))
 
 
 def test_interpolate_queries_shapes():
     with pytest.raises(ValueError, match="same shape"):
-        interpolate_queries(
-            sp.csr_matrix(np.ones((1, 3))), sp.csr_matrix(np.ones((1, 4))), 0.5
-        )
+        interpolate_queries(sp.csr_matrix(np.ones((1, 3))), sp.csr_matrix(np.ones((1, 4))), 0.5)
 
 
 def test_score_weighted_matches_postings_product():
-    from jkofast.index import BM25Index
+    from jkofast.sparse.index import BM25Index
 
     docs = [
         "the cat sat on the mat",
@@ -188,9 +168,7 @@ def test_score_weighted_matches_postings_product():
     # integer counts of the analysed queries reproduce score_all
     q_ptr, q_terms, q_w = idx.query_csr(["cat dog", "mat"])
     Q = sp.csr_matrix((q_w, q_terms, q_ptr), shape=(2, idx.n_terms))
-    np.testing.assert_allclose(
-        score_weighted(idx, Q), idx.score_all(["cat dog", "mat"]), rtol=1e-6
-    )
+    np.testing.assert_allclose(score_weighted(idx, Q), idx.score_all(["cat dog", "mat"]), rtol=1e-6)
     with pytest.raises(ValueError, match="columns"):
         score_weighted(idx, sp.csr_matrix(np.ones((1, idx.n_terms + 1))))
 
@@ -208,17 +186,11 @@ def test_dirichlet_ql_is_rank_equivalent_to_the_log_likelihood():
     for q in range(3):
         ll = np.array(
             [
-                sum(
-                    Q[q, w] * np.log((D[d, w] + mu * pc[w]) / (dl[d] + mu))
-                    for w in range(11)
-                    if Q[q, w] > 0
-                )
+                sum(Q[q, w] * np.log((D[d, w] + mu * pc[w]) / (dl[d] + mu)) for w in range(11) if Q[q, w] > 0)
                 for d in range(8)
             ]
         )
-        const = sum(
-            Q[q, w] * np.log(pc[w]) for w in range(11) if Q[q, w] > 0
-        )  # per-query constant
+        const = sum(Q[q, w] * np.log(pc[w]) for w in range(11) if Q[q, w] > 0)  # per-query constant
         np.testing.assert_allclose(got[q], ll - const, rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="mu"):
         dirichlet_ql(sp.csr_matrix(D), sp.csr_matrix(Q), 0.0)
@@ -237,20 +209,12 @@ def test_propagate_scores_oracle_and_threads():
             a, b = off[q], off[q + 1]
             Z = X[a:b]
             nrm = np.linalg.norm(Z, axis=1)
-            C = (
-                (Z @ Z.T)
-                / np.where(nrm > 0, nrm, 1)[:, None]
-                / np.where(nrm > 0, nrm, 1)[None, :]
-            )
+            C = (Z @ Z.T) / np.where(nrm > 0, nrm, 1)[:, None] / np.where(nrm > 0, nrm, 1)[None, :]
             for i in range(b - a):
                 s = np.where((np.arange(b - a) != i) & (C[i] > 0), C[i], 0.0)
-                nb = sorted(
-                    (j for j in range(b - a) if s[j] > 0), key=lambda j: (-s[j], j)
-                )[:k]
+                nb = sorted((j for j in range(b - a) if s[j] > 0), key=lambda j: (-s[j], j))[:k]
                 if nb:
-                    expect = (1 - beta) * r[a + i] + beta * np.dot(
-                        s[nb], r[a:b][nb]
-                    ) / s[nb].sum()
+                    expect = (1 - beta) * r[a + i] + beta * np.dot(s[nb], r[a:b][nb]) / s[nb].sum()
                 else:
                     expect = r[a + i]
                 np.testing.assert_allclose(got[a + i], expect, rtol=1e-6)
@@ -260,9 +224,7 @@ def test_propagate_scores_oracle_and_threads():
     with numba_threads(2):
         g2 = propagate_scores(r, off, sp.csr_matrix(X), k=3, beta=0.2)
     np.testing.assert_array_equal(g1, g2)
-    np.testing.assert_array_equal(
-        propagate_scores(r, off, sp.csr_matrix(X), k=3, beta=0.0), r
-    )
+    np.testing.assert_array_equal(propagate_scores(r, off, sp.csr_matrix(X), k=3, beta=0.0), r)
     with pytest.raises(ValueError, match="beta"):
         propagate_scores(r, off, sp.csr_matrix(X), beta=1.5)
     with pytest.raises(ValueError, match="rows"):
@@ -304,8 +266,9 @@ def test_huge_n_terms_equals_the_vocabulary_cap():
     b = rm3_queries(Q, D, fb, fs, n_terms=4, weight=0.5)
     np.testing.assert_array_equal(a.toarray(), b.toarray())
     A = sp.csr_matrix(np.array([[0, 1.0, 0, 0], [1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0]]))
-    np.testing.assert_array_equal(graph_queries(Q, A, n_terms=10**12, weight=0.5).toarray(),
-                                  graph_queries(Q, A, n_terms=4, weight=0.5).toarray())
+    np.testing.assert_array_equal(
+        graph_queries(Q, A, n_terms=10**12, weight=0.5).toarray(), graph_queries(Q, A, n_terms=4, weight=0.5).toarray()
+    )
 
 
 def test_negative_or_non_finite_queries_are_named():
@@ -324,8 +287,9 @@ def test_negative_or_non_finite_queries_are_named():
     with pytest.raises(ValueError, match=r"E\.data contains NaN"):  # the NaN row was dropped silently
         interpolate_queries(sp.csr_matrix(np.array([[1.0, 0, 0, 0]])), nan, 0.5)
     # dense input is still taken
-    np.testing.assert_allclose(interpolate_queries(np.array([[2.0, 0, 0, 0]]), np.zeros((1, 4)), 0.5).toarray(),
-                               [[1.0, 0, 0, 0]])
+    np.testing.assert_allclose(
+        interpolate_queries(np.array([[2.0, 0, 0, 0]]), np.zeros((1, 4)), 0.5).toarray(), [[1.0, 0, 0, 0]]
+    )
 
 
 def test_n_terms_errors_name_n_terms():

@@ -9,7 +9,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 import reference as ref
-from jkofast.ot import transport_cost_grad
+from jkofast.ot.entropic import transport_cost_grad
 
 
 def _pool(m=10, seed=0, d=6):

@@ -6,9 +6,9 @@ import pytest
 
 import reference as ref
 from jkofast._threads import numba_threads
-from jkofast.data import load_dataset
-from jkofast.index import BM25Index, TfidfIndex, load_index
-from jkofast.text import SKLEARN, WORD, Analyzer
+from jkofast.datasets.beir import load_dataset
+from jkofast.sparse.index import BM25Index, TfidfIndex, load_index
+from jkofast.sparse.text import SKLEARN, WORD, Analyzer
 
 TINY = [
     "the cat sat on the mat",
@@ -216,8 +216,26 @@ def test_search_cli_rejects_a_tag_with_whitespace(tmp_path, capsys):
 
     tiny = os.path.join(os.path.dirname(__file__), "data", "beir_tiny")
     out = tmp_path / "s.trec"
-    assert main(["search", "--dataset", tiny, "--method", "bm25", "--split", "test", "--k", "3",
-                 "--out", str(out), "--tag", "a b"]) == 2
+    assert (
+        main(
+            [
+                "search",
+                "--dataset",
+                tiny,
+                "--method",
+                "bm25",
+                "--split",
+                "test",
+                "--k",
+                "3",
+                "--out",
+                str(out),
+                "--tag",
+                "a b",
+            ]
+        )
+        == 2
+    )
     assert "--tag must be non-empty without whitespace" in capsys.readouterr().err
     assert not out.exists()
 
@@ -318,7 +336,7 @@ def test_topk_large_k_paths_with_ties(variant):
     queries = [np.array([0]), np.array([1, 2, 2]), np.array([5]), np.array([3, 6]), np.array([7])]
     q_ptr, q_terms, q_w = idx._token_query_csr(queries)
     full = np.zeros((len(queries), idx.n_docs))
-    from jkofast.kernels import sparse_scoring as _ks
+    from jkofast.kernels.sparse import scoring as _ks
 
     _ks.score_dense_batch(idx.term_ptr, idx.post_docs, idx.post_w, idx.n_docs, q_ptr, q_terms, q_w, 2, full)
     for k in (1, 10, 16, 17, 40, 64, 100, 179, 200):
@@ -335,14 +353,21 @@ def test_topk_small_k_dense_and_touched_paths(variant):
     64 plus a tail) and the touched-list path give the exact top-k of the float64 scores,
     at 1 and 2 threads; duplicate documents give exact ties (lowest index first).  Larger k
     covers the heap and the radix-sorted partition path over doc ids > 255."""
-    from jkofast.kernels import sparse_scoring as _ks
+    from jkofast.kernels.sparse import scoring as _ks
 
     rng = np.random.default_rng(11)
     base = [rng.integers(0, 12, rng.integers(1, 9)) for _ in range(90)]
     docs = [base[i % 90] for i in range(250)] + [np.array([12, 13])] * 3  # 253 docs (3 full blocks + tail)
     idx = BM25Index(variant).fit_token_ids(docs, 15)
-    queries = [np.array([0]), np.array([1, 5, 5]), np.array([12]), np.array([3, 13]), np.array([14]),
-               np.array([0, 2, 4, 6, 8, 10]), np.array([13, 7])]
+    queries = [
+        np.array([0]),
+        np.array([1, 5, 5]),
+        np.array([12]),
+        np.array([3, 13]),
+        np.array([14]),
+        np.array([0, 2, 4, 6, 8, 10]),
+        np.array([13, 7]),
+    ]
     q_ptr, q_terms, q_w = idx._token_query_csr(queries)
     nq = len(queries)
     full = np.zeros((nq, idx.n_docs))
@@ -355,8 +380,21 @@ def test_topk_small_k_dense_and_touched_paths(variant):
                 ids = np.empty((nq, k), np.int64)
                 sc = np.empty((nq, k), np.float32)
                 with numba_threads(nt):
-                    _ks.score_topk_batch(idx.term_ptr, idx.post_docs, idx.post_w, idx.n_docs, q_ptr, q_terms,
-                                         q_w, k, positive, dense_ratio, 2, ids, sc)
+                    _ks.score_topk_batch(
+                        idx.term_ptr,
+                        idx.post_docs,
+                        idx.post_w,
+                        idx.n_docs,
+                        q_ptr,
+                        q_terms,
+                        q_w,
+                        k,
+                        positive,
+                        dense_ratio,
+                        2,
+                        ids,
+                        sc,
+                    )
                 for q in range(nq):
                     np.testing.assert_array_equal(ids[q], expect[q][0])
                     np.testing.assert_array_equal(sc[q], expect[q][1].astype(np.float32))

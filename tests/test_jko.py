@@ -1,4 +1,4 @@
-"""JKO solver (jkofast.jko) vs the naive published-algorithm oracle, invariants, bad input, compat API."""
+"""JKO solver (jkofast.jko.solver) vs the naive published-algorithm oracle, invariants, bad input, compat API."""
 
 import warnings
 
@@ -7,9 +7,9 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
-from jkofast import compat
 from jkofast._status import ConvergenceWarning
-from jkofast.jko import JKOConfig, jko_step, operating_point, run_jko, run_jko_with_duals
+from jkofast.jko import compat
+from jkofast.jko.solver import JKOConfig, jko_step, operating_point, run_jko, run_jko_with_duals
 
 
 def toy(m_per=4, d=8, seed=0):
@@ -38,14 +38,15 @@ def toy(m_per=4, d=8, seed=0):
 SMALL = dict(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=2, inner_steps=6)
 
 
-@pytest.mark.parametrize("mode, alpha", [("wasserstein", 0.5), ("kl", 0.5), ("noproximal", 0.5),
-                                         ("bregman", 0.5), ("bregman", 0.0), ("bregman", 1.0)])
+@pytest.mark.parametrize(
+    "mode, alpha",
+    [("wasserstein", 0.5), ("kl", 0.5), ("noproximal", 0.5), ("bregman", 0.5), ("bregman", 0.0), ("bregman", 1.0)],
+)
 def test_matches_naive_published_loop(mode, alpha):
     p0, E, C, K = toy()
     cfg = JKOConfig(**SMALL, mode=mode, alpha_prox=alpha)
     p, losses = run_jko(p0, E, C, K, cfg, return_losses=True)
-    p_ref, l_ref = ref.jko_naive(p0, E, C, K, h=0.5, lam=0.05, rho=0.05, eps=0.1, T=2, inner=6, mode=mode,
-                                 alpha=alpha)
+    p_ref, l_ref = ref.jko_naive(p0, E, C, K, h=0.5, lam=0.05, rho=0.05, eps=0.1, T=2, inner=6, mode=mode, alpha=alpha)
     assert_allclose(p, p_ref, atol=1e-12, rtol=1e-9)
     assert_allclose(losses, l_ref, rtol=1e-10, atol=1e-12)
     assert p.dtype == np.float64 and p.sum() == pytest.approx(1.0, abs=1e-12) and np.all(p > 0)
@@ -107,8 +108,12 @@ def test_implicit_defaults_float32_and_adaptive_tol_track_the_tight_float64_flow
     p0, E, C, K = toy()
     base = JKOConfig(**{**SMALL, "sinkhorn_eps": 0.2}, grad="implicit")
     tight = run_jko(p0, E, C, K, base.replace(tol=1e-12, cg_tol=1e-12))
-    for cfg, bar in ((base.replace(tol_step=0.0), 1e-4), (base.replace(tol=1e-5, cg_tol=1e-5), 1e-3),
-                     (base.replace(tol=1e-6, cg_tol=1e-12), 1e-5), (base, 2e-2)):
+    for cfg, bar in (
+        (base.replace(tol_step=0.0), 1e-4),
+        (base.replace(tol=1e-5, cg_tol=1e-5), 1e-3),
+        (base.replace(tol=1e-6, cg_tol=1e-12), 1e-5),
+        (base, 2e-2),
+    ):
         assert np.abs(run_jko(p0, E, C, K, cfg) - tight).sum() < bar, cfg
     long = dict(T=5, inner_steps=40)
     tight = run_jko(p0, E, C, K, base.replace(tol=1e-12, cg_tol=1e-12, **long))
@@ -124,8 +129,13 @@ def test_converged_paths_survive_underflow_fallback():
     for kw in (dict(grad="implicit"), dict(objective="entropic")):
         # 50 pairs at eps 0.003 do not converge: said by a ConvergenceWarning, not hidden
         with pytest.warns(ConvergenceWarning, match="run_jko: Sinkhorn stopped at its cap"):
-            p = run_jko(p0, E, 4 * C, K, JKOConfig(**{**SMALL, "sinkhorn_eps": 0.003, "T": 1, "inner_steps": 3},
-                                                   **kw, sinkhorn_max_iter=50))
+            p = run_jko(
+                p0,
+                E,
+                4 * C,
+                K,
+                JKOConfig(**{**SMALL, "sinkhorn_eps": 0.003, "T": 1, "inner_steps": 3}, **kw, sinkhorn_max_iter=50),
+            )
         assert np.all(np.isfinite(p)) and p.sum() == pytest.approx(1.0)
 
 
@@ -199,13 +209,24 @@ def test_p0_is_renormalised_and_inputs_untouched():
 def test_compat_api_structures():
     p0, E, C, K = toy()
     cfg = compat.JKOConfig(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=2, inner_steps=6)
-    p, infos = compat.run_jko(p0.astype(np.float32), E.astype(np.float32), C.astype(np.float32),
-                              K.astype(np.float32), cfg, device="cpu")
+    p, infos = compat.run_jko(
+        p0.astype(np.float32), E.astype(np.float32), C.astype(np.float32), K.astype(np.float32), cfg, device="cpu"
+    )
     assert p.dtype == np.float32 and p.shape == (12,)
     assert len(infos) == 2 and all(len(i["losses"]) == 6 for i in infos)
     assert all(isinstance(x, float) for x in infos[0]["losses"])
-    p_ref, l_ref = ref.jko_naive(p0.astype(np.float32), E.astype(np.float32), C.astype(np.float32),
-                                 K.astype(np.float32), h=0.5, lam=0.05, rho=0.05, eps=0.1, T=2, inner=6)
+    p_ref, l_ref = ref.jko_naive(
+        p0.astype(np.float32),
+        E.astype(np.float32),
+        C.astype(np.float32),
+        K.astype(np.float32),
+        h=0.5,
+        lam=0.05,
+        rho=0.05,
+        eps=0.1,
+        T=2,
+        inner=6,
+    )
     assert_allclose(p, p_ref, atol=1e-7)
     assert_allclose(infos[0]["losses"] + infos[1]["losses"], l_ref, rtol=1e-6)
     p2, f, g = compat.run_jko_with_duals(p0, E, C, K, cfg, device="cuda")
@@ -231,7 +252,7 @@ def test_p0_whose_sum_overflows_is_renormalised():
 
 def test_energy_at_the_range_limit_still_moves_p():
     # |E| <= E_MAX (1e150) works: the flow concentrates on the lowest energy as for |E| = 1e3
-    from jkofast.jko import pool_geometry
+    from jkofast.jko.solver import pool_geometry
 
     C, K = pool_geometry(embeddings=np.eye(3))
     a = np.ones(3) / 3
@@ -241,7 +262,7 @@ def test_energy_at_the_range_limit_still_moves_p():
 
 
 def test_initial_distribution_extremes_and_bad_tau0():
-    from jkofast.jko import initial_distribution
+    from jkofast.jko.solver import initial_distribution
 
     # -E/tau0 overflows: the limit (all mass on the lowest energy), not NaN
     assert_array_equal(initial_distribution([1e300, -1e300, 0.0], 1e-300), [0.0, 1.0, 0.0])

@@ -11,25 +11,23 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast import numba_threads
-from jkofast.evaluation import (
+from jkofast.eval.metrics import (
     bootstrap_ci,
     evaluate,
     evaluate_codes,
     paired_bootstrap_diff,
     parse_metric,
 )
-from jkofast.trec import QrelsArrays, RunArrays, read_qrels, read_run, read_run_arrays
+from jkofast.eval.trec import QrelsArrays, RunArrays, read_qrels, read_run, read_run_arrays
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 SCIFACT_RUN = os.path.join(DATA, "metrics_scifact_bm25_top30.tsv.gz")
 SCIFACT_QRELS = os.path.join(DATA, "metrics_scifact_qrels_test.tsv")
 
-METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg", "recall@3", "recall@10", "p@1", "p@5",
-           "p@10", "map", "map@5", "mrr"]
+METRICS = ["ndcg@1", "ndcg@3", "ndcg@10", "ndcg", "recall@3", "recall@10", "p@1", "p@5", "p@10", "map", "map@5", "mrr"]
 
 
-def synthetic(seed: int, n_queries: int = 30, n_docs: int = 40, score_levels: int = 4,
-              long_ids: bool = False):
+def synthetic(seed: int, n_queries: int = 30, n_docs: int = 40, score_levels: int = 4, long_ids: bool = False):
     """Random runs/qrels covering the edge cases: coarse scores (many ties), graded,
     label-0 and negative labels, unjudged docs, empty runs, queries without relevant
     docs, queries only in the run or only in the qrels, ids whose string order differs
@@ -91,7 +89,7 @@ def test_matches_pytrec_eval_synthetic(seed, long_ids):
 
 
 def test_integer_code_fallback_for_huge_ids(monkeypatch):
-    import jkofast.evaluation as ev
+    import jkofast.eval.metrics as ev
 
     run, qrels = synthetic(6, long_ids=True)
     a = evaluate(run, qrels, METRICS)
@@ -111,10 +109,24 @@ def test_integer_code_fallback_for_huge_ids(monkeypatch):
 def test_id_rows_compare_like_strcmp_on_utf8():
     import itertools
 
-    from jkofast.evaluation import _id_rows
+    from jkofast.eval.metrics import _id_rows
 
-    ids = ["", "a", "ab", "abcdefgh", "abcdefghi", "abcdefgh\x7f", "b", "é", "éa", "ÿ",
-           "10", "9", "\U0001f600", "zzzzzzzzzzzzzzzzz"]
+    ids = [
+        "",
+        "a",
+        "ab",
+        "abcdefgh",
+        "abcdefghi",
+        "abcdefgh\x7f",
+        "b",
+        "é",
+        "éa",
+        "ÿ",
+        "10",
+        "9",
+        "\U0001f600",
+        "zzzzzzzzzzzzzzzzz",
+    ]
     r, q = _id_rows(ids, ["x"])
     assert r.shape == (len(ids), 3) and q.shape == (1, 3)
     for i, j in itertools.product(range(len(ids)), repeat=2):
@@ -168,8 +180,7 @@ def _scifact():
 def test_matches_pytrec_eval_on_scifact():
     run, qrels = _scifact()
     assert len(run) == 300 and all(len(v) == 30 for v in run.values())
-    metrics = ["ndcg@10", "ndcg@5", "ndcg", "recall@10", "recall@30", "p@10", "map",
-               "map@10", "mrr"]
+    metrics = ["ndcg@10", "ndcg@5", "ndcg", "recall@10", "recall@30", "p@10", "map", "map@10", "mrr"]
     res = evaluate(run, qrels, metrics)
     _check_against(res, _pytrec(run, qrels, metrics))
     # tie-heavy variant: scores rounded to one decimal
@@ -222,8 +233,7 @@ def test_given_order_matches_published_evaluator(gain):
     off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
     ids = np.array([d for v in ranked.values() for d in v], dtype=str)
     scores = rng.random(off[-1])  # ignored in "given" mode
-    res = evaluate((list(ranked), off, ids, scores), qrels, METRICS, gain=gain,
-                   tie_break="given")
+    res = evaluate((list(ranked), off, ids, scores), qrels, METRICS, gain=gain, tie_break="given")
     _check_against(res, ref.jko_metrics(ranked, qrels, METRICS, gain=gain))
     # the same as ranked lists {qid: [doc ids]}
     res2 = evaluate(ranked, qrels, METRICS, gain=gain, tie_break="given")
@@ -279,7 +289,7 @@ def test_missing_queries_skip_or_zero():
     zero = evaluate(run, qrels, ["ndcg@10"], missing="zero")
     assert "only_in_qrels" not in skip.query_ids
     assert zero.query_ids[: len(skip.query_ids)] == skip.query_ids
-    assert zero.query_ids[len(skip.query_ids):] == ["only_in_qrels"]
+    assert zero.query_ids[len(skip.query_ids) :] == ["only_in_qrels"]
     assert zero["ndcg@10"][-1] == 0.0
     assert "only_in_run" not in zero.query_ids
 
@@ -299,8 +309,8 @@ def test_thread_invariance():
 def test_evaluate_codes_kernel_interface():
     # two queries; codes are lexicographic ranks; ties broken by code descending
     names, vals, n_ret = evaluate_codes(
-        [0, 3, 3], [5, 7, 6], [1.0, 1.0, 2.0], [0, 1, 2], [5, 9], [1, 1],
-        ["mrr", "recall@2"])
+        [0, 3, 3], [5, 7, 6], [1.0, 1.0, 2.0], [0, 1, 2], [5, 9], [1, 1], ["mrr", "recall@2"]
+    )
     assert names == ["mrr", "recall@2"]
     # ranking of query 0: code 6 (2.0), then 7, then 5 -> relevant 5 at rank 3
     assert_allclose(vals[:, 0], [1 / 3, 0.0])
@@ -344,8 +354,7 @@ def test_bad_input_errors():
     with pytest.raises(ValueError, match="offsets"):
         evaluate((["q"], np.array([0, 2]), np.array(["a"]), np.array([1.0])), qrels)
     with pytest.raises(ValueError, match="unique"):
-        evaluate((["q", "q"], np.array([0, 1, 2]), np.array(["a", "b"]),
-                  np.array([1.0, 2.0])), qrels)
+        evaluate((["q", "q"], np.array([0, 1, 2]), np.array(["a", "b"]), np.array([1.0, 2.0])), qrels)
     with pytest.raises(ValueError, match="at least one"):
         evaluate(run, qrels, [])
 
@@ -388,8 +397,10 @@ def test_summary_uses_bootstrap_ci():
 
 # ---------------------------------------------------------------- bootstrap
 
-@pytest.mark.parametrize("n,n_boot,alpha,seed", [(1, 50, 0.05, 0), (7, 300, 0.1, 3),
-                                                  (300, 2000, 0.05, 0), (301, 123, 0.05, 42)])
+
+@pytest.mark.parametrize(
+    "n,n_boot,alpha,seed", [(1, 50, 0.05, 0), (7, 300, 0.1, 3), (300, 2000, 0.05, 0), (301, 123, 0.05, 42)]
+)
 def test_bootstrap_ci_identical_to_naive_loop(n, n_boot, alpha, seed):
     x = np.random.default_rng(n).random(n)
     got = bootstrap_ci(x, n_boot=n_boot, alpha=alpha, seed=seed)
@@ -424,11 +435,24 @@ def test_bootstrap_fresh_generator_and_paired_diff():
 
 # ---------------------------------------------------------------- CLI
 
+
 def test_cli_evaluate_with_qrels_file(capsys):
     from jkofast.cli import main
 
-    rc = main(["evaluate", "--qrels", SCIFACT_QRELS, "--run", SCIFACT_RUN,
-               "--metrics", "ndcg@10,recall@10", "--json", "--n-boot", "200"])
+    rc = main(
+        [
+            "evaluate",
+            "--qrels",
+            SCIFACT_QRELS,
+            "--run",
+            SCIFACT_RUN,
+            "--metrics",
+            "ndcg@10,recall@10",
+            "--json",
+            "--n-boot",
+            "200",
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     run, qrels = _scifact()
@@ -480,14 +504,11 @@ def test_cli_evaluate_with_bundled_dataset(capsys):
     """``--dataset scifact`` (the copy bundled in the package) gives the same numbers as
     ``--qrels`` with the test split file."""
     from jkofast.cli import main
-
-    pytest.importorskip("jkofast.data")
-    from jkofast.data import bundled_path
+    from jkofast.datasets.beir import bundled_path
 
     if not os.path.isdir(bundled_path("scifact")):
         pytest.skip("bundled SciFact is absent")
-    args = ["evaluate", "--run", SCIFACT_RUN, "--metrics", "ndcg@10,map", "--json",
-            "--n-boot", "100"]
+    args = ["evaluate", "--run", SCIFACT_RUN, "--metrics", "ndcg@10,map", "--json", "--n-boot", "100"]
     assert main([*args, "--dataset", "scifact", "--split", "test"]) == 0
     a = json.loads(capsys.readouterr().out)
     assert main([*args, "--qrels", SCIFACT_QRELS]) == 0
@@ -498,7 +519,7 @@ def test_cli_evaluate_with_bundled_dataset(capsys):
 
 # ---- adversarial inputs (QA review) ---------------------------------------------------------
 def test_exponential_gain_overflow_is_rejected():
-    from jkofast.evaluation import evaluate_codes
+    from jkofast.eval.metrics import evaluate_codes
 
     run = {"q1": {"d1": 2.0, "d2": 1.0}}
     # 2**2000 - 1 overflowed to inf: nDCG = inf/inf = NaN silently
@@ -513,13 +534,14 @@ def test_exponential_gain_overflow_is_rejected():
 
 
 def test_evaluate_codes_rejects_duplicate_qrels_codes():
-    from jkofast.evaluation import evaluate_codes
+    from jkofast.eval.metrics import evaluate_codes
 
     # code 2 judged twice in query 0: recall@10 was 0.5 instead of 1 (documented precondition)
     with pytest.raises(ValueError, match="qrels_codes must be unique within a query: code 2"):
         evaluate_codes([0, 2], [1, 2], [2.0, 1.0], [0, 2], [2, 2], [1, 1], ["recall@10"])
-    names, v, _ = evaluate_codes([0, 2, 3], [1, 2, 2], [2.0, 1.0, 1.0], [0, 1, 2], [2, 2], [1, 1],
-                                 ["recall@10"])  # the same code in two queries is fine
+    names, v, _ = evaluate_codes(
+        [0, 2, 3], [1, 2, 2], [2.0, 1.0, 1.0], [0, 1, 2], [2, 2], [1, 1], ["recall@10"]
+    )  # the same code in two queries is fine
     assert v.tolist() == [[1.0, 1.0]]
 
 
@@ -557,7 +579,7 @@ def test_bootstrap_arguments_and_overflowing_values():
 
 @pytest.mark.parametrize("as_arrays", [False, True])
 def test_nan_scores_of_one_query_keep_the_others(as_arrays):
-    from jkofast.evaluation import BadQueryError, BadQueryWarning
+    from jkofast.eval.metrics import BadQueryError, BadQueryWarning
 
     rng = np.random.default_rng(7)
     qrels = {f"q{i}": {f"d{j}": int(rng.integers(0, 3)) for j in range(6)} for i in range(5)}
@@ -573,8 +595,9 @@ def test_nan_scores_of_one_query_keep_the_others(as_arrays):
             return r
         qs = list(r)
         off = np.concatenate([[0], np.cumsum([len(r[q]) for q in qs])])
-        return RunArrays(qs, off, np.array([d for q in qs for d in r[q]]),
-                         np.array([v for q in qs for v in r[q].values()]))
+        return RunArrays(
+            qs, off, np.array([d for q in qs for d in r[q]]), np.array([v for q in qs for v in r[q].values()])
+        )
 
     with pytest.raises(BadQueryError, match=r"2 of 5 queries have invalid input") as ei:
         evaluate(as_input(bad_run), qrels, ["ndcg@5", "recall@5"])

@@ -39,7 +39,7 @@ def test_jkofast_warmup_can_be_called_twice():
     # README's `jkofast.warmup()` raised "'module' object is not callable" on the second access
     code = (
         "import jkofast\n"
-        "from jkofast.jko import run_jko\n"
+        "from jkofast.jko.solver import run_jko\n"
         "a = jkofast.warmup()\n"
         "b = jkofast.warmup()\n"
         "assert callable(jkofast.warmup) and set(a) == set(b) and 'jko' in a\n"

@@ -7,15 +7,15 @@ tuned L1 <= 3.5e-3, top-10 identical 30/30.
 """
 
 import json
-import os
 
 import numpy as np
 import pytest
 
 import reference as ref
-from jkofast.jko import JKOConfig, run_jko, run_jko_with_duals
+from jkofast.datasets.beir import parity_fixture_path
+from jkofast.jko.solver import JKOConfig, run_jko, run_jko_with_duals
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "data", "jko_reference_scifact30.npz")
+FIXTURE = parity_fixture_path()
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +76,16 @@ MAX_OUTLIERS = 3
 
 def _oracle_args(configs, key):
     c = configs[key]
-    return dict(h=c["h"], lam=c["lam"], rho=c["rho"], eps=c["sinkhorn_eps"], T=c["T"],
-                inner=c["inner_steps"], mode=c["mode"], alpha=c.get("alpha_prox", 0.5))
+    return dict(
+        h=c["h"],
+        lam=c["lam"],
+        rho=c["rho"],
+        eps=c["sinkhorn_eps"],
+        T=c["T"],
+        inner=c["inner_steps"],
+        mode=c["mode"],
+        alpha=c.get("alpha_prox", 0.5),
+    )
 
 
 def _dual_err(f, g, fr, gr):
@@ -93,8 +101,9 @@ def _float32_envelope(fx, key, q, n_perturbed=2):
     configs, tau = _configs(fx)
     args = _oracle_args(configs, key)
     p0, E, C, K = ref.fixture_inputs(fx, q, tau[key.split("_")[0]])
-    runs = [(fx[f"{key}/p_T"][q].astype(np.float64),
-             (fx[f"{key}/f"][q], fx[f"{key}/g"][q]) if f"{key}/f" in fx else None)]
+    runs = [
+        (fx[f"{key}/p_T"][q].astype(np.float64), (fx[f"{key}/f"][q], fx[f"{key}/g"][q]) if f"{key}/f" in fx else None)
+    ]
     for seed in range(n_perturbed + 1):
         rng = np.random.default_rng(seed)
         ulp = 2.0**-24 * (seed > 0)
@@ -104,10 +113,10 @@ def _float32_envelope(fx, key, q, n_perturbed=2):
             p32, _ = ref.jko_naive(pe, Ee, C, K, **args, dtype=np.float32, order=order)
             duals = ref.dual_readout_naive(p32, C, args["eps"], dtype=np.float32) if runs[0][1] else None
             runs.append((p32, duals))
-    worst_p = max(np.abs(a[0] - b[0]).max() for i, a in enumerate(runs) for b in runs[i + 1:])
+    worst_p = max(np.abs(a[0] - b[0]).max() for i, a in enumerate(runs) for b in runs[i + 1 :])
     worst_d = 0.0
     if runs[0][1] is not None:
-        worst_d = max(_dual_err(*a[1], *b[1]) for i, a in enumerate(runs) for b in runs[i + 1:])
+        worst_d = max(_dual_err(*a[1], *b[1]) for i, a in enumerate(runs) for b in runs[i + 1 :])
     return worst_p, worst_d
 
 
@@ -203,12 +212,15 @@ def test_float32_envelope_is_a_measurement_not_a_waiver(fx):
 
 
 # ---- adversarial inputs (QA review) ---------------------------------------------------------
-@pytest.mark.parametrize("extra, match", [
-    (["--queries", "0"], "--queries must be >= 1"),  # "max() arg is an empty sequence" before
-    (["--configs", "bogus"], "--configs: unknown config"),  # KeyError traceback before
-    (["--configs", "base_wasserstein,nope"], "'nope'"),
-    (["--threads", "0"], "n_threads must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--queries", "0"], "--queries must be >= 1"),  # "max() arg is an empty sequence" before
+        (["--configs", "bogus"], "--configs: unknown config"),  # KeyError traceback before
+        (["--configs", "base_wasserstein,nope"], "'nope'"),
+        (["--threads", "0"], "n_threads must be >= 1"),
+    ],
+)
 def test_parity_cli_bad_arguments(capsys, extra, match):
     from jkofast.cli import main
 

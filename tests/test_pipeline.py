@@ -4,9 +4,9 @@ read-out, and a 4-query end-to-end smoke run of the SciFact job."""
 import numpy as np
 import pytest
 
-from jkofast.pipeline import _ndcg_recall_one, evaluate_topk, readout_topk
-from jkofast.pools import Pools
-from jkofast.tuning import SEARCH_SPACE, sample_configs, select_best, train_queries
+from jkofast.pools.candidates import Pools
+from jkofast.studies.main_job import _ndcg_recall_one, evaluate_topk, readout_topk
+from jkofast.studies.tuning import SEARCH_SPACE, sample_configs, select_best, train_queries
 
 KEYS = [k for k, _ in SEARCH_SPACE]
 
@@ -60,11 +60,16 @@ def test_readout_topk_maps_to_corpus_rows():
 
 
 def test_main_job_smoke_tiny():
-    pytest.importorskip("jkofast.jko")
-    from jkofast.pipeline import run_main_job
+    from jkofast.studies.main_job import run_main_job
 
-    res = run_main_job("scifact", n_queries=4, config="fast", include_sgr=False, progress=False,
-                       methods=("hybrid_rrf", "blend", "mmr", "dpp_map", "kl_blend", "jko_blend"))
+    res = run_main_job(
+        "scifact",
+        n_queries=4,
+        config="fast",
+        include_sgr=False,
+        progress=False,
+        methods=("hybrid_rrf", "blend", "mmr", "dpp_map", "kl_blend", "jko_blend"),
+    )
     assert res.n_queries == 4
     s = res.summary()
     for name in ("bm25", "dense", "hybrid_rrf", "blend", "mmr", "dpp_map", "kl_blend", "jko_blend"):
@@ -85,9 +90,9 @@ def test_cli_has_run_and_demo():
 
 def test_main_job_user_scores_file(tmp_path):
     """--scores with the BM25 scores themselves reproduces the default (BM25 stand-in) run."""
-    from jkofast.data import load_dataset
-    from jkofast.pipeline import run_main_job
-    from jkofast.retriever import get_retriever
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.sparse.retriever import get_retriever
+    from jkofast.studies.main_job import run_main_job
 
     ds = load_dataset("scifact")
     qids = ds.split_query_ids("test")[:3]
@@ -105,9 +110,8 @@ def test_main_job_user_scores_file(tmp_path):
 
 
 def test_sparse_only_recipe_tiny():
-    pytest.importorskip("jkofast.jko")
-    from jkofast.data import load_dataset
-    from jkofast.pipeline import SPARSE_RECIPE, run_main_job, sparse_only_inputs
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.studies.main_job import SPARSE_RECIPE, run_main_job, sparse_only_inputs
 
     ds = load_dataset("scifact")
     qids = ds.split_query_ids("test")[:2]
@@ -115,7 +119,7 @@ def test_sparse_only_recipe_tiny():
     P, r, X = sparse_only_inputs(ds, [ds.queries[q] for q in qids], qids, recipe=recipe)
     assert np.diff(P.offsets).tolist() == [200, 200] and r.shape == (400,) and X.shape[0] == 400
     for i in range(2):  # minmax per pool: weights sum to 1 -> r in [0, 1], the BM25 top doc first
-        ri = r[P.offsets[i]:P.offsets[i + 1]]
+        ri = r[P.offsets[i] : P.offsets[i + 1]]
         assert 0.0 <= ri.min() and ri.max() <= 1.0 + 1e-12
     with pytest.raises(ValueError, match="unknown sparse-only signals"):
         sparse_only_inputs(ds, ["x"], ["q"], recipe={**SPARSE_RECIPE, "weights": {"dense": 1.0}})
@@ -127,11 +131,10 @@ def test_sparse_only_recipe_tiny():
 def test_sparse_only_recipe_components():
     """Every recipe key of the v2 search (query model, own pool, QL signal, propagation,
     geometries) builds consistent pools, energies and geometry rows."""
-    pytest.importorskip("jkofast.jko")
-    from jkofast.data import load_dataset
-    from jkofast.energy import minmax
-    from jkofast.expansion import propagate_scores
-    from jkofast.pipeline import (
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.jko.energy import minmax
+    from jkofast.sparse.expansion import propagate_scores
+    from jkofast.studies.main_job import (
         SPARSE_GEOMETRIES,
         SPARSE_RECIPE,
         SparseCorpus,
@@ -148,16 +151,23 @@ def test_sparse_only_recipe_components():
         assert Y.shape[0] == ds.n_docs and Y.has_canonical_format and Y.dtype == np.float32
         assert np.all(np.diff(Y.indptr)[np.diff(sc.doc_tf.indptr) > 0] > 0)  # non-empty docs keep a row
     rm3 = {"kind": "rm3", "fb_docs": 3, "n_terms": 10, "weight": 0.3}
-    base = {**SPARSE_RECIPE, "query": rm3, "pool": "own", "weights": {"first": 0.8, "ql1000": 0.2},
-            "propagation": None, "geometry": "ppmi"}
+    base = {
+        **SPARSE_RECIPE,
+        "query": rm3,
+        "pool": "own",
+        "weights": {"first": 0.8, "ql1000": 0.2},
+        "propagation": None,
+        "geometry": "ppmi",
+    }
     P, r, X = sparse_only_inputs(ds, qs, qids, recipe=base, corpus=sc)
     S1 = sc.first_stage(rm3, qs)
     for i in range(2):  # own pool = the query model's top-200, in its score order
         top = np.argsort(-S1[i], kind="stable")[:200]
-        assert set(P.doc_idx[P.offsets[i]:P.offsets[i + 1]]) == set(top)
+        assert set(P.doc_idx[P.offsets[i] : P.offsets[i + 1]]) == set(top)
     rows = np.repeat(np.arange(2), np.diff(P.offsets))
     expect = 0.8 * minmax(S1[rows, P.doc_idx].astype(np.float64), P.offsets) + 0.2 * minmax(
-        sc.signal("ql1000", qs)[rows, P.doc_idx].astype(np.float64), P.offsets)
+        sc.signal("ql1000", qs)[rows, P.doc_idx].astype(np.float64), P.offsets
+    )
     np.testing.assert_allclose(r, expect, rtol=1e-12)
     np.testing.assert_array_equal(X.toarray(), sc.geometry("ppmi")[P.doc_idx].toarray())
     prop = {"k": 5, "beta": 0.2}
@@ -173,11 +183,10 @@ def test_sparse_only_recipe_components():
 def test_sparse_only_analyser_options():
     """Recipe keys token_pattern / stopwords / compounds: defaults = the first attempts' analyser;
     another analyser gives the pools of a BM25 lucene index built directly with it."""
-    pytest.importorskip("jkofast.jko")
-    from jkofast.data import load_dataset
-    from jkofast.index import BM25Index
-    from jkofast.pipeline import SPARSE_RECIPE, SparseCorpus, _title_texts, sparse_analyzer, sparse_only_inputs
-    from jkofast.text import SKLEARN, Analyzer
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.sparse.index import BM25Index
+    from jkofast.sparse.text import SKLEARN, Analyzer
+    from jkofast.studies.main_job import SPARSE_RECIPE, SparseCorpus, _title_texts, sparse_analyzer, sparse_only_inputs
 
     old = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
     assert sparse_analyzer() == old == sparse_analyzer({"title_repeats": 3})
@@ -198,10 +207,11 @@ def test_sparse_only_analyser_options():
     S = BM25Index("lucene", analyzer=Analyzer("word", stemmer="porter")).fit(_title_texts(ds, 4)).score_all(qs)
     for i in range(3):  # the pool = top-200 of that BM25, r = its minmax score
         top = np.argsort(-S[i], kind="stable")[:200]
-        assert set(P.doc_idx[P.offsets[i]:P.offsets[i + 1]]) == set(top)
-        si = S[i, P.doc_idx[P.offsets[i]:P.offsets[i + 1]]].astype(np.float64)
-        np.testing.assert_allclose(r[P.offsets[i]:P.offsets[i + 1]], (si - si.min()) / (si.max() - si.min()),
-                                   rtol=1e-12)
+        assert set(P.doc_idx[P.offsets[i] : P.offsets[i + 1]]) == set(top)
+        si = S[i, P.doc_idx[P.offsets[i] : P.offsets[i + 1]]].astype(np.float64)
+        np.testing.assert_allclose(
+            r[P.offsets[i] : P.offsets[i + 1]], (si - si.min()) / (si.max() - si.min()), rtol=1e-12
+        )
     assert X.shape == (600, sc.V)
     with pytest.raises(ValueError, match="corpus was built"):
         sparse_only_inputs(ds, qs, qids, recipe={**recipe, "stopwords": "english"}, corpus=sc)
@@ -212,8 +222,8 @@ def test_sparse_only_analyser_options():
 def test_rerank_blocks_equals_one_batch():
     import scipy.sparse as sp
 
-    from jkofast.jko import JKOConfig, rerank_batch
-    from jkofast.pipeline import rerank_blocks
+    from jkofast.jko.solver import JKOConfig, rerank_batch
+    from jkofast.studies.main_job import rerank_blocks
 
     rng = np.random.default_rng(3)
     sizes = [5, 1, 7, 4, 6, 3, 8]
@@ -238,7 +248,7 @@ def test_rerank_blocks_equals_one_batch():
 def _blocks_case():
     import scipy.sparse as sp
 
-    from jkofast.jko import JKOConfig
+    from jkofast.jko.solver import JKOConfig
 
     off = np.array([0, 3, 5, 9], np.int64)
     X = sp.random(9, 12, density=0.4, random_state=1, format="csr") + sp.eye(9, 12, format="csr")
@@ -247,13 +257,16 @@ def _blocks_case():
     return E, off, X, cfg
 
 
-@pytest.mark.parametrize("kw, exc, match", [
-    (dict(block=0), ValueError, "block must be >= 1"),       # range() arg 3 must not be zero
-    (dict(block=-1), ValueError, "block must be >= 1"),      # returned np.empty garbage as p
-    (dict(block=1.5), TypeError, "block must be an integer"),
-])
+@pytest.mark.parametrize(
+    "kw, exc, match",
+    [
+        (dict(block=0), ValueError, "block must be >= 1"),  # range() arg 3 must not be zero
+        (dict(block=-1), ValueError, "block must be >= 1"),  # returned np.empty garbage as p
+        (dict(block=1.5), TypeError, "block must be an integer"),
+    ],
+)
 def test_rerank_blocks_bad_block(kw, exc, match):
-    from jkofast.pipeline import rerank_blocks
+    from jkofast.studies.main_job import rerank_blocks
 
     E, off, X, cfg = _blocks_case()
     with pytest.raises(exc, match=match):
@@ -261,8 +274,8 @@ def test_rerank_blocks_bad_block(kw, exc, match):
 
 
 def test_rerank_blocks_checks_offsets_p0_and_rows():
-    from jkofast.jko import rerank_batch
-    from jkofast.pipeline import rerank_blocks
+    from jkofast.jko.solver import rerank_batch
+    from jkofast.studies.main_job import rerank_blocks
 
     E, off, X, cfg = _blocks_case()
     with pytest.raises(ValueError, match="offsets"):  # the last pool was dropped silently
@@ -272,22 +285,26 @@ def test_rerank_blocks_checks_offsets_p0_and_rows():
     with pytest.raises(ValueError, match="csr must have one row per pool entry"):
         rerank_blocks(E, None, off, X[:5], cfg)
     # p0=None (uniform start) like rerank_batch: was "'NoneType' object is not subscriptable"
-    np.testing.assert_array_equal(rerank_blocks(E, None, off, X, cfg, block=2).p,
-                                  rerank_batch(E, None, off, csr=X, config=cfg).p)
+    np.testing.assert_array_equal(
+        rerank_blocks(E, None, off, X, cfg, block=2).p, rerank_batch(E, None, off, csr=X, config=cfg).p
+    )
 
 
-@pytest.mark.parametrize("kw, exc, match", [
-    (dict(methods="jko_blend"), TypeError, "methods must be a tuple"),  # was split into letters
-    (dict(n_queries=0), ValueError, "n_queries must be >= 1"),
-    (dict(n_queries=-1), ValueError, "n_queries must be >= 1"),           # dropped the last query
-    (dict(config="nope", methods=("jko_blend",)), ValueError, "unknown operating point"),
-    (dict(grad="nope", methods=("jko_blend",)), ValueError, "grad must be one of"),
-    (dict(sparse="nope"), ValueError, "sparse must be one of"),
-    (dict(n_threads=0), ValueError, "n_threads must be >= 1"),
-    (dict(scores_file="/nonexistent/s.tsv"), FileNotFoundError, "scores_file"),
-])
+@pytest.mark.parametrize(
+    "kw, exc, match",
+    [
+        (dict(methods="jko_blend"), TypeError, "methods must be a tuple"),  # was split into letters
+        (dict(n_queries=0), ValueError, "n_queries must be >= 1"),
+        (dict(n_queries=-1), ValueError, "n_queries must be >= 1"),  # dropped the last query
+        (dict(config="nope", methods=("jko_blend",)), ValueError, "unknown operating point"),
+        (dict(grad="nope", methods=("jko_blend",)), ValueError, "grad must be one of"),
+        (dict(sparse="nope"), ValueError, "sparse must be one of"),
+        (dict(n_threads=0), ValueError, "n_threads must be >= 1"),
+        (dict(scores_file="/nonexistent/s.tsv"), FileNotFoundError, "scores_file"),
+    ],
+)
 def test_main_job_arguments_checked_before_loading(kw, exc, match):
-    from jkofast.pipeline import run_main_job
+    from jkofast.studies.main_job import run_main_job
 
     # a dataset that does not exist: the argument error must come before any stage
     with pytest.raises(exc, match=match):
@@ -295,15 +312,15 @@ def test_main_job_arguments_checked_before_loading(kw, exc, match):
 
 
 def test_sparse_recipe_and_corpus_arguments():
-    from jkofast.data import load_dataset
-    from jkofast.pipeline import SPARSE_RECIPE, SparseCorpus, _check_recipe
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.studies.main_job import SPARSE_RECIPE, SparseCorpus, _check_recipe
 
     for recipe, exc, match in (
-        ({}, ValueError, "missing key"),                                          # KeyError
+        ({}, ValueError, "missing key"),  # KeyError
         ({**SPARSE_RECIPE, "geomtry": "tfidf"}, ValueError, "unknown key.*geomtry"),  # typo fell back silently
         ({**SPARSE_RECIPE, "weights": {"first": float("nan")}}, ValueError, r"weights.*finite"),  # NaN energies
         ({**SPARSE_RECIPE, "weights": {}}, ValueError, "non-empty"),
-        ({**SPARSE_RECIPE, "pool": "bogus"}, ValueError, r"recipe\['pool'\]"),   # meant 'base' silently
+        ({**SPARSE_RECIPE, "pool": "bogus"}, ValueError, r"recipe\['pool'\]"),  # meant 'base' silently
         ({**SPARSE_RECIPE, "title_repeats": 1.5}, TypeError, "title_repeats"),
         ([1], TypeError, "recipe must be a dict"),
     ):
@@ -324,8 +341,8 @@ def test_evaluate_topk_refuses_inconsistent_rankings():
     np.testing.assert_array_equal(evaluate_topk(ok, ["q1", "q2"], qrels, doc_ids, k=2)["ndcg"], [1.0, 1.0])
     for top, qids, exc, match in (
         (np.array([[1, 1, 1], [2, 1, 0]]), ["q1", "q2"], ValueError, r"top_rows\[0\].*repeats"),  # nDCG 2.13
-        (ok, ["q1", "q1"], ValueError, "query_ids holds duplicates"),        # one ranking lost
-        (ok[:1], ["q1", "q2"], ValueError, "top_rows has 1 rows for 2"),      # IndexError
+        (ok, ["q1", "q1"], ValueError, "query_ids holds duplicates"),  # one ranking lost
+        (ok[:1], ["q1", "q2"], ValueError, "top_rows has 1 rows for 2"),  # IndexError
         (np.vstack([ok, ok[:1]]), ["q1", "q2"], ValueError, "top_rows has 3 rows"),  # extra row ignored
         (np.array([[5, 0, -1], [2, 1, 0]]), ["q1", "q2"], ValueError, "beyond the 3 doc_ids"),  # IndexError
         (ok.astype(float), ["q1", "q2"], TypeError, "top_rows must be a 2-D integer array"),

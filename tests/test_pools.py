@@ -1,14 +1,13 @@
 """Global hybrid RRF pools (SPEC A.2.6): hand-checked orders incl. ties, oracle, invariants."""
 
-import os
-
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
 import reference as ref
 from jkofast import numba_threads
-from jkofast.pools import Pools, build_pools, rrf_fuse, top_lists
+from jkofast.datasets.beir import parity_fixture_path
+from jkofast.pools.candidates import Pools, build_pools, rrf_fuse, top_lists
 
 
 def test_hand_checked_order_with_ties():
@@ -80,8 +79,7 @@ def test_build_pools_from_score_matrices():
     P = build_pools(S, D, query_ids=["a", "b", "c"], each_n=10, M=12)
     assert P.n_queries == 3 and P.offsets.tolist() == [0, 12, 24, 36]
     for q in range(3):
-        ids, _ = ref.rrf_pool_naive(np.argsort(-S[q], kind="stable")[:10],
-                                    np.argsort(-D[q], kind="stable")[:10], 12)
+        ids, _ = ref.rrf_pool_naive(np.argsort(-S[q], kind="stable")[:10], np.argsort(-D[q], kind="stable")[:10], 12)
         assert P.doc_idx[P.pool(q)].tolist() == ids
         assert_array_equal(P.sparse[P.pool(q)], S[q, ids])
         assert_array_equal(P.dense[P.pool(q)], D[q, ids])
@@ -108,10 +106,9 @@ def test_top_lists_ties_lowest_index():
     assert idx.tolist() == [[1, 2, 0]]
 
 
-FIX = "/work/shared/reference/jko_reference_scifact30.npz"
+FIX = parity_fixture_path()
 
 
-@pytest.mark.skipif(not os.path.exists(FIX), reason="parity fixtures absent")
 def test_scifact_fixture_pools():
     """Pools of 30 real SciFact queries vs the published pools (BM25 rank_bm25 + MiniLM).
 
@@ -121,8 +118,8 @@ def test_scifact_fixture_pools():
     rank_bm25 = pytest.importorskip("rank_bm25")
     import re
 
-    from jkofast.data import load_dataset
-    from jkofast.pools import dense_scores
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.pools.candidates import dense_scores
 
     z = np.load(FIX)
     ds = load_dataset("scifact")
@@ -145,7 +142,7 @@ def test_scifact_fixture_pools():
 
 
 def test_dense_search_and_scores():
-    from jkofast.pools import dense_scores, dense_search
+    from jkofast.pools.candidates import dense_scores, dense_search
 
     rng = np.random.default_rng(2)
     D = rng.normal(size=(40, 6)).astype(np.float32)
@@ -161,7 +158,7 @@ def test_dense_search_and_scores():
 
 
 def test_pools_from_lists_fills_missing_scores_with_list_minimum():
-    from jkofast.pools import pools_from_lists
+    from jkofast.pools.candidates import pools_from_lists
 
     s_idx = np.array([[4, 2, -1]])
     s_val = np.array([[3.0, 1.0, -np.inf]], np.float32)
@@ -178,7 +175,7 @@ def test_pools_from_lists_fills_missing_scores_with_list_minimum():
 
 # ---- adversarial inputs (QA review) ---------------------------------------------------------
 def test_pools_query_positions_are_checked():
-    from jkofast.pools import QueryIndexError
+    from jkofast.pools.candidates import QueryIndexError
 
     P = build_pools(np.random.default_rng(0).random((2, 6)), M=3)
     for q in (-1, 2):  # -1 gave slice(6, 0) / negative offsets silently
@@ -202,7 +199,7 @@ def test_rrf_fuse_rejects_ids_below_minus_one():
 
 
 def test_pools_from_lists_and_dense_search_arguments():
-    from jkofast.pools import dense_scores, dense_search, pools_from_lists
+    from jkofast.pools.candidates import dense_scores, dense_search, pools_from_lists
 
     with pytest.raises(ValueError, match="query_ids"):
         pools_from_lists([[0, 1]], [[2.0, 1.0]], query_ids=["a", "b"], M=3)
@@ -234,7 +231,8 @@ def test_recall_checks_doc_ids_cover_the_pools():
 
 
 def test_query_index_error_is_one_class():
-    from jkofast import jko, pools
+    from jkofast.jko import solver as jko
+    from jkofast.pools import candidates as pools
 
     assert jko.QueryIndexError is pools.QueryIndexError
     assert issubclass(pools.QueryIndexError, IndexError) and issubclass(pools.QueryIndexError, ValueError)

@@ -1,4 +1,4 @@
-"""Batched reranking (jkofast.jko.rerank_batch): ragged pools, geometry, thread invariance, bad queries."""
+"""Batched reranking (jkofast.jko.solver.rerank_batch): ragged pools, geometry, thread invariance, bad queries."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast import numba_threads
-from jkofast.jko import JKOConfig, initial_distribution, pool_geometry, rerank_batch, run_jko, run_jko_with_duals
+from jkofast.jko.solver import JKOConfig, initial_distribution, pool_geometry, rerank_batch, run_jko, run_jko_with_duals
 
 CFG = JKOConfig(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=2, inner_steps=5, tau0=1.0)
 SIZES = [6, 1, 9, 4, 7]
@@ -46,8 +46,7 @@ def test_geometry_kernels_match_oracle():
 @pytest.mark.parametrize("sparse", [False, True])
 def test_batch_equals_per_query_run_jko(sparse):
     E, p0, off, emb = batch(sparse=sparse)
-    res = rerank_batch(E, p0, off, **({"csr": emb} if sparse else {"embeddings": emb}), config=CFG,
-                       return_duals=True)
+    res = rerank_batch(E, p0, off, **({"csr": emb} if sparse else {"embeddings": emb}), config=CFG, return_duals=True)
     assert res.p.dtype == np.float64 and res.offsets.dtype == np.int64 and res.status.dtype == np.int32
     assert not res.errors and not res.status.any()
     for q in range(len(SIZES)):
@@ -83,7 +82,7 @@ def test_bad_queries_are_reported_and_others_return():
     clean = rerank_batch(E, p0, off, embeddings=Z, config=CFG)
     E2, p02, Z2 = E.copy(), p0.copy(), Z.copy()
     E2[off[2] + 1] = np.nan  # query 2: NaN energy
-    p02[off[3]:off[4]] = 0.0  # query 3: zero-mass p0
+    p02[off[3] : off[4]] = 0.0  # query 3: zero-mass p0
     Z2[off[5]] = np.inf  # query 5: bad geometry row
     res = rerank_batch(E2, p02, off, embeddings=Z2, config=CFG)
     assert set(res.errors) == {1, 2, 3, 5}
@@ -116,7 +115,7 @@ def test_batch_bad_input():
 
 # ---- adversarial inputs (QA review) ---------------------------------------------------------
 def test_result_query_index_is_checked():
-    from jkofast.jko import QueryIndexError
+    from jkofast.jko.solver import QueryIndexError
 
     E, p0, off, Z = batch()
     res = rerank_batch(E, p0, off, embeddings=Z, config=CFG)
@@ -130,7 +129,7 @@ def test_result_query_index_is_checked():
             res.pool(q)
     with pytest.raises(TypeError, match="q must be an integer"):
         res.pool(1.0)
-    assert_array_equal(res.pool(nq - 1), res.p[off[-2]:off[-1]])
+    assert_array_equal(res.pool(nq - 1), res.p[off[-2] : off[-1]])
 
 
 def test_topk_of_a_failed_query_names_it():

@@ -35,7 +35,7 @@ class _Cfg:
 
 
 def _fake_core(monkeypatch, unconverged=None):
-    """A stand-in for jkofast.jko: p = p0 reweighted by exp(-E) (deterministic); query 2 fails.
+    """A stand-in for jkofast.jko.solver: p = p0 reweighted by exp(-E) (deterministic); query 2 fails.
     ``unconverged``: (sinkhorn, cg) capped-step counts the fake reports for every query."""
 
     @dataclasses.dataclass
@@ -46,8 +46,18 @@ def _fake_core(monkeypatch, unconverged=None):
         errors: dict
         unconverged: np.ndarray | None = None
 
-    def rerank_batch(energy, p0, offsets, *, embeddings=None, csr=None, config="tuned", return_duals=False,
-                     n_threads=None, warn_unconverged=True):
+    def rerank_batch(
+        energy,
+        p0,
+        offsets,
+        *,
+        embeddings=None,
+        csr=None,
+        config="tuned",
+        return_duals=False,
+        n_threads=None,
+        warn_unconverged=True,
+    ):
         assert warn_unconverged is False  # the CLI sums the counts and reports them once
         rows = embeddings if embeddings is not None else csr
         assert rows is not None and rows.shape[0] == len(energy)
@@ -55,17 +65,17 @@ def _fake_core(monkeypatch, unconverged=None):
         nq = len(offsets) - 1
         status = np.zeros(nq, np.int32)
         for q in range(nq):
-            p[offsets[q]:offsets[q + 1]] /= p[offsets[q]:offsets[q + 1]].sum()
+            p[offsets[q] : offsets[q + 1]] /= p[offsets[q] : offsets[q + 1]].sum()
         un = np.zeros((nq, 2), np.int64)
         if unconverged is not None:
             un[:] = unconverged
         return Res(p, offsets, status, {}, un)
 
-    mod = types.ModuleType("jkofast.jko")
+    mod = types.ModuleType("jkofast.jko.solver")
     mod.JKOConfig = _Cfg
     mod.operating_point = lambda name: _Cfg()
     mod.rerank_batch = rerank_batch
-    monkeypatch.setitem(sys.modules, "jkofast.jko", mod)
+    monkeypatch.setitem(sys.modules, "jkofast.jko.solver", mod)
 
 
 def _read(p):
@@ -75,19 +85,29 @@ def _read(p):
 def test_resume_is_byte_identical_and_reports(tmp_path, monkeypatch, capsys):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path)
-    base = ["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-            str(tmp_path / "ids.txt"), "--chunk-size", "2", "--quiet", "--config", "fast"]
+    base = [
+        "rerank",
+        "--pools",
+        str(run),
+        "--embeddings",
+        str(tmp_path / "E.npy"),
+        "--ids",
+        str(tmp_path / "ids.txt"),
+        "--chunk-size",
+        "2",
+        "--quiet",
+        "--config",
+        "fast",
+    ]
     assert main([*base, "--out", str(tmp_path / "a.trec"), "--dist", str(tmp_path / "a.npz")]) == 0
     err = capsys.readouterr().err
     assert "run.trec:4: malformed" in err and "run.trec:10: malformed" in err
     full = _read(tmp_path / "a.trec")
     # interrupted after 2 chunks, then resumed
     with pytest.raises(RuntimeError, match="injected"):
-        main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz"),
-              "--fail-after-chunks", "2"])
+        main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz"), "--fail-after-chunks", "2"])
     parts = sorted(p.name for p in (tmp_path / "b.trec.parts").iterdir())
-    assert parts == ["chunk_000000.npz", "chunk_000000.trec", "chunk_000001.npz", "chunk_000001.trec",
-                     "manifest.json"]
+    assert parts == ["chunk_000000.npz", "chunk_000000.trec", "chunk_000001.npz", "chunk_000001.trec", "manifest.json"]
     assert main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz"), "--json"]) == 0
     out = capsys.readouterr().out
     import json
@@ -108,8 +128,25 @@ def test_output_order_and_passthrough(tmp_path, monkeypatch, capsys):
     # an unknown document makes q2 unrerankable -> passed through in input order
     with open(run, "a") as fh:
         fh.write("q9 Q0 d1 1 5.0 bm25\nq9 Q0 unknown 2 4.0 bm25\n")
-    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                 str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet", "--k", "3"]) == 0
+    assert (
+        main(
+            [
+                "rerank",
+                "--pools",
+                str(run),
+                "--embeddings",
+                str(tmp_path / "E.npy"),
+                "--ids",
+                str(tmp_path / "ids.txt"),
+                "--out",
+                str(tmp_path / "o.trec"),
+                "--quiet",
+                "--k",
+                "3",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "'q9' passed through" in err
     rows = [ln.split() for ln in (tmp_path / "o.trec").read_text().splitlines()]
@@ -129,8 +166,18 @@ def test_output_order_and_passthrough(tmp_path, monkeypatch, capsys):
 def test_settings_change_refuses_resume(tmp_path, monkeypatch):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path)
-    base = ["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-            str(tmp_path / "ids.txt"), "--out", str(tmp_path / "c.trec"), "--quiet"]
+    base = [
+        "rerank",
+        "--pools",
+        str(run),
+        "--embeddings",
+        str(tmp_path / "E.npy"),
+        "--ids",
+        str(tmp_path / "ids.txt"),
+        "--out",
+        str(tmp_path / "c.trec"),
+        "--quiet",
+    ]
     with pytest.raises(RuntimeError):
         main([*base, "--chunk-size", "2", "--fail-after-chunks", "1"])
     assert main([*base, "--chunk-size", "3"]) == 2  # ValueError -> exit status 2
@@ -143,13 +190,32 @@ def test_missing_geometry_is_an_error(tmp_path, capsys):
 
 
 def test_real_core_tiny(tmp_path):
-    jko = pytest.importorskip("jkofast.jko")
+    from jkofast.jko import solver as jko
+
     if not hasattr(jko, "rerank_batch"):
-        pytest.skip("jkofast.jko.rerank_batch not available")
+        pytest.skip("jkofast.jko.solver.rerank_batch not available")
     run = _write_inputs(tmp_path, nq=3, m=6)
-    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                 str(tmp_path / "ids.txt"), "--out", str(tmp_path / "r.trec"), "--quiet", "--config", "fast",
-                 "--chunk-size", "2"]) == 0
+    assert (
+        main(
+            [
+                "rerank",
+                "--pools",
+                str(run),
+                "--embeddings",
+                str(tmp_path / "E.npy"),
+                "--ids",
+                str(tmp_path / "ids.txt"),
+                "--out",
+                str(tmp_path / "r.trec"),
+                "--quiet",
+                "--config",
+                "fast",
+                "--chunk-size",
+                "2",
+            ]
+        )
+        == 0
+    )
     rows = [ln.split() for ln in (tmp_path / "r.trec").read_text().splitlines()]
     assert len(rows) == 3 * 6  # the malformed lines are extra lines
     p = {}
@@ -167,8 +233,21 @@ def test_tfidf_geometry(tmp_path, monkeypatch):
     with open(tmp_path / "corpus.jsonl", "w") as fh:
         for i in range(30):
             fh.write(json.dumps({"_id": f"d{i}", "title": f"t{i}", "text": f"word{i % 5} common text {i}"}) + "\n")
-    assert main(["rerank", "--pools", str(run), "--tfidf-corpus", str(tmp_path / "corpus.jsonl"),
-                 "--out", str(tmp_path / "t.trec"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "rerank",
+                "--pools",
+                str(run),
+                "--tfidf-corpus",
+                str(tmp_path / "corpus.jsonl"),
+                "--out",
+                str(tmp_path / "t.trec"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert len((tmp_path / "t.trec").read_text().splitlines()) == 8
 
 
@@ -182,8 +261,20 @@ def test_scores_streamed_equals_in_memory(tmp_path, monkeypatch, capsys):
         if len(parts) == 6 and parts[0] != "q2":  # q2 has no scores at all
             lines.append(f"{parts[0]}\t{parts[2]}\t{rng.normal():.5f}\n")
     (tmp_path / "s.tsv").write_text("".join(lines))
-    base = ["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-            str(tmp_path / "ids.txt"), "--scores", str(tmp_path / "s.tsv"), "--chunk-size", "2", "--quiet"]
+    base = [
+        "rerank",
+        "--pools",
+        str(run),
+        "--embeddings",
+        str(tmp_path / "E.npy"),
+        "--ids",
+        str(tmp_path / "ids.txt"),
+        "--scores",
+        str(tmp_path / "s.tsv"),
+        "--chunk-size",
+        "2",
+        "--quiet",
+    ]
     assert main([*base, "--out", str(tmp_path / "a.trec")]) == 0
     assert "1 queries had no rerank scores" in capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "b.trec"), "--scores-in-memory"]) == 0
@@ -293,18 +384,22 @@ def test_block_parser_matches_line_oracle(tmp_path, monkeypatch, block, chunk_si
 def test_fast_columns_and_fallbacks():
     from jkofast.commands.rerank import _fast_columns
 
-    block = (b"q1 Q0 d1 1 2.5 t\n\nq1 Q0 d2 2 1e-3 t\r\nquery-long-identifier Q0 d3 1 -1 t\n"
-             b"query-long-identifieR\tQ0\td4\t1\t7\tt\n")
+    block = (
+        b"q1 Q0 d1 1 2.5 t\n\nq1 Q0 d2 2 1e-3 t\r\nquery-long-identifier Q0 d3 1 -1 t\n"
+        b"query-long-identifieR\tQ0\td4\t1\t7\tt\n"
+    )
     n_lines, qids, sizes, docs, sstr = _fast_columns(block)
     assert (n_lines, qids, sizes) == (5, ["q1", "query-long-identifier", "query-long-identifieR"], [2, 1, 1])
     assert docs == ["d1", "d2", "d3", "d4"] and sstr == ["2.5", "1e-3", "-1", "7"]
     assert _fast_columns(b"a b c\nd e f")[1:] == (["a", "d"], [1, 1], ["b", "e"], ["c", "f"])
     assert _fast_columns(b"\n  \n")[1] == []
-    for bad in (b"q1 Q0 d1 1 2 t\nq1 d2 3\n",  # mixed field counts
-                b"q1 Q0 d1 1 2 t\nbad\n",  # a malformed line
-                "é Q0 d1 1 2 t\n".encode(),  # non-ASCII
-                b"q1 Q0 d1 1 2 t\rq2 Q0 d1 1 2 t\n",  # lone CR = line break in text mode
-                b"q1\x1cQ0 d1 1 2 t\n"):  # \x1c is whitespace to str.split only
+    for bad in (
+        b"q1 Q0 d1 1 2 t\nq1 d2 3\n",  # mixed field counts
+        b"q1 Q0 d1 1 2 t\nbad\n",  # a malformed line
+        "é Q0 d1 1 2 t\n".encode(),  # non-ASCII
+        b"q1 Q0 d1 1 2 t\rq2 Q0 d1 1 2 t\n",  # lone CR = line break in text mode
+        b"q1\x1cQ0 d1 1 2 t\n",
+    ):  # \x1c is whitespace to str.split only
         assert _fast_columns(bad) is None, bad
 
 
@@ -339,14 +434,15 @@ def test_format_lines_matches_fstring_oracle():
         sstr = [f"{x:.4f}" for x in rng.random(n)]
         for k in (0, 1, 3):
             for tag in ("jkofast", "t%s%d%%"):
-                assert format_lines(qids, off, docs, sstr, p, ok, k, tag) == \
-                    _naive_format(qids, off, docs, sstr, p, ok, k, tag)
+                assert format_lines(qids, off, docs, sstr, p, ok, k, tag) == _naive_format(
+                    qids, off, docs, sstr, p, ok, k, tag
+                )
 
 
 def _fake_core_failing(monkeypatch):
     """As _fake_core, plus: pools of exactly 3 documents fail (status 2, no message)."""
     _fake_core(monkeypatch)
-    mod = sys.modules["jkofast.jko"]
+    mod = sys.modules["jkofast.jko.solver"]
     inner = mod.rerank_batch
 
     def rerank_batch(energy, p0, offsets, **kw):
@@ -362,7 +458,7 @@ def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
     exactly the bytes of the per-line reference (parse line by line, per query: energy, p0,
     the stand-in core, stable descending sort, f-string formatting)."""
     from jkofast.commands import rerank as R
-    from jkofast.energy import blend, softmax_tau
+    from jkofast.jko.energy import blend, softmax_tau
 
     _fake_core_failing(monkeypatch)
     _write_inputs(tmp_path, n_docs=30)
@@ -386,16 +482,34 @@ def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
     for block, cs in ((1 << 22, 1000), (64, 7)):
         monkeypatch.setattr(R, "_BLOCK_BYTES", block)
         out = tmp_path / f"o{block}.trec"
-        assert main(["rerank", "--pools", str(path), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                     str(tmp_path / "ids.txt"), "--out", str(out), "--quiet", "--tag", "run%tag",
-                     "--chunk-size", str(cs)]) == 0
+        assert (
+            main(
+                [
+                    "rerank",
+                    "--pools",
+                    str(path),
+                    "--embeddings",
+                    str(tmp_path / "E.npy"),
+                    "--ids",
+                    str(tmp_path / "ids.txt"),
+                    "--out",
+                    str(out),
+                    "--quiet",
+                    "--tag",
+                    "run%tag",
+                    "--chunk-size",
+                    str(cs),
+                ]
+            )
+            == 0
+        )
         assert out.read_text(encoding="utf-8") == "".join(expected)
     err = capsys.readouterr().err
     assert "solver status 2" in err and "not in the geometry" in err
 
 
 def _oracle_score_blocks(path):
-    from jkofast.energy import _parse_score_line
+    from jkofast.jko.energy import _parse_score_line
 
     out, cur = [], None
     with open(path, encoding="utf-8") as fh:
@@ -421,7 +535,7 @@ def _oracle_score_blocks(path):
 @pytest.mark.parametrize("block", [1, 16, 1 << 22])
 def test_score_blocks_match_line_oracle(tmp_path, monkeypatch, block):
     from jkofast.commands import rerank as R
-    from jkofast.energy import read_score_file
+    from jkofast.jko.energy import read_score_file
 
     monkeypatch.setattr(R, "_BLOCK_BYTES", block)
     rng = np.random.default_rng(2)
@@ -450,17 +564,38 @@ def test_real_core_workqueue_layer_many_chunks(tmp_path):
     import os
     import subprocess
 
-    jko = pytest.importorskip("jkofast.jko")
+    from jkofast.jko import solver as jko
+
     if not hasattr(jko, "rerank_batch"):
-        pytest.skip("jkofast.jko.rerank_batch not available")
+        pytest.skip("jkofast.jko.solver.rerank_batch not available")
     run = _write_inputs(tmp_path, nq=100, m=8)  # 100 one-query chunks: many overlapping launches
-    args = ["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids", str(tmp_path / "ids.txt"),
-            "--quiet", "--config", "fast", "--chunk-size", "1", "--threads", "2"]
+    args = [
+        "rerank",
+        "--pools",
+        str(run),
+        "--embeddings",
+        str(tmp_path / "E.npy"),
+        "--ids",
+        str(tmp_path / "ids.txt"),
+        "--quiet",
+        "--config",
+        "fast",
+        "--chunk-size",
+        "1",
+        "--threads",
+        "2",
+    ]
     assert main([*args, "--out", str(tmp_path / "a.trec")]) == 0
     env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
     root = os.path.join(os.path.dirname(__file__), "..")
-    r = subprocess.run([sys.executable, "-m", "jkofast", *args, "--out", str(tmp_path / "b.trec")], env=env,
-                       cwd=root, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "jkofast", *args, "--out", str(tmp_path / "b.trec")],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "b.trec").read_bytes() == (tmp_path / "a.trec").read_bytes()
 
@@ -481,19 +616,38 @@ def test_gzip_input_same_as_plain(tmp_path, monkeypatch):
 
 
 # ---- adversarial inputs (QA review) ---------------------------------------------------------
-@pytest.mark.parametrize("extra, match", [
-    (["--k", "-1"], "--k must be >= 0"),  # wrote the whole pool silently
-    (["--tag", "a b"], "--tag must be non-empty without whitespace"),  # unreadable TREC output
-    (["--alpha", "nan"], "--alpha must be finite"),
-    (["--gamma", "-1"], "--gamma must be finite and >= 0"),
-    (["--threads", "0"], "n_threads must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--k", "-1"], "--k must be >= 0"),  # wrote the whole pool silently
+        (["--tag", "a b"], "--tag must be non-empty without whitespace"),  # unreadable TREC output
+        (["--alpha", "nan"], "--alpha must be finite"),
+        (["--gamma", "-1"], "--gamma must be finite and >= 0"),
+        (["--threads", "0"], "n_threads must be >= 1"),
+    ],
+)
 def test_bad_options_fail_before_any_work(tmp_path, monkeypatch, capsys, extra, match):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path, nq=2)
     out = tmp_path / "o.trec"
-    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                 str(tmp_path / "ids.txt"), "--out", str(out), "--quiet", *extra]) == 2
+    assert (
+        main(
+            [
+                "rerank",
+                "--pools",
+                str(run),
+                "--embeddings",
+                str(tmp_path / "E.npy"),
+                "--ids",
+                str(tmp_path / "ids.txt"),
+                "--out",
+                str(out),
+                "--quiet",
+                *extra,
+            ]
+        )
+        == 2
+    )
     assert match in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "o.trec.parts").exists()
 
@@ -503,8 +657,23 @@ def test_repeated_geometry_ids_are_an_error(tmp_path, monkeypatch, capsys):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path, nq=2)
     (tmp_path / "ids.txt").write_text("".join(f"d{min(i, 28)}\n" for i in range(30)))
-    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                 str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "rerank",
+                "--pools",
+                str(run),
+                "--embeddings",
+                str(tmp_path / "E.npy"),
+                "--ids",
+                str(tmp_path / "ids.txt"),
+                "--out",
+                str(tmp_path / "o.trec"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "document id 'd28' is repeated (row 29)" in capsys.readouterr().err
 
 
@@ -512,14 +681,37 @@ def test_split_query_is_reported(tmp_path, monkeypatch, capsys):
     import json
 
     _fake_core(monkeypatch)
-    lines = ["q1 Q0 d0 1 3 r\n", "q1 Q0 d1 2 2 r\n", "q2 Q0 d2 1 3 r\n", "q2 Q0 d3 2 1 r\n",
-             "q1 Q0 d4 3 1 r\n", "q1 Q0 d5 4 0 r\n"]
+    lines = [
+        "q1 Q0 d0 1 3 r\n",
+        "q1 Q0 d1 2 2 r\n",
+        "q2 Q0 d2 1 3 r\n",
+        "q2 Q0 d3 2 1 r\n",
+        "q1 Q0 d4 3 1 r\n",
+        "q1 Q0 d5 4 0 r\n",
+    ]
     run = _write_inputs(tmp_path, nq=1)
     run.write_text("".join(lines))
     for chunk in ("1", "10"):  # across chunks and inside one chunk
         out = tmp_path / f"o{chunk}.trec"
-        assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                     str(tmp_path / "ids.txt"), "--out", str(out), "--json", "--chunk-size", chunk]) == 0
+        assert (
+            main(
+                [
+                    "rerank",
+                    "--pools",
+                    str(run),
+                    "--embeddings",
+                    str(tmp_path / "E.npy"),
+                    "--ids",
+                    str(tmp_path / "ids.txt"),
+                    "--out",
+                    str(out),
+                    "--json",
+                    "--chunk-size",
+                    chunk,
+                ]
+            )
+            == 0
+        )
         cap = capsys.readouterr()
         assert "query 'q1' reappears after other queries" in cap.err
         assert json.loads(cap.out)["split_queries"] == 1
@@ -533,9 +725,26 @@ def test_user_scores_beyond_float32_name_the_line(tmp_path, monkeypatch, capsys)
     sc = tmp_path / "s.tsv"
     sc.write_text("q0 d1 1.0\nq0 d2 1e39\n")
     for extra in ([], ["--scores-in-memory"]):
-        assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                     str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet",
-                     "--scores", str(sc), *extra]) == 2
+        assert (
+            main(
+                [
+                    "rerank",
+                    "--pools",
+                    str(run),
+                    "--embeddings",
+                    str(tmp_path / "E.npy"),
+                    "--ids",
+                    str(tmp_path / "ids.txt"),
+                    "--out",
+                    str(tmp_path / "o.trec"),
+                    "--quiet",
+                    "--scores",
+                    str(sc),
+                    *extra,
+                ]
+            )
+            == 2
+        )
         assert "s.tsv:2: score 1e+39 is outside the float32 range" in capsys.readouterr().err
 
 
@@ -544,9 +753,25 @@ def test_dist_folder_is_created_up_front(tmp_path, monkeypatch):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path, nq=2)
     dist = tmp_path / "new" / "sub" / "p.npz"
-    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                 str(tmp_path / "ids.txt"), "--out", str(tmp_path / "o.trec"), "--quiet",
-                 "--dist", str(dist)]) == 0
+    assert (
+        main(
+            [
+                "rerank",
+                "--pools",
+                str(run),
+                "--embeddings",
+                str(tmp_path / "E.npy"),
+                "--ids",
+                str(tmp_path / "ids.txt"),
+                "--out",
+                str(tmp_path / "o.trec"),
+                "--quiet",
+                "--dist",
+                str(dist),
+            ]
+        )
+        == 0
+    )
     z = np.load(dist)
     assert list(z["query_ids"]) == ["q0", "q1"] and z["p"].shape[0] == int(z["offsets"][-1])
 
@@ -556,9 +781,28 @@ def test_capped_inner_steps_are_summed_over_the_run(tmp_path, monkeypatch, capsy
 
     _fake_core(monkeypatch, unconverged=(1, 2))
     run = _write_inputs(tmp_path)
-    assert main(["rerank", "--pools", str(run), "--embeddings", str(tmp_path / "E.npy"), "--ids",
-                 str(tmp_path / "ids.txt"), "--chunk-size", "2", "--quiet", "--config", "fast", "--json",
-                 "--out", str(tmp_path / "a.trec")]) == 0
+    assert (
+        main(
+            [
+                "rerank",
+                "--pools",
+                str(run),
+                "--embeddings",
+                str(tmp_path / "E.npy"),
+                "--ids",
+                str(tmp_path / "ids.txt"),
+                "--chunk-size",
+                "2",
+                "--quiet",
+                "--config",
+                "fast",
+                "--json",
+                "--out",
+                str(tmp_path / "a.trec"),
+            ]
+        )
+        == 0
+    )
     cap = capsys.readouterr()
     summ = json.loads(cap.out)
     # 7 queries in 4 chunks, all reranked by the fake: every one reports 1 + 2 capped steps

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from jkofast.cli import main
-from jkofast.data import load_dataset
-from jkofast.index import BM25Index, TfidfIndex
-from jkofast.retriever import METHODS, SparseRetriever, get_retriever
+from jkofast.datasets.beir import load_dataset
+from jkofast.sparse.index import BM25Index, TfidfIndex
+from jkofast.sparse.retriever import METHODS, SparseRetriever, get_retriever
 
 DOCS = ["the cat sat on the mat", "the dog chased the cat", "birds fly", "a mat, a rug"]
 
@@ -45,9 +45,9 @@ def test_registry_params_and_defaults():
 
 def test_sgr_is_lazy():
     try:
-        import jkofast.sgr as sgr
+        import jkofast.sgr.retriever as sgr
     except ImportError:
-        pytest.skip("jkofast.sgr not available")
+        pytest.skip("jkofast.sgr.retriever not available")
     if not hasattr(sgr, "SparseGeometricRetriever"):
         pytest.skip("SparseGeometricRetriever not available yet")
     r = get_retriever("sgr")
@@ -85,13 +85,32 @@ def test_cli_index_and_search_tiny(tmp_path, data_dir, capsys):
     assert main(["index", "--dataset", tiny, "--method", "bm25", "--out", str(ix), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_docs"] == 5
     out2 = tmp_path / "run2.trec"
-    assert main(["search", "--dataset", tiny, "--method", "bm25", "--index", str(ix), "--k", "3",
-                 "--out", str(out2)]) == 0
+    assert (
+        main(["search", "--dataset", tiny, "--method", "bm25", "--index", str(ix), "--k", "3", "--out", str(out2)]) == 0
+    )
     assert "3 queries" in capsys.readouterr().out
     assert _read_trec(out2) == rows
     # k > n_docs: padding is not written
-    assert main(["search", "--dataset", tiny, "--method", "tfidf", "--split", "all", "--k", "9",
-                 "--out", str(out2), "--tag", "t"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--dataset",
+                tiny,
+                "--method",
+                "tfidf",
+                "--split",
+                "all",
+                "--k",
+                "9",
+                "--out",
+                str(out2),
+                "--tag",
+                "t",
+            ]
+        )
+        == 0
+    )
     assert len(_read_trec(out2)) == 4 * 5
     assert main(["search", "--dataset", tiny, "--k", "0", "--out", str(out2)]) == 2
     assert main(["search", "--dataset", tiny, "--split", "dev", "--out", str(out2)]) == 2
@@ -99,14 +118,31 @@ def test_cli_index_and_search_tiny(tmp_path, data_dir, capsys):
 
 def test_cli_search_scifact(tmp_path, capsys):
     out = tmp_path / "run.trec"
-    assert main(["search", "--dataset", "scifact", "--method", "bm25-lucene", "--k", "10", "--out", str(out),
-                 "--json", "--threads", "1"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--dataset",
+                "scifact",
+                "--method",
+                "bm25-lucene",
+                "--k",
+                "10",
+                "--out",
+                str(out),
+                "--json",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     info = json.loads(capsys.readouterr().out)
     assert info["n_queries"] == 300 and info["lines"] == 3000
 
 
 def test_registry_refuses_a_non_analyzer_and_sgr_has_the_common_attributes():
-    with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.text\.Analyzer"):
+    with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.sparse\.text\.Analyzer"):
         get_retriever("bm25", analyzer="word")  # failed later with an AttributeError
     r = get_retriever("sgr", pool_size=3).fit(DOCS)
     assert r.n_docs == 4 and r.doc_sep == " "  # SGR had neither (the search CLI's corpus check skipped it)

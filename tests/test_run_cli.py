@@ -5,12 +5,15 @@ import pytest
 from jkofast.cli import main
 
 
-@pytest.mark.parametrize("extra, match", [
-    (["--config", "nope"], "unknown operating point 'nope'"),  # --quick ran the job with 'fast'
-    (["--threads", "0"], "n_threads must be >= 1"),
-    (["--methods", ""], "--methods names no method"),  # an empty list ran every method
-    (["--methods", "jko_blend,nope"], "unknown methods ['nope']"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--config", "nope"], "unknown operating point 'nope'"),  # --quick ran the job with 'fast'
+        (["--threads", "0"], "n_threads must be >= 1"),
+        (["--methods", ""], "--methods names no method"),  # an empty list ran every method
+        (["--methods", "jko_blend,nope"], "unknown methods ['nope']"),
+    ],
+)
 def test_bad_arguments_fail_up_front(capsys, extra, match):
     assert main(["run", "--dataset", "scifact", "--quick", "--quiet", *extra]) == 2
     err = capsys.readouterr().err
@@ -26,22 +29,32 @@ def _tiny_beir(root):
 
     root.mkdir(parents=True, exist_ok=True)
     (root / "qrels").mkdir(exist_ok=True)
-    docs = [("d1", "Solar", "solar panels convert sunlight"), ("d2", "Wind", "wind turbines make power"),
-            ("d3", "", "sunlight and wind"), ("d4", "Cat", "the cat sat on mat"), ("d5", "Dog", "dog and cat")]
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
-                                               for i, t, x in docs))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": x}) + "\n"
-                                                for i, x in (("q1", "sunlight power"), ("q2", "cat"))))
+    docs = [
+        ("d1", "Solar", "solar panels convert sunlight"),
+        ("d2", "Wind", "wind turbines make power"),
+        ("d3", "", "sunlight and wind"),
+        ("d4", "Cat", "the cat sat on mat"),
+        ("d5", "Dog", "dog and cat"),
+    ]
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs)
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "text": x}) + "\n" for i, x in (("q1", "sunlight power"), ("q2", "cat")))
+    )
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\n")
     return str(root)
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["index", "--method", "bm25", "--threads", "0"], "n_threads must be >= 1"),  # was ignored
-    (["index", "--method", "sgr", "--stemmer", "porter"], "--stemmer do(es) not apply to --method sgr"),
-    (["index", "--method", "tfidf", "--k1", "2"], "--k1 do(es) not apply to --method tfidf"),
-    (["search", "--method", "sgr", "--max-features", "10"], "--max-features do(es) not apply"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["index", "--method", "bm25", "--threads", "0"], "n_threads must be >= 1"),  # was ignored
+        (["index", "--method", "sgr", "--stemmer", "porter"], "--stemmer do(es) not apply to --method sgr"),
+        (["index", "--method", "tfidf", "--k1", "2"], "--k1 do(es) not apply to --method tfidf"),
+        (["search", "--method", "sgr", "--max-features", "10"], "--max-features do(es) not apply"),
+    ],
+)
 def test_index_search_refuse_ignored_or_bad_options(tmp_path, capsys, argv, match):
     ds = _tiny_beir(tmp_path / "tiny")
     out = str(tmp_path / ("o.trec" if argv[0] == "search" else "o"))
@@ -64,11 +77,41 @@ def test_search_sgr_index_of_another_corpus_is_refused(tmp_path, capsys):
     ds = _tiny_beir(tmp_path / "tiny")
     assert main(["index", "--dataset", ds, "--method", "sgr", "--out", str(tmp_path / "sgr"), "--json"]) == 0
     capsys.readouterr()
-    assert main(["search", "--dataset", "scifact", "--method", "sgr", "--index", str(tmp_path / "sgr"),
-                 "--out", str(tmp_path / "r.trec")]) == 2
+    assert (
+        main(
+            [
+                "search",
+                "--dataset",
+                "scifact",
+                "--method",
+                "sgr",
+                "--index",
+                str(tmp_path / "sgr"),
+                "--out",
+                str(tmp_path / "r.trec"),
+            ]
+        )
+        == 2
+    )
     assert "--index has 5 docs" in capsys.readouterr().err
-    assert main(["search", "--dataset", ds, "--method", "sgr", "--index", str(tmp_path / "sgr"),
-                 "--out", str(tmp_path / "r.trec"), "--k", "3"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--dataset",
+                ds,
+                "--method",
+                "sgr",
+                "--index",
+                str(tmp_path / "sgr"),
+                "--out",
+                str(tmp_path / "r.trec"),
+                "--k",
+                "3",
+            ]
+        )
+        == 0
+    )
     lines = (tmp_path / "r.trec").read_text().split()
     assert set(lines[2::6]) <= {"d1", "d2", "d3", "d4", "d5"}
 

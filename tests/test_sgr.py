@@ -10,11 +10,17 @@ from test_sgr_build import SMALL, synthetic_corpus
 
 import reference as ref
 from jkofast._threads import numba_threads
-from jkofast.kernels import geometric as gk
-from jkofast.sgr import SparseGeometricRetriever
+from jkofast.kernels.sgr import query as gk
+from jkofast.sgr.retriever import SparseGeometricRetriever
 
-QUERIES = ["w00 w03 w07", "w01 w12 w12 w20", "w05", "w09 w02 w28 w13 w04 w17 w21 w22",
-           "w07 unknownword", "w15 w16 w18 w19 w25 w26 w27 w29 w24 w23 w11 w10 w08"]
+QUERIES = [
+    "w00 w03 w07",
+    "w01 w12 w12 w20",
+    "w05",
+    "w09 w02 w28 w13 w04 w17 w21 w22",
+    "w07 unknownword",
+    "w15 w16 w18 w19 w25 w26 w27 w29 w24 w23 w11 w10 w08",
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +37,16 @@ def _dense_q(r, text):
 
 def _sem_lists(r):
     ix = r._ix
-    return {t: list(zip(ix["sem_idx"][ix["sem_indptr"][t]:ix["sem_indptr"][t + 1]].tolist(),
-                        ix["sem_val"][ix["sem_indptr"][t]:ix["sem_indptr"][t + 1]].astype(np.float64).tolist(),
-                        strict=True))
-            for t in range(r.n_terms_)}
+    return {
+        t: list(
+            zip(
+                ix["sem_idx"][ix["sem_indptr"][t] : ix["sem_indptr"][t + 1]].tolist(),
+                ix["sem_val"][ix["sem_indptr"][t] : ix["sem_indptr"][t + 1]].astype(np.float64).tolist(),
+                strict=True,
+            )
+        )
+        for t in range(r.n_terms_)
+    }
 
 
 def test_query_vectoriser_matches_sklearn(retr):
@@ -54,9 +66,23 @@ def test_routing_stage(retr, qtext):
     V = retr.n_terms_
     out_t = np.empty(V + 64, np.int64)
     out_w = np.empty(V + 64, np.float64)
-    n = gk.route_query(qt, qv, ix["g_indptr"], ix["g_idx"], ix["g_val"], 0.1, SMALL["route_budget"],
-                       np.full(V, -1, np.int64), np.zeros(V), 0, np.empty(V, np.int64), out_t, out_w,
-                       np.empty(V + 64), np.empty(V + 64, np.int64))
+    n = gk.route_query(
+        qt,
+        qv,
+        ix["g_indptr"],
+        ix["g_idx"],
+        ix["g_val"],
+        0.1,
+        SMALL["route_budget"],
+        np.full(V, -1, np.int64),
+        np.zeros(V),
+        0,
+        np.empty(V, np.int64),
+        out_t,
+        out_w,
+        np.empty(V + 64),
+        np.empty(V + 64, np.int64),
+    )
     G = np.zeros((V, V))
     for t in range(V):
         lo, hi = ix["g_indptr"][t], ix["g_indptr"][t + 1]
@@ -84,10 +110,33 @@ def test_local_score_stage(retr, qtext):
     dm_r, dm_e, dm_n = np.zeros((N, 4), np.int64), np.zeros((N, 4)), np.zeros(N, np.int64)
     ulist = np.empty(N, np.int64)
     qbits = np.zeros(V // 64 + 1, np.int64)
-    nu = gk.accumulate_tail(rt, rw, len(rt), ix["b_indptr"], ix["b_mem"], ix["mem_doc"], ix["mem_m"],
-                            ix["code_term"], ix["code_sign"], ix["code_cval"], ix["code_w"],
-                            ix["code_count"], mark, qval, 7, p["gamma"], dp, esum, csum,
-                            dm_r, dm_e, dm_n, ulist, qt, qbits)
+    nu = gk.accumulate_tail(
+        rt,
+        rw,
+        len(rt),
+        ix["b_indptr"],
+        ix["b_mem"],
+        ix["mem_doc"],
+        ix["mem_m"],
+        ix["code_term"],
+        ix["code_sign"],
+        ix["code_cval"],
+        ix["code_w"],
+        ix["code_count"],
+        mark,
+        qval,
+        7,
+        p["gamma"],
+        dp,
+        esum,
+        csum,
+        dm_r,
+        dm_e,
+        dm_n,
+        ulist,
+        qt,
+        qbits,
+    )
     assert not qbits.any()  # the query-term bitset is cleared on exit
     # positions: ulist[a] is the doc at position a, dp[d] = (stamp, a); other docs unstamped
     assert_array_equal(dp[ulist[:nu], 0], 7)
@@ -124,9 +173,15 @@ def _check_against_oracle(r, qtext, P=None):
     assert np.all(pl.doc[0, n:] == -1) and np.all(np.isnan(pl.relevance[0, n:]))
 
 
-@pytest.mark.parametrize("gate", [dict(gate_min=4, gate_mult=0), dict(gate_min=1, gate_mult=1),
-                                  dict(gate_min=9, gate_mult=0, rescue_mode="scan"),
-                                  dict(gate_min=9, gate_mult=0, rescue_mode="postings")])
+@pytest.mark.parametrize(
+    "gate",
+    [
+        dict(gate_min=4, gate_mult=0),
+        dict(gate_min=1, gate_mult=1),
+        dict(gate_min=9, gate_mult=0, rescue_mode="scan"),
+        dict(gate_min=9, gate_mult=0, rescue_mode="postings"),
+    ],
+)
 def test_tail_gate_vs_oracle(retr, gate):
     """The optional tail gate keeps the top max(gate_min, gate_mult·P) routed documents by
     tail (moved to the front positions); the rest of the query path sees only them."""
@@ -160,8 +215,11 @@ def test_set_params_remakes_semantic_lists_only_when_they_change():
     sem = r._ix["sem_idx"]
     r.set_params(tail_gate=True, n_diverse=1)
     assert r._ix["sem_idx"] is sem
-    for change in (dict(semantic_k=3), dict(semantic_neighbours="lowest_term_id"),
-                   dict(semantic_k=SMALL.get("semantic_k", 16), semantic_neighbours="strongest")):
+    for change in (
+        dict(semantic_k=3),
+        dict(semantic_neighbours="lowest_term_id"),
+        dict(semantic_k=SMALL.get("semantic_k", 16), semantic_neighbours="strongest"),
+    ):
         r.set_params(**change)
         fresh = SparseGeometricRetriever(**r.params).fit(docs)
         for key in ("sem_indptr", "sem_idx", "sem_val"):
@@ -230,8 +288,7 @@ def test_serial_and_parallel_kernels_agree(retr):
     ids2, sc2 = retr.search(qs, k=5, n_threads=2)
     for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1", "status"):
         assert_array_equal(getattr(one_thread, name), getattr(batch, name), err_msg=name)
-        assert_array_equal(np.concatenate([getattr(x, name) for x in singles]), getattr(batch, name),
-                           err_msg=name)
+        assert_array_equal(np.concatenate([getattr(x, name) for x in singles]), getattr(batch, name), err_msg=name)
     for i, q in enumerate(qs):
         ids1, sc1 = retr.search([q], k=5)
         assert_array_equal(ids1[0], ids2[i])
@@ -244,7 +301,7 @@ def test_tail_gate_and_bm25_fusion(retr):
     try:
         g = retr.pool(QUERIES)
         assert_array_equal(g.doc, base.doc)
-        retr.set_params(gate_min=1, gate_mult=1)       # gate keeps P docs by tail
+        retr.set_params(gate_min=1, gate_mult=1)  # gate keeps P docs by tail
         g = retr.pool(QUERIES)
         assert np.all(g.n <= SMALL["pool_size"])
     finally:
@@ -364,9 +421,19 @@ def test_fit_from_count_matrix_matches_text_fit(tmp_path):
 
 # non-ASCII corner cases of lowercasing and \w: final sigma, dotted I (lower() -> 2 code
 # points), ligature, fullwidth, roman numeral, superscripts, lone surrogates, underscores
-ODD_QUERIES = ["", "W03 w03, w07-w09_x", "ΟΔΟΣ w01Σ σς Σ w05", "x w0", "İW02 ﬃ w11",
-               "a_b __ 12 3 w04's", "\ud800w06 w07\udfff", "Ｗ０１ w01 Ⅻ ²³ w02", "ᚠᚠ w03",
-               "\tw08\nw08\r\n", "ΣΊΣΥΦΟΣ ΣΑΣ ΣΣ"]
+ODD_QUERIES = [
+    "",
+    "W03 w03, w07-w09_x",
+    "ΟΔΟΣ w01Σ σς Σ w05",
+    "x w0",
+    "İW02 ﬃ w11",
+    "a_b __ 12 3 w04's",
+    "\ud800w06 w07\udfff",
+    "Ｗ０１ w01 Ⅻ ²³ w02",
+    "ᚠᚠ w03",
+    "\tw08\nw08\r\n",
+    "ΣΊΣΥΦΟΣ ΣΑΣ ΣΣ",
+]
 
 
 def _check_analysis(r, batch):
@@ -385,8 +452,7 @@ def test_query_analysis_kernel_matches_naive_regex(retr):
     bit for bit: ASCII and non-ASCII batches, the serial (< 64 queries) and the parallel
     path, 1 and 2 threads, empty queries, and a query holding the old batch sentinel."""
     qs = [*QUERIES, *ODD_QUERIES]
-    for batch in (qs, qs[::-1], ["", ""], [qs[0], ""], QUERIES, [QUERIES[1]], qs * 9,
-                  QUERIES * 13, ["w01", "ᚠᚠ w03"]):
+    for batch in (qs, qs[::-1], ["", ""], [qs[0], ""], QUERIES, [QUERIES[1]], qs * 9, QUERIES * 13, ["w01", "ᚠᚠ w03"]):
         _check_analysis(retr, batch)
     with pytest.raises(TypeError, match=r"query_texts\[1\]"):
         retr.transform_queries(["w01", 3])
@@ -398,10 +464,15 @@ def test_query_analysis_non_ascii_vocabulary():
     """Terms with non-ASCII code points (found through the full \\w table) and every term of
     the vocabulary looked up through the hash table; a tiny table still resolves every
     term (long probe chains)."""
-    from jkofast.kernels import tokenize as tk
+    from jkofast.kernels.sgr import tokenize as tk
 
-    docs = ["Σίσυφος ΟΔΟΣ café naïve ﬃx straße", "İstanbul ǅemal µm ½ ²³ x_y", "κινάση NF-κB β-blockers",
-            "naïve café κινάση", "x_y µm straße ΟΔΟΣ"]
+    docs = [
+        "Σίσυφος ΟΔΟΣ café naïve ﬃx straße",
+        "İstanbul ǅemal µm ½ ²³ x_y",
+        "κινάση NF-κB β-blockers",
+        "naïve café κινάση",
+        "x_y µm straße ΟΔΟΣ",
+    ]
     r = SparseGeometricRetriever(**SMALL).fit(docs * 3)
     _check_analysis(r, [" ".join(r.terms_), "ΟΔΌΣ Σίσυφοσ", "CAFÉ NAÏVE Straße STRASSE", *docs])
     table, voc_off, voc_cp = r._qtable
@@ -422,8 +493,9 @@ def test_query_analysis_random_texts(retr):
     hyp = pytest.importorskip("hypothesis")
     st = hyp.strategies
     words = [*retr.terms_[:20], "W05", "w", "Σ", "ΟΔΟΣ", "İ", "ﬃ", "_", "9", "x1", "ᚠᚠ"]
-    piece = st.one_of(st.sampled_from(words), st.sampled_from([" ", "  ", "-", ".", "\n", "é", "'"]),
-                      st.text(max_size=3))
+    piece = st.one_of(
+        st.sampled_from(words), st.sampled_from([" ", "  ", "-", ".", "\n", "é", "'"]), st.text(max_size=3)
+    )
     texts = st.lists(piece, max_size=12).map("".join)
 
     @hyp.given(st.lists(texts, min_size=1, max_size=70))
@@ -494,11 +566,12 @@ def test_semantic_presence_pool_vs_naive(n_terms):
     pool = rng.choice(n_docs, size=12, replace=False).astype(np.int64)
     slot = np.zeros(n_terms, np.uint16)
     sem_out = np.full(pool.size, np.nan)
-    gk.semantic_presence_pool(sval, slot, np.empty(n_sem + 1), sem_terms, n_sem, pool,
-                              pool.size, s_indptr, s_idx, sem_out)
+    gk.semantic_presence_pool(
+        sval, slot, np.empty(n_sem + 1), sem_terms, n_sem, pool, pool.size, s_indptr, s_idx, sem_out
+    )
     for a, d in enumerate(pool):
         s = 0.0
-        for t in s_idx[s_indptr[d]:s_indptr[d + 1]]:
+        for t in s_idx[s_indptr[d] : s_indptr[d + 1]]:
             if sval[t] != 0.0:
                 s += sval[t]
         assert sem_out[a] == s
@@ -523,13 +596,33 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
     outs = []
     for tb_row in (np.full_like(ix["tb_row"], -1), ix["tb_row"]):
         lex, lexadj, rare, cnt = (np.zeros(N) for _ in range(4))
-        gk.rescue_query_terms(qt, mark, ix["idf"], ix["dl"], avgdl, p["b_rescue"], p["b_final"],
-                              p["coord_exp"], ix["t_indptr"], ix["t_docs"], tb_row, ix["tb_bits"],
-                              ulist, ulist.size, dp, 5, lex, lexadj, rare, cnt, 2,
-                              np.empty(nq + 1))
+        gk.rescue_query_terms(
+            qt,
+            mark,
+            ix["idf"],
+            ix["dl"],
+            avgdl,
+            p["b_rescue"],
+            p["b_final"],
+            p["coord_exp"],
+            ix["t_indptr"],
+            ix["t_docs"],
+            tb_row,
+            ix["tb_bits"],
+            ulist,
+            ulist.size,
+            dp,
+            5,
+            lex,
+            lexadj,
+            rare,
+            cnt,
+            2,
+            np.empty(nq + 1),
+        )
         outs.append((lex, lexadj, rare))  # position-indexed
     for d_pos, d in enumerate(ulist):
-        sup = ix["s_idx"][ix["s_indptr"][d]:ix["s_indptr"][d + 1]].astype(np.int64)
+        sup = ix["s_idx"][ix["s_indptr"][d] : ix["s_indptr"][d + 1]].astype(np.int64)
         hit = [t for t in sup if mark[t] & 1]
         s1 = s2 = 0.0
         for t in hit:
@@ -537,8 +630,7 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
             s2 += ix["idf"][t] * ix["idf"][t]
         n1 = (1.0 - p["b_rescue"]) + p["b_rescue"] * ix["dl"][d] / avgdl
         n2 = (1.0 - p["b_final"]) + p["b_final"] * ix["dl"][d] / avgdl
-        want = (s1 / n1, s2 / n2 * (len(hit) / nq) ** p["coord_exp"],
-                sum(1 for t in hit if mark[t] & 4) / 2)
+        want = (s1 / n1, s2 / n2 * (len(hit) / nq) ** p["coord_exp"], sum(1 for t in hit if mark[t] & 4) / 2)
         for lex, lexadj, rare in outs:
             assert lex[d_pos] == want[0] and rare[d_pos] == want[2]
             assert lexadj[d_pos] == pytest.approx(want[1], rel=1e-15)
@@ -552,8 +644,7 @@ def test_load_reorders_memberships_branch_major(tmp_path):
     ix = r._ix
     m = ix["mem_doc"].shape[0]
     perm = np.random.default_rng(0).permutation(m)
-    for key in ("mem_doc", "mem_branch", "mem_m", "code_term", "code_sign", "code_cval",
-                "code_w", "code_count"):
+    for key in ("mem_doc", "mem_branch", "mem_m", "code_term", "code_sign", "code_cval", "code_w", "code_count"):
         ix[key] = ix[key][perm]
     ix["b_mem"] = np.argsort(perm)  # branch posting p -> new position of membership p
     assert_array_equal(r.pool(QUERIES).doc, want.doc)  # the kernels follow b_mem
@@ -587,13 +678,28 @@ def test_count_params_beyond_the_corpus_equal_their_caps(retr):
     parameters are capped where a larger value cannot change a result."""
     base = retr.search(QUERIES, k=10)
     P = retr.params["pool_size"]
-    for name, cap in (("n_eligible", 10**6), ("top_h", 10**6), ("n_diverse", 10**6), ("route_budget", 10**7),
-                      ("n_rare", 10**9), ("bm25_candidates", 10**9)):
+    for name, cap in (
+        ("n_eligible", 10**6),
+        ("top_h", 10**6),
+        ("n_diverse", 10**6),
+        ("route_budget", 10**7),
+        ("n_rare", 10**9),
+        ("bm25_candidates", 10**9),
+    ):
         r = SparseGeometricRetriever(**{**retr.params, name: cap}).fit(synthetic_corpus(n_docs=40, seed=1))
-        small = SparseGeometricRetriever(**{**retr.params, name: {"n_eligible": r.n_terms_, "top_h": P,
-                                                                  "n_diverse": P, "route_budget": r.n_terms_,
-                                                                  "n_rare": r.n_terms_,
-                                                                  "bm25_candidates": r.n_docs_}[name]})
+        small = SparseGeometricRetriever(
+            **{
+                **retr.params,
+                name: {
+                    "n_eligible": r.n_terms_,
+                    "top_h": P,
+                    "n_diverse": P,
+                    "route_budget": r.n_terms_,
+                    "n_rare": r.n_terms_,
+                    "bm25_candidates": r.n_docs_,
+                }[name],
+            }
+        )
         small.fit(synthetic_corpus(n_docs=40, seed=1))
         a, b = r.search(QUERIES, k=10), small.search(QUERIES, k=10)
         assert_array_equal(a[0], b[0])
@@ -619,7 +725,7 @@ def test_huge_k_and_pool_are_named_errors(retr):
 
         r.search_counts(sp.csr_matrix((1, r.n_terms_)), k=10**12)
     idx, _ = retr.search(["w00"], k=retr.n_docs + 5)  # modest padding past the corpus still works
-    assert idx.shape == (1, retr.n_docs + 5) and (idx[0, retr.n_docs:] == -1).all()
+    assert idx.shape == (1, retr.n_docs + 5) and (idx[0, retr.n_docs :] == -1).all()
     with pytest.raises(ValueError, match="n_threads"):
         retr.pool(["w00"], n_threads=0)
 
@@ -674,31 +780,35 @@ def _set(key, value):
     def f(d):
         d[key] = value
         return d
+
     return f
 
 
-@pytest.mark.parametrize("case, match", [
-    (dict(edit_meta=lambda m: [1, 2]), "expected a JSON object"),
-    (dict(edit_meta=lambda m: {"terms": None}), "missing key"),
-    (dict(edit_meta=_set("format", 99)), "format 99"),
-    (dict(edit_meta=lambda m: {**m, "n_docs": 2}), "n_docs|dl has shape"),  # segfaulted in the kernel
-    (dict(edit_meta=lambda m: {**m, "ids": None, "n_docs": 2}), "dl has shape"),
-    (dict(edit_meta=lambda m: {**m, "ids": m["ids"][:3] if m["ids"] else ["a"]}), "ids"),
-    (dict(edit_meta=lambda m: {**m, "terms": m["terms"][:3]}), "terms"),  # silently dropped query terms
-    (dict(edit_meta=lambda m: {**m, "terms": [m["terms"][0]] * len(m["terms"])}), "duplicates"),
-    (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "n_memberships": 1}}), "n_memberships"),
-    (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "pool_size": -3}}), "pool_size"),
-    (dict(edit_npz=lambda z: z.pop("g_idx")), "missing array"),
-    (dict(edit_npz=lambda z: z.__setitem__("g_idx", z["g_idx"] + 1000)), "g_idx holds ids"),  # segfault
-    (dict(edit_npz=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000)), "mem_doc holds ids"),
-    (dict(edit_npz=lambda z: z.__setitem__("t_docs", z["t_docs"] + 1000)), "t_docs holds ids"),
-    (dict(edit_npz=lambda z: z.__setitem__("s_idx", z["s_idx"].astype(np.int64) + 1000)), "s_idx holds ids"),
-    (dict(edit_npz=lambda z: z.__setitem__("t_indptr", z["t_indptr"][::-1].copy())), "t_indptr"),
-    (dict(edit_npz=lambda z: z.__setitem__("dl", z["dl"] * np.nan)), "dl contains NaN"),
-    (dict(edit_npz=lambda z: z.__setitem__("code_count", z["code_count"] + 100)), "code_count"),
-    (dict(edit_npz=lambda z: z.__setitem__("b_mem", np.zeros_like(z["b_mem"]))), "b_mem"),
-    (dict(edit_npz=lambda z: z.__setitem__("c_vals", z["c_vals"][:-1])), "c_indptr|c_vals"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        (dict(edit_meta=lambda m: [1, 2]), "expected a JSON object"),
+        (dict(edit_meta=lambda m: {"terms": None}), "missing key"),
+        (dict(edit_meta=_set("format", 99)), "format 99"),
+        (dict(edit_meta=lambda m: {**m, "n_docs": 2}), "n_docs|dl has shape"),  # segfaulted in the kernel
+        (dict(edit_meta=lambda m: {**m, "ids": None, "n_docs": 2}), "dl has shape"),
+        (dict(edit_meta=lambda m: {**m, "ids": m["ids"][:3] if m["ids"] else ["a"]}), "ids"),
+        (dict(edit_meta=lambda m: {**m, "terms": m["terms"][:3]}), "terms"),  # silently dropped query terms
+        (dict(edit_meta=lambda m: {**m, "terms": [m["terms"][0]] * len(m["terms"])}), "duplicates"),
+        (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "n_memberships": 1}}), "n_memberships"),
+        (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "pool_size": -3}}), "pool_size"),
+        (dict(edit_npz=lambda z: z.pop("g_idx")), "missing array"),
+        (dict(edit_npz=lambda z: z.__setitem__("g_idx", z["g_idx"] + 1000)), "g_idx holds ids"),  # segfault
+        (dict(edit_npz=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000)), "mem_doc holds ids"),
+        (dict(edit_npz=lambda z: z.__setitem__("t_docs", z["t_docs"] + 1000)), "t_docs holds ids"),
+        (dict(edit_npz=lambda z: z.__setitem__("s_idx", z["s_idx"].astype(np.int64) + 1000)), "s_idx holds ids"),
+        (dict(edit_npz=lambda z: z.__setitem__("t_indptr", z["t_indptr"][::-1].copy())), "t_indptr"),
+        (dict(edit_npz=lambda z: z.__setitem__("dl", z["dl"] * np.nan)), "dl contains NaN"),
+        (dict(edit_npz=lambda z: z.__setitem__("code_count", z["code_count"] + 100)), "code_count"),
+        (dict(edit_npz=lambda z: z.__setitem__("b_mem", np.zeros_like(z["b_mem"]))), "b_mem"),
+        (dict(edit_npz=lambda z: z.__setitem__("c_vals", z["c_vals"][:-1])), "c_indptr|c_vals"),
+    ],
+)
 def test_load_refuses_corrupted_index(retr, tmp_path, case, match):
     d = _corrupt(retr, tmp_path, **case)
     with pytest.raises(ValueError, match=match) as e:
@@ -709,7 +819,7 @@ def test_load_refuses_corrupted_index(retr, tmp_path, case, match):
 def test_load_refuses_foreign_or_broken_folders(retr, tmp_path):
     import os
 
-    from jkofast.retriever import get_retriever
+    from jkofast.sparse.retriever import get_retriever
 
     bm = str(tmp_path / "bm25")
     get_retriever("bm25").fit(["aa bb", "bb cc"]).save(bm)

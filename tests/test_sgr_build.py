@@ -8,10 +8,20 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast._threads import numba_threads
-from jkofast.sgr import SparseGeometricRetriever
+from jkofast.sgr.retriever import SparseGeometricRetriever
 
-SMALL = dict(n_memberships=4, centre_size=8, code_size=5, cooc_top=4, assoc_k=6, route_k=4,
-             route_budget=6, pool_size=8, n_eligible=4, n_diverse=5)
+SMALL = dict(
+    n_memberships=4,
+    centre_size=8,
+    code_size=5,
+    cooc_top=4,
+    assoc_k=6,
+    route_k=4,
+    route_budget=6,
+    pool_size=8,
+    n_eligible=4,
+    n_diverse=5,
+)
 
 
 def synthetic_corpus(n_docs=24, n_words=30, seed=0):
@@ -23,8 +33,8 @@ def synthetic_corpus(n_docs=24, n_words=30, seed=0):
     for _ in range(n_docs):
         n = int(rng.integers(3, 16))
         docs.append(" ".join(rng.choice(words, size=n, p=prob)))
-    docs[3] = ""             # empty document
-    docs[5] = "w07 w07 x"    # one term (fewer than F), plus a 1-char token (not a term)
+    docs[3] = ""  # empty document
+    docs[5] = "w07 w07 x"  # one term (fewer than F), plus a 1-char token (not a term)
     return docs
 
 
@@ -56,8 +66,7 @@ def test_tfidf_basis(built):
 def _oracle_positions(ix, mems):
     """Index of each oracle membership (doc-major order) in the stored (branch-major)
     arrays; a membership is identified by its (document, branch) pair."""
-    where = {(int(d), int(j)): i for i, (d, j) in enumerate(zip(ix["mem_doc"], ix["mem_branch"],
-                                                                strict=True))}
+    where = {(int(d), int(j)): i for i, (d, j) in enumerate(zip(ix["mem_doc"], ix["mem_branch"], strict=True))}
     assert len(where) == len(mems) == ix["mem_doc"].shape[0]
     return np.array([where[(d, j)] for d, j, _ in mems], np.int64)
 
@@ -78,7 +87,7 @@ def test_memberships(built):
     assert has[3] == 0 and has[5] == 1
     # branch postings list each branch's memberships in ascending doc order
     for j in range(r.n_terms_):
-        ms = ix["b_mem"][ix["b_indptr"][j]:ix["b_indptr"][j + 1]]
+        ms = ix["b_mem"][ix["b_indptr"][j] : ix["b_indptr"][j + 1]]
         assert np.all(ix["mem_branch"][ms] == j)
         assert np.all(np.diff(ix["mem_doc"][ms]) > 0)
 
@@ -132,15 +141,13 @@ def test_reliability_float16_and_occurrence_mean(corpus):
     mems = ref.sgr_memberships(X, 4)
     codes = ref.sgr_codes(X, ref.sgr_centres(X, mems, 8), mems, 5)
     r16 = SparseGeometricRetriever(**SMALL).fit(corpus)
-    rocc = SparseGeometricRetriever(reliability_float16=False, reliability_mean="occurrence",
-                                    **SMALL).fit(corpus)
+    rocc = SparseGeometricRetriever(reliability_float16=False, reliability_mean="occurrence", **SMALL).fit(corpus)
     W = ref.sgr_reliability(codes, mems, r16.n_terms_)
     Wocc = ref.sgr_reliability(codes, mems, r16.n_terms_, weighted_mean=True)
     p16, pocc = _oracle_positions(r16._ix, mems), _oracle_positions(rocc._ix, mems)
     for m in range(len(codes)):
         n = r16._ix["code_count"][p16[m]]
-        assert_array_equal(r16._ix["code_w"][p16[m], :n],
-                           W[m].astype(np.float16).astype(np.float32))
+        assert_array_equal(r16._ix["code_w"][p16[m], :n], W[m].astype(np.float16).astype(np.float32))
         assert_allclose(rocc._ix["code_w"][pocc[m], :n], Wocc[m], rtol=1e-6)
 
 
@@ -237,7 +244,7 @@ def test_term_doc_bitsets_and_uint16_support(built):
         words = ix["tb_bits"][rows[t]]
         bits = [(int(words[d >> 6]) >> (d & 63)) & 1 for d in range(N)]
         want = np.zeros(N, np.int64)
-        want[ix["t_docs"][ix["t_indptr"][t]:ix["t_indptr"][t + 1]]] = 1
+        want[ix["t_docs"][ix["t_indptr"][t] : ix["t_indptr"][t + 1]]] = 1
         assert_array_equal(bits, want)
     assert ix["s_idx"].dtype == np.uint16
     assert_array_equal(ix["s_idx"].astype(np.int64), np.nonzero(X)[1])

@@ -1,4 +1,4 @@
-"""Log-domain Sinkhorn (jkofast.sinkhorn_log) and entropic OT gradients (jkofast.ot)."""
+"""Log-domain Sinkhorn (jkofast.sinkhorn_log) and entropic OT gradients (jkofast.ot.entropic)."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast import ConvergenceWarning, sinkhorn_log
-from jkofast.ot import entropic_ot
+from jkofast.ot.entropic import entropic_ot
 
 
 def _problem(m=7, n=9, seed=0, d=4):
@@ -49,7 +49,7 @@ def test_small_eps_scaled_and_log_forms_agree_with_naive(eps):
 
 
 def test_fallback_is_exercised():
-    from jkofast.kernels import sinkhorn_log as k
+    from jkofast.kernels.ot import sinkhorn_log as k
 
     a, b, C = _problem(seed=3)
     C = C * 4.0
@@ -59,8 +59,31 @@ def test_fallback_is_exercised():
         cmin = k.gibbs_kernel(C, eps, Kg)
         z = [np.zeros(7) for _ in range(4)] + [np.zeros(9) for _ in range(4)]
         f, g = np.zeros(7), np.zeros(9)
-        out = k.sinkhorn_log_solve(C, C.T.copy(), Kg, cmin, np.log(a), np.log(b), eps, f, g, 30, -1.0, 1, 0,
-                                   True, 1e-280, z[0], z[4], z[1], z[5], z[2], z[6], z[3], z[7])
+        out = k.sinkhorn_log_solve(
+            C,
+            C.T.copy(),
+            Kg,
+            cmin,
+            np.log(a),
+            np.log(b),
+            eps,
+            f,
+            g,
+            30,
+            -1.0,
+            1,
+            0,
+            True,
+            1e-280,
+            z[0],
+            z[4],
+            z[1],
+            z[5],
+            z[2],
+            z[6],
+            z[3],
+            z[7],
+        )
         used[eps] = out[3]
     assert used == {0.05: True, 5e-4: False}
 
@@ -152,20 +175,24 @@ def test_entropic_ot_gradients_centred_and_match_fd():
     d = rng.normal(size=a.size)
     d -= d.mean()  # tangent direction of the simplex
     h = 1e-6
-    fd = (entropic_ot(a + h * d, b, C, eps, tol=1e-14, max_iter=20000).value
-          - entropic_ot(a - h * d, b, C, eps, tol=1e-14, max_iter=20000).value) / (2 * h)
+    fd = (
+        entropic_ot(a + h * d, b, C, eps, tol=1e-14, max_iter=20000).value
+        - entropic_ot(a - h * d, b, C, eps, tol=1e-14, max_iter=20000).value
+    ) / (2 * h)
     assert fd == pytest.approx(float(r.grad_a @ d), rel=1e-6, abs=1e-9)
     # dC direction: derivative of the value is <Pi, dC>
     dC = rng.normal(size=C.shape)
-    fdC = (entropic_ot(a, b, C + h * dC, eps, tol=1e-14, max_iter=20000).value
-           - entropic_ot(a, b, C - h * dC, eps, tol=1e-14, max_iter=20000).value) / (2 * h)
+    fdC = (
+        entropic_ot(a, b, C + h * dC, eps, tol=1e-14, max_iter=20000).value
+        - entropic_ot(a, b, C - h * dC, eps, tol=1e-14, max_iter=20000).value
+    ) / (2 * h)
     assert fdC == pytest.approx(float((r.grad_C * dC).sum()), rel=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m, n", [(1, 1), (5, 3), (8, 7), (9, 1)])
 def test_matvec_lp_sums_in_the_operand_dtype(dtype, m, n):
-    from jkofast.kernels.sinkhorn_log import matvec_lp
+    from jkofast.kernels.ot.sinkhorn_log import matvec_lp
 
     rng = np.random.default_rng(m * 10 + n)
     A = rng.random((m, n)).astype(dtype)
@@ -210,7 +237,7 @@ def test_weights_whose_sum_overflows_are_normalised(dtype):
 
 
 def test_transport_cost_grad_validates_tol_and_max_iter():
-    from jkofast.ot import transport_cost_grad
+    from jkofast.ot.entropic import transport_cost_grad
 
     la = np.log(np.full(3, 1 / 3))
     C = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]])

@@ -4,8 +4,8 @@ import scipy.sparse as sp
 
 import reference as ref
 from jkofast._threads import numba_threads
-from jkofast.index import TfidfIndex, cosine_cross, cosine_pools, cosine_rows
-from jkofast.kernels import sparse_cosine as _kc
+from jkofast.kernels.sparse import cosine as _kc
+from jkofast.sparse.index import TfidfIndex, cosine_cross, cosine_pools, cosine_rows
 
 
 def _rand_csr(n, v, density, seed, dtype=np.float64, signed=False):
@@ -57,8 +57,8 @@ def test_cosine_pools_and_threads():
     D = X.toarray()
     for q in range(4):
         m = off[q + 1] - off[q]
-        blk = flat1[oo[q]:oo[q + 1]].reshape(m, m)
-        np.testing.assert_allclose(blk, ref.sparse_cosine_dense(D[off[q]:off[q + 1]]), atol=1e-12)
+        blk = flat1[oo[q] : oo[q + 1]].reshape(m, m)
+        np.testing.assert_allclose(blk, ref.sparse_cosine_dense(D[off[q] : off[q + 1]]), atol=1e-12)
     with pytest.raises(ValueError, match="offsets"):
         cosine_pools(X, [0, 5, 40])
 
@@ -70,8 +70,7 @@ def test_cosine_cross_and_errors():
         C1 = cosine_cross(A, B)
     C2 = cosine_cross(A, B, n_threads=2)
     np.testing.assert_array_equal(C1, C2)
-    np.testing.assert_allclose(C1, ref.sparse_cosine_dense(A.toarray(), B.toarray().astype(np.float64)),
-                               atol=1e-6)
+    np.testing.assert_allclose(C1, ref.sparse_cosine_dense(A.toarray(), B.toarray().astype(np.float64)), atol=1e-6)
     with pytest.raises(ValueError, match="same number of columns"):
         cosine_cross(A, _rand_csr(3, 9, 0.5, 5))
     with pytest.raises(TypeError, match=r"scipy\.sparse"):
@@ -99,8 +98,11 @@ def test_tfidf_geometry_over_pool():
 # ---- adversarial inputs (QA review) ---------------------------------------------------------
 def test_output_dtype_and_rows_are_validated():
     X = sp.csr_matrix(np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 0.0]]))
-    for f in (lambda: cosine_rows(X, dtype=int), lambda: cosine_pools(X, [0, 3], dtype=np.int32),
-              lambda: cosine_cross(X, X, dtype=np.float16)):
+    for f in (
+        lambda: cosine_rows(X, dtype=int),
+        lambda: cosine_pools(X, [0, 3], dtype=np.int32),
+        lambda: cosine_cross(X, X, dtype=np.float16),
+    ):
         with pytest.raises(TypeError, match="dtype"):  # int output truncated cosines to 0/1
             f()
     with pytest.raises(TypeError, match="rows"):  # floats were truncated to row ids silently

@@ -5,7 +5,7 @@ import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
 import reference as ref
-from jkofast.text import (
+from jkofast.sparse.text import (
     COMPOUND,
     LUCENE_ENGLISH_STOP_WORDS,
     SKLEARN,
@@ -123,32 +123,93 @@ def test_counts_from_token_ids_matches_naive():
 # carried through the remaining steps), plus the consonant-y and measure edge cases.
 PORTER_CASES = {
     # step 1a
-    "caresses": "caress", "ponies": "poni", "ties": "ti", "caress": "caress", "cats": "cat",
+    "caresses": "caress",
+    "ponies": "poni",
+    "ties": "ti",
+    "caress": "caress",
+    "cats": "cat",
     # step 1b (+ the cleanup after -ed/-ing), then steps 2-5
-    "feed": "feed", "agreed": "agre", "plastered": "plaster", "bled": "bled", "motoring": "motor", "sing": "sing",
-    "conflated": "conflat", "troubled": "troubl", "sized": "size", "hopping": "hop", "tanned": "tan",
-    "falling": "fall", "hissing": "hiss", "fizzed": "fizz", "failing": "fail", "filing": "file",
+    "feed": "feed",
+    "agreed": "agre",
+    "plastered": "plaster",
+    "bled": "bled",
+    "motoring": "motor",
+    "sing": "sing",
+    "conflated": "conflat",
+    "troubled": "troubl",
+    "sized": "size",
+    "hopping": "hop",
+    "tanned": "tan",
+    "falling": "fall",
+    "hissing": "hiss",
+    "fizzed": "fizz",
+    "failing": "fail",
+    "filing": "file",
     # step 1c
-    "happy": "happi", "sky": "sky",
+    "happy": "happi",
+    "sky": "sky",
     # step 2 (m > 0)
-    "relational": "relat", "conditional": "condit", "rational": "ration", "valenci": "valenc", "hesitanci": "hesit",
-    "digitizer": "digit", "conformabli": "conform", "radicalli": "radic", "differentli": "differ", "vileli": "vile",
-    "analogousli": "analog", "vietnamization": "vietnam", "predication": "predic", "operator": "oper",
-    "feudalism": "feudal", "decisiveness": "decis", "hopefulness": "hope", "callousness": "callous",
-    "formaliti": "formal", "sensitiviti": "sensit", "sensibiliti": "sensibl",
+    "relational": "relat",
+    "conditional": "condit",
+    "rational": "ration",
+    "valenci": "valenc",
+    "hesitanci": "hesit",
+    "digitizer": "digit",
+    "conformabli": "conform",
+    "radicalli": "radic",
+    "differentli": "differ",
+    "vileli": "vile",
+    "analogousli": "analog",
+    "vietnamization": "vietnam",
+    "predication": "predic",
+    "operator": "oper",
+    "feudalism": "feudal",
+    "decisiveness": "decis",
+    "hopefulness": "hope",
+    "callousness": "callous",
+    "formaliti": "formal",
+    "sensitiviti": "sensit",
+    "sensibiliti": "sensibl",
     # step 3 (m > 0)
-    "triplicate": "triplic", "formative": "form", "formalize": "formal", "electriciti": "electr",
-    "electrical": "electr", "hopeful": "hope", "goodness": "good",
+    "triplicate": "triplic",
+    "formative": "form",
+    "formalize": "formal",
+    "electriciti": "electr",
+    "electrical": "electr",
+    "hopeful": "hope",
+    "goodness": "good",
     # step 4 (m > 1; -ion only after s/t; longest suffix only: -ement before -ment before -ent)
-    "revival": "reviv", "allowance": "allow", "inference": "infer", "airliner": "airlin", "gyroscopic": "gyroscop",
-    "adjustable": "adjust", "defensible": "defens", "irritant": "irrit", "replacement": "replac",
-    "adjustment": "adjust", "dependent": "depend", "adoption": "adopt", "homologou": "homolog",
-    "communism": "commun", "activate": "activ", "angulariti": "angular", "homologous": "homolog",
-    "effective": "effect", "bowdlerize": "bowdler",
+    "revival": "reviv",
+    "allowance": "allow",
+    "inference": "infer",
+    "airliner": "airlin",
+    "gyroscopic": "gyroscop",
+    "adjustable": "adjust",
+    "defensible": "defens",
+    "irritant": "irrit",
+    "replacement": "replac",
+    "adjustment": "adjust",
+    "dependent": "depend",
+    "adoption": "adopt",
+    "homologou": "homolog",
+    "communism": "commun",
+    "activate": "activ",
+    "angulariti": "angular",
+    "homologous": "homolog",
+    "effective": "effect",
+    "bowdlerize": "bowdler",
     # step 5
-    "probate": "probat", "rate": "rate", "cease": "ceas", "controll": "control", "roll": "roll",
+    "probate": "probat",
+    "rate": "rate",
+    "cease": "ceas",
+    "controll": "control",
+    "roll": "roll",
     # several steps; a leading y is a consonant; no length guard (paper, not the C reference)
-    "generalization": "gener", "oscillators": "oscil", "ying": "ying", "yy": "yy", "is": "i",
+    "generalization": "gener",
+    "oscillators": "oscil",
+    "ying": "ying",
+    "yy": "yy",
+    "is": "i",
 }
 
 
@@ -185,14 +246,15 @@ def test_stemming_analyzer_and_vocabulary():
     np.testing.assert_array_equal(X.toarray(), _dense(indptr, indices, counts, X.shape))
     np.testing.assert_array_equal(doc_len, X.sum(1).A1)
     qp, qi, qc = v.transform(["hoped HOPING cats", "the"])
-    np.testing.assert_array_equal(_dense(qp, qi, qc, (2, len(v.terms))),
-                                  cv.transform(["hoped HOPING cats", "the"]).toarray())
+    np.testing.assert_array_equal(
+        _dense(qp, qi, qc, (2, len(v.terms))), cv.transform(["hoped HOPING cats", "the"]).toarray()
+    )
 
 
 def _dense(indptr, indices, counts, shape):
     out = np.zeros(shape)
     for i in range(shape[0]):
-        out[i, indices[indptr[i]:indptr[i + 1]]] = counts[indptr[i]:indptr[i + 1]]
+        out[i, indices[indptr[i] : indptr[i + 1]]] = counts[indptr[i] : indptr[i + 1]]
     return out
 
 
@@ -201,7 +263,7 @@ def test_stemmer_through_registry_save_load_and_cli(tmp_path, data_dir, capsys):
     import os
 
     from jkofast.cli import main
-    from jkofast.retriever import SparseRetriever, get_retriever
+    from jkofast.sparse.retriever import SparseRetriever, get_retriever
 
     docs = ["the cats are running", "a cat runs", "dogs bark"]
     r = get_retriever("bm25-lucene", stemmer="porter").fit(docs)
@@ -217,30 +279,52 @@ def test_stemmer_through_registry_save_load_and_cli(tmp_path, data_dir, capsys):
         get_retriever("bm25", stemmer="lancaster")
     tiny = os.path.join(data_dir, "beir_tiny")
     out = tmp_path / "run.trec"
-    assert main(["search", "--dataset", tiny, "--method", "bm25-lucene", "--stemmer", "porter", "--k", "2",
-                 "--out", str(out), "--json"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--dataset",
+                tiny,
+                "--method",
+                "bm25-lucene",
+                "--stemmer",
+                "porter",
+                "--k",
+                "2",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["lines"] == 6
-    assert main(["index", "--dataset", tiny, "--method", "bm25", "--stemmer", "porter", "--out",
-                 str(tmp_path / "ix2")]) == 0
+    assert (
+        main(["index", "--dataset", tiny, "--method", "bm25", "--stemmer", "porter", "--out", str(tmp_path / "ix2")])
+        == 0
+    )
     assert SparseRetriever.load(str(tmp_path / "ix2")).index.vocab.analyzer.stemmer == "porter"
 
 
 IL6 = "IL-6 in type 2 diabetes, one of many"
 
 
-@pytest.mark.parametrize(("pattern", "stop", "compounds", "expect"), [
-    # hand-checked: sklearn drops 1-char tokens ("6", "2"); sklearn's list stops in/one/of/many,
-    # Lucene's 33 words stop in/of only; compounds add the hyphen-free "il6" after the pattern's tokens
-    ("sklearn", "english", False, ["il", "type", "diabetes"]),
-    ("sklearn", "lucene", False, ["il", "type", "diabetes", "one", "many"]),
-    ("sklearn", None, False, ["il", "in", "type", "diabetes", "one", "of", "many"]),
-    ("word", "english", False, ["il", "6", "type", "2", "diabetes"]),
-    ("word", "lucene", False, ["il", "6", "type", "2", "diabetes", "one", "many"]),
-    ("word", None, False, ["il", "6", "in", "type", "2", "diabetes", "one", "of", "many"]),
-    ("sklearn", "english", True, ["il", "type", "diabetes", "il6"]),
-    ("sklearn", "lucene", True, ["il", "type", "diabetes", "one", "many", "il6"]),
-    ("word", None, True, ["il", "6", "in", "type", "2", "diabetes", "one", "of", "many", "il6"]),
-])
+@pytest.mark.parametrize(
+    ("pattern", "stop", "compounds", "expect"),
+    [
+        # hand-checked: sklearn drops 1-char tokens ("6", "2"); sklearn's list stops in/one/of/many,
+        # Lucene's 33 words stop in/of only; compounds add the hyphen-free "il6" after the pattern's tokens
+        ("sklearn", "english", False, ["il", "type", "diabetes"]),
+        ("sklearn", "lucene", False, ["il", "type", "diabetes", "one", "many"]),
+        ("sklearn", None, False, ["il", "in", "type", "diabetes", "one", "of", "many"]),
+        ("word", "english", False, ["il", "6", "type", "2", "diabetes"]),
+        ("word", "lucene", False, ["il", "6", "type", "2", "diabetes", "one", "many"]),
+        ("word", None, False, ["il", "6", "in", "type", "2", "diabetes", "one", "of", "many"]),
+        ("sklearn", "english", True, ["il", "type", "diabetes", "il6"]),
+        ("sklearn", "lucene", True, ["il", "type", "diabetes", "one", "many", "il6"]),
+        ("word", None, True, ["il", "6", "in", "type", "2", "diabetes", "one", "of", "many", "il6"]),
+    ],
+)
 def test_analyser_options_il6(pattern, stop, compounds, expect):
     an = Analyzer(pattern, stopwords=stop, compounds=compounds)
     assert an.tokenize(IL6) == expect
@@ -257,11 +341,21 @@ def test_lucene_stop_list_and_compounds():
     assert LUCENE_ENGLISH_STOP_WORDS < ENGLISH_STOP_WORDS | {"such", "will"}
     assert Analyzer(stopwords="lucene").stop_list() == sorted(LUCENE_ENGLISH_STOP_WORDS)
     assert re.findall(COMPOUND, "t\u2010cell-mediated covid-19 a - b x--y 5-ht") == [
-        "t\u2010cell-mediated", "covid-19", "5-ht"]  # lone/double hyphens join nothing
+        "t\u2010cell-mediated",
+        "covid-19",
+        "5-ht",
+    ]  # lone/double hyphens join nothing
     an = Analyzer(SKLEARN, stopwords="english", stemmer="porter", compounds=True)
     # parts (1-char "t" dropped, "19" kept), then the joined compounds; stemming after the stop list
     assert an.tokenize("T\u2010cell-mediated COVID-19 cases") == [
-        "cell", "mediat", "covid", "19", "case", "tcellmedi", "covid19"]
+        "cell",
+        "mediat",
+        "covid",
+        "19",
+        "case",
+        "tcellmedi",
+        "covid19",
+    ]
     assert Analyzer.from_dict(an.to_dict()) == an
     assert Analyzer.from_dict({"token_pattern": WORD, "lowercase": True, "stopwords": None}).compounds is False
     with pytest.raises(TypeError, match="compounds"):
@@ -284,7 +378,7 @@ def test_compound_vocabulary_equals_vectorizer(stem, stop):
     assert "il6r" in v.terms and "type2" in v.terms
     dense = np.zeros_like(X, dtype=float)
     for i in range(len(texts)):
-        dense[i, indices[indptr[i]:indptr[i + 1]]] = counts[indptr[i]:indptr[i + 1]]
+        dense[i, indices[indptr[i] : indptr[i + 1]]] = counts[indptr[i] : indptr[i + 1]]
     np.testing.assert_array_equal(dense, X)
     np.testing.assert_array_equal(doc_len, X.sum(1))
     qp, qi, qc = v.transform(["il-6 il-6 zebra"])
@@ -293,8 +387,8 @@ def test_compound_vocabulary_equals_vectorizer(stem, stop):
 
 def test_token_id_input_is_validated_before_the_kernels():
     # a 2-D document array reached the sort kernel (SystemError, then a heap-corruption abort)
-    from jkofast.index import BM25Index
-    from jkofast.text import counts_from_token_ids
+    from jkofast.sparse.index import BM25Index
+    from jkofast.sparse.text import counts_from_token_ids
 
     with pytest.raises(ValueError, match=r"token_ids\[0\] must be a 1-D array"):
         counts_from_token_ids([np.array([[1, 2]])])
@@ -322,7 +416,7 @@ def test_invalid_token_pattern_fails_at_construction():
 
 @pytest.mark.parametrize("pattern", ["", r"\s*", r"x?"])
 def test_token_pattern_matching_the_empty_string_is_refused(pattern):
-    from jkofast.text import Analyzer
+    from jkofast.sparse.text import Analyzer
 
     # every gap between characters became an empty-string term in the vocabulary
     with pytest.raises(ValueError, match=r"token_pattern .* matches the empty string"):
@@ -330,7 +424,7 @@ def test_token_pattern_matching_the_empty_string_is_refused(pattern):
 
 
 def test_lowercase_must_be_bool_and_tokenize_takes_str():
-    from jkofast.text import Analyzer
+    from jkofast.sparse.text import Analyzer
 
     with pytest.raises(TypeError, match="lowercase must be a bool"):
         Analyzer(lowercase="no")  # bool("no") is True: lowercased silently
@@ -340,10 +434,13 @@ def test_lowercase_must_be_bool_and_tokenize_takes_str():
 
 
 def test_vocabulary_and_indexes_refuse_a_non_analyzer():
-    from jkofast.index import BM25Index, TfidfIndex
-    from jkofast.text import Vocabulary
+    from jkofast.sparse.index import BM25Index, TfidfIndex
+    from jkofast.sparse.text import Vocabulary
 
-    for make in (lambda: Vocabulary(analyzer="word"), lambda: BM25Index("lucene", analyzer="word"),
-                 lambda: TfidfIndex(analyzer="word")):
-        with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.text\.Analyzer"):
+    for make in (
+        lambda: Vocabulary(analyzer="word"),
+        lambda: BM25Index("lucene", analyzer="word"),
+        lambda: TfidfIndex(analyzer="word"),
+    ):
+        with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.sparse\.text\.Analyzer"):
             make()

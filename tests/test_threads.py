@@ -33,7 +33,7 @@ def test_restores_after_an_exception(n):
 
 
 def test_clips_and_refuses_bad_counts():
-    with numba_threads(10 ** 6) as n:
+    with numba_threads(10**6) as n:
         assert n == max_threads()
     with pytest.raises(ValueError, match="n_threads"), numba_threads(0):
         pass

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from jkofast.trec import (
+from jkofast.eval.trec import (
     QrelsArrays,
     RunArrays,
     read_qrels,
@@ -32,8 +32,7 @@ def _write(path, text, gz=False):
 
 
 def test_read_run_six_columns(tmp_path):
-    p = _write(tmp_path / "r.trec",
-               "q1 Q0 d1 1 2.5 tag\nq1 Q0 d2 2 1.5 tag\n\n# comment\nq2 Q0 d1 1 -3 tag\n")
+    p = _write(tmp_path / "r.trec", "q1 Q0 d1 1 2.5 tag\nq1 Q0 d2 2 1.5 tag\n\n# comment\nq2 Q0 d1 1 -3 tag\n")
     assert read_run(p) == {"q1": {"d1": 2.5, "d2": 1.5}, "q2": {"d1": -3.0}}
     ra = read_run_arrays(p)
     assert ra.query_ids == ["q1", "q2"]
@@ -59,15 +58,18 @@ def test_read_run_duplicates_last_wins_in_dict_kept_in_arrays(tmp_path):
     assert read_run_arrays(p).to_dict() == read_run(p)
 
 
-@pytest.mark.parametrize("text,line,msg", [
-    ("q Q0 a 1 3 t\nq Q0 b 2\n", 2, "expected 6 columns"),
-    ("q Q0 a 1 x t\n", 1, "not a number"),
-    ("q Q0 a 1 3 t\nq Q0 b 2 y t\n", 2, "not a number"),
-    ("q Q0 a one 3 t\n", 1, "rank"),
-    ("q a\n", 1, "6 columns"),
-    ("q Q0 a 1 nan t\n", 1, "NaN"),
-    ("q\ta\t1\nq\tb\n", 2, "expected 3 columns"),
-])
+@pytest.mark.parametrize(
+    "text,line,msg",
+    [
+        ("q Q0 a 1 3 t\nq Q0 b 2\n", 2, "expected 6 columns"),
+        ("q Q0 a 1 x t\n", 1, "not a number"),
+        ("q Q0 a 1 3 t\nq Q0 b 2 y t\n", 2, "not a number"),
+        ("q Q0 a one 3 t\n", 1, "rank"),
+        ("q a\n", 1, "6 columns"),
+        ("q Q0 a 1 nan t\n", 1, "NaN"),
+        ("q\ta\t1\nq\tb\n", 2, "expected 3 columns"),
+    ],
+)
 def test_read_run_malformed_names_file_and_line(tmp_path, text, line, msg):
     p = _write(tmp_path / "bad.trec", text)
     with pytest.raises(ValueError, match=msg) as ei:
@@ -105,12 +107,15 @@ def test_read_qrels_bundled_scifact_copy():
     assert len(q) == 300 and sum(len(v) for v in q.values()) == 339
 
 
-@pytest.mark.parametrize("text,line,msg", [
-    ("q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 columns"),
-    ("q1 0 d1 x\n", 1, "not an integer"),
-    ("q1 0 d1 1.5\n", 1, "not an integer"),
-    ("q1 d1\n", 1, "4 columns"),
-])
+@pytest.mark.parametrize(
+    "text,line,msg",
+    [
+        ("q1 0 d1 1\nq1 0 d2\n", 2, "expected 4 columns"),
+        ("q1 0 d1 x\n", 1, "not an integer"),
+        ("q1 0 d1 1.5\n", 1, "not an integer"),
+        ("q1 d1\n", 1, "4 columns"),
+    ],
+)
 def test_read_qrels_malformed(tmp_path, text, line, msg):
     p = _write(tmp_path / "bad.qrels", text)
     with pytest.raises(ValueError, match=msg) as ei:
@@ -139,8 +144,9 @@ def test_write_run_dict_round_trip_trec_order(tmp_path, suffix):
 
 
 def test_write_run_arrays_and_retriever_tuple(tmp_path):
-    ra = RunArrays(["q1", "q2"], np.array([0, 2, 3]), np.array(["d2", "d0", "d1"]),
-                   np.array([0.7, 0.3, 0.9], np.float32))
+    ra = RunArrays(
+        ["q1", "q2"], np.array([0, 2, 3]), np.array(["d2", "d0", "d1"]), np.array([0.7, 0.3, 0.9], np.float32)
+    )
     p = tmp_path / "a.trec"
     write_run(p, ra)
     back = read_run_arrays(p)
@@ -178,14 +184,17 @@ def test_write_run_is_atomic(tmp_path):
 
 
 # ---- adversarial inputs (QA review) ---------------------------------------------------------
-@pytest.mark.parametrize("run, match", [
-    ({"q 1": {"d1": 1.0}}, "query id 'q 1'"),
-    ({"": {"d1": 1.0}}, "query id ''"),
-    ({"q1": {"d 1": 1.0}}, "document id 'd 1'"),
-    ({"q1": {"d\nx": 1.0}}, "document id 'd\\\\nx'"),
-    ({"q1": {"": 1.0}}, "document id ''"),
-    ({"q1": {"d1": float("nan")}}, r"run\['q1'\]\['d1'\]: score is NaN"),
-])
+@pytest.mark.parametrize(
+    "run, match",
+    [
+        ({"q 1": {"d1": 1.0}}, "query id 'q 1'"),
+        ({"": {"d1": 1.0}}, "query id ''"),
+        ({"q1": {"d 1": 1.0}}, "document id 'd 1'"),
+        ({"q1": {"d\nx": 1.0}}, "document id 'd\\\\nx'"),
+        ({"q1": {"": 1.0}}, "document id ''"),
+        ({"q1": {"d1": float("nan")}}, r"run\['q1'\]\['d1'\]: score is NaN"),
+    ],
+)
 def test_write_run_rejects_lines_that_would_not_read_back(tmp_path, run, match):
     # these runs were written silently and the file then failed to parse (or parsed wrong)
     p = tmp_path / "r.trec"

@@ -1,9 +1,9 @@
-"""jkofast.tuning helpers: argument validation (QA review)."""
+"""jkofast.studies.tuning helpers: argument validation (QA review)."""
 
 import numpy as np
 import pytest
 
-from jkofast.tuning import sample_configs, select_best, train_queries
+from jkofast.studies.tuning import sample_configs, select_best, train_queries
 
 
 def test_counts_must_be_non_negative_integers():

@@ -17,21 +17,33 @@ def add_parser(sub) -> None:
     src.add_argument("--dataset", help='bundled name ("scifact") or a BEIR folder path')
     src.add_argument("--qrels", help="qrels file (TREC 4-column or BEIR 3-column TSV)")
     p.add_argument("--split", default="test", help="qrels split with --dataset (default test)")
-    p.add_argument("--run", required=True,
-                   help="run file (TREC 6-column or qid/docid/score TSV; .gz ok)")
-    p.add_argument("--metrics", default="ndcg@10,recall@10,p@10,mrr@10,map",
-                   help="comma-separated metric names (default ndcg@10,recall@10,p@10,mrr@10,map)")
-    p.add_argument("--gain", choices=("linear", "exponential"), default="linear",
-                   help="nDCG gain: label (trec_eval/BEIR, default) or 2^label-1")
-    p.add_argument("--tie-break", choices=("trec_eval", "given"), default="trec_eval",
-                   help="trec_eval: sort by score, ties by doc id desc (default); "
-                   "given: file order")
-    p.add_argument("--missing", choices=("skip", "zero"), default="skip",
-                   help="qrels queries absent from the run: skip (pytrec_eval/BEIR) or score 0")
+    p.add_argument("--run", required=True, help="run file (TREC 6-column or qid/docid/score TSV; .gz ok)")
+    p.add_argument(
+        "--metrics",
+        default="ndcg@10,recall@10,p@10,mrr@10,map",
+        help="comma-separated metric names (default ndcg@10,recall@10,p@10,mrr@10,map)",
+    )
+    p.add_argument(
+        "--gain",
+        choices=("linear", "exponential"),
+        default="linear",
+        help="nDCG gain: label (trec_eval/BEIR, default) or 2^label-1",
+    )
+    p.add_argument(
+        "--tie-break",
+        choices=("trec_eval", "given"),
+        default="trec_eval",
+        help="trec_eval: sort by score, ties by doc id desc (default); given: file order",
+    )
+    p.add_argument(
+        "--missing",
+        choices=("skip", "zero"),
+        default="skip",
+        help="qrels queries absent from the run: skip (pytrec_eval/BEIR) or score 0",
+    )
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    p.add_argument("--per-query", action="store_true",
-                   help="include per-query values (with --json)")
+    p.add_argument("--per-query", action="store_true", help="include per-query values (with --json)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -39,11 +51,11 @@ def add_parser(sub) -> None:
 
 def _load_qrels(args: argparse.Namespace):
     if args.qrels:
-        from jkofast.trec import read_qrels
+        from jkofast.eval.trec import read_qrels
 
         return read_qrels(args.qrels), args.qrels
     if args.dataset:
-        from jkofast.data import load_dataset
+        from jkofast.datasets.beir import load_dataset
 
         return load_dataset(args.dataset).qrels(args.split), f"{args.dataset}:{args.split}"
     raise ValueError("give --dataset NAME_OR_PATH (with --split) or --qrels FILE")
@@ -53,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from jkofast.commands._common import emit
-    from jkofast.evaluation import evaluate
-    from jkofast.trec import read_run
+    from jkofast.eval.metrics import evaluate
+    from jkofast.eval.trec import read_run
 
     if args.n_boot < 1:
         raise ValueError(f"--n-boot must be >= 1, got {args.n_boot}")
@@ -63,8 +75,15 @@ def run(args: argparse.Namespace) -> int:
     run_dict = read_run(args.run)
     t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
-    res = evaluate(run_dict, qrels, args.metrics, gain=args.gain, tie_break=args.tie_break,
-                   missing=args.missing, n_threads=args.threads)
+    res = evaluate(
+        run_dict,
+        qrels,
+        args.metrics,
+        gain=args.gain,
+        tie_break=args.tie_break,
+        missing=args.missing,
+        n_threads=args.threads,
+    )
     t_eval = time.perf_counter() - t0
     summ = res.summary(ci=True, n_boot=args.n_boot, seed=args.seed)
     n_run_only = sum(1 for q in run_dict if q not in qrels)
@@ -78,14 +97,12 @@ def run(args: argparse.Namespace) -> int:
         "gain": args.gain,
         "tie_break": args.tie_break,
         "missing": args.missing,
-        "ci": {"method": "percentile bootstrap", "level": 0.95, "n_boot": args.n_boot,
-               "seed": args.seed},
+        "ci": {"method": "percentile bootstrap", "level": 0.95, "n_boot": args.n_boot, "seed": args.seed},
         "metrics": summ,
         "seconds": {"load": t_load, "evaluate": t_eval},
     }
     if args.per_query:
-        obj["per_query"] = {"query_ids": res.query_ids,
-                            **{m: v.tolist() for m, v in res.per_query.items()}}
+        obj["per_query"] = {"query_ids": res.query_ids, **{m: v.tolist() for m, v in res.per_query.items()}}
     lines = [
         f"run {args.run}  qrels {qrels_src}  queries {len(res.query_ids)}"
         f"  (gain {args.gain}, tie-break {args.tie_break})",
@@ -95,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
         ci = f"[{s['lo']:.4f}, {s['hi']:.4f}]" if "lo" in s else "-"
         lines.append(f"{m:<12} {s['mean']:>8.4f}   {ci}")
     if n_run_only or n_qrels_only:
-        lines.append(f"skipped: {n_run_only} run queries without qrels; "
-                     f"{n_qrels_only} qrels queries without results"
-                     + (" (scored 0)" if args.missing == "zero" else ""))
+        lines.append(
+            f"skipped: {n_run_only} run queries without qrels; "
+            f"{n_qrels_only} qrels queries without results" + (" (scored 0)" if args.missing == "zero" else "")
+        )
     emit(obj, args.json, "\n".join(lines))
     return 0

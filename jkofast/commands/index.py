@@ -13,10 +13,18 @@ def add_method_args(p) -> None:
     p.add_argument("--method", default="bm25", choices=METHODS, help="retriever (default bm25 = Okapi, rank_bm25)")
     p.add_argument("--k1", type=float, default=None, help="BM25 k1 (default 1.5)")
     p.add_argument("--b", type=float, default=None, help="BM25 b (default 0.75)")
-    p.add_argument("--stopwords", choices=("english", "none"), default=None,
-                   help="stop-word list (default: english for bm25-lucene, none otherwise)")
-    p.add_argument("--stemmer", choices=("porter", "none"), default=None,
-                   help="stem tokens (Porter 1980) after stop-word removal (default none)")
+    p.add_argument(
+        "--stopwords",
+        choices=("english", "none"),
+        default=None,
+        help="stop-word list (default: english for bm25-lucene, none otherwise)",
+    )
+    p.add_argument(
+        "--stemmer",
+        choices=("porter", "none"),
+        default=None,
+        help="stem tokens (Porter 1980) after stop-word removal (default none)",
+    )
     p.add_argument("--max-features", type=int, default=None, help="keep the most frequent terms only")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -29,8 +37,15 @@ def method_params(args) -> dict:
     if args.method not in ("bm25", "bm25-lucene"):
         ignored += [o for o, v in (("--k1", args.k1), ("--b", args.b)) if v is not None]
     if args.method == "sgr":
-        ignored += [o for o, v in (("--stopwords", args.stopwords), ("--stemmer", getattr(args, "stemmer", None)),
-                                   ("--max-features", args.max_features)) if v is not None]
+        ignored += [
+            o
+            for o, v in (
+                ("--stopwords", args.stopwords),
+                ("--stemmer", getattr(args, "stemmer", None)),
+                ("--max-features", args.max_features),
+            )
+            if v is not None
+        ]
     if ignored:
         raise ValueError(f"{', '.join(ignored)} do(es) not apply to --method {args.method}")
     params = {}
@@ -51,8 +66,8 @@ def method_params(args) -> dict:
 
 def build(args):
     """Load the dataset and fit the retriever; returns ``(dataset, retriever, seconds)``."""
-    from jkofast.data import load_dataset
-    from jkofast.retriever import DOC_SEP, get_retriever
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.sparse.retriever import DOC_SEP, get_retriever
 
     ds = load_dataset(args.dataset)
     retr = get_retriever(args.method, **method_params(args))
@@ -77,7 +92,7 @@ def run(args) -> int:
 
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
-    from jkofast.index import prepare
+    from jkofast.sparse.index import prepare
 
     # fail before the build: --threads 0 was accepted silently, an --out that is a file failed
     # with a FileExistsError traceback after the whole build
@@ -88,7 +103,6 @@ def run(args) -> int:
     prepare()  # the sparse kernels only
     ds, retr, secs = build(args)
     retr.save(args.out)
-    info = {"dataset": ds.name, "method": args.method, "n_docs": ds.n_docs, "build_seconds": secs,
-            "out": args.out}
+    info = {"dataset": ds.name, "method": args.method, "n_docs": ds.n_docs, "build_seconds": secs, "out": args.out}
     emit(info, args.json, f"indexed {ds.n_docs} docs of {ds.name} with {args.method} in {secs:.2f}s -> {args.out}")
     return 0

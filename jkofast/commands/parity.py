@@ -10,7 +10,9 @@ import json
 import os
 import time
 
-_FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "jko_reference_scifact30.npz")
+from jkofast.datasets.beir import parity_fixture_path
+
+_FIXTURE = parity_fixture_path()
 
 
 def add_parser(sub) -> None:
@@ -36,8 +38,10 @@ def fixture_pool(z, q: int, tau0: float):
     S = np.clip(Z @ Z.T, -1, 1)
     C = ((1 - S) ** 2).astype(np.float32)
     K = np.maximum(S, 0).astype(np.float32)
-    r = (np.float32(0.4) * minmax(z["dense_pool"][q].astype(np.float32))
-         + np.float32(0.6) * minmax(z["bm25_pool"][q].astype(np.float32))).astype(np.float32)
+    r = (
+        np.float32(0.4) * minmax(z["dense_pool"][q].astype(np.float32))
+        + np.float32(0.6) * minmax(z["bm25_pool"][q].astype(np.float32))
+    ).astype(np.float32)
     x = r / max(tau0, 1e-9)
     e = np.exp(x - x.max())
     return (e / e.sum()).astype(np.float32), -r, C, K
@@ -48,7 +52,7 @@ def run(args) -> int:
 
     from jkofast._threads import numba_threads, resolve_threads
     from jkofast.commands._common import Progress, emit
-    from jkofast.jko import JKOConfig, run_jko, run_jko_with_duals
+    from jkofast.jko.solver import JKOConfig, run_jko, run_jko_with_duals
     from jkofast.warmup import warmup
 
     if not os.path.exists(args.fixture):
@@ -89,9 +93,14 @@ def run(args) -> int:
                 l1.append(float(np.abs(p - ref).sum()))
                 same += set(np.argsort(-p)[:10]) == set(np.argsort(-ref)[:10])
                 prog.update()
-            out[f"{key}[{grad}]"] = {"max_abs_dp": max(maxabs), "max_l1": max(l1), "top10_identical": same,
-                                     "pools": nq, "ms_per_query_mean": float(np.mean(ms)),
-                                     "ms_per_query_median": float(np.median(ms))}
+            out[f"{key}[{grad}]"] = {
+                "max_abs_dp": max(maxabs),
+                "max_l1": max(l1),
+                "top10_identical": same,
+                "pools": nq,
+                "ms_per_query_mean": float(np.mean(ms)),
+                "ms_per_query_median": float(np.median(ms)),
+            }
     prog.close()
     ref_ms = str(z["reference_ms_per_query_1thread"])
     try:  # stored as a JSON string: --json printed it as a string holding JSON, not an object
@@ -100,9 +109,14 @@ def run(args) -> int:
         ref_obj = ref_ms
     lines = [f"{'config':34s} {'max|dp|':>9s} {'max L1':>9s} {'top10':>7s} {'ms/query':>9s}"]
     for k, v in out.items():
-        lines.append(f"{k:34s} {v['max_abs_dp']:9.2e} {v['max_l1']:9.2e} {v['top10_identical']:>3d}/{v['pools']:<3d} "
-                     f"{v['ms_per_query_median']:9.1f}")
+        lines.append(
+            f"{k:34s} {v['max_abs_dp']:9.2e} {v['max_l1']:9.2e} {v['top10_identical']:>3d}/{v['pools']:<3d} "
+            f"{v['ms_per_query_median']:9.1f}"
+        )
     lines.append(f"published torch solver (fixture README, ms/query, 1 thread): {ref_ms}")
-    emit({"results": out, "reference_ms_per_query_1thread": ref_obj, "threads": args.threads}, args.json,
-         "\n".join(lines))
+    emit(
+        {"results": out, "reference_ms_per_query_1thread": ref_obj, "threads": args.threads},
+        args.json,
+        "\n".join(lines),
+    )
     return 0

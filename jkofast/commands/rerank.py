@@ -6,7 +6,7 @@ order).  The file is read in byte blocks (a vectorised fast path per block, the 
 path for blocks with a malformed or unusual line) and cut into chunks of ``--chunk-size``
 queries.  Three stages overlap: the main thread parses chunk i+1 and prepares it (doc id ->
 row, pass-through decisions), a kernel thread computes energy/p0 and runs
-``jkofast.jko.rerank_batch`` (all cores, GIL released) on chunk i -- the only thread that
+``jkofast.jko.solver.rerank_batch`` (all cores, GIL released) on chunk i -- the only thread that
 launches Numba kernels -- and a writer thread formats chunk i-1 and writes it **atomically** to
 ``OUT.parts/chunk_NNNNNN.trec`` (temp file + ``os.replace``).  On restart, finished chunks
 are skipped; the final output is the concatenation of the parts, byte-identical to an
@@ -44,26 +44,42 @@ FMT_VERSION = 1
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rerank", help="batch JKO-RAG reranking of a TREC run (streaming, resumable)",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("--pools", required=True,
-                   help="input run: TREC 6-column or 'qid docid score' (optional header; .gz ok)")
+    p = sub.add_parser(
+        "rerank",
+        help="batch JKO-RAG reranking of a TREC run (streaming, resumable)",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument(
+        "--pools", required=True, help="input run: TREC 6-column or 'qid docid score' (optional header; .gz ok)"
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--embeddings", help=".npy (n_docs, d) document embeddings (L2-normalised)")
     g.add_argument("--tfidf-corpus", help="BEIR corpus.jsonl(.gz): TF-IDF geometry")
     p.add_argument("--ids", help="text file, one doc id per embeddings row")
-    p.add_argument("--scores", help="rerank scores 'query-id doc-id score' (TREC-style), streamed in the "
-                   "pool file's query order")
-    p.add_argument("--scores-in-memory", action="store_true",
-                   help="load --scores into memory (any query order) instead of streaming it")
+    p.add_argument(
+        "--scores", help="rerank scores 'query-id doc-id score' (TREC-style), streamed in the pool file's query order"
+    )
+    p.add_argument(
+        "--scores-in-memory",
+        action="store_true",
+        help="load --scores into memory (any query order) instead of streaming it",
+    )
     p.add_argument("--alpha", type=float, default=0.4, help="weight of the run score when --scores (0.4)")
     p.add_argument("--gamma", type=float, default=0.6, help="weight of the rerank score when --scores (0.6)")
     p.add_argument("--config", default="tuned", help="operating point: base, tuned, contrib, fast (tuned)")
-    p.add_argument("--mode", default=None, choices=["wasserstein", "kl", "noproximal", "bregman"],
-                   help="proximal term (default: the operating point's, wasserstein = JKO-RAG; kl = KL-Prox)")
+    p.add_argument(
+        "--mode",
+        default=None,
+        choices=["wasserstein", "kl", "noproximal", "bregman"],
+        help="proximal term (default: the operating point's, wasserstein = JKO-RAG; kl = KL-Prox)",
+    )
     p.add_argument("--alpha-prox", type=float, default=None, help="transport weight of --mode bregman (BW-JKO)")
-    p.add_argument("--grad", default=None, choices=["unrolled", "implicit"],
-                   help="override the operating point's Wasserstein gradient path")
+    p.add_argument(
+        "--grad",
+        default=None,
+        choices=["unrolled", "implicit"],
+        help="override the operating point's Wasserstein gradient path",
+    )
     p.add_argument("--out", required=True, help="output TREC run")
     p.add_argument("--dist", help="also write the final distributions p_T (.npz)")
     p.add_argument("--k", type=int, default=0, help="keep the top-k per query (0 = whole pool)")
@@ -208,7 +224,7 @@ def _fast_columns(block: bytes):
     if w > 256:
         return None
     pad = np.zeros(a.size + w + 16, np.uint8)
-    pad[:a.size] = a
+    pad[: a.size] = a
     words = np.ndarray(shape=(a.size + w,), dtype="<u8", buffer=pad.data, strides=(1,))  # bytes i..i+7
     same = ql[1:] == ql[:-1]
     for j in range(0, w, 8):
@@ -301,7 +317,7 @@ class _PoolParser:
         a = 0
         for i, n in enumerate(ns):  # duplicates -> the line-by-line path reports them (state untouched)
             if n > 1 or (i == 0 and cont):
-                seg = d[a:a + n]
+                seg = d[a : a + n]
                 if i == 0 and cont:
                     seg = o[1] + seg
                 if len(set(seg)) != len(seg):
@@ -475,16 +491,16 @@ class _ScoreParser:
             vl = v.tolist()
             a = 0
             for key, n in zip(qs, ns, strict=True):
-                self._emit(out, key, dict(zip(d[a:a + n], vl[a:a + n], strict=True)))
+                self._emit(out, key, dict(zip(d[a : a + n], vl[a : a + n], strict=True)))
                 a += n
         self.ln += n_lines
         return out
 
     def _slow(self, block: bytes):
-        from jkofast.energy import iter_score_lines
+        from jkofast.jko.energy import iter_score_lines
 
         out: list = []
-        cur, blk = (self.open if self.open is not None else (None, {}))
+        cur, blk = self.open if self.open is not None else (None, {})
         self.open = None
         lines = list(_text_lines(block))
         for qid, did, v in iter_score_lines(lines, self.path, self.ln + 1):
@@ -509,7 +525,7 @@ def iter_score_blocks(path: str):
 
 def read_scores(path: str) -> dict:
     """Whole score file -> ``{qid: {docid: score}}`` (any order; a repeat keeps its last
-    score), as :func:`jkofast.energy.read_score_file` but block-parsed (and ``.gz`` ok)."""
+    score), as :func:`jkofast.jko.energy.read_score_file` but block-parsed (and ``.gz`` ok)."""
     out: dict = {}
     for qid, blk in iter_score_blocks(path):
         d = out.get(qid)
@@ -560,7 +576,7 @@ def _id_rows(ids: list, path: str) -> dict:
 
 class DenseGeometry:
     def __init__(self, npy: str, ids_path: str | None):
-        from jkofast.pools import load_embeddings
+        from jkofast.pools.candidates import load_embeddings
 
         if ids_path is None:
             raise ValueError("--embeddings needs --ids (one doc id per row)")
@@ -577,8 +593,8 @@ class DenseGeometry:
 
 class TfidfGeometry:
     def __init__(self, corpus: str):
-        from jkofast.data import read_corpus
-        from jkofast.index import TfidfIndex
+        from jkofast.datasets.beir import read_corpus
+        from jkofast.sparse.index import TfidfIndex
 
         ids, titles, texts = read_corpus(corpus)
         idx = TfidfIndex().fit([(t + " " + x).strip() for t, x in zip(titles, texts, strict=True)])
@@ -627,7 +643,7 @@ def _map_rows(row: dict, docs: list) -> np.ndarray:
 
 
 def align_chunk_scores(scores: dict, qids, off, docs) -> np.ndarray:
-    """Float32 user scores aligned with a chunk's lines, as :func:`jkofast.energy.align_scores`:
+    """Float32 user scores aligned with a chunk's lines, as :func:`jkofast.jko.energy.align_scores`:
     a line without a score gets its query's smallest score, a query without any gets zeros."""
     offl = off.tolist()
     out = np.zeros(offl[-1] if offl else 0, np.float32)
@@ -736,8 +752,9 @@ def prepare_chunk(chunk, geom, user_scores, cfg, args) -> _Prepared:
         pr.run_s = chunk.vals if line_ok is None else chunk.vals[line_ok]
         if user_scores is not None:
             ok_ids = qids if line_ok is None else [qids[i] for i in ok_q.tolist()]
-            ok_docs = (chunk.docs if line_ok is None
-                       else [d for d, o in zip(chunk.docs, line_ok.tolist(), strict=True) if o])
+            ok_docs = (
+                chunk.docs if line_ok is None else [d for d, o in zip(chunk.docs, line_ok.tolist(), strict=True) if o]
+            )
             pr.rr = align_chunk_scores(user_scores, ok_ids, off_ok, ok_docs)
     return pr
 
@@ -745,7 +762,7 @@ def prepare_chunk(chunk, geom, user_scores, cfg, args) -> _Prepared:
 def energy_p0(pr: _Prepared, cfg, args):
     """(energy, p0) of the chunk's rerankable queries: ``r`` = the run score's min-max (blended
     with the user scores' when given), ``E = -r``, ``p0 = softmax_{tau0}(r)``."""
-    from jkofast.energy import blend, softmax_tau
+    from jkofast.jko.energy import blend, softmax_tau
 
     if pr.rr is not None:
         r = blend(pr.off_ok, dense=pr.run_s, rerank=pr.rr.astype(np.float64), alpha=args.alpha, gamma=args.gamma)
@@ -756,14 +773,15 @@ def energy_p0(pr: _Prepared, cfg, args):
 
 def solve_chunk(pr: _Prepared, geom, cfg, args):
     """The kernel stage: energy/p0, the geometry rows' gather, ``rerank_batch`` (GIL released)."""
-    from jkofast.jko import rerank_batch
+    from jkofast.jko.solver import rerank_batch
 
     if pr.run_s is None:
         return None
     energy, p0 = energy_p0(pr, cfg, args)
     # no per-chunk ConvergenceWarning: the counts are summed over the run and reported once
-    return rerank_batch(energy, p0, pr.off_ok, config=cfg, n_threads=args.threads, warn_unconverged=False,
-                        **geom.gather(pr.rows))
+    return rerank_batch(
+        energy, p0, pr.off_ok, config=cfg, n_threads=args.threads, warn_unconverged=False, **geom.gather(pr.rows)
+    )
 
 
 def finish_chunk(pr: _Prepared, res, args, say):
@@ -824,12 +842,27 @@ def _atomic_write_npz(path: str, arrays: dict) -> None:
 
 def _fingerprint(args) -> dict:
     st = os.stat(args.pools)
-    d = {"version": FMT_VERSION, "pools": os.path.abspath(args.pools), "size": st.st_size,
-         "mtime_ns": st.st_mtime_ns, "config": args.config, "chunk_size": args.chunk_size, "k": args.k,
-         "tag": args.tag, "embeddings": args.embeddings, "ids": args.ids, "tfidf_corpus": args.tfidf_corpus,
-         "scores": args.scores, "scores_in_memory": args.scores_in_memory, "grad": getattr(args, "grad", None),
-         "mode": getattr(args, "mode", None), "alpha_prox": getattr(args, "alpha_prox", None), "alpha": args.alpha,
-         "gamma": args.gamma, "dist": bool(args.dist)}
+    d = {
+        "version": FMT_VERSION,
+        "pools": os.path.abspath(args.pools),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "config": args.config,
+        "chunk_size": args.chunk_size,
+        "k": args.k,
+        "tag": args.tag,
+        "embeddings": args.embeddings,
+        "ids": args.ids,
+        "tfidf_corpus": args.tfidf_corpus,
+        "scores": args.scores,
+        "scores_in_memory": args.scores_in_memory,
+        "grad": getattr(args, "grad", None),
+        "mode": getattr(args, "mode", None),
+        "alpha_prox": getattr(args, "alpha_prox", None),
+        "alpha": args.alpha,
+        "gamma": args.gamma,
+        "dist": bool(args.dist),
+    }
     d["hash"] = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
     return d
 
@@ -849,15 +882,18 @@ def _write_npz_streaming(path: str, parts: list[str]) -> None:
     np.cumsum(sizes, out=offsets[1:])
     tmp = path + ".tmp"
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for name, arr in (("query_ids", np.concatenate(qids) if qids else np.zeros(0, str)),
-                          ("offsets", offsets),
-                          ("status", np.concatenate(status) if status else np.zeros(0, np.int32))):
+        for name, arr in (
+            ("query_ids", np.concatenate(qids) if qids else np.zeros(0, str)),
+            ("offsets", offsets),
+            ("status", np.concatenate(status) if status else np.zeros(0, np.int32)),
+        ):
             with zf.open(name + ".npy", "w", force_zip64=True) as fh:
                 np.lib.format.write_array(fh, np.ascontiguousarray(arr))
         with zf.open("p.npy", "w", force_zip64=True) as fh:
             np.lib.format.write_array_header_2_0(
-                fh, {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
-                     "shape": (n_total,)})
+                fh,
+                {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": (n_total,)},
+            )
             for pth in parts:
                 with np.load(pth) as z:
                     fh.write(np.ascontiguousarray(z["p"], dtype="<f4").tobytes())
@@ -870,14 +906,13 @@ def _warm_needed() -> None:
 
     from jkofast._numba import WARMUPS
 
-    for mod, name in (("jkofast.energy", "energy"), ("jkofast.jko", "jko")):
+    for mod, name in (("jkofast.jko.energy", "energy"), ("jkofast.jko.solver", "jko")):
         try:
             importlib.import_module(mod)
             if name in WARMUPS:
                 WARMUPS[name]()
         except Exception as exc:  # a broken warm-up must not stop a batch job: kernels compile lazily
-            print(f"jkofast rerank: warm-up of {mod} failed ({type(exc).__name__}: {exc}); continuing",
-                  file=sys.stderr)
+            print(f"jkofast rerank: warm-up of {mod} failed ({type(exc).__name__}: {exc}); continuing", file=sys.stderr)
 
 
 def run(args) -> int:
@@ -900,11 +935,14 @@ def run(args) -> int:
         raise FileNotFoundError(f"--pools file not found: {args.pools}")
     if args.embeddings is None and args.tfidf_corpus is None:
         raise ValueError("a geometry is required: --embeddings E.npy --ids ids.txt, or --tfidf-corpus corpus.jsonl")
-    from jkofast.jko import JKOConfig, operating_point
+    from jkofast.jko.solver import JKOConfig, operating_point
 
     cfg = args.config if isinstance(args.config, JKOConfig) else operating_point(args.config)
-    for field, val in (("grad", getattr(args, "grad", None)), ("mode", getattr(args, "mode", None)),
-                       ("alpha_prox", getattr(args, "alpha_prox", None))):
+    for field, val in (
+        ("grad", getattr(args, "grad", None)),
+        ("mode", getattr(args, "mode", None)),
+        ("alpha_prox", getattr(args, "alpha_prox", None)),
+    ):
         if val is not None:
             cfg = cfg.replace(**{field: val})
     t0 = time.perf_counter()
@@ -922,8 +960,10 @@ def run(args) -> int:
         for q in chunk.qids:
             if q in seen_q:
                 n_split[0] += 1
-                say(f"jkofast rerank: query {q!r} reappears after other queries in {args.pools} (its lines "
-                    "are not contiguous): each block is reranked and written separately")
+                say(
+                    f"jkofast rerank: query {q!r} reappears after other queries in {args.pools} (its lines "
+                    "are not contiguous): each block is reranked and written separately"
+                )
             else:
                 seen_q.add(q)
 
@@ -1030,8 +1070,10 @@ def run(args) -> int:
     t_compute = time.perf_counter() - t_first if t_first is not None else 0.0
     prog.close()
     if stream is not None and stream.missing:
-        say(f"jkofast rerank: {stream.missing} queries had no rerank scores (their rerank term is 0); if "
-            f"{args.scores} is not in the pool file's query order, use --scores-in-memory")
+        say(
+            f"jkofast rerank: {stream.missing} queries had no rerank scores (their rerank term is 0); if "
+            f"{args.scores} is not in the pool file's query order, use --scores-in-memory"
+        )
 
     # final output: concatenation of the parts, written atomically
     tmp = args.out + ".tmp"
@@ -1060,19 +1102,30 @@ def run(args) -> int:
     import resource
 
     summary = {
-        "queries": n_q, "reranked_now": n_done, "skipped_finished": n_skipped, "passed_through": n_failed,
-        "malformed_lines": n_malformed[0], "split_queries": n_split[0], "chunks": len(part_names),
-        "unconverged_queries": int(n_unconv[0]), "unconverged_inner_steps": [int(n_unconv[1]), int(n_unconv[2])],
+        "queries": n_q,
+        "reranked_now": n_done,
+        "skipped_finished": n_skipped,
+        "passed_through": n_failed,
+        "malformed_lines": n_malformed[0],
+        "split_queries": n_split[0],
+        "chunks": len(part_names),
+        "unconverged_queries": int(n_unconv[0]),
+        "unconverged_inner_steps": [int(n_unconv[1]), int(n_unconv[2])],
         "wall_s": wall,
-        "compute_s": t_compute, "queries_per_s": n_done / t_compute if t_compute > 0 else None,
+        "compute_s": t_compute,
+        "queries_per_s": n_done / t_compute if t_compute > 0 else None,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "config": args.config, "out": args.out,
+        "config": args.config,
+        "out": args.out,
     }
-    text = (f"reranked {n_done} queries ({n_skipped} from finished chunks, {n_failed} passed through, "
-            f"{n_malformed[0]} malformed lines"
-            + (f", {n_split[0]} split queries" if n_split[0] else "") + f") in {wall:.1f} s"
-            + (f", {summary['queries_per_s']:.1f} queries/s" if summary["queries_per_s"] else "")
-            + f"; peak RSS {summary['peak_rss_mb']:.0f} MB -> {args.out}")
+    text = (
+        f"reranked {n_done} queries ({n_skipped} from finished chunks, {n_failed} passed through, "
+        f"{n_malformed[0]} malformed lines"
+        + (f", {n_split[0]} split queries" if n_split[0] else "")
+        + f") in {wall:.1f} s"
+        + (f", {summary['queries_per_s']:.1f} queries/s" if summary["queries_per_s"] else "")
+        + f"; peak RSS {summary['peak_rss_mb']:.0f} MB -> {args.out}"
+    )
     if n_unconv[0]:
         from jkofast._status import unconverged_summary
 

@@ -8,16 +8,27 @@ def _add(sub, name: str, help_: str) -> None:
     p.add_argument("--dataset", default="scifact", help="bundled name or BEIR folder with MiniLM embeddings")
     p.add_argument("--split", default="test")
     p.add_argument("--config", default="tuned", help="JKO operating point: base, tuned, contrib, fast")
-    p.add_argument("--grad", default="implicit", choices=["implicit", "unrolled", "config"],
-                   help="Wasserstein gradient path (implicit = fast exact; unrolled = reference-faithful)")
+    p.add_argument(
+        "--grad",
+        default="implicit",
+        choices=["implicit", "unrolled", "config"],
+        help="Wasserstein gradient path (implicit = fast exact; unrolled = reference-faithful)",
+    )
     p.add_argument("--scores", default=None, help="rerank scores file 'query-id doc-id score' (default: BM25)")
     p.add_argument("--quick", action="store_true", help="first 60 queries, fast operating point")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
     p.add_argument("--no-sgr", action="store_true", help="skip SparseGeometricRAG")
-    p.add_argument("--sparse", default="bm25", choices=["bm25", "bm25-lucene", "tfidf", "sgr"],
-                   help="sparse first stage of the hybrid pool (bm25 = okapi \\w+, published)")
-    p.add_argument("--methods", default=None,
-                   help="comma-separated subset, e.g. hybrid_rrf,jko_blend (extra: noprox_blend, bw_jko_a50)")
+    p.add_argument(
+        "--sparse",
+        default="bm25",
+        choices=["bm25", "bm25-lucene", "tfidf", "sgr"],
+        help="sparse first stage of the hybrid pool (bm25 = okapi \\w+, published)",
+    )
+    p.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated subset, e.g. hybrid_rrf,jko_blend (extra: noprox_blend, bw_jko_a50)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -31,8 +42,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
-    from jkofast.jko import operating_point
-    from jkofast.pipeline import run_main_job
+    from jkofast.jko.solver import operating_point
+    from jkofast.studies.main_job import run_main_job
 
     # fail before the minutes of work, not at the JKO stage (--quick used to hide a bad name)
     operating_point(args.config)
@@ -43,11 +54,18 @@ def run(args) -> int:
     # No global warm-up here: the job compiles (or loads from the cache) only the kernels it
     # calls, for the dtypes it uses -- on a fresh machine that is a fraction of warming every
     # kernel of the package for both dtypes.
-    res = run_main_job(args.dataset, split=args.split, config="fast" if args.quick else args.config,
-                       grad=None if args.grad == "config" else args.grad, scores_file=args.scores,
-                       n_queries=60 if args.quick else None, n_threads=args.threads,
-                       include_sgr=not args.no_sgr, progress=not (args.quiet or args.json),
-                       sparse=args.sparse,
-                       methods=tuple(m.strip() for m in args.methods.split(",")) if args.methods else None)
+    res = run_main_job(
+        args.dataset,
+        split=args.split,
+        config="fast" if args.quick else args.config,
+        grad=None if args.grad == "config" else args.grad,
+        scores_file=args.scores,
+        n_queries=60 if args.quick else None,
+        n_threads=args.threads,
+        include_sgr=not args.no_sgr,
+        progress=not (args.quiet or args.json),
+        sparse=args.sparse,
+        methods=tuple(m.strip() for m in args.methods.split(",")) if args.methods else None,
+    )
     emit(res.summary(), args.json, res.table())
     return 0

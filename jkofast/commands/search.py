@@ -40,14 +40,15 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from jkofast.commands._common import emit
     from jkofast.commands.index import build
-    from jkofast.data import load_dataset
-    from jkofast.index import prepare
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.sparse.index import prepare
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
     if args.tag is not None and (not args.tag or any(c.isspace() for c in args.tag)):
-        raise ValueError(f"--tag must be non-empty without whitespace (the TREC line would not read back), "
-                         f"got {args.tag!r}")
+        raise ValueError(
+            f"--tag must be non-empty without whitespace (the TREC line would not read back), got {args.tag!r}"
+        )
     if os.path.isdir(args.out):  # failed with IsADirectoryError after the whole search
         raise ValueError(f"--out {args.out!r} is a folder; give a file path")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # an unwritable folder fails now
@@ -61,11 +62,11 @@ def run(args) -> int:
         ds = load_dataset(args.dataset)
         t0 = time.perf_counter()
         if args.method == "sgr":
-            from jkofast.sgr import SparseGeometricRetriever
+            from jkofast.sgr.retriever import SparseGeometricRetriever
 
             retr = SparseGeometricRetriever.load(args.index)
         else:
-            from jkofast.retriever import SparseRetriever
+            from jkofast.sparse.retriever import SparseRetriever
 
             retr = SparseRetriever.load(args.index)
             if retr.method != args.method:
@@ -87,9 +88,22 @@ def run(args) -> int:
     search_s = time.perf_counter() - t0
     tag = args.tag or f"jkofast-{args.method}"
     n = write_trec_run(args.out, qids, ds.doc_ids, idx, np.asarray(sc), tag)
-    info = {"dataset": ds.name, "method": args.method, "split": args.split, "n_queries": len(qids), "k": args.k,
-            "build_seconds": build_s, "search_seconds": search_s, "qps": len(qids) / max(search_s, 1e-9),
-            "lines": n, "out": args.out}
-    emit(info, args.json, f"{len(qids)} queries x k={args.k} with {args.method} in {search_s:.3f}s "
-         f"({info['qps']:,.0f} q/s; build {build_s:.2f}s) -> {args.out} ({n} lines)")
+    info = {
+        "dataset": ds.name,
+        "method": args.method,
+        "split": args.split,
+        "n_queries": len(qids),
+        "k": args.k,
+        "build_seconds": build_s,
+        "search_seconds": search_s,
+        "qps": len(qids) / max(search_s, 1e-9),
+        "lines": n,
+        "out": args.out,
+    }
+    emit(
+        info,
+        args.json,
+        f"{len(qids)} queries x k={args.k} with {args.method} in {search_s:.3f}s "
+        f"({info['qps']:,.0f} q/s; build {build_s:.2f}s) -> {args.out} ({n} lines)",
+    )
     return 0

@@ -126,8 +126,7 @@ def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_p
                     break
                 child = left
                 right = left + 1
-                if right < m and (hv[right] < hv[left]
-                                  or (hv[right] == hv[left] and hi[right] > hi[left])):
+                if right < m and (hv[right] < hv[left] or (hv[right] == hv[left] and hi[right] > hi[left])):
                     child = right
                 cv = hv[child]
                 ci = hi[child]
@@ -156,8 +155,7 @@ def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_p
                 break
             child = left
             right = left + 1
-            if right < n and (hv[right] < hv[left]
-                              or (hv[right] == hv[left] and hi[right] > hi[left])):
+            if right < n and (hv[right] < hv[left] or (hv[right] == hv[left] and hi[right] > hi[left])):
                 child = right
             cv = hv[child]
             ci = hi[child]

@@ -1,0 +1,377 @@
+"""BEIR-format datasets: corpus, queries, qrels and (optional) saved embeddings.
+
+A BEIR folder holds ``corpus.jsonl`` (or ``.jsonl.gz``), ``queries.jsonl`` (or ``.gz``) and
+``qrels/{split}.tsv``; jkofast also reads ``embeddings/<name>/{docs.npy, queries.npy,
+docs_ids.txt, query_ids.txt}`` when present.  ``load_dataset("scifact")`` returns the copy
+bundled in ``jkofast/datasets/scifact`` (CC BY-NC 2.0, see its README); any other argument
+is a folder path.
+
+Data model (all lists follow the *file order*):
+
+* ``doc_ids``, ``titles``, ``texts``: ``list[str]``, one entry per corpus line;
+* ``query_ids``, ``query_texts``: ``list[str]`` in ``queries.jsonl`` order; ``queries`` is
+  the ``dict`` qid -> text;
+* ``qrels(split)``: ``dict[qid, dict[docid, int]]``; label-0 lines are kept (SPEC A.2.1);
+* ``split_query_ids(split)``: the qids of a split that exist in ``queries.jsonl``, sorted
+  numerically when every id is a decimal string (SciFact) and as strings otherwise
+  (SPEC A.2.2);
+* ``doc_texts(sep)``: ``(title + sep + text).strip()`` per document (``". "`` for the
+  JKO-RAG BM25 / encoders, ``" "`` for SparseGeometricRAG and bm25s);
+* ``embeddings(name)``: ``(doc_emb float32 (N, d), query_emb float32 (n_queries, d))`` with
+  rows aligned with ``doc_ids`` / ``query_ids``, or ``None`` when absent.
+
+Malformed input (bad JSON line, invalid UTF-8, missing ``_id``, an ``_id`` that is not a
+non-empty string or integer without whitespace, duplicate ids, an empty corpus or queries file,
+qrels lines without exactly 3 tab-separated fields, empty ids, non-integer labels, qrels doc ids
+not in the corpus, a repeated (query, document) judgement) raises ``ValueError`` naming the file
+and the 1-based line number.  The qrels header line is skipped when it is one (a first line that
+parses as a judgement is kept).  Saved embeddings must be 2-D, finite and of one dimension.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "BeirDataset",
+    "bundled_path",
+    "load_dataset",
+    "parity_fixture_path",
+    "read_corpus",
+    "read_qrels_beir",
+    "read_queries",
+]
+
+BUNDLED = ("scifact",)
+
+
+def bundled_path(name: str) -> str:
+    """Folder of a dataset shipped inside the package (``"scifact"``)."""
+    if name not in BUNDLED:
+        raise ValueError(f"unknown bundled dataset {name!r}; bundled: {', '.join(BUNDLED)}")
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+
+
+def parity_fixture_path() -> str:
+    """Path of the bundled parity fixture: the published solver's outputs on 30 SciFact pools.
+
+    ``jkofast/datasets/reference/jko_reference_scifact30.npz`` (package data, so ``jkofast parity``
+    works from a wheel); read by ``jkofast parity``, the parity tests and the A/B tools.
+    """
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference", "jko_reference_scifact30.npz")
+
+
+def _find(folder: str, stem: str) -> str:
+    for cand in (stem, stem + ".gz"):
+        p = os.path.join(folder, cand)
+        if os.path.isfile(p):
+            return p
+    raise FileNotFoundError(f"{os.path.join(folder, stem)}(.gz) not found")
+
+
+def _open_text(path: str):
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _lines(fh, path: str):
+    """``enumerate(fh, 1)`` with invalid UTF-8 reported as ``ValueError`` naming the file (and the
+    first line not read: decoding runs in blocks) instead of a bare ``UnicodeDecodeError``."""
+    lineno = 0
+    it = iter(fh)
+    while True:
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: invalid UTF-8 at or after line {lineno + 1} ({e.reason})") from None
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # was a bare BadGzipFile without the path
+            raise ValueError(f"{path}: corrupted gzip data at or after line {lineno + 1} ({e})") from None
+        lineno += 1
+        yield lineno, line
+
+
+def _check_id(v, what: str, path: str, lineno: int) -> str:
+    """A document/query id: a non-empty string (or integer) without whitespace.  ``null``, lists
+    or floats were turned into ids like ``'None'`` / ``'[1, 2]'``, and whitespace or empty ids
+    give TREC runs that do not read back."""
+    if isinstance(v, bool) or not isinstance(v, str | int):
+        raise ValueError(f"{path}:{lineno}: {what} must be a string, got {type(v).__name__} {v!r}")
+    v = str(v)
+    if not v or any(c.isspace() for c in v):
+        raise ValueError(
+            f"{path}:{lineno}: {what} {v!r} must be non-empty without whitespace (TREC run lines could not carry it)"
+        )
+    return v
+
+
+def _iter_jsonl(path: str):
+    """Yield ``(line_number, dict)``; blank lines are skipped."""
+    with _open_text(path) as fh:
+        for lineno, line in _lines(fh, path):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            if "_id" not in obj:
+                raise ValueError(f"{path}:{lineno}: missing '_id'")
+            yield lineno, obj
+
+
+def _str_field(obj: dict, key: str, path: str, lineno: int) -> str:
+    v = obj.get(key, "")
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise ValueError(f"{path}:{lineno}: field {key!r} must be a string, got {type(v).__name__}")
+    return v
+
+
+def read_corpus(path: str) -> tuple[list[str], list[str], list[str]]:
+    """Read a BEIR ``corpus.jsonl(.gz)`` -> ``(doc_ids, titles, texts)`` in file order.
+
+    A missing ``title``/``text`` is the empty string.  Raises ``ValueError`` (file:line) on a
+    bad JSON line, a missing ``_id`` or a duplicate id.
+    """
+    ids: list[str] = []
+    titles: list[str] = []
+    texts: list[str] = []
+    seen: set[str] = set()
+    for lineno, obj in _iter_jsonl(path):
+        did = _check_id(obj["_id"], "_id", path, lineno)
+        if did in seen:
+            raise ValueError(f"{path}:{lineno}: duplicate document id {did!r}")
+        seen.add(did)
+        ids.append(did)
+        titles.append(_str_field(obj, "title", path, lineno))
+        texts.append(_str_field(obj, "text", path, lineno))
+    if not ids:
+        raise ValueError(f"{path}: no document (empty corpus file)")
+    return ids, titles, texts
+
+
+def read_queries(path: str) -> tuple[list[str], list[str]]:
+    """Read a BEIR ``queries.jsonl(.gz)`` -> ``(query_ids, texts)`` in file order."""
+    ids: list[str] = []
+    texts: list[str] = []
+    seen: set[str] = set()
+    for lineno, obj in _iter_jsonl(path):
+        qid = _check_id(obj["_id"], "_id", path, lineno)
+        if qid in seen:
+            raise ValueError(f"{path}:{lineno}: duplicate query id {qid!r}")
+        seen.add(qid)
+        ids.append(qid)
+        texts.append(_str_field(obj, "text", path, lineno))
+    if not ids:
+        raise ValueError(f"{path}: no query (empty queries file)")
+    return ids, texts
+
+
+def read_qrels_beir(path: str, known_docs=None) -> dict[str, dict[str, int]]:
+    """Read BEIR qrels ``query-id<TAB>corpus-id<TAB>score`` (first line = header, skipped).
+
+    Parameters
+    ----------
+    path : str
+        The ``.tsv`` file.
+    known_docs : container of str, optional
+        When given, a doc id not in it raises ``ValueError``.
+
+    Returns
+    -------
+    dict[str, dict[str, int]]
+        ``qrels[qid][docid] = label``; label-0 lines are kept.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path:line`` for a line without exactly 3 tab-separated fields, a
+        non-integer label or an unknown doc id.
+    """
+    qrels: dict[str, dict[str, int]] = {}
+    with _open_text(path) as fh:
+        for lineno, line in _lines(fh, path):
+            line = line.rstrip("\r\n")
+            if lineno == 1 and not _is_judgement(line):
+                continue  # the header (a file without one lost its first judgement)
+            if not line.strip():
+                continue
+            parts = line.split("\t")
+            if len(parts) != 3:
+                raise ValueError(f"{path}:{lineno}: expected 3 tab-separated fields, got {len(parts)}")
+            qid, did, lab = (p.strip() for p in parts)
+            if not qid or not did:
+                raise ValueError(f"{path}:{lineno}: empty {'query' if not qid else 'document'} id")
+            try:
+                label = int(lab)
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: label {lab!r} is not an integer") from None
+            if known_docs is not None and did not in known_docs:
+                raise ValueError(f"{path}:{lineno}: unknown document id {did!r} (not in the corpus)")
+            q = qrels.setdefault(qid, {})
+            if did in q:  # the last label won silently
+                raise ValueError(f"{path}:{lineno}: duplicate judgement for query {qid!r} and document {did!r}")
+            q[did] = label
+    return qrels
+
+
+def _is_judgement(line: str) -> bool:
+    parts = line.split("\t")
+    if len(parts) != 3:
+        return False
+    try:
+        int(parts[2].strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _sorted_qids(qids) -> list[str]:
+    qids = list(qids)
+    if all(q.isdecimal() for q in qids):
+        return sorted(qids, key=int)
+    return sorted(qids)
+
+
+@dataclass
+class BeirDataset:
+    """An in-memory BEIR dataset (see the module docstring for the data model)."""
+
+    path: str
+    name: str
+    doc_ids: list[str]
+    titles: list[str]
+    texts: list[str]
+    query_ids: list[str]
+    query_texts: list[str]
+    _qrels: dict = field(default_factory=dict, repr=False)
+    _doc_pos: dict | None = field(default=None, repr=False)
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ids)
+
+    @property
+    def queries(self) -> dict[str, str]:
+        """``dict`` query id -> text."""
+        return dict(zip(self.query_ids, self.query_texts))
+
+    @property
+    def doc_index(self) -> dict[str, int]:
+        """``dict`` doc id -> row position (file order)."""
+        if self._doc_pos is None:
+            self._doc_pos = {d: i for i, d in enumerate(self.doc_ids)}
+        return self._doc_pos
+
+    def splits(self) -> list[str]:
+        """Names of the qrels files present (``test``, ``train``, ...)."""
+        qdir = os.path.join(self.path, "qrels")
+        if not os.path.isdir(qdir):
+            return []
+        return sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".tsv"))
+
+    def qrels(self, split: str = "test") -> dict[str, dict[str, int]]:
+        """Relevance judgements of a split (cached); unknown doc ids raise ``ValueError``."""
+        if split not in self._qrels:
+            p = os.path.join(self.path, "qrels", f"{split}.tsv")
+            if not os.path.isfile(p):
+                raise ValueError(f"split {split!r} not found in {self.path}; available: {self.splits()}")
+            self._qrels[split] = read_qrels_beir(p, known_docs=self.doc_index)
+        return self._qrels[split]
+
+    def split_query_ids(self, split: str = "test") -> list[str]:
+        """Query ids of ``split`` present in ``queries.jsonl`` (numeric sort if all decimal)."""
+        known = set(self.query_ids)
+        return _sorted_qids(q for q in self.qrels(split) if q in known)
+
+    def doc_texts(self, sep: str = ". ") -> list[str]:
+        """``(title + sep + text).strip()`` for every document (SPEC A.2.2)."""
+        return [(t + sep + x).strip() for t, x in zip(self.titles, self.texts)]
+
+    def embeddings(self, name: str = "minilm-l6-v2"):
+        """Saved embeddings ``(doc_emb, query_emb)`` as float32, rows in file order, or ``None``.
+
+        Raises ``ValueError`` when the saved id lists do not match the corpus / queries.
+        """
+        d = os.path.join(self.path, "embeddings", name)
+        if not os.path.isdir(d):
+            return None
+        doc = np.load(os.path.join(d, "docs.npy")).astype(np.float32)
+        qry = np.load(os.path.join(d, "queries.npy")).astype(np.float32)
+        for fname, emb in (("docs.npy", doc), ("queries.npy", qry)):
+            if emb.ndim != 2:
+                raise ValueError(f"{os.path.join(d, fname)}: expected a 2-D (rows, dim) array, got shape {emb.shape}")
+            bad = ~np.isfinite(emb).all(axis=1)
+            if bad.any():  # flowed into NaN dense scores and pools
+                raise ValueError(
+                    f"{os.path.join(d, fname)}: row {int(np.argmax(bad))} holds NaN or inf "
+                    f"({int(bad.sum())} rows in all)"
+                )
+        if doc.shape[1] != qry.shape[1]:
+            raise ValueError(f"{d}: docs.npy has dimension {doc.shape[1]}, queries.npy {qry.shape[1]}")
+        for fname, ids, emb in (("docs_ids.txt", self.doc_ids, doc), ("query_ids.txt", self.query_ids, qry)):
+            p = os.path.join(d, fname)
+            if os.path.isfile(p):
+                with open(p, encoding="utf-8") as fh:
+                    saved = [ln.strip() for ln in fh if ln.strip()]
+                if saved != ids:
+                    raise ValueError(f"{p}: ids do not match the dataset's file order")
+            if emb.shape[0] != len(ids):
+                raise ValueError(f"{d}: {fname[:-8]} embeddings have {emb.shape[0]} rows, expected {len(ids)}")
+        return doc, qry
+
+
+def load_dataset(name_or_path: str) -> BeirDataset:
+    """Load a BEIR dataset: ``"scifact"`` (bundled) or a folder path.
+
+    Parameters
+    ----------
+    name_or_path : str
+        A bundled name or a folder holding ``corpus.jsonl(.gz)``, ``queries.jsonl(.gz)``
+        and ``qrels/``.
+
+    Returns
+    -------
+    BeirDataset
+
+    Raises
+    ------
+    FileNotFoundError
+        When the folder or a required file is missing.
+    ValueError
+        For malformed files (message names ``file:line``).
+
+    Examples
+    --------
+    >>> ds = load_dataset("scifact")
+    >>> len(ds.doc_ids), len(ds.split_query_ids("test"))
+    (5183, 300)
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"name_or_path must be a str or path, got {type(name_or_path).__name__}")
+    name_or_path = os.fspath(name_or_path)
+    if name_or_path in BUNDLED and not os.path.isdir(name_or_path):
+        path, name = bundled_path(name_or_path), name_or_path
+    else:
+        path = name_or_path
+        name = os.path.basename(os.path.normpath(path))
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"dataset folder {path!r} not found (bundled: {', '.join(BUNDLED)})")
+    doc_ids, titles, texts = read_corpus(_find(path, "corpus.jsonl"))
+    query_ids, query_texts = read_queries(_find(path, "queries.jsonl"))
+    return BeirDataset(
+        path=path, name=name, doc_ids=doc_ids, titles=titles, texts=texts, query_ids=query_ids, query_texts=query_texts
+    )

@@ -1,0 +1,656 @@
+"""JKO-RAG reranking: configuration, single-pool solver and batched reranking.
+
+The flow (SPEC A.4): starting from ``p0``, ``T`` outer steps each minimise
+
+    Φ(p) = <p, E> + λ Σ p log p + (ρ/2) pᵀ K p + (1/(2h)) Prox(p, q),   q = previous iterate,
+
+by ``inner_steps`` Adam steps on the logits (PyTorch's Adam, fresh state per outer step).
+``Prox`` is selected by ``mode`` (``wasserstein``, ``kl``, ``noproximal``, ``bregman``);
+the transport term and its gradient by ``objective`` / ``grad``:
+
+* ``objective="transport", grad="unrolled"`` (default): the published solver — ``<Π, C>``
+  of a 60-pair cold-started Sinkhorn plan, gradient = hand-written adjoint of the last 8
+  pairs.  Drop-in parity with the reference implementation.
+* ``objective="transport", grad="implicit"``: exact gradient of ``<Π*, C>`` at a converged
+  plan (symmetric system, CG), Sinkhorn warm-started across inner steps and stopped at
+  ``tol``.  The fast path.
+* ``objective="entropic"``: the entropic OT value ``OT_ε`` as proximal term, gradient =
+  dual potential f.  A *different objective* (the paper's formula), not the reference.
+
+All arithmetic is float64 (the reference runs float32; see SPEC C.2 and
+``tests/test_parity.py`` for the agreement reached).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jkofast import _status
+from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads
+from jkofast._validation import (
+    QueryIndexError,
+    as_float_array,
+    check_int,
+    check_offsets,
+    check_positive,
+    check_same_length,
+    normalise_mass,
+    rescale_rows_csr,
+    rescale_rows_dense,
+    segment_any,
+)
+from jkofast.kernels.jko import geometry as _geo
+from jkofast.kernels.jko import solver as _k
+
+__all__ = [
+    "E_MAX",
+    "GRADS",
+    "MODES",
+    "OBJECTIVES",
+    "JKOConfig",
+    "RerankResult",
+    "initial_distribution",
+    "jko_step",
+    "operating_point",
+    "pool_geometry",
+    "rerank_batch",
+    "run_jko",
+    "run_jko_with_duals",
+]
+
+MODES = {"wasserstein": _k.MODE_W, "kl": _k.MODE_KL, "noproximal": _k.MODE_NOPROX, "bregman": _k.MODE_BREGMAN}
+GRADS = {"unrolled": _k.GRAD_UNROLLED, "implicit": _k.GRAD_IMPLICIT}
+OBJECTIVES = {"transport": _k.OBJ_TRANSPORT, "entropic": _k.OBJ_ENTROPIC}
+
+
+@dataclass
+class JKOConfig:
+    """Parameters of the JKO flow (names as the published ``JKOConfig``; SPEC A.4.1).
+
+    Attributes
+    ----------
+    h, lam, rho, sinkhorn_eps : float
+        Step size h, entropy weight λ, redundancy weight ρ, Sinkhorn ε.
+    sinkhorn_iter, sinkhorn_iter_grad : int
+        Update pairs per Sinkhorn call and how many of the last ones are differentiated
+        (``grad="unrolled"``; also the iteration count of the dual read-out).
+    inner_steps, inner_lr, T : int, float, int
+        Adam steps per outer step, Adam learning rate, number of outer steps.
+    mode : {"wasserstein", "kl", "noproximal", "bregman"}
+    alpha_prox : float
+        Weight of the transport part in ``bregman`` (clamped to [0, 1]).
+    objective : {"transport", "entropic"}
+    grad : {"unrolled", "implicit"}
+    tol : float or None
+        Row-marginal L1 tolerance of the converged Sinkhorn solves (``implicit`` /
+        ``entropic``); None means 1e-5 for ``implicit`` (plus ``tol_step``) and 1e-6 for
+        ``entropic`` (the gradient uses the plan's own marginals, so a loose tolerance
+        shifts it by O(tol) only). ``implicit`` with tol and cg_tol >= 1e-5 stores the
+        Gibbs kernels in float32 (float32 sums, half the bytes per matvec) when
+        max/min Kg <= e^60; tighter tolerances use float64.
+    tau0 : float
+        Temperature τ0 of the default initial distribution ``p0 = softmax(-E/τ0)``.
+    sinkhorn_max_iter, cg_tol, cg_max_iter
+        Limits of the converged solves (pairs per solve, CG tolerance relative to the
+        row costs of Π ⊙ C, CG steps).
+    tol_step : float
+        ``grad="implicit"`` with ``tol=None``: each inner step's Sinkhorn tolerance is
+        ``max(1e-5, tol_step * |p - p_prev|_1)`` (warm-started duals only need to be
+        accurate relative to how far p moved; 0 = fixed tolerance). Ignored when ``tol``
+        is given.
+    newton_every : int
+        ``grad="implicit"``: a Newton step on the duals after every this many Sinkhorn pairs
+        that did not reach ``tol`` (0 = plain Sinkhorn).
+    """
+
+    h: float = 0.5
+    lam: float = 0.05
+    rho: float = 0.05
+    sinkhorn_eps: float = 0.1
+    sinkhorn_iter: int = 60
+    sinkhorn_iter_grad: int = 8
+    inner_steps: int = 25
+    inner_lr: float = 0.1
+    T: int = 3
+    mode: str = "wasserstein"
+    alpha_prox: float = 0.5
+    objective: str = "transport"
+    grad: str = "unrolled"
+    tol: float | None = None
+    tau0: float = 0.1
+    sinkhorn_max_iter: int = 1000
+    cg_tol: float = 1e-3
+    tol_step: float = 0.1
+    cg_max_iter: int = 200
+    newton_every: int = 8
+
+    def validate(self) -> JKOConfig:
+        """Raise ValueError/TypeError naming the offending field; return self."""
+        check_positive(self.h, "h")
+        check_positive(self.lam, "lam", strict=False)
+        check_positive(self.rho, "rho", strict=False)
+        check_positive(self.sinkhorn_eps, "sinkhorn_eps")
+        check_int(self.sinkhorn_iter, "sinkhorn_iter", min_value=1)
+        check_int(self.sinkhorn_iter_grad, "sinkhorn_iter_grad", min_value=0)
+        check_int(self.inner_steps, "inner_steps", min_value=0)
+        check_positive(self.inner_lr, "inner_lr")
+        check_int(self.T, "T", min_value=0)
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {sorted(MODES)}, got {self.mode!r}")
+        if self.grad not in GRADS:
+            raise ValueError(f"grad must be one of {sorted(GRADS)}, got {self.grad!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {self.objective!r}")
+        a = self.alpha_prox
+        if isinstance(a, bool) or not isinstance(a, numbers.Real):
+            raise TypeError(f"alpha_prox must be a real number, got {type(a).__name__}")
+        if not np.isfinite(float(a)):
+            raise ValueError(f"alpha_prox must be a finite number, got {a!r}")
+        if self.tol is not None:
+            check_positive(self.tol, "tol")
+        check_positive(self.tau0, "tau0")
+        check_int(self.sinkhorn_max_iter, "sinkhorn_max_iter", min_value=1)
+        check_positive(self.cg_tol, "cg_tol")
+        check_positive(self.tol_step, "tol_step", strict=False)
+        check_int(self.cg_max_iter, "cg_max_iter", min_value=0)
+        check_int(self.newton_every, "newton_every", min_value=0)
+        return self
+
+    def resolved_tol(self) -> float:
+        """``tol``, or its default: 1e-5 for ``grad="implicit"``, 1e-6 for ``objective="entropic"``."""
+        if self.tol is not None:
+            return float(self.tol)
+        return 1e-6 if self.objective == "entropic" else 1e-5
+
+    def replace(self, **changes) -> JKOConfig:
+        """A copy with fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    def _pack(self, with_duals: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        fp = np.zeros(_k.N_FP)
+        fp[_k.FP_H] = self.h
+        fp[_k.FP_LAM] = self.lam
+        fp[_k.FP_RHO] = self.rho
+        fp[_k.FP_EPS] = self.sinkhorn_eps
+        fp[_k.FP_ALPHA] = float(self.alpha_prox)
+        fp[_k.FP_LR] = self.inner_lr
+        fp[_k.FP_TOL] = self.resolved_tol()
+        fp[_k.FP_CG_TOL] = self.cg_tol
+        fp[_k.FP_TOL_STEP] = self.tol_step if self.tol is None else 0.0
+        ip = np.zeros(_k.N_IP, np.int64)
+        ip[_k.IP_T] = self.T
+        ip[_k.IP_INNER] = self.inner_steps
+        ip[_k.IP_NITER] = self.sinkhorn_iter
+        ip[_k.IP_NGRAD] = self.sinkhorn_iter_grad
+        ip[_k.IP_MODE] = MODES[self.mode]
+        ip[_k.IP_GRAD] = GRADS[self.grad]
+        ip[_k.IP_OBJ] = OBJECTIVES[self.objective]
+        ip[_k.IP_DUALS] = int(with_duals)
+        ip[_k.IP_MAXIT] = self.sinkhorn_max_iter
+        ip[_k.IP_CGMAX] = self.cg_max_iter
+        ip[_k.IP_NEWTON] = self.newton_every
+        return fp, ip
+
+
+_POINTS = {
+    "base": dict(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=3, inner_steps=25, tau0=0.1),
+    "tuned": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=5, inner_steps=40, tau0=1.0),
+    "contrib": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=3, inner_steps=20, tau0=1.0),
+    "fast": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=2, inner_steps=15, tau0=1.0),
+}
+
+
+def operating_point(name: str, **overrides) -> JKOConfig:
+    """Named operating point of SPEC A.8 (``base``, ``tuned``, ``contrib``, ``fast``).
+
+    Keyword overrides change fields (e.g. ``grad="implicit"``, ``mode="kl"``).
+    """
+    if name not in _POINTS:
+        raise ValueError(f"unknown operating point {name!r}; choose from {sorted(_POINTS)}")
+    return JKOConfig(**{**_POINTS[name], **overrides}).validate()
+
+
+def _resolve_config(cfg) -> JKOConfig:
+    if cfg is None:
+        return JKOConfig().validate()
+    if isinstance(cfg, str):
+        return operating_point(cfg)
+    if isinstance(cfg, JKOConfig):
+        return cfg.validate()
+    # duck-typed published config objects (attributes with the same names)
+    names = [f.name for f in dataclasses.fields(JKOConfig)]
+    if any(hasattr(cfg, n) for n in names):
+        return JKOConfig(**{n: getattr(cfg, n) for n in names if hasattr(cfg, n)}).validate()
+    raise TypeError(f"cfg must be a JKOConfig, an operating-point name or None, got {type(cfg).__name__}")
+
+
+def initial_distribution(E, tau0: float) -> np.ndarray:
+    """``p0 = softmax(-E / max(τ0, 1e-9))`` (SPEC A.3); ``tau0`` must be finite and >= 0.
+
+    Energies so spread out that ``-E/τ0`` overflows give the limit distribution (uniform over
+    the lowest energies) instead of NaN.
+    """
+    E = as_float_array(E, "E", dtype=np.float64, ndim=1)
+    tau = max(check_positive(tau0, "tau0", strict=False), 1e-9)
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = -E / tau
+        z = x - x.max()
+    if not np.all(np.isfinite(z)):
+        with np.errstate(over="ignore"):
+            z = (E.min() - E) / tau  # <= 0, exactly 0 at the minimum; -inf where it overflows
+    e = np.exp(z)
+    return e / e.sum()
+
+
+# |E| above this makes the squared logit gradients of Adam overflow (p then stops moving)
+E_MAX = 1e150
+
+
+def _check_energy_range(E: np.ndarray, name: str) -> None:
+    big = float(np.max(np.abs(E), initial=0.0))
+    if big > E_MAX:
+        raise ValueError(
+            f"{name} has magnitude up to {big:.3g}; energies must lie within "
+            f"±{E_MAX:.0e} (rescale them: only differences matter)"
+        )
+
+
+def _check_pool(p0, E, C, K):
+    E = as_float_array(E, "E", dtype=np.float64, ndim=1)
+    _check_energy_range(E, "E")
+    m = E.shape[0]
+    p0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1)
+    check_same_length("p0", p0, "E", E)
+    if np.any(p0 < 0):
+        raise ValueError("p0 must be non-negative (a probability vector)")
+    p0 = normalise_mass(p0, "p0")
+    C = as_float_array(C, "C", dtype=np.float64, ndim=2, copy=True)
+    K = as_float_array(K, "K", dtype=np.float64, ndim=2)
+    if C.shape != (m, m):
+        raise ValueError(f"C must be square with shape ({m}, {m}) matching E, got {C.shape}")
+    if K.shape != (m, m):
+        raise ValueError(f"K must be square with shape ({m}, {m}) matching E, got {K.shape}")
+    scale = max(1.0, float(np.abs(C).max()))
+    if not np.allclose(C, C.T, rtol=0.0, atol=1e-5 * scale):
+        raise ValueError(
+            f"C must be symmetric (a ground cost on one pool); max asymmetry {float(np.abs(C - C.T).max()):.3g}"
+        )
+    Ks = np.ascontiguousarray(0.5 * (K + K.T))
+    return p0, E, C, np.ascontiguousarray(C.T), Ks
+
+
+def _run(p0, E, C, K, cfg, with_duals):
+    cfg = _resolve_config(cfg)
+    p0, E, C, C_T, Ks = _check_pool(p0, E, C, K)
+    m = E.shape[0]
+    losses = np.zeros(cfg.T * cfg.inner_steps)
+    if m == 1:
+        return np.ones(1), losses, np.zeros(1), np.zeros(1), cfg
+    fp, ip = cfg._pack(with_duals)
+    p = np.empty(m)
+    f = np.zeros(m)
+    g = np.zeros(m)
+    diag = np.zeros(2, np.int64)
+    st = _k.jko_query(p0, E, C, C_T, Ks, fp, ip, p, losses, f, g, diag)
+    _status.warn_on_status(st, "run_jko")
+    _warn_unconverged(diag[None, :], cfg, "run_jko", stacklevel=4)
+    return p, losses, f, g, cfg
+
+
+def _warn_unconverged(diag, cfg, where: str, stacklevel: int = 3) -> None:
+    """One ``ConvergenceWarning`` when inner steps of the converged-plan paths (implicit
+    gradient, entropic objective) stopped at an iteration cap above their tolerance: the
+    gradient of those steps is then inexact.  ``diag`` (nq, 2) = per query the number of
+    such steps for Sinkhorn and for the implicit-gradient CG."""
+    parts = []
+    for col, what, cap in (
+        (0, "Sinkhorn", f"sinkhorn_max_iter={cfg.sinkhorn_max_iter}, tol={cfg.resolved_tol():g}"),
+        (1, "implicit-gradient CG", f"cg_max_iter={cfg.cg_max_iter}, cg_tol={cfg.cg_tol:g}"),
+    ):
+        hit = diag[:, col]
+        if hit.any():
+            nq = int(np.count_nonzero(hit))
+            parts.append(
+                f"{what} stopped at its cap ({cap}) in {int(hit.sum())} inner steps of {nq} "
+                f"quer{'y' if nq == 1 else 'ies'}"
+            )
+    if parts:
+        per_query = "; per query: RerankResult.unconverged" if where == "rerank_batch" else ""
+        warnings.warn(
+            f"{where}: " + "; ".join(parts) + " (those steps' gradients are inexact; raise the cap or "
+            f"loosen the tolerance{per_query})",
+            _status.ConvergenceWarning,
+            stacklevel=stacklevel,
+        )
+
+
+def run_jko(p0, E, C, K, cfg=None, *, return_losses: bool = False):
+    """Run the JKO flow on one pool and return the final distribution ``p_T``.
+
+    Parameters
+    ----------
+    p0 : array_like, shape (M,)
+        Initial distribution (non-negative, positive mass; renormalised).
+    E : array_like, shape (M,)
+        Energy (lower = more relevant), finite.
+    C : array_like, shape (M, M)
+        Symmetric ground cost, e.g. ``(1 - cos)^2``.
+    K : array_like, shape (M, M)
+        Redundancy kernel, e.g. ``max(0, cos)`` (the solver uses ``(K + Kᵀ)/2``).
+    cfg : JKOConfig, str or None
+        Configuration or operating-point name (``"base"``, ``"tuned"``, ...); None = defaults.
+    return_losses : bool
+        Also return the loss recorded before each Adam update, shape ``(T*inner_steps,)``.
+
+    Returns
+    -------
+    p_T : ndarray, float64, shape (M,)
+    losses : ndarray, only with ``return_losses``
+
+    Raises
+    ------
+    ValueError
+        NaN/inf inputs, ``|E| > 1e150`` (``E_MAX``), ``p0`` not a distribution, shape
+        mismatch, asymmetric C, invalid config (``h <= 0``, ``sinkhorn_eps <= 0``, unknown mode/grad/objective).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from jkofast import run_jko
+    >>> Z = np.eye(3)
+    >>> C, K = (1 - Z @ Z.T) ** 2, np.maximum(Z @ Z.T, 0)
+    >>> p = run_jko([1/3, 1/3, 1/3], [-1.0, 0.0, 0.0], C, K, "base")
+    >>> int(np.argmax(p)), round(float(p.sum()), 12)
+    (0, 1.0)
+    """
+    p, losses, _, _, _ = _run(p0, E, C, K, cfg, False)
+    return (p, losses) if return_losses else p
+
+
+def run_jko_with_duals(p0, E, C, K, cfg=None):
+    """``run_jko`` plus the dual read-out of SPEC A.4.5.
+
+    After the T outer steps, for ``wasserstein`` and ``bregman`` one cold-started
+    ``sinkhorn_iter``-pair Sinkhorn from ``log(max(p_T, 1e-30))`` to the **uniform**
+    target gives ``(f, g)``; other modes return zeros.
+
+    Returns
+    -------
+    p_T, f, g : ndarray, float64, shape (M,)
+    """
+    p, _, f, g, _ = _run(p0, E, C, K, cfg, True)
+    return p, f, g
+
+
+def jko_step(p, E, C, K, cfg=None) -> np.ndarray:
+    """One outer JKO step from ``q = p`` (``cfg`` with ``T = 1``)."""
+    cfg = _resolve_config(cfg).replace(T=1)
+    return run_jko(p, E, C, K, cfg)
+
+
+def _checked_rows(Z: np.ndarray, normalise: bool) -> np.ndarray:
+    """Dense rows ready for the geometry kernels: rows whose norms would over/underflow are
+    rescaled (cosines unchanged) when ``normalise``; raw dot products that overflow raise."""
+    if normalise:
+        return rescale_rows_dense(Z)
+    if Z.dtype == np.float64 and Z.size:
+        fin = np.isfinite(Z)
+        big = float(np.max(np.abs(Z[fin]), initial=0.0))
+        if big > 1e150:
+            raise ValueError(
+                f"embeddings: entries up to {big:.3g} overflow the dot products with "
+                "normalise=False (the rows should be L2-normalised)"
+            )
+    return Z
+
+
+def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``C = (1 - S)^2`` and ``K = max(0, S)``, ``S = clip(cos, -1, 1)``, for one pool.
+
+    Exactly the construction ``rerank_batch`` uses (dense rows or CSR rows, float64 out).
+    """
+    if (embeddings is None) == (csr is None):
+        raise ValueError("pass exactly one of embeddings or csr")
+    if embeddings is not None:
+        Z = as_float_array(embeddings, "embeddings", ndim=2, copy=True)
+        Z = _checked_rows(Z, normalise)
+        m = Z.shape[0]
+        C, K = np.empty((m, m)), np.empty((m, m))
+        _geo.cost_kernel_dense(Z, 0, m, normalise, C, K)
+        return C, K
+    from jkofast._validation import as_csr
+
+    ip, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
+    dt = rescale_rows_csr(ip, dt)
+    m = shape[0]
+    C, K = np.empty((m, m)), np.empty((m, m))
+    _geo.cost_kernel_csr(ip, ix, dt, 0, m, C, K)
+    return C, K
+
+
+@dataclass
+class RerankResult:
+    """Output of :func:`rerank_batch` (ragged, aligned with the flat candidate order).
+
+    Attributes
+    ----------
+    p : ndarray float64 (n_total,)      final distributions, query q in ``p[offsets[q]:offsets[q+1]]``
+                                         (NaN for queries with a non-zero status)
+    offsets : ndarray int64 (n_queries+1,)
+    status : ndarray int32 (n_queries,)  0 = ok; see ``jkofast._status``
+    errors : dict[int, str]               query index -> message for rejected/failed queries
+    f, g : ndarray float64 or None       dual potentials (``return_duals=True``; NaN for failed queries)
+    unconverged : ndarray int64 (n_queries, 2) or None
+                                         per query, the inner steps whose Sinkhorn (column 0) / implicit-
+                                         gradient CG (column 1) stopped at ``sinkhorn_max_iter`` /
+                                         ``cg_max_iter`` above tolerance (a ``ConvergenceWarning`` says
+                                         so); always 0 for ``grad="unrolled"``, whose fixed iteration
+                                         count is the published definition
+    """
+
+    p: np.ndarray
+    offsets: np.ndarray
+    status: np.ndarray
+    errors: dict = field(default_factory=dict)
+    f: np.ndarray | None = None
+    g: np.ndarray | None = None
+    unconverged: np.ndarray | None = None
+
+    def _query(self, q) -> int:
+        n = self.offsets.shape[0] - 1
+        if isinstance(q, bool) or not isinstance(q, numbers.Integral):
+            raise TypeError(f"q must be an integer query index, got {type(q).__name__}")
+        if not 0 <= q < n:
+            raise QueryIndexError(f"q must be a query index in [0, {n}), got {q}")
+        return int(q)
+
+    def pool(self, q: int) -> np.ndarray:
+        """``p`` of query ``q`` (all NaN when the query failed; see ``status``/``errors``)."""
+        q = self._query(q)
+        return self.p[self.offsets[q] : self.offsets[q + 1]]
+
+    def topk(self, q: int, k: int) -> np.ndarray:
+        """Positions (within the pool) of the k largest ``p`` of query ``q`` (ties -> lowest index).
+
+        Raises ``ValueError`` naming the query when it failed (non-zero ``status``).
+        """
+        from jkofast.selection import topk
+
+        q = self._query(q)
+        if self.status[q] != 0:
+            raise ValueError(f"query {q} has no result (status {int(self.status[q])}: {self.errors.get(q, 'failed')})")
+        return topk(self.pool(q), k)[0]
+
+
+def rerank_batch(
+    energy,
+    p0,
+    offsets,
+    *,
+    embeddings=None,
+    csr=None,
+    config="tuned",
+    return_duals: bool = False,
+    n_threads: int | None = None,
+    normalise: bool = True,
+    warn_unconverged: bool = True,
+) -> RerankResult:
+    """Rerank many candidate pools (ragged: flat arrays + offsets) in parallel.
+
+    Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``. Its geometry is built
+    inside the kernel, per query, from the candidate rows: ``S = clip(cos, -1, 1)``,
+    ``C = (1 - S)^2``, ``K = max(0, S)``. Queries run in parallel (``prange``); each is
+    computed serially, so results are identical for any thread count.
+
+    Parameters
+    ----------
+    energy : array_like, float (n_total,)
+        Energies E (lower = more relevant).
+    p0 : array_like (n_total,) or None
+        Initial distributions (renormalised per query); None = ``softmax(-E/τ0)`` per query.
+    offsets : array_like, int (n_queries + 1,)
+    embeddings : array_like (n_total, d), optional
+        Dense rows, one per flat candidate (float32 or float64).
+    csr : scipy.sparse matrix (n_total, V), optional
+        Sparse rows (e.g. TF-IDF), one per candidate; sparse cosine geometry.
+    config : JKOConfig or str
+        Operating point name or config (default ``"tuned"``).
+    return_duals : bool
+        Also return the dual read-out ``f, g`` (``run_jko_with_duals``).
+    n_threads : int or None
+        Numba threads for the batch.
+    normalise : bool
+        Cosine (True) or raw dot products of the dense rows (False, as the published code
+        does for L2-normalised embeddings).
+    warn_unconverged : bool
+        Emit one ``ConvergenceWarning`` when inner steps of the converged-plan paths stopped
+        at ``sinkhorn_max_iter`` / ``cg_max_iter`` above tolerance (the counts are in
+        ``RerankResult.unconverged`` either way; the rerank CLI sums them over the run).
+
+    Returns
+    -------
+    RerankResult
+        Bad queries (NaN/inf energy or p0, ``|energy| > 1e150``, negative or zero-mass p0, empty pool, NaN
+        geometry rows) get a non-zero ``status`` and an ``errors`` entry; the others return.
+
+    Raises
+    ------
+    ValueError
+        Inconsistent lengths, bad offsets, both/neither of ``embeddings``/``csr``.
+    """
+    cfg = _resolve_config(config)
+    if (embeddings is None) == (csr is None):
+        raise ValueError("pass exactly one of embeddings or csr")
+    E = as_float_array(energy, "energy", dtype=np.float64, ndim=1, allow_empty=True, finite=False)
+    n = E.shape[0]
+    off = check_offsets(offsets, n)
+    nq = off.shape[0] - 1
+    status = np.zeros(nq, np.int32)
+    errors: dict[int, str] = {}
+
+    def reject(mask, code, msg):
+        for q in np.flatnonzero(mask & (status == 0)):
+            status[q] = code
+            errors[int(q)] = msg
+
+    sizes = np.diff(off)
+    reject(sizes == 0, _status.EMPTY, "empty pool")
+    reject(segment_any(~np.isfinite(E), off), _status.BAD_INPUT, "energy contains NaN or inf")
+    with np.errstate(invalid="ignore"):
+        reject(segment_any(np.abs(E) > E_MAX, off), _status.BAD_INPUT, f"energy magnitude exceeds {E_MAX:.0e}")
+    if p0 is None:
+        P0 = np.zeros(n)
+        for q in range(nq):
+            if status[q] == 0:
+                P0[off[q] : off[q + 1]] = initial_distribution(E[off[q] : off[q + 1]], cfg.tau0)
+    else:
+        P0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1, allow_empty=True, finite=False, copy=True)
+        check_same_length("p0", P0, "energy", E)
+        reject(segment_any(~np.isfinite(P0), off), _status.BAD_INPUT, "p0 contains NaN or inf")
+        reject(segment_any(P0 < 0, off), _status.BAD_INPUT, "p0 has negative entries")
+        for q in range(nq):
+            if status[q] == 0:
+                seg = P0[off[q] : off[q + 1]]
+                if not seg.sum() > 0:
+                    reject(np.arange(nq) == q, _status.BAD_INPUT, "p0 has zero total mass")
+                else:
+                    seg[:] = normalise_mass(seg, "p0")
+    fp, ip = cfg._pack(return_duals)
+    p = np.zeros(n)
+    f = np.zeros(n)
+    g = np.zeros(n)
+    diag = np.zeros((nq, 2), np.int64)
+    if embeddings is not None:
+        Z = as_float_array(embeddings, "embeddings", ndim=2, allow_empty=True, finite=False)
+        if not Z.flags.writeable:
+            Z = Z.copy()
+        if Z.shape[0] != n:
+            raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
+        reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT, "embeddings contain NaN or inf")
+        Z = _checked_rows(Z, bool(normalise))
+        with numba_threads(n_threads):
+            _k.rerank_dense(E, P0, off, Z, bool(normalise), fp, ip, p, f, g, status, diag)
+    else:
+        from jkofast._validation import as_csr
+
+        ipt, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
+        if shape[0] != n:
+            raise ValueError(f"csr must have one row per candidate ({n}), got {shape[0]}")
+        rows_bad = np.zeros(n, bool)
+        if dt.size:
+            nf = ~np.isfinite(dt)
+            if nf.any():
+                rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
+        reject(segment_any(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
+        dt = rescale_rows_csr(ipt, dt)
+        with numba_threads(n_threads):
+            _k.rerank_csr(E, P0, off, ipt, ix, dt, fp, ip, p, f, g, status, diag)
+    for q in np.flatnonzero(status != 0):
+        if int(q) not in errors:
+            errors[int(q)] = _status.MESSAGES.get(int(status[q]), f"status {status[q]}")
+        p[off[q] : off[q + 1]] = np.nan
+        f[off[q] : off[q + 1]] = np.nan  # not zeros: they would read as valid duals
+        g[off[q] : off[q + 1]] = np.nan
+        diag[q] = 0
+    if warn_unconverged:
+        _warn_unconverged(diag, cfg, "rerank_batch")
+    return RerankResult(
+        p=p,
+        offsets=off,
+        status=status,
+        errors=errors,
+        f=f if return_duals else None,
+        g=g if return_duals else None,
+        unconverged=diag,
+    )
+
+
+@register_warmup("jko")
+def _warmup() -> None:
+    Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+    C, K = pool_geometry(embeddings=Z)
+    pool_geometry(embeddings=Z.astype(np.float32))
+    import scipy.sparse as sp
+
+    pool_geometry(csr=sp.csr_matrix(Z))
+    E = np.array([-1.0, -0.5, 0.0])
+    p0 = np.full(3, 1 / 3)
+    tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2)
+    for kw in ({}, {"grad": "implicit"}, {"objective": "entropic"}):
+        run_jko_with_duals(p0, E, C, K, JKOConfig(**tiny, **kw))
+    # the log-form fallback of the unrolled adjoint
+    JKOConfig(**tiny)._pack()
+    m = 3
+    a = np.log(p0)
+    buf = [np.empty(m) for _ in range(5)]
+    _k.w_unrolled_log(C, C.T.copy(), a, a, 0.1, 1, 2, np.empty((2, m)), np.empty((3, m)), *buf)
+    off = np.array([0, 3], np.int64)
+    for emb in (Z, Z.astype(np.float32)):
+        rerank_batch(E, None, off, embeddings=emb, config=JKOConfig(**tiny), n_threads=1)
+    rerank_batch(E, None, off, csr=sp.csr_matrix(Z), config=JKOConfig(**tiny), n_threads=1)

@@ -1,0 +1,1 @@
+"""Ranking-metric kernels over ragged batches."""

@@ -1,0 +1,1 @@
+"""JKO-RAG kernels: per-pool geometry and the inner/outer solver."""

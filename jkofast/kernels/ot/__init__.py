@@ -1,0 +1,1 @@
+"""Optimal-transport kernels: log-domain Sinkhorn sweeps and dual read-outs."""

@@ -1,0 +1,1 @@
+"""Pool kernels: fusion, per-pool normalisation, in-pool baselines."""

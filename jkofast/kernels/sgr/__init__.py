@@ -1,0 +1,1 @@
+"""SparseGeometricRAG kernels: index build, query analysis and the query path."""

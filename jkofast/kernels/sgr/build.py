@@ -1,0 +1,407 @@
+"""SparseGeometricRAG index build kernels (SPEC B.3-B.5), over CSR arrays.
+
+Layout conventions (the wrapper ``jkofast.sgr.retriever`` guarantees them):
+
+* the TF-IDF matrix X arrives as ``(x_indptr int64, x_indices int32, x_data float32)``,
+  canonical (column ids sorted and unique within each row);
+* memberships are numbered doc-major: membership ``m`` belongs to document ``mem_doc[m]``
+  and branch (= term) ``mem_branch[m]``; ``b_indptr``/``b_mem`` list the memberships of
+  each branch in ascending document order (the branch postings);
+* fixed-width outputs (``(rows, K)`` tables plus a count per row) are compacted to CSR by
+  the wrapper.
+
+Parallel kernels loop ``prange`` over *chunks* of rows; each chunk allocates its own
+stamped scratch once and reuses it for its rows (no dense zeroing per row), and writes only
+the rows it owns.  Results therefore do not depend on the chunking or thread count.
+Ties in every top-k break by the lowest term id (positions in sorted CSR rows).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from jkofast._numba import kernel
+from jkofast.kernels.topk import topk_select
+
+
+@kernel()
+def _chunk_bounds(n, n_chunks, c):
+    step = (n + n_chunks - 1) // n_chunks
+    lo = c * step
+    hi = min(n, lo + step)
+    return lo, hi
+
+
+@kernel(parallel=True)
+def top_terms_per_row(x_indptr, x_indices, x_data, k, out_terms, out_vals, out_count):
+    """Top-``k`` coordinates of every CSR row by value (ties: lowest term id).
+
+    Writes ``out_terms[i, :n]`` (int32, ranked order), ``out_vals[i, :n]`` (float32) and
+    ``out_count[i] = n = min(k, nnz_i)``.  prange over rows (each row owns its output row).
+    """
+    n_rows = x_indptr.shape[0] - 1
+    for i in prange(n_rows):
+        s = x_indptr[i]
+        e = x_indptr[i + 1]
+        pos = np.empty(k, np.int64)
+        val = np.empty(k, x_data.dtype)
+        n = topk_select(x_data[s:e], k, pos, val)
+        for r in range(n):
+            out_terms[i, r] = x_indices[s + pos[r]]
+            out_vals[i, r] = val[r]
+        out_count[i] = n
+
+
+@kernel(parallel=True)
+def branch_centres(
+    b_indptr,
+    b_mem,
+    mem_doc,
+    mem_m,
+    x_indptr,
+    x_indices,
+    x_data,
+    n_terms,
+    n_keep,
+    n_chunks,
+    out_terms,
+    out_vals,
+    out_count,
+):
+    """Membership-weighted branch centres ``c_j = Σ m_dj x_d / Σ m_dj``, top ``n_keep``.
+
+    For every branch j with at least one membership, the accumulated centre is truncated to
+    its ``n_keep`` largest coordinates (ties: lowest term id) and written sorted by term id
+    into ``out_terms[j]`` (int32) / ``out_vals[j]`` (float32); ``out_count[j]`` = kept count.
+    Accumulation is float64, serial over the branch's documents in ascending id order.
+    """
+    n_branches = b_indptr.shape[0] - 1
+    for c in prange(n_chunks):
+        lo, hi = _chunk_bounds(n_branches, n_chunks, c)
+        if lo >= hi:
+            continue
+        acc = np.zeros(n_terms, np.float64)
+        stamp = np.full(n_terms, -1, np.int64)
+        touched = np.empty(n_terms, np.int64)
+        vals = np.empty(n_terms, np.float64)
+        pos = np.empty(n_keep, np.int64)
+        kv = np.empty(n_keep, np.float64)
+        for j in range(lo, hi):
+            ps = b_indptr[j]
+            pe = b_indptr[j + 1]
+            out_count[j] = 0
+            if pe == ps:
+                continue
+            nt = 0
+            msum = 0.0
+            for p in range(ps, pe):
+                m = b_mem[p]
+                d = mem_doc[m]
+                w = np.float64(mem_m[m])
+                msum += w
+                for q in range(x_indptr[d], x_indptr[d + 1]):
+                    t = x_indices[q]
+                    if stamp[t] != j:
+                        stamp[t] = j
+                        acc[t] = 0.0
+                        touched[nt] = t
+                        nt += 1
+                    acc[t] += w * np.float64(x_data[q])
+            # sort touched terms by id so ties in the top-k go to the lowest id
+            tt = np.sort(touched[:nt])
+            for a in range(nt):
+                vals[a] = acc[tt[a]] / msum
+            n = topk_select(vals[:nt], n_keep, pos, kv)
+            sel = np.sort(pos[:n])
+            for a in range(n):
+                out_terms[j, a] = tt[sel[a]]
+                out_vals[j, a] = vals[sel[a]]
+            out_count[j] = n
+
+
+@kernel(parallel=True)
+def encode_codes(
+    mem_doc,
+    mem_branch,
+    x_indptr,
+    x_indices,
+    x_data,
+    c_indptr,
+    c_terms,
+    c_vals,
+    n_code,
+    out_term,
+    out_sign,
+    out_cval,
+    out_count,
+):
+    """Residual sign codes of every membership (SPEC B.4).
+
+    ``r = x_d - c_j`` on the document's own non-zero terms (``c_j`` looked up by a merge of
+    the two sorted rows); keep the ``n_code`` largest ``|r|`` (ties: lowest term id) and
+    store them sorted by term id: term (int32), sign (int8, +1 when r >= 0), the centre
+    value ``c_j[t]`` (float32).  prange over memberships.
+    """
+    n_mem = mem_doc.shape[0]
+    for m in prange(n_mem):
+        d = mem_doc[m]
+        j = mem_branch[m]
+        xs = x_indptr[d]
+        xe = x_indptr[d + 1]
+        nnz = xe - xs
+        absr = np.empty(nnz, np.float64)
+        rr = np.empty(nnz, np.float64)
+        cc = np.empty(nnz, np.float64)
+        a = c_indptr[j]
+        ae = c_indptr[j + 1]
+        for q in range(xs, xe):
+            t = x_indices[q]
+            while a < ae and c_terms[a] < t:
+                a += 1
+            cv = 0.0
+            if a < ae and c_terms[a] == t:
+                cv = np.float64(c_vals[a])
+            cc[q - xs] = cv
+            rr[q - xs] = np.float64(x_data[q]) - cv
+            absr[q - xs] = abs(rr[q - xs])
+        pos = np.empty(n_code, np.int64)
+        kv = np.empty(n_code, np.float64)
+        n = topk_select(absr, n_code, pos, kv)
+        sel = np.sort(pos[:n])
+        for r in range(n):
+            p = sel[r]
+            out_term[m, r] = x_indices[xs + p]
+            out_sign[m, r] = 1 if rr[p] >= 0.0 else -1
+            out_cval[m, r] = cc[p]
+        for r in range(n, out_term.shape[1]):
+            out_term[m, r] = -1
+            out_sign[m, r] = 0
+            out_cval[m, r] = 0.0
+        out_count[m] = n
+
+
+@kernel()
+def global_sign_variance(code_term, code_sign, code_count, n_terms, out_gvar):
+    """``gvar[t] = cnt_t/M - (Σ z_t / M)²`` over all M memberships (serial, float64)."""
+    n_mem = code_term.shape[0]
+    cnt = np.zeros(n_terms, np.float64)
+    sz = np.zeros(n_terms, np.float64)
+    for m in range(n_mem):
+        for r in range(code_count[m]):
+            t = code_term[m, r]
+            cnt[t] += 1.0
+            sz[t] += code_sign[m, r]
+    for t in range(n_terms):
+        if n_mem > 0:
+            mu = sz[t] / n_mem
+            out_gvar[t] = cnt[t] / n_mem - mu * mu
+        else:
+            out_gvar[t] = 0.0
+
+
+@kernel(parallel=True)
+def reliability_weights(
+    b_indptr, b_mem, code_term, code_sign, code_count, gvar, tau, beta, weighted_mean, n_terms, n_chunks, out_w
+):
+    """Shrunk zero-inclusive branch-local sign variance -> reliability weight (SPEC B.4).
+
+    For branch j with ``n_j`` memberships and code term t (``cnt`` occurrences, sign sum
+    ``Σz``): ``lv = cnt/n_j - (Σz/n_j)²``; ``shr = cnt/(cnt+τ)·lv + τ/(cnt+τ)·gvar[t]``;
+    ``w = (shr + 1e-6)^β``, rescaled to mean 1 over the branch's distinct (j, t) entries
+    (``weighted_mean=False``) or over its code occurrences (``True``).  Writes ``out_w[m, r]``
+    (float64) for every code entry; each membership belongs to exactly one branch, so
+    chunks write disjoint rows.
+    """
+    n_branches = b_indptr.shape[0] - 1
+    for c in prange(n_chunks):
+        lo, hi = _chunk_bounds(n_branches, n_chunks, c)
+        if lo >= hi:
+            continue
+        cnt = np.zeros(n_terms, np.float64)
+        sz = np.zeros(n_terms, np.float64)
+        wt = np.zeros(n_terms, np.float64)
+        stamp = np.full(n_terms, -1, np.int64)
+        touched = np.empty(n_terms, np.int64)
+        for j in range(lo, hi):
+            ps = b_indptr[j]
+            pe = b_indptr[j + 1]
+            if pe == ps:
+                continue
+            nj = np.float64(pe - ps)
+            nt = 0
+            for p in range(ps, pe):
+                m = b_mem[p]
+                for r in range(code_count[m]):
+                    t = code_term[m, r]
+                    if stamp[t] != j:
+                        stamp[t] = j
+                        cnt[t] = 0.0
+                        sz[t] = 0.0
+                        touched[nt] = t
+                        nt += 1
+                    cnt[t] += 1.0
+                    sz[t] += code_sign[m, r]
+            tt = np.sort(touched[:nt])
+            tot = 0.0
+            den = 0.0
+            for a in range(nt):
+                t = tt[a]
+                mu = sz[t] / nj
+                lv = cnt[t] / nj - mu * mu
+                shr = cnt[t] / (cnt[t] + tau) * lv + tau / (cnt[t] + tau) * gvar[t]
+                w = math.pow(shr + 1e-6, beta)
+                wt[t] = w
+                if weighted_mean:
+                    tot += w * cnt[t]
+                    den += cnt[t]
+                else:
+                    tot += w
+                    den += 1.0
+            scale = den / tot if tot > 0.0 else 1.0
+            for p in range(ps, pe):
+                m = b_mem[p]
+                for r in range(code_count[m]):
+                    out_w[m, r] = wt[code_term[m, r]] * scale
+
+
+@kernel(parallel=True)
+def ppmi_graph(
+    tt_indptr,
+    tt_docs,
+    tm_terms,
+    tm_count,
+    n_docs,
+    n_terms,
+    n_keep,
+    damping,
+    include_self,
+    n_chunks,
+    out_nbr,
+    out_val,
+    out_count,
+):
+    """PPMI association graph A over top-L co-occurrence (SPEC B.5), one row per term.
+
+    ``tm_terms[d, :tm_count[d]]`` = document d's top-L terms; ``tt_indptr``/``tt_docs`` =
+    the transposed lists (term -> documents).  ``n_i`` = list length, ``n_ij`` = co-occurrence
+    count.  ``PPMI_ij = max(0, ln(n_ij N/(n_i n_j))) · n_ij/(n_ij + damping)``; the positive
+    entries of row i (self excluded unless ``include_self``) are cut to the ``n_keep``
+    largest (ties: lowest term id) and written sorted by term id.  Blockwise: one stamped
+    accumulator per chunk, never a dense V×V matrix.
+    """
+    for c in prange(n_chunks):
+        lo, hi = _chunk_bounds(n_terms, n_chunks, c)
+        if lo >= hi:
+            continue
+        acc = np.zeros(n_terms, np.float64)
+        stamp = np.full(n_terms, -1, np.int64)
+        touched = np.empty(n_terms, np.int64)
+        vals = np.empty(n_terms, np.float64)
+        pos = np.empty(n_keep, np.int64)
+        kv = np.empty(n_keep, np.float64)
+        for i in range(lo, hi):
+            out_count[i] = 0
+            ni = tt_indptr[i + 1] - tt_indptr[i]
+            if ni == 0:
+                continue
+            nt = 0
+            for p in range(tt_indptr[i], tt_indptr[i + 1]):
+                d = tt_docs[p]
+                for r in range(tm_count[d]):
+                    t = tm_terms[d, r]
+                    if t == i and not include_self:
+                        continue
+                    if stamp[t] != i:
+                        stamp[t] = i
+                        acc[t] = 0.0
+                        touched[nt] = t
+                        nt += 1
+                    acc[t] += 1.0
+            tt = np.sort(touched[:nt])
+            npos = 0
+            for a in range(nt):
+                t = tt[a]
+                nij = acc[t]
+                nj = np.float64(tt_indptr[t + 1] - tt_indptr[t])
+                v = math.log(nij * n_docs / (np.float64(ni) * nj))
+                if v > 0.0:
+                    v = v * nij / (nij + damping)
+                    if v > 0.0:
+                        tt[npos] = t
+                        vals[npos] = v
+                        npos += 1
+            n = topk_select(vals[:npos], n_keep, pos, kv)
+            sel = np.sort(pos[:n])
+            for a in range(n):
+                out_nbr[i, a] = tt[sel[a]]
+                out_val[i, a] = vals[sel[a]]
+            out_count[i] = n
+
+
+@kernel(parallel=True)
+def second_order_graph(
+    a_indptr, a_idx, a_val, at_indptr, at_idx, at_val, n_terms, n_keep, n_chunks, out_nbr, out_val, out_count
+):
+    """Second-order context graph G (SPEC B.5): cosine between L2-normalised rows of A.
+
+    ``a_*`` = A with rows already L2-normalised (float64), ``at_*`` = its transpose (CSR of
+    Aᵀ, rows sorted).  For row i, ``cos(i, k) = Σ_n Â[i, n] Â[k, n]`` is accumulated through
+    the columns of Â, self excluded; the ``n_keep`` largest positive values (ties: lowest
+    term id) are written sorted by term id.
+    """
+    for c in prange(n_chunks):
+        lo, hi = _chunk_bounds(n_terms, n_chunks, c)
+        if lo >= hi:
+            continue
+        # Â ≥ 0, so a touched entry is > 0: the accumulator doubles as its own "seen"
+        # flag (no stamp table: half the random memory traffic in this hot loop) and is
+        # reset through the touched list after each row.
+        acc = np.zeros(n_terms, np.float64)
+        touched = np.empty(n_terms, np.int64)
+        vals = np.empty(n_terms, np.float64)
+        pos = np.empty(n_keep, np.int64)
+        kv = np.empty(n_keep, np.float64)
+        for i in range(lo, hi):
+            out_count[i] = 0
+            nt = 0
+            for p in range(a_indptr[i], a_indptr[i + 1]):
+                n = a_idx[p]
+                v = a_val[p]
+                for q in range(at_indptr[n], at_indptr[n + 1]):
+                    k = at_idx[q]
+                    if acc[k] == 0.0:
+                        touched[nt] = k
+                        nt += 1
+                    acc[k] += v * at_val[q]
+            tt = np.sort(touched[:nt])
+            npos = 0
+            for a in range(nt):
+                k = tt[a]
+                if k != i and acc[k] > 0.0:
+                    tt[npos] = k
+                    vals[npos] = acc[k]
+                    npos += 1
+            for a in range(nt):
+                acc[touched[a]] = 0.0
+            n = topk_select(vals[:npos], n_keep, pos, kv)
+            sel = np.sort(pos[:n])
+            for a in range(n):
+                out_nbr[i, a] = tt[sel[a]]
+                out_val[i, a] = vals[sel[a]]
+            out_count[i] = n
+
+
+@kernel()
+def term_doc_bitsets(t_indptr, t_docs, tb_row, out_bits):
+    """Document bitsets of the terms with ``tb_row[t] >= 0``: bit d of ``out_bits[row]``
+    (int64 words, ``ceil(N / 64)`` per row) is set when document d contains t."""
+    for t in range(tb_row.shape[0]):
+        r = tb_row[t]
+        if r < 0:
+            continue
+        for p in range(t_indptr[t], t_indptr[t + 1]):
+            d = np.int64(t_docs[p])
+            out_bits[r, d >> 6] |= np.int64(1) << (d & 63)

@@ -1,0 +1,1 @@
+"""Sparse-retrieval kernels: counting, weights, CSR transpose, scoring with top-k, sparse cosine."""

@@ -1,0 +1,1259 @@
+"""SparseGeometricRAG (SGR): training-free first-stage retrieval over sparse TF-IDF
+geometry (SPEC Part B), as Numba kernels over CSR arrays.
+
+Build (B.2-B.5): TF-IDF (scikit-learn ``TfidfVectorizer`` semantics), top-F branch
+memberships, B-term membership-weighted branch centres, S residual sign codes with
+shrunk sign-variance reliability weights, the PPMI association graph A and the
+second-order routing graph G (blockwise, never a dense V×V matrix).
+
+Query (B.6-B.10): weak second-order routing, branch-local signed scores over the codes,
+early lexical rescue and the top-P shortlist, the final z-scored feature mix, and soft
+high-quality-branch diversity on ranks 2-10.  Every constant is a constructor parameter
+with the published value as default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import re
+import threading
+
+import numpy as np
+
+from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads, resolve_threads
+from jkofast._validation import check_bool, check_int, check_positive
+from jkofast.kernels.sgr import build as _b
+from jkofast.kernels.sgr import query as _q
+from jkofast.kernels.sgr import tokenize as _tok
+
+__all__ = ["COMPONENTS", "TOKEN_PATTERN", "SGRPool", "SparseGeometricRetriever"]
+
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+_TOKEN_RE = re.compile(TOKEN_PATTERN)
+# which code points ``\w`` matches, for the query-analysis kernel: ASCII at import, every
+# code point (1.1 MB, from the regex engine itself) on the first non-ASCII batch
+_WORD_RE = re.compile(r"(?u)\w")
+_WTAB_ASCII = np.array([_WORD_RE.match(chr(c)) is not None for c in range(128)], np.uint8)
+
+
+@functools.lru_cache(maxsize=1)
+def _word_table_all() -> np.ndarray:
+    """uint8 table over all 0x110000 code points: 1 where ``(?u)\\w`` matches."""
+    allc = "".join(map(chr, range(0x110000)))
+    tab = np.zeros(0x110000, np.uint8)
+    tab[[m.start() for m in _WORD_RE.finditer(allc)]] = 1
+    return tab
+
+
+COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
+
+# a padded (nq, k) output wider than the corpus is refused beyond this many slots (1 GiB of int64)
+_MAX_PADDED_SLOTS = 2**27
+_INDEX_ARRAYS = (
+    "idf",
+    "dl",
+    "s_indptr",
+    "s_idx",
+    "mem_doc",
+    "mem_branch",
+    "mem_m",
+    "b_indptr",
+    "b_mem",
+    "c_indptr",
+    "c_terms",
+    "c_vals",
+    "c_norm",
+    "code_term",
+    "code_sign",
+    "code_cval",
+    "code_w",
+    "code_count",
+    "a_indptr",
+    "a_idx",
+    "a_val",
+    "g_indptr",
+    "g_idx",
+    "g_val",
+    "sem_indptr",
+    "sem_idx",
+    "sem_val",
+    "t_indptr",
+    "t_docs",
+    "t_tf",
+    "bm25_idf",
+)
+
+
+@dataclasses.dataclass
+class SGRPool:
+    """Top-P pools with their component scores (one row per query).
+
+    ``doc`` int64 (nq, P): corpus row positions in final rank order, padded with -1;
+    ``n`` int64 (nq,): pool size per query; each component (``tail``, ``lexadj``,
+    ``sem``, ``rare``, ``relevance``, ``lex1``, ``bm25``) is float64 (nq, P) aligned with
+    ``doc`` and NaN-padded; ``n_routed_docs`` |U| and ``n_routed_terms`` per query;
+    ``status`` int32 (0 ok, 3 empty query).
+    """
+
+    doc: np.ndarray
+    n: np.ndarray
+    tail: np.ndarray
+    lexadj: np.ndarray
+    sem: np.ndarray
+    rare: np.ndarray
+    relevance: np.ndarray
+    lex1: np.ndarray
+    bm25: np.ndarray
+    n_routed_docs: np.ndarray
+    n_routed_terms: np.ndarray
+    status: np.ndarray
+
+
+def _defaults() -> dict:
+    return dict(
+        max_features=50_000,
+        n_memberships=4,
+        centre_size=64,
+        code_size=16,
+        tau=20.0,
+        beta=-0.2,
+        reliability_mean="distinct",
+        reliability_float16=True,
+        cooc_top=12,
+        ppmi_damping=10.0,
+        assoc_k=64,
+        route_k=32,
+        ppmi_include_self=False,
+        alpha=0.10,
+        route_budget=32,
+        gamma=0.25,
+        lam_m=0.125,
+        b_rescue=0.2,
+        eta=1.0,
+        pool_size=100,
+        b_final=0.1,
+        coord_exp=0.25,
+        semantic_k=16,
+        semantic_neighbours="strongest",
+        n_rare=3,
+        w_tail=1.0,
+        w_lex=4.0,
+        w_sem=0.3,
+        w_rare=1.0,
+        n_eligible=10,
+        top_h=3,
+        n_diverse=10,
+        lam_d=0.1,
+        tail_gate=False,
+        gate_min=10_000,
+        gate_mult=40,
+        bm25_weight=0.0,
+        bm25_rescue_weight=0.0,
+        bm25_candidates=0,
+        bm25_k1=1.2,
+        bm25_b=0.75,
+        rescue_mode="auto",
+    )
+
+
+# parameters that change the index (the others only change the query path)
+_BUILD_PARAMS = (
+    "max_features",
+    "n_memberships",
+    "centre_size",
+    "code_size",
+    "tau",
+    "beta",
+    "reliability_mean",
+    "reliability_float16",
+    "cooc_top",
+    "ppmi_damping",
+    "assoc_k",
+    "route_k",
+    "ppmi_include_self",
+)
+
+
+class SparseGeometricRetriever:
+    """SparseGeometricRAG first-stage retriever (SPEC Part B).
+
+    Parameters (published defaults, SPEC B.1)
+    -----------------------------------------
+    max_features : int, default 50000
+        Vocabulary cap V (most frequent terms by corpus term frequency).
+    n_memberships : int, default 4
+        F: top TF-IDF terms per document = its branch memberships.
+    centre_size : int, default 64
+        B: coordinates kept per branch centre.
+    code_size : int, default 16
+        S: residual sign-code coordinates per membership.
+    tau, beta : float, default 20.0, -0.2
+        Reliability shrinkage strength τ and exponent β.
+    reliability_mean : {"distinct", "occurrence"}, default "distinct"
+        Rescale weights to mean 1 over the branch's distinct (j, t) entries or over its
+        code occurrences (SPEC C.4).
+    reliability_float16 : bool, default True
+        Round reliability weights through float16 as the published package stores them.
+    cooc_top : int, default 12
+        L: top terms per document used for co-occurrence.
+    ppmi_damping : float, default 10.0
+        Significance damping ``n_ij/(n_ij + 10)``.
+    assoc_k, route_k : int, default 64, 32
+        Neighbours kept per term in graph A (PPMI) and G (second order).
+    ppmi_include_self : bool, default False
+        Keep the diagonal of the co-occurrence matrix in A.
+    alpha : float, default 0.10
+        Routing expansion weight α.
+    route_budget : int, default 32
+        Routed terms per query (literal terms always kept).
+    gamma : float, default 0.25
+        Exponent γ on the query mass ``Q_dj`` of a code.
+    lam_m : float, default 0.125
+        Consensus weight λ_M.
+    b_rescue, eta : float, default 0.2, 1.0
+        Length pivot of lex1 and its weight η in the shortlist score.
+    pool_size : int, default 100
+        P, the shortlist size.
+    b_final, coord_exp : float, default 0.1, 0.25
+        Length pivot of lex2 and the coordination exponent.
+    semantic_k : int, default 16
+        Neighbours per query term in the semantic-presence feature.
+    semantic_neighbours : {"strongest", "lowest_term_id"}, default "strongest"
+        Which A-neighbours: the strongest (intended) or the first ``semantic_k`` of the CSR
+        row, i.e. the lowest term ids (reproduces the published numbers; SPEC B.9).
+    n_rare : int, default 3
+        Highest-IDF query terms used by the rare-coverage feature.
+    w_tail, w_lex, w_sem, w_rare : float, default 1.0, 4.0, 0.3, 1.0
+        Weights of the pool z-scores in the relevance.
+    n_eligible, top_h, n_diverse, lam_d : default 10, 3, 10, 0.1
+        Diversity step: eligible branches, top-E count for ``H_j``, ranks diversified
+        (1 disables), bonus weight λ_D.
+    tail_gate : bool, default False
+        Keep only the top ``min(|U|, max(gate_min, gate_mult·P))`` routed documents by tail
+        before the rescue (the later optimised variant; an approximation).
+    bm25_weight, bm25_rescue_weight : float, default 0.0
+        Extensions (not published): weight of ``z(BM25)`` in the relevance / in the
+        shortlist score.
+    bm25_candidates : int, default 0
+        Extension: add the BM25 top-n documents of the full corpus to the routed set.
+    bm25_k1, bm25_b : float, default 1.2, 0.75
+        BM25 (Lucene idf) parameters of the extension.
+    rescue_mode : {"auto", "scan", "postings"}, default "auto"
+        How lex1 and the pool features are gathered: scanning every routed document's
+        binary support (the frozen method), streaming the postings of the query and
+        semantic terms, or (auto) per query term the cheaper of its postings and its
+        document bitset, with the semantic presence computed for the pool only.  Results
+        are bit-identical.
+
+    Examples
+    --------
+    >>> r = SparseGeometricRetriever(pool_size=10).fit(
+    ...     ["solar panels convert sunlight", "wind turbines make power", "sunlight and wind"])
+    >>> idx, scores = r.search(["sunlight power"], k=2)
+    >>> idx.shape
+    (1, 2)
+    """
+
+    def __init__(self, **params):
+        p = _defaults()
+        unknown = set(params) - set(p)
+        if unknown:
+            raise TypeError(f"unknown SparseGeometricRetriever parameter(s): {sorted(unknown)}")
+        p.update(params)
+        self.params = self._check_params(p)
+        self._fitted = False
+        self._lock = threading.Lock()
+        self._scratch = None
+        self._gen = 0
+        self._qtable = None
+        self._pa_cache: dict = {}  # kernel parameter vectors; cleared when params or index change
+
+    # ------------------------------------------------------------------ params
+    @staticmethod
+    def _check_params(p: dict) -> dict:
+        for name in (
+            "max_features",
+            "n_memberships",
+            "centre_size",
+            "code_size",
+            "cooc_top",
+            "assoc_k",
+            "route_k",
+            "route_budget",
+            "pool_size",
+            "n_rare",
+            "n_eligible",
+            "top_h",
+            "n_diverse",
+        ):
+            p[name] = check_int(p[name], name, min_value=1)
+        for name in ("semantic_k", "gate_min", "gate_mult", "bm25_candidates"):
+            p[name] = check_int(p[name], name, min_value=0)
+        for name in ("tau", "ppmi_damping", "bm25_k1"):
+            p[name] = check_positive(p[name], name, strict=False)
+        for name in (
+            "alpha",
+            "lam_m",
+            "eta",
+            "w_tail",
+            "w_lex",
+            "w_sem",
+            "w_rare",
+            "lam_d",
+            "gamma",
+            "coord_exp",
+            "b_rescue",
+            "b_final",
+            "bm25_b",
+        ):
+            p[name] = check_positive(p[name], name, strict=False)
+        for name in ("beta", "bm25_weight", "bm25_rescue_weight"):
+            v = p[name]
+            if isinstance(v, bool) or not isinstance(v, int | float | np.floating | np.integer):
+                raise TypeError(f"{name} must be a real number")
+            if not np.isfinite(v):
+                raise ValueError(f"{name} must be finite")
+            p[name] = float(v)
+        if p["semantic_neighbours"] not in ("strongest", "lowest_term_id"):
+            raise ValueError(
+                f"semantic_neighbours must be 'strongest' or 'lowest_term_id', got {p['semantic_neighbours']!r}"
+            )
+        if p["rescue_mode"] not in ("auto", "scan", "postings"):
+            raise ValueError(f"rescue_mode must be 'auto', 'scan' or 'postings', got {p['rescue_mode']!r}")
+        if p["reliability_mean"] not in ("distinct", "occurrence"):
+            raise ValueError(f"reliability_mean must be 'distinct' or 'occurrence', got {p['reliability_mean']!r}")
+        for name in ("reliability_float16", "ppmi_include_self", "tail_gate"):
+            p[name] = check_bool(p[name], name)
+        if p["tail_gate"] and p["gate_min"] == 0 and p["gate_mult"] == 0:
+            raise ValueError(
+                "tail_gate with gate_min = 0 and gate_mult = 0 keeps no routed document "
+                "(every query would return nothing); raise gate_min or gate_mult"
+            )
+        for name in ("b_rescue", "b_final", "bm25_b"):
+            if p[name] > 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {p[name]}")
+        return p
+
+    def set_params(self, **params) -> SparseGeometricRetriever:
+        """Change query-path parameters without rebuilding (build parameters need fit)."""
+        bad = [k for k in params if k in _BUILD_PARAMS and params[k] != self.params[k]]
+        if bad and self._fitted:
+            raise ValueError(f"parameter(s) {bad} change the index; call fit again")
+        p = dict(self.params)
+        unknown = set(params) - set(p)
+        if unknown:
+            raise TypeError(f"unknown SparseGeometricRetriever parameter(s): {sorted(unknown)}")
+        p.update(params)
+        p = self._check_params(p)
+        # the semantic neighbour lists depend on these two only: rebuilding them on every
+        # call made a query-parameter change cost ~0.5 s on a 20k-document index
+        remake = any(p[k] != self.params[k] for k in ("semantic_neighbours", "semantic_k"))
+        self.params = p
+        self._pa_cache = {}
+        if self._fitted and remake:
+            self._make_semantic()
+        return self
+
+    # ------------------------------------------------------------------ build
+    def fit(self, texts, ids=None, n_threads: int | None = None) -> SparseGeometricRetriever:
+        """Build the index from document texts (``title + " " + text`` is the caller's join).
+
+        Parameters
+        ----------
+        texts : list of str or scipy.sparse matrix
+            Documents; empty strings are allowed (they are never retrieved).  A sparse
+            (N, V) matrix is read as raw term counts (columns = term ids; ``dl`` = row
+            sums); such an index is queried with :meth:`search_counts`.
+        ids : list of str, optional
+            Document ids; duplicates raise ``ValueError`` naming the id.
+        n_threads : int, optional
+            Numba threads for the build kernels.
+
+        Raises
+        ------
+        TypeError
+            ``texts`` is not a sequence of strings.
+        ValueError
+            Duplicate ``ids``, length mismatch, or no token in the whole corpus.
+        """
+        import scipy.sparse as sp
+        from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+        if sp.issparse(texts):
+            return self._fit_counts(texts, ids, n_threads)
+        if isinstance(texts, str) or not hasattr(texts, "__len__"):
+            raise TypeError("texts must be a list of strings")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+        if len(texts) == 0:
+            raise ValueError("texts must not be empty")
+        ids = self._check_ids(ids, len(texts))
+        p = self.params
+        cv = CountVectorizer(
+            lowercase=True, token_pattern=TOKEN_PATTERN, max_features=p["max_features"], dtype=np.float32
+        )
+        try:
+            counts = cv.fit_transform(texts)
+        except ValueError as exc:  # empty vocabulary
+            raise ValueError(f"texts: no token matches {TOKEN_PATTERN!r} in the corpus ({exc})") from exc
+        tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
+        X = tr.fit_transform(counts).tocsr().astype(np.float32)
+        X.sort_indices()
+        counts = counts.tocsr()
+        counts.sort_indices()
+        analyzer = cv.build_analyzer()
+        dl = np.array([len(analyzer(t)) for t in texts], dtype=np.float64)
+        vocab = cv.get_feature_names_out()
+        self.vocabulary_ = {t: i for i, t in enumerate(vocab)}
+        self.terms_ = list(vocab)
+        self.ids_ = ids
+        self._build(X, counts, dl, np.asarray(tr.idf_, np.float64), n_threads)
+        return self
+
+    def _check_ids(self, ids, n):
+        if ids is None:
+            return None
+        ids = [str(x) for x in ids]
+        if len(ids) != n:
+            raise ValueError(f"ids and texts must have the same length, got {len(ids)} and {n}")
+        seen = set()
+        for x in ids:
+            if x in seen:
+                raise ValueError(f"ids: duplicate document id {x!r}")
+            seen.add(x)
+        return ids
+
+    def _fit_counts(self, counts, ids, n_threads) -> SparseGeometricRetriever:
+        """Build from a raw term-count matrix (smooth idf, raw tf, L2; SPEC B.2)."""
+        from sklearn.feature_extraction.text import TfidfTransformer
+
+        from jkofast._validation import as_csr
+
+        ip_, ix_, dt_, shape = as_csr(counts, "texts", dtype=np.float32)
+        if dt_.size and (dt_.min() < 0):
+            raise ValueError("texts: term counts must be non-negative")
+        import scipy.sparse as sp
+
+        C = sp.csr_matrix((dt_, ix_, ip_), shape=shape)
+        C.eliminate_zeros()
+        if C.nnz == 0:
+            raise ValueError("texts: the count matrix has no non-zero entry")
+        self.ids_ = self._check_ids(ids, shape[0])
+        tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
+        X = tr.fit_transform(C).tocsr().astype(np.float32)
+        X.sort_indices()
+        dl = np.asarray(C.sum(axis=1), np.float64).ravel()
+        self.vocabulary_ = None
+        self.terms_ = None
+        self._build(X, C, dl, np.asarray(tr.idf_, np.float64), n_threads)
+        return self
+
+    def search_counts(self, q_counts, k: int = 10, n_threads: int | None = None):
+        """:meth:`search` for queries given as a sparse (nq, V) raw term-count matrix."""
+        self._check_fitted()
+        k = check_int(k, "k", min_value=1)
+        from jkofast._validation import as_csr
+
+        ip_, ix_, dt_, shape = as_csr(q_counts, "q_counts", dtype=np.float32)
+        if shape[1] != self.n_terms_:
+            raise ValueError(f"q_counts must have {self.n_terms_} columns, got {shape[1]}")
+        if dt_.size and dt_.min() < 0:  # were dropped silently (fit refuses them)
+            raise ValueError("q_counts: term counts must be non-negative")
+        resolve_threads(n_threads)
+        self._check_width(k, shape[0], "k")
+        with np.errstate(over="ignore"):
+            v = dt_ * self._idf32[ix_]
+        if not np.isfinite(v).all():  # tf x idf overflowed float32: NaN weights reached the kernel
+            raise ValueError("q_counts: counts too large for float32 tf-idf weights (overflow); rescale the rows")
+        rows = np.repeat(np.arange(shape[0]), np.diff(ip_))
+        nrm = np.sqrt(np.bincount(rows, weights=v.astype(np.float64) ** 2, minlength=shape[0]))
+        keep = v > 0
+        v = (v / np.where(nrm[rows] > 0, nrm[rows], 1).astype(np.float32)).astype(np.float32)
+        cnt = np.bincount(rows[keep], minlength=shape[0])
+        qi = np.zeros(shape[0] + 1, np.int64)
+        np.cumsum(cnt, out=qi[1:])
+        return self._search_arrays(qi, ix_[keep].astype(np.int32), v[keep], shape[0], k, n_threads)
+
+    def _build(self, X, counts, dl, idf, n_threads) -> None:
+        import scipy.sparse as sp
+
+        p = self.params
+        N, V = X.shape
+        x_indptr = X.indptr.astype(np.int64)
+        x_idx = X.indices.astype(np.int32)
+        x_data = X.data.astype(np.float32)
+        F, B, S, L = p["n_memberships"], p["centre_size"], p["code_size"], p["cooc_top"]
+        with numba_threads(n_threads) as nt:
+            n_chunks = max(1, 4 * nt)
+            # B.3 memberships
+            tf_terms = np.full((N, F), -1, np.int32)
+            tf_vals = np.zeros((N, F), np.float32)
+            tf_cnt = np.zeros(N, np.int64)
+            _b.top_terms_per_row(x_indptr, x_idx, x_data, F, tf_terms, tf_vals, tf_cnt)
+            valid = np.arange(F)[None, :] < tf_cnt[:, None]
+            tot = np.where(valid, tf_vals.astype(np.float64), 0.0).sum(axis=1)
+            mvals = np.where(valid, tf_vals / np.where(tot > 0, tot, 1.0)[:, None], 0.0)
+            mem_doc = np.repeat(np.arange(N, dtype=np.int32), tf_cnt)
+            mem_branch = tf_terms[valid].astype(np.int32)
+            mem_m = mvals[valid].astype(np.float32)
+            order = np.argsort(mem_branch, kind="stable")
+            b_indptr = np.zeros(V + 1, np.int64)
+            np.cumsum(np.bincount(mem_branch, minlength=V), out=b_indptr[1:])
+            b_mem = order.astype(np.int64)
+            # centres
+            ct = np.zeros((V, B), np.int32)
+            cvv = np.zeros((V, B), np.float32)
+            cc = np.zeros(V, np.int64)
+            _b.branch_centres(b_indptr, b_mem, mem_doc, mem_m, x_indptr, x_idx, x_data, V, B, n_chunks, ct, cvv, cc)
+            c_indptr, c_terms, c_vals = _compact(ct, cvv, cc)
+            crow = np.repeat(np.arange(V), np.diff(c_indptr))
+            c_norm = np.sqrt(np.bincount(crow, weights=c_vals.astype(np.float64) ** 2, minlength=V))
+            # B.4 codes and reliability
+            M = mem_doc.shape[0]
+            code_term = np.full((M, S), -1, np.int32)
+            code_sign = np.zeros((M, S), np.int8)
+            code_cval = np.zeros((M, S), np.float32)
+            code_count = np.zeros(M, np.int32)
+            _b.encode_codes(
+                mem_doc,
+                mem_branch,
+                x_indptr,
+                x_idx,
+                x_data,
+                c_indptr,
+                c_terms,
+                c_vals,
+                S,
+                code_term,
+                code_sign,
+                code_cval,
+                code_count,
+            )
+            gvar = np.zeros(V, np.float64)
+            _b.global_sign_variance(code_term, code_sign, code_count, V, gvar)
+            w = np.zeros((M, S), np.float64)
+            _b.reliability_weights(
+                b_indptr,
+                b_mem,
+                code_term,
+                code_sign,
+                code_count,
+                gvar,
+                p["tau"],
+                p["beta"],
+                p["reliability_mean"] == "occurrence",
+                V,
+                n_chunks,
+                w,
+            )
+            code_w = (w.astype(np.float16) if p["reliability_float16"] else w).astype(np.float32)
+            # B.5 graphs
+            tm_terms = np.full((N, L), -1, np.int32)
+            tm_vals = np.zeros((N, L), np.float32)
+            tm_cnt = np.zeros(N, np.int64)
+            _b.top_terms_per_row(x_indptr, x_idx, x_data, L, tm_terms, tm_vals, tm_cnt)
+            tvalid = np.arange(L)[None, :] < tm_cnt[:, None]
+            flat_t = tm_terms[tvalid]
+            tt_docs = np.repeat(np.arange(N, dtype=np.int64), tm_cnt)[np.argsort(flat_t, kind="stable")]
+            tt_indptr = np.zeros(V + 1, np.int64)
+            np.cumsum(np.bincount(flat_t, minlength=V), out=tt_indptr[1:])
+            K = p["assoc_k"]
+            an = np.zeros((V, K), np.int32)
+            av = np.zeros((V, K), np.float64)
+            ac = np.zeros(V, np.int64)
+            _b.ppmi_graph(
+                tt_indptr,
+                tt_docs,
+                tm_terms,
+                tm_cnt,
+                float(N),
+                V,
+                K,
+                p["ppmi_damping"],
+                p["ppmi_include_self"],
+                n_chunks,
+                an,
+                av,
+                ac,
+            )
+            a_indptr, a_idx, a_val64 = _compact(an, av, ac)
+            A = sp.csr_matrix((a_val64, a_idx, a_indptr), shape=(V, V))
+            norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
+            An = sp.csr_matrix(sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1), 0.0)) @ A)
+            An.sort_indices()
+            AnT = An.T.tocsr()
+            AnT.sort_indices()
+            KG = p["route_k"]
+            gn = np.zeros((V, KG), np.int32)
+            gv = np.zeros((V, KG), np.float64)
+            gc = np.zeros(V, np.int64)
+            _b.second_order_graph(
+                An.indptr.astype(np.int64),
+                An.indices.astype(np.int32),
+                An.data.astype(np.float64),
+                AnT.indptr.astype(np.int64),
+                AnT.indices.astype(np.int32),
+                AnT.data.astype(np.float64),
+                V,
+                KG,
+                n_chunks,
+                gn,
+                gv,
+                gc,
+            )
+            g_indptr, g_idx, g_val = _compact(gn, gv, gc)
+        # lexical side
+        t = counts.tocsc()
+        t.sort_indices()
+        df = np.diff(t.indptr).astype(np.float64)
+        ix = {
+            "idf": idf,
+            "dl": dl,
+            "s_indptr": x_indptr,
+            "s_idx": x_idx,
+            "mem_doc": mem_doc,
+            "mem_branch": mem_branch,
+            "mem_m": mem_m,
+            "b_indptr": b_indptr,
+            "b_mem": b_mem,
+            "c_indptr": c_indptr,
+            "c_terms": c_terms,
+            "c_vals": c_vals.astype(np.float32),
+            "c_norm": c_norm,
+            "code_term": code_term,
+            "code_sign": code_sign,
+            "code_cval": code_cval,
+            "code_w": code_w,
+            "code_count": code_count,
+            "a_indptr": a_indptr,
+            "a_idx": a_idx,
+            "a_val": a_val64.astype(np.float32),
+            "g_indptr": g_indptr,
+            "g_idx": g_idx,
+            "g_val": g_val.astype(np.float32),
+            "t_indptr": t.indptr.astype(np.int64),
+            "t_docs": t.indices.astype(np.int32),
+            "t_tf": t.data.astype(np.float32),
+            "bm25_idf": np.log1p((N - df + 0.5) / (df + 0.5)),
+            "x_data": x_data,
+        }
+        self._ix = ix
+        self._scratch = None
+        self._idf32 = idf.astype(np.float32)
+        self.n_docs_, self.n_terms_ = N, V
+        self._make_semantic()
+        self._make_query_layout()
+        self._fitted = True
+
+    def _make_semantic(self) -> None:
+        """Per-term semantic neighbour lists (``semantic_k`` of each A row)."""
+        ix, p = self._ix, self.params
+        indptr, idx, val = ix["a_indptr"], ix["a_idx"], ix["a_val"]
+        V = indptr.shape[0] - 1
+        rows = np.repeat(np.arange(V), np.diff(indptr))
+        if p["semantic_neighbours"] == "lowest_term_id":
+            rank = np.arange(idx.shape[0]) - indptr[rows]
+            keep = rank < p["semantic_k"]
+            sel = np.flatnonzero(keep)
+        else:
+            order = np.lexsort((idx, -val.astype(np.float64), rows))
+            rank = np.arange(order.shape[0]) - indptr[rows[order]]
+            sel = np.sort(order[rank < p["semantic_k"]])  # back to (row, term id) order
+        cnt = np.bincount(rows[sel], minlength=V)
+        sem_indptr = np.zeros(V + 1, np.int64)
+        np.cumsum(cnt, out=sem_indptr[1:])
+        ix["sem_indptr"] = sem_indptr
+        ix["sem_idx"] = idx[sel].astype(np.int32)
+        ix["sem_val"] = val[sel].astype(np.float32)
+
+    def _make_query_layout(self) -> None:
+        """Query-path layout, derived at fit and load: memberships (and their codes) in
+        branch-major order, so that a routed branch's memberships are contiguous (the
+        local-score stage then streams them; ``b_mem`` becomes the identity); document
+        bitsets of the frequent terms (not saved); the binary support as uint16 when
+        V <= 65,535.
+
+        Bitsets: a term gets a row of ``ceil(N / 64)`` int64 words when ``32·df >= N``, i.e. when
+        the bitset is no larger than its int32 postings, so the extra memory is bounded
+        by the postings.  The query path tests a routed or pool document against such a
+        term in O(1) instead of streaming its postings (SciFact: 693 of 35,899 terms).
+        """
+        self._pa_cache = {}
+        ix = self._ix
+        order = ix["b_mem"]
+        if not np.array_equal(order, np.arange(order.shape[0])):
+            for key in (
+                "mem_doc",
+                "mem_branch",
+                "mem_m",
+                "code_term",
+                "code_sign",
+                "code_cval",
+                "code_w",
+                "code_count",
+            ):
+                ix[key] = np.ascontiguousarray(ix[key][order])
+            ix["b_mem"] = np.arange(order.shape[0], dtype=np.int64)
+        t_indptr = ix["t_indptr"]
+        N = int(ix["dl"].shape[0])
+        df = np.diff(t_indptr)
+        freq = (df > 0) & (32 * df >= N)
+        tb_row = np.full(df.shape[0], -1, np.int64)
+        tb_row[freq] = np.arange(int(freq.sum()))
+        bits = np.zeros((max(int(freq.sum()), 1), (N + 63) // 64), np.int64)
+        _b.term_doc_bitsets(t_indptr, ix["t_docs"], tb_row, bits)
+        ix["tb_row"] = tb_row
+        ix["tb_bits"] = bits
+        dl = ix["dl"]
+        self._avgdl = float(dl.mean()) if dl.size and dl.mean() > 0 else 1.0  # per call before
+        self._make_vocab_table()
+        # binary support as uint16 term ids when V allows (the default cap is 50,000):
+        # half the bytes to stream when the pool's supports are scanned
+        if ix["s_idx"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
+            ix["s_idx"] = ix["s_idx"].astype(np.uint16)
+        # code term ids likewise (padding past code_count becomes 65,535; never read)
+        if ix["code_term"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
+            ix["code_term"] = ix["code_term"].astype(np.uint16)
+
+    def _make_vocab_table(self) -> None:
+        """The query-analysis kernel's vocabulary: the terms' code points (UTF-32) with
+        offsets, and an open-addressing hash table over them (``kernels/tokenize.py``).
+        ``None`` for an index built from counts (no vocabulary)."""
+        self._qtable = None
+        voc = getattr(self, "vocabulary_", None)
+        if voc is None:
+            return
+        V = len(voc)
+        terms: list = [None] * V
+        for t, i in voc.items():
+            if not 0 <= i < V or terms[i] is not None:
+                return  # not 0..V-1 (never from fit or a checked load): the regex path
+            terms[i] = t
+        lens = np.fromiter(map(len, terms), np.int64, V)
+        voc_off = np.zeros(V + 1, np.int64)
+        np.cumsum(lens, out=voc_off[1:])
+        voc_cp = np.frombuffer("".join(terms).encode("utf-32-le", "surrogatepass"), np.uint32).copy()
+        table = np.full(1 << max(4, (2 * V).bit_length()), -1, np.int32)
+        _tok.build_vocab_table(voc_off, voc_cp, table)
+        self._qtable = (table, voc_off, voc_cp)
+
+    # ------------------------------------------------------------------ query
+    doc_sep = " "  # the title/text separator of the published method (jkofast.sparse.retriever)
+
+    @property
+    def n_docs(self) -> int:
+        """Number of indexed documents (the registry's common attribute)."""
+        self._check_fitted()
+        return self.n_docs_
+
+    def _check_width(self, width: int, nq: int, name: str) -> None:
+        """Refuse a padded output that cannot hold information and cannot be allocated: ranks
+        beyond the corpus are padding, and ``k = 10**12`` failed with a 7 TiB MemoryError."""
+        if width > self.n_docs_ and nq * width > _MAX_PADDED_SLOTS:
+            raise ValueError(
+                f"{name}={width} exceeds the corpus ({self.n_docs_} documents): the padded "
+                f"({nq}, {width}) output would hold {nq * width:,} slots; use {name} <= {self.n_docs_}"
+            )
+
+    def _check_fitted(self):
+        if not self._fitted:
+            raise RuntimeError("SparseGeometricRetriever is not fitted; call fit() or load()")
+
+    def transform_queries(self, query_texts, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Query TF-IDF rows as CSR arrays ``(indptr int64, terms int32, vals float32)``.
+
+        Raw term counts × idf, L2-normalised; terms sorted and unique per row; unknown
+        tokens are dropped (a query without known terms is an empty row).  Tokens are
+        those of ``TOKEN_PATTERN`` on ``str.lower()`` of each query.  The analysis runs in a
+        parallel kernel (``n_threads``); the per-query regex path gives the same rows.
+        """
+        self._check_fitted()
+        if self.vocabulary_ is None:
+            raise ValueError("this index was built from a count matrix; query it with search_counts")
+        if isinstance(query_texts, str) or not hasattr(query_texts, "__len__"):
+            raise TypeError("query_texts must be a list of strings")
+        out = self._analyse_batch(query_texts, n_threads)
+        return out if out is not None else self._transform_each(query_texts)
+
+    def _transform_each(self, query_texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The per-query regex path (reference, and the fallback that names a non-str item)."""
+        idf = self._idf32
+        nq = len(query_texts)
+        indptr, qt, vals = self._term_counts_each(query_texts)
+        # raw tf × idf in float32, L2-normalised per row (sklearn TfidfTransformer order)
+        v = np.asarray(vals, np.float32) * idf[qt]
+        if v.size:
+            rows = np.repeat(np.arange(nq), np.diff(indptr))
+            nrm = np.sqrt(np.bincount(rows, weights=v.astype(np.float64) ** 2, minlength=nq))
+            v = (v / nrm[rows].astype(np.float32)).astype(np.float32)
+        return indptr, qt, v.astype(np.float32)
+
+    def _term_counts_each(self, query_texts):
+        """Per-query analysis: ``(indptr, sorted unique term ids int32, counts)``."""
+        get = self.vocabulary_.get
+        findall = _TOKEN_RE.findall
+        nq = len(query_texts)
+        indptr = np.zeros(nq + 1, np.int64)
+        terms: list[int] = []
+        vals: list[int] = []
+        for i, q in enumerate(query_texts):
+            if not isinstance(q, str):
+                raise TypeError(f"query_texts[{i}] must be str, got {type(q).__name__}")
+            cnt: dict[int, int] = {}
+            for w in findall(q.lower()):
+                t = get(w)
+                if t is not None:
+                    cnt[t] = cnt.get(t, 0) + 1
+            ts = sorted(cnt)
+            terms.extend(ts)
+            vals.extend([cnt[t] for t in ts])
+            indptr[i + 1] = len(terms)
+        return indptr, np.asarray(terms, np.int32), np.asarray(vals, np.int64)
+
+    def _analyse_batch(self, query_texts, n_threads=None):
+        """Query TF-IDF rows from the analysis kernel (``kernels/tokenize.py``), or ``None``
+        (no vocabulary table, or a non-str item: the per-query path then names it).
+
+        Each query is lowercased on its own (``str.lower`` of the whole batch when it is
+        ASCII, where lowering has no context), the batch is joined with spaces and encoded
+        as UTF-32 code points; tokens, lookup, counts and TF-IDF run in a ``prange`` kernel.
+        Same rows, bit for bit, as the per-query regex path (tested).
+        """
+        if self._qtable is None:
+            return None
+        try:
+            joined = " ".join(query_texts)
+        except TypeError:
+            return None
+        nq = len(query_texts)
+        if joined.isascii():
+            low = joined.lower() + " "
+            lens = np.fromiter(map(len, query_texts), np.int64, nq)
+            wtab = _WTAB_ASCII
+        else:
+            lows = [q.lower() for q in query_texts]
+            low = " ".join(lows) + " "
+            lens = np.fromiter(map(len, lows), np.int64, nq)
+            wtab = _word_table_all()
+        cp = np.frombuffer(low.encode("utf-32-le", "surrogatepass"), np.uint32)
+        q_off = np.zeros(nq + 1, np.int64)
+        np.cumsum(lens + 1, out=q_off[1:])
+        table, voc_off, voc_cp = self._qtable
+        # one thread below ~64 queries: the analysis takes ~1 µs per query, a parallel
+        # launch more than that
+        if nq < 64 or n_threads == 1:
+            return _tok.analyse_rows(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32)
+        with numba_threads(n_threads) as nt:
+            return _tok.analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32, max(1, min(nq, nt)))
+
+    def _param_arrays(self, pool_size: int, q_indptr=None):
+        """Parameter vectors of the batch kernel.  Count parameters are capped where a larger
+        value cannot change a result (a pool holds at most N documents, at most V terms are
+        routed, diversity reaches at most the pool): the kernel sizes its workspace by them, so
+        an uncapped ``n_eligible = 10**6`` asked for a 10**12-slot buffer inside the kernel
+        (SystemError) and ``gate_mult * P`` could overflow int64."""
+        p = self.params
+        N, V = self.n_docs_, self.n_terms_
+        P = min(int(pool_size), N)
+        max_q = int(np.diff(q_indptr).max()) if q_indptr is not None and q_indptr.shape[0] > 1 else V
+        budget = min(p["route_budget"], V)
+        n_routed = min(V, max_q + budget)  # the routed branches of one query
+        # the same vectors for the same parameters (copies: callers may write into them)
+        key = (P, n_routed, _q.N_FP, _q.N_IP)
+        hit = self._pa_cache.get(key)
+        if hit is not None:
+            return hit[0].copy(), hit[1].copy()
+        fp = np.zeros(_q.N_FP, np.float64)
+        fp[_q.F_ALPHA] = p["alpha"]
+        fp[_q.F_GAMMA] = p["gamma"]
+        fp[_q.F_LAM_M] = p["lam_m"]
+        fp[_q.F_B_RESCUE] = p["b_rescue"]
+        fp[_q.F_ETA] = p["eta"]
+        fp[_q.F_B_FINAL] = p["b_final"]
+        fp[_q.F_COORD] = p["coord_exp"]
+        fp[_q.F_W_TAIL] = p["w_tail"]
+        fp[_q.F_W_LEX] = p["w_lex"]
+        fp[_q.F_W_SEM] = p["w_sem"]
+        fp[_q.F_W_RARE] = p["w_rare"]
+        fp[_q.F_LAM_D] = p["lam_d"]
+        fp[_q.F_AVGDL] = self._avgdl
+        fp[_q.F_BM25_K1] = p["bm25_k1"]
+        fp[_q.F_BM25_B] = p["bm25_b"]
+        fp[_q.F_W_BM25] = p["bm25_weight"]
+        fp[_q.F_W_BM25_RESCUE] = p["bm25_rescue_weight"]
+        ip = np.zeros(_q.N_IP, np.int64)
+        ip[_q.I_BUDGET] = budget
+        ip[_q.I_POOL] = P
+        ip[_q.I_N_RARE] = min(p["n_rare"], V)
+        ip[_q.I_N_ELIG] = min(p["n_eligible"], n_routed)
+        ip[_q.I_TOP_H] = min(p["top_h"], P)
+        ip[_q.I_N_DIV] = min(p["n_diverse"], P)
+        ip[_q.I_GATE] = int(p["tail_gate"])
+        ip[_q.I_GATE_MIN] = min(p["gate_min"], N)
+        ip[_q.I_GATE_MULT] = min(p["gate_mult"], N)
+        ip[_q.I_BM25_CANDS] = min(p["bm25_candidates"], N)
+        ip[_q.I_F] = p["n_memberships"]
+        ip[_q.I_RESCUE_MODE] = ("auto", "scan", "postings").index(p["rescue_mode"])
+        if len(self._pa_cache) > 64:
+            self._pa_cache.clear()
+        self._pa_cache[key] = (fp.copy(), ip.copy())
+        return fp, ip
+
+    def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads, n_out=None):
+        """Run the batch kernel; outputs hold the first ``n_out`` (default P) ranks."""
+        ix = self._ix
+        nq = q_indptr.shape[0] - 1
+        P = pool_size
+        n_out = P if n_out is None else n_out
+        fp, ip = self._param_arrays(P, q_indptr)
+        out_doc = np.full((nq, n_out), -1, np.int64)
+        out_comp = np.full((nq, len(COMPONENTS), n_out), np.nan, np.float64)
+        out_n = np.zeros(nq, np.int64)
+        out_info = np.zeros((nq, 3), np.int64)
+        out_status = np.zeros(nq, np.int32)
+        n_chunks = max(1, min(nq, resolve_threads(n_threads)))
+        with self._lock:
+            sc = self._get_scratch(n_chunks)
+            gen_base = self._gen
+            self._gen += nq
+            args = (
+                q_indptr,
+                q_terms,
+                q_vals,
+                fp,
+                ip,
+                ix["g_indptr"],
+                ix["g_idx"],
+                ix["g_val"],
+                ix["b_indptr"],
+                ix["b_mem"],
+                ix["mem_doc"],
+                ix["mem_m"],
+                ix["code_term"],
+                ix["code_sign"],
+                ix["code_cval"],
+                ix["code_w"],
+                ix["code_count"],
+                ix["s_indptr"],
+                ix["s_idx"],
+                ix["idf"],
+                ix["dl"],
+                ix["sem_indptr"],
+                ix["sem_idx"],
+                ix["sem_val"],
+                ix["c_indptr"],
+                ix["c_terms"],
+                ix["c_vals"],
+                ix["c_norm"],
+                ix["t_indptr"],
+                ix["t_docs"],
+                ix["t_tf"],
+                ix["bm25_idf"],
+                ix["tb_row"],
+                ix["tb_bits"],
+                n_chunks,
+                gen_base,
+                *sc,
+                out_doc,
+                out_comp,
+                out_n,
+                out_info,
+                out_status,
+            )
+            if n_chunks == 1:
+                # one chunk (one query, or one thread): the same code on the calling thread,
+                # no parallel launch and no thread-mask change (together ~10 µs per call)
+                _q.sgr_query_serial(*args)
+            else:
+                with numba_threads(n_threads):
+                    _q.sgr_query_batch(*args)
+        return out_doc, out_comp, out_n, out_info, out_status
+
+    def _get_scratch(self, n_chunks: int):
+        """Per-chunk query scratch, allocated once and reused across calls (SPEC B.12: no
+        dense per-query zeroing).  Stamps start at -1; marks must stay all zero."""
+        sc = getattr(self, "_scratch", None)
+        if sc is None or sc[0].shape[0] < n_chunks:
+            import numba
+
+            m = max(n_chunks, int(numba.config.NUMBA_NUM_THREADS))
+            V, N, F = self.n_terms_, self.n_docs_, self.params["n_memberships"]
+            sc = (
+                np.full((m, 2, V), -1, np.int64),
+                np.zeros((m, 3, V)),
+                np.zeros((m, V), np.uint8),
+                np.full((m, N, 2), -1, np.int64),
+                np.full((m, 4, N), -1, np.int64),
+                np.zeros((m, 11, N)),
+                np.zeros((m, N, F), np.int64),
+                np.zeros((m, N, F)),
+                np.zeros((m, V), np.uint16),
+            )
+            self._scratch = sc
+            self._gen = 0
+        return sc
+
+    def search(self, query_texts, k: int = 10, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` documents per query (text in, ranked corpus rows out).
+
+        Parameters
+        ----------
+        query_texts : list of str
+        k : int
+            Results per query; at most ``pool_size`` are non-padding.
+        n_threads : int, optional
+            Numba threads (prange over query chunks); results do not depend on it.
+
+        Returns
+        -------
+        indices : int64 ndarray (nq, k)
+            Corpus row positions in rank order, padded with -1 (empty query, no routed
+            document, or fewer than k in the pool).
+        scores : float32 ndarray (nq, k)
+            The relevance (SPEC B.9) of each returned document, padded with -inf, capped
+            to be strictly decreasing in rank: ranks 2-10 follow the diversity order, and
+            the cap keeps that order for tools that re-sort by score.  The raw relevance
+            is in :meth:`pool`.
+        """
+        k = check_int(k, "k", min_value=1)
+        resolve_threads(n_threads)
+        qi, qt, qv = self.transform_queries(query_texts, n_threads)
+        self._check_width(k, len(query_texts), "k")
+        return self._search_arrays(qi, qt, qv, len(query_texts), k, n_threads)
+
+    def _search_arrays(self, qi, qt, qv, nq, k, n_threads):
+        P = self.params["pool_size"]
+        kk = min(k, P)
+        # only the first k ranks leave the kernel (diversity reorders ranks 2..10 only)
+        out_doc, out_comp, _, _, _ = self._run(qi, qt, qv, P, n_threads, n_out=kk)
+        idx = np.full((nq, k), -1, np.int64)
+        sc = np.full((nq, k), -np.inf, np.float32)
+        idx[:, :kk] = out_doc
+        # make scores non-increasing in rank so tools that re-sort by score (trec_eval,
+        # pytrec_eval) keep the diversified order: cap each at just below its predecessor
+        _q.cap_scores_desc(out_doc, out_comp, sc)
+        return idx, sc
+
+    def pool(self, query_texts, P: int | None = None, n_threads: int | None = None) -> SGRPool:
+        """Top-``P`` pool per query with its component scores (candidate generator / energy).
+
+        Returns an :class:`SGRPool`; rows are in final rank order (diversity on ranks 2-10).
+        """
+        P = self.params["pool_size"] if P is None else check_int(P, "P", min_value=1)
+        resolve_threads(n_threads)
+        qi, qt, qv = self.transform_queries(query_texts, n_threads)
+        self._check_width(P, len(query_texts), "P")
+        out_doc, out_comp, out_n, info, st = self._run(qi, qt, qv, P, n_threads)
+        comps = {name: out_comp[:, c, :] for c, name in enumerate(COMPONENTS)}
+        return SGRPool(
+            doc=out_doc, n=out_n, n_routed_docs=info[:, 0].copy(), n_routed_terms=info[:, 1].copy(), status=st, **comps
+        )
+
+    # ------------------------------------------------------------------ storage
+    def index_nbytes(self, query_path_only: bool = True) -> int:
+        """Bytes of the index arrays (``query_path_only`` excludes build-only data), plus the
+        query-analysis vocabulary table (hash slots, term code points and offsets; derived
+        at fit and load, not saved).  The Python ``vocabulary_`` dict is not counted."""
+        self._check_fitted()
+        skip = {"x_data", "a_indptr", "a_idx", "a_val", "mem_branch"} if query_path_only else set()
+        n = sum(v.nbytes for k, v in self._ix.items() if k not in skip)
+        if self._qtable is not None:
+            n += sum(a.nbytes for a in self._qtable)
+        return int(n)
+
+    def save(self, path: str) -> None:
+        """Write the index to directory ``path`` (``index.npz`` + ``meta.json``)."""
+        self._check_fitted()
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise ValueError(f"path {path!r} exists and is not a directory")
+        os.makedirs(path, exist_ok=True)
+        np.savez(
+            os.path.join(path, "index.npz"), **{k: v for k, v in self._ix.items() if not k.startswith(("sem_", "tb_"))}
+        )
+        meta = {"params": self.params, "terms": self.terms_, "ids": self.ids_, "n_docs": self.n_docs_, "format": 1}
+        with open(os.path.join(path, "meta.json"), "w", encoding="utf-8") as f:
+            json.dump(meta, f)
+
+    @classmethod
+    def load(cls, path: str) -> SparseGeometricRetriever:
+        """Read an index written by :meth:`save`.
+
+        Raises
+        ------
+        ValueError
+            ``path`` is not such an index (no ``meta.json``: e.g. a ``jkofast.sparse.index`` folder),
+            or its files are corrupted or inconsistent (unreadable JSON/npz, missing arrays,
+            ids out of range, lengths that disagree): the query kernels trust these arrays,
+            so a bad one is refused here, naming the file and the array.
+        """
+        path = os.fspath(path)
+        mpath = os.path.join(path, "meta.json")
+        zpath = os.path.join(path, "index.npz")
+        if not os.path.isfile(mpath):
+            raise ValueError(f"{path}: not a SparseGeometricRetriever index (meta.json missing)")
+        try:
+            with open(mpath, encoding="utf-8") as f:
+                meta = json.load(f)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{mpath}: not a readable index description ({exc})") from None
+        _check_meta(meta, mpath)
+        try:
+            self = cls(**meta["params"])
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{mpath}: params: {exc}") from None
+        if not os.path.isfile(zpath):
+            raise ValueError(f"{path}: index.npz missing")
+        try:
+            with np.load(zpath, allow_pickle=False) as z:
+                ix = {k: z[k] for k in z.files}
+        except Exception as exc:  # BadZipFile, truncated member, pickled object arrays
+            raise ValueError(f"{zpath}: unreadable ({type(exc).__name__}: {exc})") from None
+        _check_index_arrays(ix, meta, self.params, zpath)
+        self._ix = ix
+        terms = meta["terms"]
+        self.terms_ = None if terms is None else list(terms)
+        self.vocabulary_ = None if terms is None else {t: i for i, t in enumerate(self.terms_)}
+        self.ids_ = meta["ids"]
+        self.n_docs_ = int(meta["n_docs"])
+        self.n_terms_ = int(self._ix["idf"].shape[0])
+        self._scratch = None
+        self._idf32 = self._ix["idf"].astype(np.float32)
+        self._make_semantic()
+        self._make_query_layout()
+        self._fitted = True
+        return self
+
+
+def _check_meta(meta, mpath: str) -> None:
+    """``meta.json`` of :meth:`SparseGeometricRetriever.save` (format 1)."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
+    missing = [k for k in ("params", "terms", "ids", "n_docs", "format") if k not in meta]
+    if missing:
+        raise ValueError(f"{mpath}: missing key(s) {missing}")
+    if meta["format"] != 1:
+        raise ValueError(f"{mpath}: format {meta['format']!r} is not supported (this version reads format 1)")
+    if not isinstance(meta["params"], dict):
+        raise ValueError(f"{mpath}: params must be an object")
+    n = meta["n_docs"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{mpath}: n_docs must be a positive integer, got {n!r}")
+    for key, size in (("terms", None), ("ids", n)):
+        v = meta[key]
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ValueError(f"{mpath}: {key} must be a list of strings or null")
+        if size is not None and len(v) != size:
+            raise ValueError(f"{mpath}: {key} has {len(v)} entries for n_docs = {size}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"{mpath}: {key} holds duplicates")
+
+
+def _check_index_arrays(ix: dict, meta: dict, params: dict, zpath: str) -> None:
+    """Every array the query path reads: present, numeric, finite, of consistent lengths, CSR
+    pointers monotone, ids inside their tables (the kernels index with them unchecked)."""
+    need = [k for k in _INDEX_ARRAYS if not k.startswith("sem_")]
+    missing = [k for k in need if k not in ix]
+    if missing:
+        raise ValueError(f"{zpath}: missing array(s) {missing}")
+
+    def bad(name, what):
+        return ValueError(f"{zpath}: {name} {what}")
+
+    for k in need:
+        a = ix[k]
+        if a.dtype.kind not in "iuf":
+            raise bad(k, f"has dtype {a.dtype}, expected a numeric array")
+        if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
+            raise bad(k, "contains NaN or inf")
+    V = ix["idf"].shape[0] if ix["idf"].ndim == 1 else -1
+    N = int(meta["n_docs"])
+    if V < 1:
+        raise bad("idf", f"must be a non-empty 1-D array, got shape {ix['idf'].shape}")
+    if meta["terms"] is not None and len(meta["terms"]) != V:
+        raise ValueError(f"{zpath}: meta.json lists {len(meta['terms'])} terms for {V} idf entries")
+    for k, n in (("dl", N), ("bm25_idf", V)):
+        if ix[k].shape != (n,):
+            raise bad(k, f"has shape {ix[k].shape}, expected ({n},)")
+    if ix["dl"].min() < 0:
+        raise bad("dl", "holds negative lengths")
+    M = ix["mem_doc"].shape[0] if ix["mem_doc"].ndim == 1 else -1
+    S = ix["code_term"].shape[1] if ix["code_term"].ndim == 2 else -1
+    for k in ("mem_doc", "mem_branch", "mem_m", "b_mem", "code_count"):
+        if ix[k].shape != (M,):
+            raise bad(k, f"has shape {ix[k].shape}, expected ({M},) (one entry per membership)")
+    if S != params["code_size"]:
+        raise bad("code_term", f"has {S} columns, but params code_size = {params['code_size']}")
+    for k in ("code_term", "code_sign", "code_cval", "code_w"):
+        if ix[k].shape != (M, S):
+            raise bad(k, f"has shape {ix[k].shape}, expected ({M}, {S})")
+
+    def ids_in(k, hi, arr=None):
+        a = ix[k] if arr is None else arr
+        if a.dtype.kind == "f":
+            raise bad(k, f"must hold integer ids, got dtype {a.dtype}")
+        if a.size and (int(a.min()) < 0 or int(a.max()) >= hi):
+            raise bad(k, f"holds ids outside [0, {hi})")
+
+    # CSR tables: (pointer, n_rows, ids, id range, aligned values)
+    for ptr, rows, idx, hi, vals in (
+        ("s_indptr", N, "s_idx", V, ()),
+        ("c_indptr", V, "c_terms", V, ("c_vals",)),
+        ("a_indptr", V, "a_idx", V, ("a_val",)),
+        ("g_indptr", V, "g_idx", V, ("g_val",)),
+        ("t_indptr", V, "t_docs", N, ("t_tf",)),
+        ("b_indptr", V, "b_mem", M, ()),
+    ):
+        pa = ix[ptr]
+        n_ent = ix[idx].shape[0] if ix[idx].ndim == 1 else -1
+        if pa.dtype.kind == "f" or pa.shape != (rows + 1,) or pa[0] != 0 or pa[-1] != n_ent:
+            raise bad(ptr, f"must be an integer ({rows + 1},) pointer from 0 to len({idx}) = {n_ent}")
+        if np.any(np.diff(pa) < 0):
+            raise bad(ptr, "must be non-decreasing")
+        ids_in(idx, hi)
+        for v in vals:
+            if ix[v].shape != (n_ent,):
+                raise bad(v, f"has shape {ix[v].shape}, expected ({n_ent},) like {idx}")
+    if ix["c_norm"].shape != (V,):
+        raise bad("c_norm", f"has shape {ix['c_norm'].shape}, expected ({V},)")
+    ids_in("mem_doc", N)
+    ids_in("mem_branch", V)
+    cc = ix["code_count"]
+    if cc.dtype.kind == "f" or (cc.size and (cc.min() < 0 or cc.max() > S)):
+        raise bad("code_count", f"must hold integer counts in [0, {S}]")
+    ids_in("code_term", V, ix["code_term"][np.arange(S)[None, :] < cc[:, None]])
+    if not np.array_equal(np.sort(ix["b_mem"]), np.arange(M)):
+        raise bad("b_mem", "must be a permutation of the memberships")
+    per_doc = np.bincount(ix["mem_doc"].astype(np.int64), minlength=N)
+    if per_doc.size and per_doc.max() > params["n_memberships"]:
+        raise bad(
+            "mem_doc",
+            f"gives a document {int(per_doc.max())} memberships, but params n_memberships = {params['n_memberships']}",
+        )
+
+
+def _compact(nbr, val, cnt):
+    """Fixed-width (rows, K) tables + counts -> CSR (int64 indptr, int32 ids, values)."""
+    rows = nbr.shape[0]
+    indptr = np.zeros(rows + 1, np.int64)
+    np.cumsum(cnt, out=indptr[1:])
+    mask = np.arange(nbr.shape[1])[None, :] < cnt[:, None]
+    return indptr, nbr[mask].astype(np.int32), val[mask]
+
+
+@register_warmup("sgr")
+def _warmup() -> None:
+    r = SparseGeometricRetriever(
+        pool_size=3, bm25_candidates=2, bm25_weight=0.5, bm25_rescue_weight=0.5, tail_gate=True, gate_min=1
+    )
+    r.fit(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"])
+    r.search(["alpha gamma", "zzz"], k=2)
+    r.transform_queries(["alpha gamma", "zzz"] * 32)  # the parallel analysis kernel (>= 64 queries)
+    SparseGeometricRetriever(pool_size=3).fit(["aa bb", "bb cc", "cc aa"]).search(["aa"], k=2)

@@ -1,0 +1,591 @@
+"""CSR TF-IDF and BM25 indexes: build, batched top-k search, full scores, persistence.
+
+An index holds the per-(term, doc) weights in a term-major postings layout built once:
+``term_ptr`` (n_terms + 1), ``post_docs`` (nnz), ``post_w`` float32 (nnz).  Scoring a query
+is a column sum over its terms (``jkofast.kernels.sparse.scoring``), in float64, output
+float32.
+
+Scoring variants (SPEC A.2.3, B.2):
+
+* ``BM25Index(variant="okapi")`` -- rank_bm25 ``BM25Okapi``: ``idf = ln(N - n + 0.5) -
+  ln(n + 0.5)``, negative idfs floored to ``epsilon * mean(idf)`` (mean over the whole
+  vocabulary, before flooring), ``w = idf tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))``;
+  query tokens count with repetition.
+* ``BM25Index(variant="lucene")`` -- bm25s default: ``idf = ln(1 + (N - n + 0.5)/(n + 0.5))``,
+  ``w = idf tf / (tf + k1 (1 - b + b dl / avgdl))``.
+* ``TfidfIndex`` -- scikit-learn ``TfidfVectorizer`` (smooth idf ``ln((1+N)/(1+n)) + 1``, raw
+  tf, L2 rows); score = cosine between the L2-normalised query and document vectors.
+
+Persistence: ``index.save(dir)`` writes ``manifest.json`` (format name + version, class,
+parameters, analyser, array shapes/dtypes), ``vocab.txt`` and one ``.npy`` per array;
+``load_index(dir, mmap=True)`` memory-maps the arrays and raises ``ValueError`` for another
+format version, a missing file or a truncated / mismatched array.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads
+from jkofast._validation import as_csr, check_csr, check_int, check_positive, rescale_rows_csr
+from jkofast.kernels.sparse import cosine as _kc
+from jkofast.kernels.sparse import scoring as _ks
+from jkofast.kernels.sparse import weights as _kw
+from jkofast.sparse.text import SKLEARN, WORD, Analyzer, Vocabulary, counts_from_token_ids
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "BM25Index",
+    "SparseIndex",
+    "TfidfIndex",
+    "cosine_cross",
+    "cosine_pools",
+    "cosine_rows",
+    "load_index",
+    "prepare",
+]
+
+FORMAT_NAME = "jkofast-sparse-index"
+FORMAT_VERSION = 1
+# top-k (k <= 16) of a positive-weight query scans a dense accumulator instead of listing
+# the touched documents when n_docs <= _DENSE_RATIO * (postings of the query): a vectorised
+# blocked scan of n_docs scores beats touched-list upkeep (~4x costlier per posting than per
+# scanned score).  Both paths give identical results; this only picks the faster one.
+_DENSE_RATIO = 8.0
+
+
+def _transpose(indptr, indices, data, n_cols):
+    nnz = indices.shape[0]
+    out_ptr = np.empty(n_cols + 1, np.int64)
+    out_idx = np.empty(nnz, np.int64)
+    out_data = np.empty(nnz, data.dtype)
+    _kw.csr_transpose(indptr, indices, data, n_cols, out_ptr, out_idx, out_data)
+    return out_ptr, out_idx, out_data
+
+
+class SparseIndex:
+    """Common machinery: analyser/vocabulary, postings, search, score_all, save/load."""
+
+    kind = "base"
+    _arrays = ("term_ptr", "post_docs", "post_w", "doc_len", "idf")
+
+    def __init__(self, analyzer: Analyzer | None = None, max_features: int | None = None):
+        self.vocab = Vocabulary(analyzer if analyzer is not None else Analyzer(), max_features)
+        self.term_ptr = self.post_docs = self.post_w = self.doc_len = None
+        self.n_docs = 0
+
+    # ---- build -----------------------------------------------------------------------
+    def _params(self) -> dict:
+        return {}
+
+    def fit(self, texts) -> SparseIndex:
+        """Analyse ``texts`` (one per document) and build the postings."""
+        indptr, indices, counts, doc_len = self.vocab.fit_transform(texts)
+        self._build(indptr, indices, counts, doc_len, self.vocab.n_terms)
+        return self
+
+    def fit_token_ids(self, token_ids, n_terms: int | None = None) -> SparseIndex:
+        """Build from pre-tokenised integer documents (list of int arrays or ``(flat, offsets)``);
+        query with ``search_token_ids``.  No text vocabulary is kept."""
+        indptr, indices, counts, doc_len, n_terms = counts_from_token_ids(token_ids, n_terms)
+        self.vocab.terms = None
+        self._build(indptr, indices, counts, doc_len, n_terms)
+        return self
+
+    @property
+    def n_terms(self) -> int:
+        return self.term_ptr.shape[0] - 1
+
+    def _check_fitted(self):
+        if self.term_ptr is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load_index()")
+
+    # ---- queries ---------------------------------------------------------------------
+    def _query_weights(self, q_ptr, q_terms, q_counts) -> np.ndarray:
+        return q_counts
+
+    def query_csr(self, query_texts):
+        """Query term ids and float64 weights as CSR ``(q_ptr, q_terms, q_w)``."""
+        self._check_fitted()
+        if self.vocab.terms is None:
+            raise RuntimeError("index was built from token ids; use search_token_ids")
+        q_ptr, q_terms, q_counts = self.vocab.transform(query_texts)
+        return q_ptr, q_terms, self._query_weights(q_ptr, q_terms, q_counts)
+
+    def _token_query_csr(self, token_ids):
+        q_ptr, q_terms, q_counts, _, _ = counts_from_token_ids(token_ids, None)
+        keep = q_terms < self.n_terms  # unknown ids contribute 0
+        if not keep.all():
+            rows = np.repeat(np.arange(q_ptr.size - 1), np.diff(q_ptr))[keep]
+            q_terms, q_counts = q_terms[keep], q_counts[keep]
+            q_ptr = np.zeros_like(q_ptr)
+            np.cumsum(np.bincount(rows, minlength=q_ptr.size - 1), out=q_ptr[1:])
+        return q_ptr, q_terms, self._query_weights(q_ptr, q_terms, q_counts)
+
+    def _positive_weights(self) -> bool:
+        """All postings weights > 0 (cached): enables the touched-list scoring path."""
+        pos = getattr(self, "_pos_cache", None)
+        if pos is None or pos[0] is not self.post_w:
+            pos = (self.post_w, bool(self.post_w.size == 0 or float(np.min(self.post_w)) > 0.0))
+            self._pos_cache = pos
+        return pos[1]
+
+    def search_csr(self, q_ptr, q_terms, q_w, k: int = 10, n_threads: int | None = None):
+        """``search`` for queries already in CSR form (``query_csr``'s output: term ids over this
+        index's vocabulary, float64 weights); skips the analyser."""
+        self._check_fitted()
+        q_ptr, q_terms, q_w = check_csr(q_ptr, q_terms, q_w, self.n_terms, "queries", data_dtype=np.float64)
+        return self._topk(q_ptr, q_terms, q_w, k, n_threads)
+
+    def _topk(self, q_ptr, q_terms, q_w, k, n_threads):
+        self._check_fitted()
+        k = check_int(k, "k", min_value=1)
+        nq = q_ptr.shape[0] - 1
+        out_idx = np.empty((nq, k), np.int64)
+        out_val = np.empty((nq, k), np.float32)
+        if nq == 0:
+            return out_idx, out_val
+        with numba_threads(n_threads) as nt:
+            # chunking only balances work; every query's result is independent of it
+            chunk = max(1, min(32, -(-nq // (4 * nt))))
+            _ks.score_topk_batch(
+                self.term_ptr,
+                self.post_docs,
+                self.post_w,
+                self.n_docs,
+                q_ptr,
+                q_terms,
+                q_w,
+                k,
+                self._positive_weights() and bool(np.all(q_w > 0)),
+                _DENSE_RATIO,
+                chunk,
+                out_idx,
+                out_val,
+            )
+        return out_idx, out_val
+
+    def search(self, query_texts, k: int = 10, n_threads: int | None = None):
+        """Top-``k`` documents per query.
+
+        Parameters
+        ----------
+        query_texts : list of str
+        k : int
+            Results per query (>= 1).
+        n_threads : int, optional
+            Numba threads for this call (restored afterwards); results do not depend on it.
+
+        Returns
+        -------
+        indices : int64 ndarray (n_queries, k)
+            Corpus row positions, best first; ties -> lowest row; padded with -1 when
+            ``k > n_docs``.
+        scores : float32 ndarray (n_queries, k)
+            Padded with ``-inf``.
+        """
+        q_ptr, q_terms, q_w = self.query_csr(query_texts)
+        return self._topk(q_ptr, q_terms, q_w, k, n_threads)
+
+    def search_token_ids(self, token_ids, k: int = 10, n_threads: int | None = None):
+        """``search`` for pre-tokenised integer queries (ids >= n_terms are ignored)."""
+        return self._topk(*self._token_query_csr(token_ids), k, n_threads)
+
+    def score_all(self, query_texts, n_threads: int | None = None, dtype=np.float32) -> np.ndarray:
+        """Dense scores ``(n_queries, n_docs)`` (float32 by default; float64 accumulation)."""
+        self._check_fitted()
+        q_ptr, q_terms, q_w = self.query_csr(query_texts)
+        nq = q_ptr.shape[0] - 1
+        out = np.empty((nq, self.n_docs), dtype)
+        if nq:
+            with numba_threads(n_threads):
+                chunk = max(1, min(32, -(-nq // 8)))
+                _ks.score_dense_batch(
+                    self.term_ptr, self.post_docs, self.post_w, self.n_docs, q_ptr, q_terms, q_w, chunk, out
+                )
+        return out
+
+    def postings_matrix(self) -> sp.csc_matrix:
+        """The weights as a scipy ``(n_docs, n_terms)`` CSC matrix (views of the postings)."""
+        self._check_fitted()
+        return sp.csc_matrix((self.post_w, self.post_docs, self.term_ptr), shape=(self.n_docs, self.n_terms))
+
+    # ---- persistence -----------------------------------------------------------------
+    def save(self, path: str) -> str:
+        """Write the index to folder ``path`` (created); returns ``path``."""
+        self._check_fitted()
+        os.makedirs(path, exist_ok=True)
+        arrays = {}
+        for name in self._arrays:
+            a = np.ascontiguousarray(getattr(self, name))
+            np.save(os.path.join(path, f"{name}.npy"), a, allow_pickle=False)
+            arrays[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
+        has_vocab = self.vocab.terms is not None
+        if has_vocab:
+            with open(os.path.join(path, "vocab.txt"), "w", encoding="utf-8") as fh:
+                fh.write("\n".join(self.vocab.terms) + "\n")
+        manifest = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "class": type(self).__name__,
+            "params": self._params(),
+            "analyzer": self.vocab.analyzer.to_dict(),
+            "max_features": self.vocab.max_features,
+            "n_docs": int(self.n_docs),
+            "n_terms": int(self.n_terms),
+            "vocab": "vocab.txt" if has_vocab else None,
+            "arrays": arrays,
+        }
+        with open(os.path.join(path, "manifest.json"), "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=2)
+        return path
+
+
+class BM25Index(SparseIndex):
+    """BM25 over CSR postings, ``okapi`` (rank_bm25) or ``lucene`` (bm25s) variant.
+
+    Parameters
+    ----------
+    variant : {"okapi", "lucene"}
+    k1, b : float
+        1.5 and 0.75 by default.
+    epsilon : float
+        Okapi idf floor factor (0.25); ignored by lucene.
+    analyzer : Analyzer, optional
+        Default: lowercase, ``\\w+`` for okapi (JKO-RAG), ``\\b\\w\\w+\\b`` + English stop-words
+        for lucene (bm25s's BEIR setting).
+    max_features : int, optional
+
+    Examples
+    --------
+    >>> idx = BM25Index("okapi").fit(["the cat sat", "a dog", "cat and dog"])
+    >>> ids, scores = idx.search(["cat"], k=2)
+    >>> ids.tolist()
+    [[0, 2]]
+    """
+
+    kind = "bm25"
+
+    def __init__(
+        self,
+        variant: str = "okapi",
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+        analyzer: Analyzer | None = None,
+        max_features: int | None = None,
+    ):
+        if variant not in ("okapi", "lucene"):
+            raise ValueError(f"variant must be 'okapi' or 'lucene', got {variant!r}")
+        if analyzer is None:
+            analyzer = Analyzer(WORD) if variant == "okapi" else Analyzer(SKLEARN, stopwords="english")
+        super().__init__(analyzer, max_features)
+        self.variant = variant
+        self.k1 = check_positive(k1, "k1", strict=False)
+        b = check_positive(b, "b", strict=False)
+        if b > 1:
+            raise ValueError(f"b must be in [0, 1], got {b}")
+        self.b = b
+        self.epsilon = check_positive(epsilon, "epsilon", strict=False)
+        self.idf = None
+        self.avgdl = None
+
+    def _params(self) -> dict:
+        return {"variant": self.variant, "k1": self.k1, "b": self.b, "epsilon": self.epsilon, "avgdl": self.avgdl}
+
+    def _idf(self, df: np.ndarray, n: int) -> np.ndarray:
+        df = df.astype(np.float64)
+        if self.variant == "lucene":
+            return np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        idf = np.log(n - df + 0.5) - np.log(df + 0.5)
+        if idf.size:
+            eps = self.epsilon * (float(np.sum(idf)) / idf.size)
+            idf = np.where(idf < 0, eps, idf)
+        return idf
+
+    def _build(self, indptr, indices, counts, doc_len, n_terms):
+        n = indptr.shape[0] - 1
+        df = np.bincount(indices, minlength=n_terms)
+        self.idf = self._idf(df, n)
+        total = float(doc_len.sum())
+        self.avgdl = total / n if total > 0 else 1.0
+        w = np.empty(indices.shape[0], np.float64)
+        _kw.bm25_weights_rows(
+            indptr,
+            indices,
+            counts,
+            doc_len.astype(np.float64),
+            self.idf,
+            self.k1,
+            self.b,
+            self.avgdl,
+            self.variant == "okapi",
+            w,
+        )
+        self.term_ptr, self.post_docs, pw = _transpose(indptr, indices, w, n_terms)
+        self.post_w = pw.astype(np.float32)
+        self.doc_len = np.asarray(doc_len, np.int64)
+        self.n_docs = n
+
+
+class TfidfIndex(SparseIndex):
+    """TF-IDF cosine index, values identical to scikit-learn's ``TfidfVectorizer``.
+
+    Keeps the document-major CSR rows (``doc_matrix()``) for TF-IDF geometry (pool cosines)
+    next to the term-major postings used for search.
+
+    Parameters
+    ----------
+    analyzer : Analyzer, optional
+        Default ``Analyzer("sklearn")`` (``\\b\\w\\w+\\b``, lowercase, no stop-words; SPEC B.2).
+    max_features : int, optional
+        E.g. 50000 for SparseGeometricRAG.
+    """
+
+    kind = "tfidf"
+    _arrays = (*SparseIndex._arrays, "idf", "doc_ptr", "doc_terms", "doc_w")
+
+    def __init__(self, analyzer: Analyzer | None = None, max_features: int | None = None):
+        super().__init__(analyzer if analyzer is not None else Analyzer(SKLEARN), max_features)
+        self.idf = self.doc_ptr = self.doc_terms = self.doc_w = None
+
+    def _build(self, indptr, indices, counts, doc_len, n_terms):
+        n = indptr.shape[0] - 1
+        df = np.bincount(indices, minlength=n_terms).astype(np.float64)
+        self.idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
+        w = np.empty(indices.shape[0], np.float64)
+        _kw.tfidf_weights_rows(indptr, indices, counts, self.idf, w)
+        self.doc_ptr, self.doc_terms, self.doc_w = indptr, indices, w.astype(np.float32)
+        self.term_ptr, self.post_docs, self.post_w = _transpose(indptr, indices, self.doc_w, n_terms)
+        self.doc_len = np.asarray(doc_len, np.int64)
+        self.n_docs = n
+
+    def _query_weights(self, q_ptr, q_terms, q_counts):
+        w = np.empty(q_counts.shape[0], np.float64)
+        _kw.tfidf_weights_rows(q_ptr, q_terms, q_counts, self.idf, w)
+        return w
+
+    def doc_matrix(self) -> sp.csr_matrix:
+        """L2-normalised TF-IDF rows ``(n_docs, n_terms)`` float32 CSR (canonical)."""
+        self._check_fitted()
+        return sp.csr_matrix((self.doc_w, self.doc_terms, self.doc_ptr), shape=(self.n_docs, self.n_terms))
+
+    def transform(self, texts) -> sp.csr_matrix:
+        """L2-normalised TF-IDF rows of new texts, float32 CSR over this vocabulary."""
+        q_ptr, q_terms, q_w = self.query_csr(texts)
+        return sp.csr_matrix((q_w.astype(np.float32), q_terms, q_ptr), shape=(q_ptr.size - 1, self.n_terms))
+
+
+# ---- loading ------------------------------------------------------------------------
+def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
+    """Load an index written by ``save``.
+
+    Parameters
+    ----------
+    path : str
+        The folder.
+    mmap : bool or {"r", "c"}
+        Memory-map the arrays instead of reading them.  ``True`` = ``"c"`` (copy-on-write:
+        pages are read lazily from disk and the file is never written; the arrays are
+        typed as writable, so the kernels warmed up by ``jkofast.warmup()`` are reused).
+        ``"r"`` maps them read-only, which Numba types differently (one extra compilation
+        per kernel on first use).  ``False`` reads them into memory.
+
+    Raises
+    ------
+    ValueError
+        Missing/invalid manifest, another format version, a missing, truncated or
+        mismatched array file, postings that point outside the document range.
+    """
+    mpath = os.path.join(path, "manifest.json")
+    if not os.path.isfile(mpath):
+        raise ValueError(f"{path}: not a jkofast index (manifest.json missing)")
+    try:
+        with open(mpath, encoding="utf-8") as fh:
+            man = json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{mpath}: invalid manifest ({e})") from None
+    if man.get("format") != FORMAT_NAME:
+        raise ValueError(f"{mpath}: not a jkofast sparse index (format={man.get('format')!r})")
+    if man.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{mpath}: index format version {man.get('format_version')!r} is not supported "
+            f"(this jkofast reads version {FORMAT_VERSION}); rebuild the index"
+        )
+    if mmap not in (True, False, "r", "c"):
+        raise ValueError(f"mmap must be True, False, 'r' or 'c', got {mmap!r}")
+    mode = "c" if mmap is True else (mmap or None)
+    cls = {"BM25Index": BM25Index, "TfidfIndex": TfidfIndex}.get(man.get("class"))
+    if cls is None:
+        raise ValueError(f"{mpath}: unknown index class {man.get('class')!r}")
+    analyzer = Analyzer.from_dict(man["analyzer"])
+    p = man.get("params", {})
+    if cls is BM25Index:
+        idx = BM25Index(p["variant"], p["k1"], p["b"], p["epsilon"], analyzer, man.get("max_features"))
+        idx.avgdl = p["avgdl"]
+    else:
+        idx = TfidfIndex(analyzer, man.get("max_features"))
+    for name, meta in man["arrays"].items():
+        f = os.path.join(path, f"{name}.npy")
+        if not os.path.isfile(f):
+            raise ValueError(f"{path}: array file {name}.npy is missing")
+        try:
+            a = np.load(f, mmap_mode=mode, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise ValueError(f"{f}: cannot read array (truncated or corrupt file: {e})") from None
+        if a.dtype.str != meta["dtype"] or list(a.shape) != meta["shape"]:
+            raise ValueError(f"{f}: expected {meta['dtype']} {meta['shape']}, found {a.dtype.str} {list(a.shape)}")
+        setattr(idx, name, a)
+    if not hasattr(idx, "idf") or idx.idf is None:
+        raise ValueError(f"{path}: idf array missing")
+    idx.n_docs = int(man["n_docs"])
+    if idx.term_ptr.shape[0] != man["n_terms"] + 1 or int(idx.term_ptr[-1]) != idx.post_docs.shape[0]:
+        raise ValueError(f"{path}: postings are inconsistent with the manifest")
+    # the scoring kernels index their per-document buffers with post_docs and trust these
+    # invariants: check them once here (one pass over the postings) instead of risking an
+    # out-of-bounds write on a corrupt file
+    if int(idx.term_ptr[0]) != 0 or np.any(np.diff(idx.term_ptr) < 0):
+        raise ValueError(f"{path}: term_ptr.npy is not a valid pointer array (corrupt index)")
+    if idx.post_docs.size and (int(idx.post_docs.min()) < 0 or int(idx.post_docs.max()) >= idx.n_docs):
+        raise ValueError(f"{path}: post_docs.npy holds document ids outside [0, {idx.n_docs}) (corrupt index)")
+    if idx.doc_len is not None and idx.doc_len.shape[0] != idx.n_docs:
+        raise ValueError(f"{path}: doc_len.npy has {idx.doc_len.shape[0]} entries for {idx.n_docs} documents")
+    if man.get("vocab"):
+        vf = os.path.join(path, man["vocab"])
+        if not os.path.isfile(vf):
+            raise ValueError(f"{path}: vocabulary file {man['vocab']} is missing")
+        with open(vf, encoding="utf-8") as fh:
+            terms = fh.read().split("\n")[:-1]
+        if len(terms) != man["n_terms"]:
+            raise ValueError(f"{vf}: {len(terms)} terms, manifest says {man['n_terms']} (truncated?)")
+        idx.vocab._set_terms(terms)
+    return idx
+
+
+# ---- sparse cosine wrappers ---------------------------------------------------------
+def _csr_arrays(X, name):
+    ip, ix, dt, shape = as_csr(
+        X, name, dtype=np.asarray(X.data).dtype if np.asarray(X.data).dtype in (np.float32, np.float64) else np.float64
+    )
+    # rows whose squared norm would over/underflow: rescale (a power of two; cosines unchanged)
+    return ip, ix, rescale_rows_csr(ip, dt), shape
+
+
+def _out_dtype(dtype):
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dt}")
+    return dt
+
+
+def cosine_rows(X, rows=None, dtype=np.float64) -> np.ndarray:
+    """Pairwise cosine similarity among rows of a sparse matrix.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix (n, V)
+    rows : int array (m,), optional
+        Row subset (default all rows).
+    dtype : float32 or float64
+
+    Returns
+    -------
+    ndarray (m, m)
+        ``cos(i, j) = <x_i, x_j> / (|x_i| |x_j|)`` (float64 accumulation), 0 for all-zero rows,
+        diagonal 1 for non-zero rows.
+    """
+    dtype = _out_dtype(dtype)
+    ip, ix, dt, shape = _csr_arrays(X, "X")
+    if rows is None:
+        rows = np.arange(shape[0], dtype=np.int64)
+    else:
+        rows = np.asarray(rows)
+        if rows.size and rows.dtype.kind not in "iu":
+            raise TypeError(f"rows must be an integer array, got dtype {rows.dtype}")
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if rows.ndim != 1 or (rows.size and (rows.min() < 0 or rows.max() >= shape[0])):
+        raise ValueError(f"rows must be a 1-D array of row indices in [0, {shape[0]})")
+    out = np.empty((rows.size, rows.size), dtype)
+    _kc.cosine_rows(ip, ix, dt, rows, shape[1], out)
+    return out
+
+
+def cosine_pools(X, offsets, dtype=np.float64, n_threads: int | None = None):
+    """Per-pool pairwise cosines of contiguous row blocks ``X[offsets[q]:offsets[q+1]]``.
+
+    Returns ``(flat, out_offsets)``: pool q's m_q x m_q block, row-major, is
+    ``flat[out_offsets[q]:out_offsets[q+1]].reshape(m_q, m_q)``.
+    """
+    from jkofast._validation import check_offsets
+
+    dtype = _out_dtype(dtype)
+    ip, ix, dt, shape = _csr_arrays(X, "X")
+    off = check_offsets(offsets, shape[0])
+    m = np.diff(off)
+    out_off = np.zeros(off.size, np.int64)
+    np.cumsum(m * m, out=out_off[1:])
+    out = np.empty(out_off[-1], dtype)
+    with numba_threads(n_threads):
+        _kc.cosine_pools(ip, ix, dt, off, shape[1], out_off, out)
+    return out, out_off
+
+
+def cosine_cross(A, B, dtype=np.float64, n_threads: int | None = None) -> np.ndarray:
+    """Cosine between every row of ``A`` (n_a, V) and every row of ``B`` (n_b, V)."""
+    dtype = _out_dtype(dtype)
+    a = _csr_arrays(A, "A")
+    b = _csr_arrays(B, "B")
+    if a[3][1] != b[3][1]:
+        raise ValueError(f"A and B must have the same number of columns, got {a[3][1]} and {b[3][1]}")
+    if a[2].dtype != b[2].dtype:
+        b = (b[0], b[1], b[2].astype(a[2].dtype), b[3])
+    out = np.empty((a[3][0], b[3][0]), dtype)
+    with numba_threads(n_threads):
+        _kc.cosine_cross(a[0], a[1], a[2], b[0], b[1], b[2], a[3][1], out)
+    return out
+
+
+def prepare() -> None:
+    """Compile (or load from the cache) the sparse-retrieval kernels only (``jkofast.warmup()``
+    does this and every other area's)."""
+    from jkofast.sparse.text import _warmup as _text_warmup
+
+    _text_warmup()
+    _warmup()
+
+
+@register_warmup("index")
+def _warmup() -> None:
+    texts = ["a b b", "b c", "c a d"]
+    for idx in (BM25Index("okapi"), BM25Index("lucene", analyzer=Analyzer(WORD)), TfidfIndex(Analyzer(WORD))):
+        idx.fit(texts)
+        idx.search(["a b"], k=2)
+        idx.search(["a b"], k=5)
+        idx.score_all(["a b"])
+    for dt in (np.float32, np.float64):
+        X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0], [1.0, 1.0, 0.0]], dt))
+        for out_dt in (np.float32, np.float64):
+            cosine_rows(X, np.array([0, 2]), dtype=out_dt)
+            cosine_pools(X, np.array([0, 2, 3]), dtype=out_dt)
+            cosine_cross(X, X, dtype=out_dt)
+        d = np.zeros((1, 3), dt)
+        _ks.score_dense_batch(
+            np.array([0, 1], np.int64),
+            np.array([0], np.int64),
+            np.array([1.0], dt),
+            3,
+            np.array([0, 1], np.int64),
+            np.array([0], np.int64),
+            np.array([1.0]),
+            1,
+            d,
+        )
+    # the signed-weight path (okapi with negative idf floors)
+    for k in (2, 70):
+        BM25Index("okapi").fit(["a b", "a b c", "a b", "a c", "b c"]).search(["a"], k=k)
