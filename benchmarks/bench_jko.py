@@ -30,13 +30,13 @@ class JKOQuery(Benchmark):
     param_names = ["config", "grad"]
 
     def make_inputs(self, config, grad):
-        from jkofast.jko.solver import operating_point
+        from jkofast.jko import operating_point
 
         self.cfg = operating_point(config, grad=grad)
         _, self.p0, self.E, self.C, self.K = jko_query_inputs(tau0=self.cfg.tau0)
 
     def run(self, config, grad):
-        from jkofast.jko.solver import run_jko
+        from jkofast.jko import run_jko
 
         with numba_threads(1):
             run_jko(self.p0, self.E, self.C, self.K, self.cfg)
@@ -64,7 +64,7 @@ class RerankBatch(Benchmark):
         self.off = np.arange(0, 200 * (self.N_POOLS + 1), 200, dtype=np.int64)
 
     def run(self, threads):
-        from jkofast.jko.solver import operating_point, rerank_batch
+        from jkofast.jko import operating_point, rerank_batch
 
         rerank_batch(
             self.E,

@@ -9,15 +9,13 @@ import os
 
 import numpy as np
 
-from benchmarks.common import PROFILE, SHARED_DATA, Benchmark
+from benchmarks.common import PROFILE, SHARED_DATA, Benchmark, jk, make_metric_data
 
 METRICS = ("ndcg@10", "recall@10", "p@10", "mrr@10", "map")
 
 
 def _synthetic(n_queries: int, depth: int, seed: int = 0):
-    from benchmarks.compare_metrics import make_data
-
-    return make_data(n_queries, depth, seed=seed)
+    return make_metric_data(n_queries, depth, seed=seed)
 
 
 class EvaluateDicts(Benchmark):
@@ -30,9 +28,7 @@ class EvaluateDicts(Benchmark):
         self.run_d, self.qrels_d = _synthetic(n_queries, depth)
 
     def run(self, n_queries, depth, n_threads):
-        from jkofast.eval.metrics import evaluate
-
-        evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
+        jk("jkofast.eval.metrics").evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
 
     def time_evaluate(self, *p):
         self.run(*p)
@@ -45,23 +41,24 @@ class EvaluateKernel(Benchmark):
     param_names = ["n_queries", "depth", "n_threads"]
 
     def make_inputs(self, n_queries, depth, n_threads):
-        from jkofast.eval.metrics import _flatten_dict, _id_rows, _parse_metrics
+        M = jk("jkofast.eval.metrics")
 
         if n_queries * depth > 2_000_000:
             raise NotImplementedError("grid point skipped (too large)")
         run, qrels = _synthetic(n_queries, depth)
         qids = list(run)
-        self.roff, rids, sc = _flatten_dict(run, qids, np.float64)
-        self.qoff, qids_, self.lab = _flatten_dict(qrels, qids, np.int64)
-        self.rr, self.qr = _id_rows(rids, qids_)
+        self.roff, rids, sc = M._flatten_dict(run, qids, np.float64)
+        self.qoff, qids_, self.lab = M._flatten_dict(qrels, qids, np.int64)
+        self.rr, self.qr = M._id_rows(rids, qids_)
         self.s32 = sc.astype(np.float32)
-        _, self.kinds, self.ks = _parse_metrics(METRICS)
+        _, self.kinds, self.ks = M._parse_metrics(METRICS)
         self.out = np.zeros((len(qids), len(METRICS)))
         self.nret = np.zeros(len(qids), np.int64)
 
     def run(self, n_queries, depth, n_threads):
         from jkofast import numba_threads
-        from jkofast.kernels.eval import metrics as K
+
+        K = jk("jkofast.kernels.eval.metrics")
 
         with numba_threads(n_threads):
             K.evaluate_batch_chars(
@@ -91,26 +88,23 @@ class EvaluateSciFact(Benchmark):
     param_names = ["n_threads"]
 
     def make_inputs(self, n_threads):
-        from jkofast.eval.trec import read_qrels, read_run
+        T = jk("jkofast.eval.trec")
 
         run_p = os.path.join(SHARED_DATA, "scifact", "runs", "bm25s_snowball_test_top100.tsv.gz")
         qrels_p = os.path.join(SHARED_DATA, "scifact", "qrels", "test.tsv")
         if not (os.path.exists(run_p) and os.path.exists(qrels_p)):
             raise NotImplementedError("../shared/data/scifact is absent")
-        self.run_d, self.qrels_d = read_run(run_p), read_qrels(qrels_p)
+        self.run_d, self.qrels_d = T.read_run(run_p), T.read_qrels(qrels_p)
 
     def run(self, n_threads):
-        from jkofast.eval.metrics import evaluate
-
-        evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
+        jk("jkofast.eval.metrics").evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
 
     def time_evaluate(self, *p):
         self.run(*p)
 
     def track_ndcg10(self, *p):
         """Correctness rides along: mean nDCG@10 of the BM25 run."""
-        from jkofast.eval.metrics import evaluate
-
+        evaluate = jk("jkofast.eval.metrics").evaluate
         return float(evaluate(self.run_d, self.qrels_d, ["ndcg@10"]).means["ndcg@10"])
 
 
@@ -124,9 +118,7 @@ class Bootstrap(Benchmark):
         self.x = np.random.default_rng(0).random(n)
 
     def run(self, n):
-        from jkofast.eval.metrics import bootstrap_ci
-
-        bootstrap_ci(self.x)
+        jk("jkofast.eval.metrics").bootstrap_ci(self.x)
 
     def time_bootstrap_ci(self, *p):
         self.run(*p)
@@ -145,9 +137,14 @@ class FirstCall:
         import sys
 
         code = (
-            "import time; t = time.perf_counter(); from jkofast.eval.metrics import "
-            "evaluate; evaluate({'q': {'a': 1.0, 'b': 0.5}}, {'q': {'a': 1}}); "
-            "print(time.perf_counter() - t)"
+            "import time\n"
+            "t = time.perf_counter()\n"
+            "try:\n"
+            "    from jkofast.eval.metrics import evaluate\n"
+            "except ModuleNotFoundError:  # a commit before the layout change\n"
+            "    from jkofast.evaluation import evaluate\n"
+            "evaluate({'q': {'a': 1.0, 'b': 0.5}}, {'q': {'a': 1}})\n"
+            "print(time.perf_counter() - t)\n"
         )
         env = dict(os.environ, JKOFAST_NUMBA_CACHE="0")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)

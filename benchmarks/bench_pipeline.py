@@ -6,7 +6,7 @@ import types
 
 import numpy as np
 
-from benchmarks.common import PROFILE, SEED, Benchmark
+from benchmarks.common import PROFILE, SEED, Benchmark, jk
 from jkofast import numba_threads
 
 
@@ -31,7 +31,7 @@ class RRFPools(Benchmark):
         self.d = np.stack([rng.choice(n_docs, 500, replace=False) for _ in range(nq)])
 
     def run(self, nq, threads):
-        from jkofast.pools.candidates import rrf_fuse
+        from jkofast.pools import rrf_fuse
 
         rrf_fuse(self.s, self.d, M=200, n_threads=threads)
 
@@ -49,9 +49,7 @@ class Energy(Benchmark):
         self.off, self.a, self.b, _ = _pools(nq, 200, 1)
 
     def run(self, nq):
-        from jkofast.jko.energy import energy_and_p0
-
-        energy_and_p0(self.off, dense=self.a, rerank=self.b, alpha=0.4, gamma=0.6, tau0=0.1)
+        jk("jkofast.jko.energy").energy_and_p0(self.off, dense=self.a, rerank=self.b, alpha=0.4, gamma=0.6, tau0=0.1)
 
     def time_energy_and_p0(self, nq):
         self.run(nq)
@@ -68,8 +66,7 @@ class PoolBaselines(Benchmark):
         self.off, self.s, self.d, self.Z = _pools(nq, 200, 384)
 
     def run(self, method, threads):
-        from jkofast.pools import baselines as B
-
+        B = jk("jkofast.pools.baselines")
         with numba_threads(threads):
             if method == "inpool_rrf":
                 B.inpool_rrf(self.s, self.d, self.off, 20)
@@ -91,27 +88,24 @@ class SciFactPools(Benchmark):
     timeout = 300
 
     def make_inputs(self, step):
-        from jkofast.datasets.beir import load_dataset
-        from jkofast.pools.candidates import dense_scores
-        from jkofast.sparse.retriever import get_retriever
+        C = jk("jkofast.pools.candidates")
+        get_retriever = jk("jkofast.sparse.retriever").get_retriever
 
-        ds = load_dataset("scifact")
+        ds = jk("jkofast.datasets.beir").load_dataset("scifact")
         n = 60 if PROFILE == "fast" else 300
         self.qids = ds.split_query_ids("test")[:n]
         self.ds = ds
         self.S = get_retriever("bm25").fit(ds.doc_texts(". ")).score_all([ds.queries[q] for q in self.qids])
         demb, qemb = ds.embeddings()
         row = {q: i for i, q in enumerate(ds.query_ids)}
-        self.D = dense_scores(demb, qemb[[row[q] for q in self.qids]])
-        from jkofast.pools.candidates import build_pools
-
-        self.P = build_pools(self.S, self.D, query_ids=self.qids)
+        self.D = C.dense_scores(demb, qemb[[row[q] for q in self.qids]])
+        self.P = C.build_pools(self.S, self.D, query_ids=self.qids)
 
     def run(self, step):
-        from jkofast.jko.energy import blend
-        from jkofast.pools import baselines as B
-        from jkofast.pools.candidates import build_pools
+        from jkofast.pools import build_pools
 
+        blend = jk("jkofast.jko.energy").blend
+        B = jk("jkofast.pools.baselines")
         P = self.P
         if step == "build_pools":
             return build_pools(self.S, self.D, query_ids=self.qids).doc_idx
@@ -124,8 +118,7 @@ class SciFactPools(Benchmark):
         self.run(step)
 
     def track_ndcg10(self, step):
-        from jkofast.studies.main_job import evaluate_topk
-
+        evaluate_topk = jk("jkofast.studies.main_job").evaluate_topk
         if step == "build_pools":
             return self.P.recall(self.ds.qrels("test"), self.ds.doc_ids)  # micro pool recall
         top = self.run(step)
@@ -145,7 +138,7 @@ class RerankIO(Benchmark):
     def make_inputs(self, step):
         import tempfile
 
-        from jkofast.commands import rerank as R
+        S = jk("jkofast.jko.stream")
 
         nq, m, n_docs = (200 if PROFILE == "fast" else 2000), 200, 50_000
         rng = np.random.default_rng(SEED)
@@ -166,35 +159,33 @@ class RerankIO(Benchmark):
             row = {f"doc{i}": i for i in range(n_docs)}
 
             def rows(self, docs):
-                return R._map_rows(self.row, docs)
+                return S._map_rows(self.row, docs)
 
         self.geom = _Rows()
         self.args = types.SimpleNamespace(alpha=0.4, gamma=0.6, k=0, tag="jkofast", threads=1)
         self.cfg = types.SimpleNamespace(tau0=0.1)
-        self.chunks = list(R.iter_chunks(self.path, 500, None))
+        self.chunks = list(jk("jkofast.eval.runio").iter_chunks(self.path, 500, None))
 
     def teardown(self, step):
         self._dir.cleanup()
 
     def _format(self, chunks):
-        from jkofast.commands import rerank as R
-
+        S = jk("jkofast.jko.stream")
         out = 0
         for c in chunks:
-            pr = R.prepare_chunk(c, self.geom, None, self.cfg, self.args)
-            _, p0 = R.energy_p0(pr, self.cfg, self.args)
+            pr = S.prepare_chunk(c, self.geom, None, self.cfg, self.args)
+            _, p0 = S.energy_p0(pr, self.cfg, self.args)
             res = types.SimpleNamespace(p=p0, status=np.zeros(len(pr.off_ok) - 1, np.int32), errors={})
-            out += len(R.finish_chunk(pr, res, self.args, print)[0])
+            out += len(S.finish_chunk(pr, res, self.args, print)[0])
         return out
 
     def run(self, step):
-        from jkofast.commands import rerank as R
-
+        iter_chunks = jk("jkofast.eval.runio").iter_chunks
         if step == "parse":
-            return list(R.iter_chunks(self.path, 500, None))
+            return list(iter_chunks(self.path, 500, None))
         if step == "format":
             return self._format(self.chunks)
-        return self._format(R.iter_chunks(self.path, 500, None))
+        return self._format(iter_chunks(self.path, 500, None))
 
     def time_rerank_io(self, step):
         self.run(step)

@@ -3,48 +3,27 @@ a synthetic corpus, at 1 and 2 threads, with bm25s (numba backend) side by side.
 
 from __future__ import annotations
 
-import numpy as np
+from benchmarks.common import PROFILE, Benchmark, jk, synthetic_texts
 
-from benchmarks.common import PROFILE, SEED, Benchmark
+__all__ = [
+    "BM25sSciFactQuery",
+    "BM25sSyntheticQuery",
+    "SGRSciFactBuild",
+    "SGRSciFactQuery",
+    "SGRSyntheticBuild",
+    "SGRSyntheticQuery",
+    "synthetic_texts",
+]
+
+SYNTHETIC_DOCS = 20_000 if PROFILE == "fast" else 200_000
+_SYNTHETIC_INDEX = "sgr_synthetic_index"  # written by setup_cache into asv's per-suite working directory
 
 
 def _scifact():
-    """(doc_texts, test query texts) from the bundled or the shared SciFact copy."""
-    try:
-        from jkofast.datasets.beir import load_dataset
-
-        ds = load_dataset("scifact")
-        q = ds.queries
-        return ds.doc_texts(" "), [q[i] for i in ds.split_query_ids("test")]
-    except Exception:
-        import os
-        import sys
-
-        from benchmarks.common import SHARED_DATA
-
-        path = os.path.join(SHARED_DATA, "scifact")
-        if not os.path.isdir(path):
-            raise NotImplementedError("SciFact data not available") from None
-        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tools"))
-        from sgr_eval import load_scifact
-
-        _, texts, queries, qrels = load_scifact(path)
-        return texts, [queries[q] for q in sorted(qrels["test"], key=int)]
-
-
-def synthetic_texts(n_docs: int, n_queries: int, n_words: int = 60_000, seed: int = SEED):
-    """Zipf-distributed word ids rendered as tokens ``t<id>`` (doc length ~ 40-80)."""
-    rng = np.random.default_rng(seed)
-    words = np.array([f"t{i}" for i in range(n_words)])
-    p = 1.0 / np.arange(1, n_words + 1) ** 1.05
-    p /= p.sum()
-    lens = rng.integers(40, 81, size=n_docs)
-    flat = rng.choice(n_words, size=int(lens.sum()), p=p)
-    bounds = np.concatenate([[0], np.cumsum(lens)])
-    docs = [" ".join(words[flat[bounds[i] : bounds[i + 1]]]) for i in range(n_docs)]
-    qlen = rng.integers(4, 12, size=n_queries)
-    queries = [" ".join(words[rng.choice(n_words, size=int(n), p=p)]) for n in qlen]
-    return docs, queries
+    """(doc_texts, test query texts) of the bundled SciFact copy."""
+    ds = jk("jkofast.datasets.beir").load_dataset("scifact")
+    q = ds.queries
+    return ds.doc_texts(" "), [q[i] for i in ds.split_query_ids("test")]
 
 
 class SGRSciFactBuild(Benchmark):
@@ -57,7 +36,7 @@ class SGRSciFactBuild(Benchmark):
         self.texts, _ = _scifact()
 
     def run(self, threads):
-        from jkofast.sgr.retriever import SparseGeometricRetriever
+        from jkofast.sgr import SparseGeometricRetriever
 
         self.r = SparseGeometricRetriever().fit(self.texts, n_threads=threads)
 
@@ -77,7 +56,7 @@ class SGRSciFactQuery(Benchmark):
     param_names = ["threads"]
 
     def make_inputs(self, threads):
-        from jkofast.sgr.retriever import SparseGeometricRetriever
+        from jkofast.sgr import SparseGeometricRetriever
 
         texts, self.queries = _scifact()
         self.r = SparseGeometricRetriever().fit(texts)
@@ -110,7 +89,7 @@ class _BM25sPeer(Benchmark):
         self.ret.index(bm25s.tokenize(texts, stopwords=None, show_progress=False), show_progress=False)
 
     def run(self, threads):
-        from jkofast._threads import numba_threads
+        from jkofast import numba_threads
 
         with numba_threads(threads):
             tok = self.bm25s.tokenize(self.queries, stopwords=None, show_progress=False)
@@ -129,8 +108,8 @@ class BM25sSciFactQuery(_BM25sPeer):
 
 class SGRSyntheticQuery(Benchmark):
     """Synthetic corpus (200k docs in the regular profile, 20k in fast): end-to-end search
-    of 200 queries, tail gate off (the frozen method) and on (the optional gate).  The
-    index is built once per process in setup."""
+    of 200 queries, tail gate off (the frozen method) and on (the optional gate).  The index
+    is built once per commit in ``setup_cache`` (2 threads) and saved; each parameter loads it."""
 
     params = [[1, 2], [False, True]]
     param_names = ["threads", "tail_gate"]
@@ -139,20 +118,26 @@ class SGRSyntheticQuery(Benchmark):
     number = 1
     warmup_time = 0
 
-    def make_inputs(self, threads, tail_gate):
-        from jkofast.sgr.retriever import SparseGeometricRetriever
+    def setup_cache(self):
+        from jkofast.sgr import SparseGeometricRetriever
 
-        n = 20_000 if PROFILE == "fast" else 200_000
-        docs, self.queries = synthetic_texts(n, 200)
-        self.r = SparseGeometricRetriever(tail_gate=tail_gate).fit(docs, n_threads=threads)
+        docs, queries = synthetic_texts(SYNTHETIC_DOCS, 200)
+        SparseGeometricRetriever().fit(docs, n_threads=2).save(_SYNTHETIC_INDEX)
+        return queries
 
-    def run(self, threads, tail_gate):
+    def make_inputs(self, queries, threads, tail_gate):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        self.queries = queries
+        self.r = SparseGeometricRetriever.load(_SYNTHETIC_INDEX).set_params(tail_gate=tail_gate)
+
+    def run(self, queries, threads, tail_gate):
         self.r.search(self.queries, k=10, n_threads=threads)
 
-    def time_search_200_queries(self, threads, tail_gate):
-        self.run(threads, tail_gate)
+    def time_search_200_queries(self, queries, threads, tail_gate):
+        self.run(queries, threads, tail_gate)
 
-    def track_index_bytes_per_doc(self, threads, tail_gate):
+    def track_index_bytes_per_doc(self, queries, threads, tail_gate):
         return self.r.index_nbytes() / self.r.n_docs_
 
     track_index_bytes_per_doc.unit = "bytes"
@@ -168,7 +153,7 @@ class BM25sSyntheticQuery(_BM25sPeer):
     warmup_time = 0
 
     def corpus(self):
-        return synthetic_texts(20_000 if PROFILE == "fast" else 200_000, 200)
+        return synthetic_texts(SYNTHETIC_DOCS, 200)
 
     def time_search_200_queries(self, threads):
         self.run(threads)
@@ -186,17 +171,16 @@ class SGRSyntheticBuild(Benchmark):
     warmup_time = 0
 
     def make_inputs(self, threads):
-        n = 20_000 if PROFILE == "fast" else 200_000
-        self.docs, _ = synthetic_texts(n, 1)
+        self.docs, _ = synthetic_texts(SYNTHETIC_DOCS, 1)
 
     def setup(self, threads):
-        from jkofast.sgr.retriever import SparseGeometricRetriever
+        from jkofast.sgr import SparseGeometricRetriever
 
         self.make_inputs(threads)
         SparseGeometricRetriever().fit(self.docs[:50], n_threads=threads)  # compile only
 
     def run(self, threads):
-        from jkofast.sgr.retriever import SparseGeometricRetriever
+        from jkofast.sgr import SparseGeometricRetriever
 
         SparseGeometricRetriever().fit(self.docs, n_threads=threads)
 

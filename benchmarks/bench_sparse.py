@@ -1,7 +1,7 @@
 """asv suites for the sparse first stage: index build, batched top-k, pool cosines, and the
 bm25s (numba backend) peer on the same inputs.  1 thread unless a ``threads`` parameter says
 otherwise.  SciFact is the bundled copy (always present); the synthetic corpus is a seeded
-Zipf corpus of integer token ids (``compare_bm25s.zipf_corpus``)."""
+Zipf corpus of integer token ids (``benchmarks.common.zipf_corpus``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import functools
 
 import numpy as np
 
-from benchmarks.common import PROFILE, SEED, Benchmark
-from benchmarks.compare_bm25s import zipf_corpus
+from benchmarks.common import PROFILE, SEED, Benchmark, jk, zipf_corpus
 from jkofast import numba_threads
 
 ZIPF_SIZES = [20_000] if PROFILE == "fast" else [20_000, 200_000]
@@ -18,9 +17,7 @@ ZIPF_SIZES = [20_000] if PROFILE == "fast" else [20_000, 200_000]
 
 @functools.lru_cache(maxsize=1)
 def scifact():
-    from jkofast.datasets.beir import load_dataset
-
-    ds = load_dataset("scifact")
+    ds = jk("jkofast.datasets.beir").load_dataset("scifact")
     return ds, list(ds.query_texts)
 
 
@@ -30,9 +27,7 @@ def zipf(n_docs):
 
 
 def _retriever(method):
-    from jkofast.sparse.retriever import get_retriever
-
-    return get_retriever(method)
+    return jk("jkofast.sparse.retriever").get_retriever(method)
 
 
 class SciFactBuild(Benchmark):
@@ -42,8 +37,7 @@ class SciFactBuild(Benchmark):
     param_names = ["method"]
 
     def make_inputs(self, method):
-        from jkofast.sparse.retriever import DOC_SEP
-
+        DOC_SEP = jk("jkofast.sparse.retriever").DOC_SEP
         ds, _ = scifact()
         self.docs = ds.doc_texts(DOC_SEP[method])
 
@@ -62,8 +56,7 @@ class SciFactSearch(Benchmark):
     param_names = ["method", "k"]
 
     def make_inputs(self, method, k):
-        from jkofast.sparse.retriever import DOC_SEP
-
+        DOC_SEP = jk("jkofast.sparse.retriever").DOC_SEP
         ds, qs = scifact()
         self.index = _retriever(method).fit(ds.doc_texts(DOC_SEP[method])).index
         self.q = self.index.query_csr(qs)
@@ -100,8 +93,7 @@ class ZipfBuild(Benchmark):
         self.flat, self.off, _ = zipf(n_docs)
 
     def run(self, n_docs):
-        from jkofast.sparse.index import BM25Index
-
+        BM25Index = jk("jkofast.sparse.index").BM25Index
         with numba_threads(1):
             BM25Index("lucene").fit_token_ids((self.flat, self.off), 100_000)
 
@@ -117,8 +109,7 @@ class ZipfSearch(Benchmark):
     timeout = 1200
 
     def make_inputs(self, n_docs, k, threads):
-        from jkofast.sparse.index import BM25Index
-
+        BM25Index = jk("jkofast.sparse.index").BM25Index
         flat, off, qs = zipf(n_docs)
         self.index = BM25Index("lucene").fit_token_ids((flat, off), 100_000)
         qf = np.concatenate(qs)
@@ -139,8 +130,7 @@ class PoolCosines(Benchmark):
     param_names = ["M", "threads"]
 
     def make_inputs(self, M, threads):
-        from jkofast.sparse.index import TfidfIndex
-
+        TfidfIndex = jk("jkofast.sparse.index").TfidfIndex
         ds, _ = scifact()
         D = TfidfIndex().fit(ds.doc_texts(" ")).doc_matrix()
         rng = np.random.default_rng(SEED)
@@ -149,8 +139,7 @@ class PoolCosines(Benchmark):
         self.off = np.arange(0, 100 * M + 1, M)
 
     def run(self, M, threads):
-        from jkofast.sparse.index import cosine_pools
-
+        cosine_pools = jk("jkofast.sparse.index").cosine_pools
         cosine_pools(self.X, self.off, n_threads=threads)
 
     def time_cosine_pools(self, M, threads):
