@@ -8,23 +8,59 @@ import sys
 KDIR = pathlib.Path(__file__).resolve().parents[1] / "jkofast" / "kernels"
 
 
+def _run(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (nothing imported or compiled yet)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_kernel_tree_has_the_wing_subpackages():
+    # the walks below must reach the kernels of every wing, not only kernels/*.py
+    subs = {p.parent.name for p in KDIR.rglob("__init__.py") if p.parent != KDIR}
+    assert {"ot", "jko", "sparse", "sgr", "eval"} <= subs, subs
+
+
 def test_import_compiles_nothing():
     code = (
         "import importlib, pkgutil, jkofast.kernels as K\n"
         "from jkofast._numba import REGISTRY\n"
-        "for m in pkgutil.iter_modules(K.__path__): importlib.import_module('jkofast.kernels.'+m.name)\n"
+        "mods = [m.name for m in pkgutil.walk_packages(K.__path__, 'jkofast.kernels.')]\n"
+        "assert any(n.count('.') >= 3 for n in mods), mods  # the wing sub-packages were walked\n"
+        "for n in mods: importlib.import_module(n)\n"
         "import jkofast.warmup as w; w._import_wrappers()\n"
         "bad=[n for n,d in REGISTRY.items() if d.signatures]\n"
         "assert len(REGISTRY) > 0\n"
         "assert not bad, bad\n"
+        "assert any(n.startswith('jkofast.kernels.sgr.') for n in REGISTRY)\n"
         "print(len(REGISTRY))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+
+
+def test_every_dispatcher_comes_from_the_registry():
+    # a dispatcher made by numba.njit directly (aliased, so the AST walk below misses it) is not
+    # in REGISTRY: no project cache switch, no warm-up accounting
+    code = (
+        "import importlib, pkgutil, numba, jkofast.kernels as K\n"
+        "from numba.core.registry import CPUDispatcher\n"
+        "from jkofast._numba import REGISTRY\n"
+        "mods = [importlib.import_module(m.name) for m in pkgutil.walk_packages(K.__path__, 'jkofast.kernels.')]\n"
+        "known = {id(d) for d in REGISTRY.values()}\n"
+        "stray = []\n"
+        "for mod in mods:\n"
+        "    for k, v in vars(mod).items():\n"
+        "        if isinstance(v, CPUDispatcher) and v.py_func.__module__ == mod.__name__ and id(v) not in known:\n"
+        "            stray.append(mod.__name__ + '.' + k)\n"
+        "assert len(known) > 50 and not stray, stray\n"
+    )
+    out = _run(code)
     assert out.returncode == 0, out.stderr
 
 
 def test_kernels_use_the_project_decorator():
-    for path in KDIR.glob("*.py"):
+    paths = sorted(KDIR.rglob("*.py"))
+    assert any(p.parent != KDIR for p in paths)  # sub-packages included
+    for path in paths:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id in {"njit", "jit", "vectorize", "guvectorize"}:
@@ -44,5 +80,19 @@ def test_jkofast_warmup_can_be_called_twice():
         "b = jkofast.warmup()\n"
         "assert callable(jkofast.warmup) and set(a) == set(b) and 'jko' in a\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+
+
+def test_warmup_reaches_every_wing():
+    # the wrappers live in wing sub-packages: a warm-up that imported only top-level modules ran
+    # the top-k warm-up alone and left every other kernel to compile inside the user's first call
+    code = (
+        "import jkofast.warmup as w\n"
+        "from jkofast._numba import WARMUPS\n"
+        "w._import_wrappers()\n"
+        "need = {'topk', 'index', 'text', 'evaluation', 'sinkhorn', 'jko', 'sgr'}\n"
+        "assert need <= set(WARMUPS), sorted(WARMUPS)\n"
+    )
+    out = _run(code)
     assert out.returncode == 0, out.stderr
