@@ -109,13 +109,14 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     from jkofast.datasets.beir import load_dataset
+    from jkofast.eval.metrics import bootstrap_ci
     from jkofast.jko.energy import minmax, softmax_tau
     from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
     from jkofast.pools.baselines import positions_to_docs, topk_by_score
     from jkofast.pools.candidates import build_pools
     from jkofast.sparse.index import BM25Index, TfidfIndex
     from jkofast.sparse.text import SKLEARN, Analyzer
-    from jkofast.studies.main_job import _bootstrap_ci, evaluate_topk, readout_topk
+    from jkofast.studies.main_job import evaluate_topk, readout_topk
     from jkofast.studies.tuning import sample_configs, train_queries
 
     t_start = time.perf_counter()
@@ -185,7 +186,7 @@ def main(argv=None):
                 cands.append((float(np.mean(readout({**w, k: wt}, "train")["ndcg"])), k, wt))
         best = max(cands)
         best_q = np.asarray(readout({**w, best[1]: best[2]}, "train")["ndcg"])
-        _, lo, hi = _bootstrap_ci(best_q - cur_q)
+        _, lo, hi = bootstrap_ci(best_q - cur_q)
         log(
             f"greedy: best addition {best[1]} {best[2]} -> train {best[0]:.4f} (from {cur:.4f}; "
             f"paired gain CI [{lo:+.4f}, {hi:+.4f}])"
@@ -232,7 +233,7 @@ def main(argv=None):
     abl = {}
 
     def put(name, m, ms=None):
-        mean, lo, hi = _bootstrap_ci(m["ndcg"])
+        mean, lo, hi = bootstrap_ci(m["ndcg"])
         abl[name] = {"ndcg@10": mean, "ci": [lo, hi], "recall@10": float(np.mean(m["recall"]))}
         if ms is not None:
             abl[name]["ms_per_query"] = ms

@@ -10,7 +10,7 @@ Stages (each keeps its best candidate by train nDCG@10 if the paired 95 % bootst
 per-query gain over the current stage holder is above 0, ``--gate ci``; ``--gate max`` keeps the
 best mean whenever it is higher):
 
-E1 query model / first stage (full-corpus scores, jkofast.sparse.expansion), each evaluated as the pool
+E1 query model / first stage (full-corpus scores, experiments/expansion.py), each evaluated as the pool
    builder (``own``: its top-200 pool, read-out = its full-corpus top-10) and as a re-scoring of
    the base BM25 pool (``base``):
    RM3: feedback docs k in {3, 5, 10} x terms {10, 20} x weight {0.3, 0.5}  (12)
@@ -21,7 +21,7 @@ E2 a second sparse signal mixed into the E1 energy over its pool,
    stemmed TF-IDF cosine, base BM25 (when E1 is not BM25)}, w in {0.1, 0.2, 0.3}
 E3 score propagation in the pool (cluster hypothesis, stemmed TF-IDF cosine neighbours):
    k in {5, 10, 20} x beta in {0.1, 0.2, 0.3}
-G  geometry of the W step: tfidf, bm25, ppmi, sgr_centres (jkofast.studies.main_job.SparseCorpus), at
+G  geometry of the W step: tfidf, bm25, ppmi, sgr_centres (experiments/sparse_corpus.py), at
    JKO points published#3 and fast (W mode, grad="implicit"); the geometry with the best train
    figure at either point is kept.  Extra row, not selectable: LSA (truncated SVD, 128 dims, of
    the stemmed TF-IDF; "dense vectors derived from TF-IDF").  No-prox and KL-Prox alongside.
@@ -70,7 +70,7 @@ def key_of(d: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in d.items())
 
 
-# the first stage of the first two attempts (the keys of jkofast.studies.main_job.sparse_analyzer + title repeats)
+# the first stage of the first two attempts (the keys of sparse_corpus.sparse_analyzer + title repeats)
 BASE = {"title_repeats": 3, "token_pattern": "sklearn", "stopwords": "english", "compounds": False}
 
 
@@ -93,20 +93,16 @@ def main(argv=None, base: dict | None = None):
     )
     a = ap.parse_args(argv)
 
+    from expansion import propagate_scores
+    from sparse_corpus import SparseCorpus, sparse_analyzer, sparse_only_inputs
+
     from jkofast.datasets.beir import load_dataset
+    from jkofast.eval.metrics import bootstrap_ci
     from jkofast.jko.energy import minmax, softmax_tau
     from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
     from jkofast.pools.baselines import positions_to_docs, topk_by_score
     from jkofast.pools.candidates import build_pools
-    from jkofast.sparse.expansion import propagate_scores
-    from jkofast.studies.main_job import (
-        SparseCorpus,
-        _bootstrap_ci,
-        evaluate_topk,
-        readout_topk,
-        sparse_analyzer,
-        sparse_only_inputs,
-    )
+    from jkofast.studies.main_job import evaluate_topk, readout_topk
     from jkofast.studies.tuning import sample_configs
 
     t_start = time.perf_counter()
@@ -146,7 +142,7 @@ def main(argv=None, base: dict | None = None):
         return np.asarray(evaluate_topk(top, split_q[s], qrels[s], ds.doc_ids)["ndcg"])
 
     def gate(best_q, cur_q):
-        d, lo, hi = _bootstrap_ci(best_q - cur_q)
+        d, lo, hi = bootstrap_ci(best_q - cur_q)
         keep = (lo > 0.0) if a.gate == "ci" else (d > 0.0)
         return keep, [d, lo, hi]
 
@@ -373,7 +369,7 @@ def main(argv=None, base: dict | None = None):
     abl = {}
 
     def put(name, v, ms=None):
-        mean, lo, hi = _bootstrap_ci(v)
+        mean, lo, hi = bootstrap_ci(v)
         abl[name] = {"ndcg@10": mean, "ci": [lo, hi]}
         if ms is not None:
             abl[name]["ms_per_query"] = ms
@@ -419,7 +415,7 @@ def main(argv=None, base: dict | None = None):
     # how much the JKO step moves the read-out (same pools and energy), and the paired gain
     top_ro = positions_to_docs(topk_by_score(rt, Pt.offsets, 20), Pt.offsets, Pt.doc_idx)
     v_ro = m_pool(rt, Pt, "test")
-    d, lo, hi = _bootstrap_ci(v - v_ro)
+    d, lo, hi = bootstrap_ci(v - v_ro)
     out["test_recipe_vs_readout"] = {
         "paired_diff_ci": [d, lo, hi],
         "queries_top10_order_changed": float(np.mean(np.any(top[:, :10] != top_ro[:, :10], axis=1))),

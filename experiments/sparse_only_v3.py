@@ -103,9 +103,12 @@ def main(argv=None):
     )
     a = ap.parse_args(argv)
 
+    from sparse_corpus import sparse_analyzer, title_texts
+
     from jkofast.datasets.beir import load_dataset
+    from jkofast.eval.metrics import bootstrap_ci
     from jkofast.sparse.index import BM25Index
-    from jkofast.studies.main_job import _bootstrap_ci, _title_texts, evaluate_topk, sparse_analyzer
+    from jkofast.studies.main_job import evaluate_topk
 
     t_start = time.perf_counter()
     ds = load_dataset("scifact")
@@ -119,7 +122,7 @@ def main(argv=None):
     e0, per_q = {}, {}
     for b in grid():
         t0 = time.perf_counter()
-        idx = BM25Index("lucene", analyzer=sparse_analyzer(b)).fit(_title_texts(ds, b["title_repeats"]))
+        idx = BM25Index("lucene", analyzer=sparse_analyzer(b)).fit(title_texts(ds, b["title_repeats"]))
         S = idx.score_all(queries)
         top = np.argsort(-S, axis=1, kind="stable")[:, :10]
         v = np.asarray(evaluate_topk(top, qids, qrels, ds.doc_ids)["ndcg"])
@@ -130,7 +133,7 @@ def main(argv=None):
     names = list(e0)
     win = max(names, key=lambda k: e0[k]["train"])  # first strictly highest in grid order
     cur = name_of(CURRENT)
-    d, lo, hi = _bootstrap_ci(per_q[win] - per_q[cur])
+    d, lo, hi = bootstrap_ci(per_q[win] - per_q[cur])
     sel = {
         "winner": win,
         "train": e0[win]["train"],
@@ -159,11 +162,11 @@ def main(argv=None):
         # one more row: the read-out of the first attempts' analyser (its test figure was published)
         t0 = time.perf_counter()
         tq = ds.split_query_ids("test")
-        idx = BM25Index("lucene", analyzer=sparse_analyzer(CURRENT)).fit(_title_texts(ds, CURRENT["title_repeats"]))
+        idx = BM25Index("lucene", analyzer=sparse_analyzer(CURRENT)).fit(title_texts(ds, CURRENT["title_repeats"]))
         S = idx.score_all([ds.queries[q] for q in tq])
         top = np.argsort(-S, axis=1, kind="stable")[:, :10]
         v = np.asarray(evaluate_topk(top, tq, ds.qrels("test"), ds.doc_ids)["ndcg"])
-        m, lo, hi = _bootstrap_ci(v)
+        m, lo, hi = bootstrap_ci(v)
         res["test_ablation"]["  previous analyser (sklearn, english, title x3), BM25 read-out"] = {
             "ndcg@10": m,
             "ci": [lo, hi],

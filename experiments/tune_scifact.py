@@ -47,9 +47,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     from jkofast.datasets.beir import load_dataset
+    from jkofast.eval.metrics import bootstrap_ci
     from jkofast.jko.energy import energy_and_p0
     from jkofast.jko.solver import operating_point, rerank_batch
-    from jkofast.studies.main_job import _bootstrap_ci, evaluate_topk, readout_topk
+    from jkofast.studies.main_job import evaluate_topk, readout_topk
     from jkofast.studies.tuning import SEARCH_SPACE, sample_configs, train_queries, tune
 
     ds = load_dataset("scifact")
@@ -103,7 +104,7 @@ def main(argv=None):
             )
             dt = time.perf_counter() - t1
             m = evaluate_topk(readout_topk(r.p, Pt), qids, ds.qrels("test"), ds.doc_ids)
-            mean, lo, hi = _bootstrap_ci(m["ndcg"])
+            mean, lo, hi = bootstrap_ci(m["ndcg"])
             test[f"{mode}_{label}"] = {
                 "alpha": al,
                 "gamma": ga,

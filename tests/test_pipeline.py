@@ -1,14 +1,22 @@
 """Main job building blocks (tiny): tuning stream check values, train-query protocol, metrics,
-read-out, and a 4-query end-to-end smoke run of the SciFact job."""
+read-out, the sparse-only recipe, and a 4-query end-to-end smoke run of the SciFact job."""
 
 import numpy as np
 import pytest
 
 from jkofast.pools.candidates import Pools
-from jkofast.studies.main_job import _ndcg_recall_one, evaluate_topk, readout_topk
+from jkofast.studies.main_job import evaluate_topk, readout_topk
 from jkofast.studies.tuning import SEARCH_SPACE, sample_configs, select_best, train_queries
 
 KEYS = [k for k, _ in SEARCH_SPACE]
+
+
+def _ndcg_recall_one(ranked, rel: dict, k: int, gain: str):
+    """nDCG@k and Recall@k of one ranking of doc ids through the eval wing (jkofast.eval.metrics)."""
+    from jkofast.eval.metrics import evaluate
+
+    res = evaluate({"q": list(ranked)}, {"q": rel}, metrics=(f"ndcg@{k}", f"recall@{k}"), gain=gain, tie_break="given")
+    return float(res.per_query[f"ndcg@{k}"][0]), float(res.per_query[f"recall@{k}"][0])
 
 
 def test_tuning_stream_matches_appendix_1():
@@ -110,101 +118,50 @@ def test_main_job_user_scores_file(tmp_path):
 
 
 def test_sparse_only_recipe_tiny():
-    from jkofast.datasets.beir import load_dataset
-    from jkofast.studies.main_job import SPARSE_RECIPE, run_main_job, sparse_only_inputs
+    from jkofast.studies.main_job import run_main_job
 
-    ds = load_dataset("scifact")
-    qids = ds.split_query_ids("test")[:2]
-    recipe = {**SPARSE_RECIPE, "weights": {"base": 0.8, "tfs": 0.2}}
-    P, r, X = sparse_only_inputs(ds, [ds.queries[q] for q in qids], qids, recipe=recipe)
-    assert np.diff(P.offsets).tolist() == [200, 200] and r.shape == (400,) and X.shape[0] == 400
-    for i in range(2):  # minmax per pool: weights sum to 1 -> r in [0, 1], the BM25 top doc first
-        ri = r[P.offsets[i] : P.offsets[i + 1]]
-        assert 0.0 <= ri.min() and ri.max() <= 1.0 + 1e-12
-    with pytest.raises(ValueError, match="unknown sparse-only signals"):
-        sparse_only_inputs(ds, ["x"], ["q"], recipe={**SPARSE_RECIPE, "weights": {"dense": 1.0}})
     res = run_main_job("scifact", n_queries=3, include_sgr=False, progress=False, methods=("jko_sparse",))
     assert 0.0 <= res.summary()["methods"]["jko_sparse"]["ndcg@10"] <= 1.0
     assert any("Porter" in n and "no transformer" in n for n in res.notes)
 
 
-def test_sparse_only_recipe_components():
-    """Every recipe key of the v2 search (query model, own pool, QL signal, propagation,
-    geometries) builds consistent pools, energies and geometry rows."""
-    from jkofast.datasets.beir import load_dataset
-    from jkofast.jko.energy import minmax
-    from jkofast.sparse.expansion import propagate_scores
-    from jkofast.studies.main_job import (
-        SPARSE_GEOMETRIES,
-        SPARSE_RECIPE,
-        SparseCorpus,
-        sparse_analyzer,
-        sparse_only_inputs,
+def test_sparse_recipe_is_the_train_selected_point():
+    """SPARSE_RECIPE = the point experiments/sparse_only_v3.py selected on train
+    (experiments/results/sparse_only_v3.json: tokens word, stop english, title x4; geometry ppmi;
+    JKO point mild_fast_h8_T1)."""
+    from jkofast.sparse.text import Analyzer
+    from jkofast.studies.sparse_recipe import SPARSE_RECIPE, sparse_analyzer
+
+    assert (SPARSE_RECIPE.title_repeats, SPARSE_RECIPE.pool_size) == (4, 200)
+    assert (SPARSE_RECIPE.ppmi_terms, SPARSE_RECIPE.ppmi_weight) == (12, 0.5)
+    assert SPARSE_RECIPE.jko_params() == dict(h=8.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=1, inner_steps=15, tau0=1.0)
+    cfg = SPARSE_RECIPE.jko_config("unrolled")
+    assert (cfg.mode, cfg.grad, cfg.h, cfg.T) == ("wasserstein", "unrolled", 8.0, 1)
+    # \w+ tokens (1-character tokens kept), English stop-words, Porter
+    assert (
+        sparse_analyzer() == sparse_analyzer(SPARSE_RECIPE) == Analyzer("word", stopwords="english", stemmer="porter")
     )
-
-    ds = load_dataset("scifact")
-    qids = ds.split_query_ids("test")[:2]
-    qs = [ds.queries[q] for q in qids]
-    sc = SparseCorpus(ds, SPARSE_RECIPE["title_repeats"], analyzer=sparse_analyzer(SPARSE_RECIPE))
-    for geo in SPARSE_GEOMETRIES:
-        Y = sc.geometry(geo)
-        assert Y.shape[0] == ds.n_docs and Y.has_canonical_format and Y.dtype == np.float32
-        assert np.all(np.diff(Y.indptr)[np.diff(sc.doc_tf.indptr) > 0] > 0)  # non-empty docs keep a row
-    rm3 = {"kind": "rm3", "fb_docs": 3, "n_terms": 10, "weight": 0.3}
-    base = {
-        **SPARSE_RECIPE,
-        "query": rm3,
-        "pool": "own",
-        "weights": {"first": 0.8, "ql1000": 0.2},
-        "propagation": None,
-        "geometry": "ppmi",
-    }
-    P, r, X = sparse_only_inputs(ds, qs, qids, recipe=base, corpus=sc)
-    S1 = sc.first_stage(rm3, qs)
-    for i in range(2):  # own pool = the query model's top-200, in its score order
-        top = np.argsort(-S1[i], kind="stable")[:200]
-        assert set(P.doc_idx[P.offsets[i] : P.offsets[i + 1]]) == set(top)
-    rows = np.repeat(np.arange(2), np.diff(P.offsets))
-    expect = 0.8 * minmax(S1[rows, P.doc_idx].astype(np.float64), P.offsets) + 0.2 * minmax(
-        sc.signal("ql1000", qs)[rows, P.doc_idx].astype(np.float64), P.offsets
-    )
-    np.testing.assert_allclose(r, expect, rtol=1e-12)
-    np.testing.assert_array_equal(X.toarray(), sc.geometry("ppmi")[P.doc_idx].toarray())
-    prop = {"k": 5, "beta": 0.2}
-    _, r2, _ = sparse_only_inputs(ds, qs, qids, recipe={**base, "propagation": prop}, corpus=sc)
-    Xt = sc.geometry("tfidf")[P.doc_idx]
-    np.testing.assert_allclose(r2, propagate_scores(r, P.offsets, Xt, **prop), rtol=1e-12)
-    with pytest.raises(ValueError, match="unknown sparse geometry"):
-        sparse_only_inputs(ds, qs, qids, recipe={**base, "geometry": "minilm"}, corpus=sc)
-    with pytest.raises(ValueError, match="unknown query model"):
-        sparse_only_inputs(ds, qs, qids, recipe={**base, "query": {"kind": "dense"}}, corpus=sc)
+    assert sparse_analyzer().tokenize("IL-6 in type 2 diabetes") == ["il", "6", "type", "2", "diabet"]
 
 
-def test_sparse_only_analyser_options():
-    """Recipe keys token_pattern / stopwords / compounds: defaults = the first attempts' analyser;
-    another analyser gives the pools of a BM25 lucene index built directly with it."""
+def test_sparse_only_inputs_pools_energy_geometry():
+    """Pools = top-200 of BM25 lucene built directly with the recipe's analyser over title x4 + text,
+    r = its minmax score per pool, X = the PPMI-smoothed rows of the pool documents."""
+    import dataclasses
+
     from jkofast.datasets.beir import load_dataset
     from jkofast.sparse.index import BM25Index
-    from jkofast.sparse.text import SKLEARN, Analyzer
-    from jkofast.studies.main_job import SPARSE_RECIPE, SparseCorpus, _title_texts, sparse_analyzer, sparse_only_inputs
-
-    old = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
-    assert sparse_analyzer() == old == sparse_analyzer({"title_repeats": 3})
-    assert sparse_analyzer({"token_pattern": "sklearn", "stopwords": "english", "compounds": False}) == old
-    # the third attempt's recipe: \w+ tokens (1-character tokens kept), English stop-words
-    assert sparse_analyzer(SPARSE_RECIPE) == Analyzer("word", stopwords="english", stemmer="porter")
-    an = sparse_analyzer({"token_pattern": "word", "stopwords": "lucene", "compounds": True})
-    assert an == Analyzer("word", stopwords="lucene", stemmer="porter", compounds=True)
-    assert an.tokenize("IL-6 in type 2 diabetes") == ["il", "6", "type", "2", "diabet", "il6"]
+    from jkofast.sparse.text import Analyzer
+    from jkofast.studies.sparse_recipe import SPARSE_RECIPE, SparseRecipeCorpus, sparse_only_inputs, title_texts
 
     ds = load_dataset("scifact")
     qids = ds.split_query_ids("test")[:3]
     qs = [ds.queries[q] for q in qids]
-    recipe = {**SPARSE_RECIPE, "title_repeats": 4, "token_pattern": "word", "stopwords": None}
-    sc = SparseCorpus(ds, 4, analyzer=sparse_analyzer(recipe))
-    assert sc.tfidf.n_terms == sc.V and {"2", "6"} <= set(sc.bm25.vocab.terms)
-    P, r, X = sparse_only_inputs(ds, qs, qids, recipe=recipe, corpus=sc)
-    S = BM25Index("lucene", analyzer=Analyzer("word", stemmer="porter")).fit(_title_texts(ds, 4)).score_all(qs)
+    sc = SparseRecipeCorpus.for_recipe(ds)
+    P, r, X = sparse_only_inputs(ds, qs, qids, corpus=sc)
+    assert np.diff(P.offsets).tolist() == [200, 200, 200] and r.shape == (600,)
+    an = Analyzer("word", stopwords="english", stemmer="porter")
+    S = BM25Index("lucene", analyzer=an).fit(title_texts(ds, 4)).score_all(qs)
     for i in range(3):  # the pool = top-200 of that BM25, r = its minmax score
         top = np.argsort(-S[i], kind="stable")[:200]
         assert set(P.doc_idx[P.offsets[i] : P.offsets[i + 1]]) == set(top)
@@ -212,11 +169,19 @@ def test_sparse_only_analyser_options():
         np.testing.assert_allclose(
             r[P.offsets[i] : P.offsets[i + 1]], (si - si.min()) / (si.max() - si.min()), rtol=1e-12
         )
-    assert X.shape == (600, sc.V)
+    Y = sc.ppmi_geometry(12, 0.5)
+    assert Y.shape == (ds.n_docs, sc.V) and Y.has_canonical_format and Y.dtype == np.float32
+    assert np.all(np.diff(Y.indptr)[np.diff(sc.doc_tf.indptr) > 0] > 0)  # non-empty docs keep a row
+    np.testing.assert_array_equal(X.toarray(), Y[P.doc_idx].toarray())
+    # x + 0.5 s / |s| with s >= 0: the TF-IDF row is kept, the added part has norm 0.5 (or 0)
+    D = (Y.astype(np.float64) - sc.tfidf.doc_matrix().astype(np.float64)).tocsr()
+    assert D.min() >= -1e-6
+    n = np.sqrt(np.asarray(D.multiply(D).sum(axis=1)).ravel())
+    np.testing.assert_allclose(n[n > 1e-3], 0.5, rtol=1e-4)
     with pytest.raises(ValueError, match="corpus was built"):
-        sparse_only_inputs(ds, qs, qids, recipe={**recipe, "stopwords": "english"}, corpus=sc)
-    with pytest.raises(ValueError, match="corpus was built"):
-        sparse_only_inputs(ds, qs, qids, recipe={**recipe, "title_repeats": 3}, corpus=sc)
+        sparse_only_inputs(ds, qs, qids, recipe=dataclasses.replace(SPARSE_RECIPE, title_repeats=3), corpus=sc)
+    with pytest.raises(TypeError, match="recipe must be a SparseRecipe"):
+        sparse_only_inputs(ds, qs, qids, recipe={"title_repeats": 4})
 
 
 def test_rerank_blocks_equals_one_batch():
@@ -311,27 +276,15 @@ def test_main_job_arguments_checked_before_loading(kw, exc, match):
         run_main_job("/nonexistent/beir", progress=False, **kw)
 
 
-def test_sparse_recipe_and_corpus_arguments():
+def test_sparse_recipe_corpus_arguments():
     from jkofast.datasets.beir import load_dataset
-    from jkofast.studies.main_job import SPARSE_RECIPE, SparseCorpus, _check_recipe
+    from jkofast.studies.sparse_recipe import SparseRecipeCorpus, sparse_analyzer
 
-    for recipe, exc, match in (
-        ({}, ValueError, "missing key"),  # KeyError
-        ({**SPARSE_RECIPE, "geomtry": "tfidf"}, ValueError, "unknown key.*geomtry"),  # typo fell back silently
-        ({**SPARSE_RECIPE, "weights": {"first": float("nan")}}, ValueError, r"weights.*finite"),  # NaN energies
-        ({**SPARSE_RECIPE, "weights": {}}, ValueError, "non-empty"),
-        ({**SPARSE_RECIPE, "pool": "bogus"}, ValueError, r"recipe\['pool'\]"),  # meant 'base' silently
-        ({**SPARSE_RECIPE, "title_repeats": 1.5}, TypeError, "title_repeats"),
-        ([1], TypeError, "recipe must be a dict"),
-    ):
-        with pytest.raises(exc, match=match):
-            _check_recipe(recipe)
-    _check_recipe(SPARSE_RECIPE)
     ds = load_dataset("scifact")
     with pytest.raises(ValueError, match="title_repeats must be >= 0"):
-        SparseCorpus(ds, title_repeats=-1)
+        SparseRecipeCorpus(ds, -1, sparse_analyzer())
     with pytest.raises(TypeError, match="analyzer must be"):
-        SparseCorpus(ds, analyzer="word")
+        SparseRecipeCorpus(ds, 4, "word")
 
 
 def test_evaluate_topk_refuses_inconsistent_rankings():

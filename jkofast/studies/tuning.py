@@ -34,7 +34,7 @@ SEARCH_SPACE: tuple[tuple[str, tuple], ...] = (
 
 
 def sample_configs(n: int = 25, seed: int = 42) -> list[dict]:
-    """The first ``n`` configurations of the published stream.
+    """Return the first ``n`` configurations of the published stream.
 
     Examples
     --------
@@ -51,8 +51,11 @@ def sample_configs(n: int = 25, seed: int = 42) -> list[dict]:
 
 
 def train_queries(qrels_train: dict, known_query_ids, n: int = 80, seed: int = 0) -> list[str]:
-    """Keys of ``qrels_train`` present in ``known_query_ids`` (dict order), shuffled with
-    ``random.Random(seed)``, first ``n``."""
+    """Return the train query ids of the published protocol.
+
+    The keys of ``qrels_train`` present in ``known_query_ids`` (dict order), shuffled with
+    ``random.Random(seed)``, first ``n``.
+    """
     n = check_int(n, "n", min_value=0)  # n = -1 kept all but the last query
     known = set(known_query_ids)
     qids = [q for q in qrels_train if q in known]

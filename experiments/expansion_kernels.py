@@ -1,4 +1,4 @@
-"""Query-expansion and score-propagation kernels (sparse-only energies, docs/sparse_only.md).
+"""Query-expansion and score-propagation kernels of experiments/expansion.py (rejected sparse-only energies).
 
 Layouts: CSR as ``(indptr int64, indices int64, data float64)``, indices sorted and unique
 within rows (the wrappers guarantee it).  ``prange`` over queries / pools; iteration q

@@ -1,4 +1,9 @@
-"""Sparse query expansion and pool-score smoothing (the sparse-only JKO-RAG energy).
+"""Sparse query expansion and pool-score smoothing: candidates of the sparse-only energy (experiment).
+
+Tried by experiments/sparse_only_v2.py (stages E1 / E2 / E3) and rejected: none of them passed the
+train gate (paired 95 % CI of the train gain above 0), so the product recipe
+(:mod:`jkofast.studies.sparse_recipe`) uses the base BM25 alone.  Kept here, with its oracle tests
+(experiments/tests/test_expansion.py), so the searches can be rerun.
 
 * :func:`rm3_queries` — RM3 pseudo-relevance feedback: the relevance model
   ``P(w|R) = sum_d w_d tf(w,d)/|d|`` over the top-k feedback documents (``w_d`` = their
@@ -15,15 +20,15 @@
   documents (sparse cosine of given rows).
 
 Queries and term graphs are scipy CSR matrices over the index vocabulary; the numeric work
-is in :mod:`jkofast.kernels.sparse.expansion` (prange over queries / pools, owner-writes).
+is in ``expansion_kernels.py`` next to this file (prange over queries / pools, owner-writes).
 """
 
 from __future__ import annotations
 
+import expansion_kernels as _k  # experiments/ is on sys.path (the scripts' own folder)
 import numpy as np
 import scipy.sparse as sp
 
-from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import (
     as_csr,
@@ -32,7 +37,6 @@ from jkofast._validation import (
     check_offsets,
     check_positive,
 )
-from jkofast.kernels.sparse import expansion as _k
 
 __all__ = [
     "dirichlet_ql",
@@ -339,17 +343,3 @@ def propagate_scores(r, offsets, X, *, k: int = 10, beta: float = 0.2, n_threads
     with numba_threads(n_threads):
         _k.propagate_pool_scores(a, off, cos, cos_off, k, beta, out)
     return out
-
-
-@register_warmup("expansion")
-def _warmup() -> None:
-    M = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0], [1.0, 1.0, 0.0]]))
-    weighted_rows_topn(
-        np.array([0, 2]),
-        np.array([0, 1]),
-        np.array([0.5, 0.5]),
-        M,
-        2,
-        row_normalise=True,
-    )
-    propagate_scores(np.array([1.0, 0.5, 0.0]), np.array([0, 3]), M, k=1, beta=0.5)

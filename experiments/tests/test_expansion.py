@@ -1,12 +1,10 @@
-"""jkofast.sparse.expansion (RM3 / graph expansion, weighted scoring, Dirichlet QL, pool propagation)
+"""experiments/expansion.py (RM3 / graph expansion, weighted scoring, Dirichlet QL, pool propagation)
 against naive dense oracles."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from jkofast._threads import numba_threads
-from jkofast.sparse.expansion import (
+from expansion import (
     dirichlet_ql,
     graph_queries,
     interpolate_queries,
@@ -15,6 +13,8 @@ from jkofast.sparse.expansion import (
     score_weighted,
     weighted_rows_topn,
 )
+
+from jkofast._threads import numba_threads
 
 
 def _rand_counts(rng, n, V, density=0.3):
