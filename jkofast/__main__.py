@@ -1,3 +1,5 @@
+"""``python -m jkofast``: the command line (:func:`jkofast.cli.main`)."""
+
 from jkofast.cli import main
 
 raise SystemExit(main())

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+__all__ = ["CACHE", "DEFAULT_THREADS", "FASTMATH_ARITH", "FASTMATH_STRICT"]
+
 CACHE: bool = os.environ.get("JKOFAST_NUMBA_CACHE", "1").strip() not in ("0", "false", "no")
 
 # Named fastmath presets (never ``fastmath=True``).  ``FASTMATH_ARITH`` is for pure

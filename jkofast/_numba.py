@@ -17,12 +17,36 @@ import numba
 
 from jkofast import _config
 
+__all__ = ["REGISTRY", "WARMUPS", "kernel", "register_warmup"]
+
 REGISTRY: dict[str, object] = {}
 WARMUPS: dict[str, Callable[[], None]] = {}
 
 
 def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str = "never"):
-    """Decorator: compile lazily with the project-wide settings and register."""
+    """Compile a kernel lazily with the project-wide settings and register its dispatcher.
+
+    Parameters
+    ----------
+    parallel : bool
+        Numba ``parallel=True`` (the kernel uses ``prange``).
+    fastmath : frozenset or False
+        A named preset from :mod:`jkofast._config` (``FASTMATH_ARITH``) or ``False`` (strict
+        IEEE, ``FASTMATH_STRICT``); ``True`` is refused.
+    inline : {"never", "always"}
+        Numba-IR inlining of the kernel into its callers.
+
+    Returns
+    -------
+    callable
+        The decorator: ``fn -> numba dispatcher`` (``cache`` = ``JKOFAST_NUMBA_CACHE``,
+        ``nogil=True``), recorded in ``REGISTRY`` under ``"<module>.<name>"``.
+
+    Raises
+    ------
+    ValueError
+        ``fastmath=True``.
+    """
     if fastmath is True:  # pragma: no cover - guarded by the hygiene test
         raise ValueError("use a named fastmath preset from jkofast._config, never True")
 
@@ -44,7 +68,7 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
 
 
 def register_warmup(name: str):
-    """Register a warm-up callable (decorator)."""
+    """Register a zero-argument warm-up callable under ``name`` (decorator; returns it unchanged)."""
 
     def deco(fn):
         WARMUPS[name] = fn

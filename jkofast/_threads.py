@@ -5,8 +5,11 @@ from __future__ import annotations
 import contextlib
 
 import numba
+import numpy as np
 
 from jkofast import _config
+
+__all__ = ["max_threads", "numba_threads", "resolve_threads"]
 
 
 def max_threads() -> int:
@@ -15,10 +18,18 @@ def max_threads() -> int:
 
 
 def resolve_threads(n_threads: int | None) -> int:
-    """Validate a thread request; ``None`` means the configured default or all."""
+    """Validate a thread request; ``None`` means the configured default or all.
+
+    Raises
+    ------
+    TypeError
+        Not an int (bools included).
+    ValueError
+        Below 1.
+    """
     if n_threads is None:
         n_threads = _config.DEFAULT_THREADS or max_threads()
-    if isinstance(n_threads, bool) or not isinstance(n_threads, int | __import__("numpy").integer):
+    if isinstance(n_threads, bool) or not isinstance(n_threads, int | np.integer):
         raise TypeError(f"n_threads must be an int or None, got {type(n_threads).__name__}")
     n_threads = int(n_threads)
     if n_threads < 1:
@@ -32,6 +43,23 @@ def numba_threads(n_threads: int | None = None):
 
     The mask is thread-local (Numba semantics); values above ``NUMBA_NUM_THREADS``
     are clipped to it.
+
+    Parameters
+    ----------
+    n_threads : int, optional
+        Threads for the block; ``None``: ``JKOFAST_NUM_THREADS`` or all.
+
+    Yields
+    ------
+    int
+        The thread count in effect.
+
+    Examples
+    --------
+    >>> from jkofast import numba_threads
+    >>> with numba_threads(1) as n:
+    ...     n
+    1
     """
     n = resolve_threads(n_threads)
     old = numba.get_num_threads()

@@ -6,6 +6,29 @@ import numbers
 
 import numpy as np
 
+__all__ = [
+    "FLOAT_DTYPES",
+    "PartialBatchError",
+    "PartialBatchWarning",
+    "QueryIndexError",
+    "as_csr",
+    "as_float_array",
+    "check_bool",
+    "check_csr",
+    "check_finite",
+    "check_int",
+    "check_offsets",
+    "check_positive",
+    "check_same_length",
+    "check_simplex",
+    "keep_segments",
+    "normalise_mass",
+    "rescale_rows_csr",
+    "rescale_rows_dense",
+    "segment_any",
+    "summarise_errors",
+]
+
 FLOAT_DTYPES = (np.float32, np.float64)
 
 
@@ -45,12 +68,14 @@ def as_float_array(
 
 
 def check_finite(arr: np.ndarray, name: str) -> None:
+    """Raise ``ValueError`` (with the first flat index) if ``arr`` holds a NaN or an inf."""
     if not np.all(np.isfinite(arr)):
         bad = np.flatnonzero(~np.isfinite(np.ravel(arr)))
         raise ValueError(f"{name} contains NaN or inf (first at flat index {int(bad[0])})")
 
 
 def check_positive(value, name: str, *, strict: bool = True) -> float:
+    """Return ``value`` as a float after checking it is a finite real > 0 (``>= 0`` unless ``strict``)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
@@ -60,6 +85,7 @@ def check_positive(value, name: str, *, strict: bool = True) -> float:
 
 
 def check_int(value, name: str, *, min_value: int | None = None) -> int:
+    """Return ``value`` as an int after checking it is an integer (not a bool) >= ``min_value``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     v = int(value)
@@ -69,7 +95,7 @@ def check_int(value, name: str, *, min_value: int | None = None) -> int:
 
 
 def check_simplex(p: np.ndarray, name: str, *, atol: float = 1e-4, normalise: bool = True) -> np.ndarray:
-    """Non-negative, positive total mass; renormalised to sum 1 when ``normalise``."""
+    """Check ``p`` is non-negative with positive mass; return it renormalised to sum 1 when ``normalise``."""
     if np.any(p < 0):
         raise ValueError(f"{name} must be non-negative (a probability vector)")
     s = float(p.sum())
@@ -83,12 +109,13 @@ def check_simplex(p: np.ndarray, name: str, *, atol: float = 1e-4, normalise: bo
 
 
 def check_same_length(name_a: str, a, name_b: str, b) -> None:
+    """Raise ``ValueError`` naming both arguments when ``len(a) != len(b)``."""
     if len(a) != len(b):
         raise ValueError(f"{name_a} and {name_b} must have the same length, got {len(a)} and {len(b)}")
 
 
 def check_offsets(offsets, n_total: int, name: str = "offsets") -> np.ndarray:
-    """Ragged-batch pointer array: int64, starts at 0, non-decreasing, ends at n_total."""
+    """Return a ragged-batch pointer array as int64 after checking it starts at 0, never decreases, ends at n_total."""
     off = np.asarray(offsets)
     if off.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an integer array, got dtype {off.dtype}")
@@ -105,7 +132,7 @@ def check_offsets(offsets, n_total: int, name: str = "offsets") -> np.ndarray:
 def check_csr(
     indptr, indices, data, n_cols: int | None = None, name: str = "X", *, data_dtype=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Canonical CSR as three arrays: int64 indptr/indices, sorted, no duplicates.
+    """Check and coerce canonical CSR given as three arrays: int64 indptr/indices, sorted, no duplicates.
 
     Non-canonical input (unsorted or duplicate column indices) raises ``ValueError``;
     scipy users can call ``X.sum_duplicates(); X.sort_indices()`` first (``as_csr`` does).
@@ -137,7 +164,7 @@ def check_csr(
 
 
 def as_csr(X, name: str = "X", *, dtype=np.float32, canonicalise: bool = True):
-    """scipy.sparse input -> canonical CSR (indptr, indices, data, shape). Converts once."""
+    """Convert scipy.sparse input once into canonical CSR ``(indptr, indices, data, shape)``."""
     import scipy.sparse as sp
 
     if not sp.issparse(X):
@@ -151,7 +178,7 @@ def as_csr(X, name: str = "X", *, dtype=np.float32, canonicalise: bool = True):
 
 
 def normalise_mass(p: np.ndarray, name: str) -> np.ndarray:
-    """``p / sum(p)`` for a non-negative finite float array, also when the sum overflows.
+    """Return ``p / sum(p)`` for a non-negative finite float array, also when the sum overflows.
 
     The plain division is used whenever the sum is finite (bit-identical to ``p / p.sum()``);
     otherwise ``p`` is first divided by its maximum.
@@ -172,7 +199,7 @@ _ROW_SCALE_LO = 1e-100
 
 
 def _pow2_scale(rowmax: np.ndarray) -> np.ndarray:
-    """Power-of-two factors that bring ``rowmax`` near 1 where it is out of range (1 elsewhere)."""
+    """Return power-of-two factors that bring ``rowmax`` near 1 where it is out of range (1 elsewhere)."""
     need = (rowmax > _ROW_SCALE_HI) | ((rowmax > 0) & (rowmax < _ROW_SCALE_LO))
     f = np.ones(rowmax.shape[0])
     if need.any():
@@ -182,8 +209,11 @@ def _pow2_scale(rowmax: np.ndarray) -> np.ndarray:
 
 
 def rescale_rows_dense(Z: np.ndarray) -> np.ndarray:
-    """``Z`` with every float64 row whose squared norm would over/underflow multiplied by a power
-    of two (cosines unchanged, bit for bit); ``Z`` itself when no row needs it."""
+    """Rescale the float64 rows of ``Z`` whose squared norm would over/underflow.
+
+    Each such row is multiplied by a power of two (cosines unchanged, bit for bit); ``Z`` itself
+    is returned when no row needs it.
+    """
     if Z.dtype != np.float64 or Z.size == 0:
         return Z  # float32 rows are accumulated in float64: their squares cannot overflow
     rowmax = np.maximum(Z.max(axis=1), -Z.min(axis=1))
@@ -194,7 +224,7 @@ def rescale_rows_dense(Z: np.ndarray) -> np.ndarray:
 
 
 def rescale_rows_csr(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """CSR analogue of :func:`rescale_rows_dense` on ``data`` (a new array only when needed)."""
+    """Apply :func:`rescale_rows_dense` to CSR rows given by ``indptr`` / ``data`` (a new array only when needed)."""
     if data.dtype != np.float64 or data.size == 0:
         return data  # float32 data are accumulated in float64 by the kernels
     a = np.abs(data)
@@ -212,7 +242,8 @@ class QueryIndexError(IndexError, ValueError):
     """A query index / pool position out of range (both an ``IndexError`` and a ``ValueError``).
 
     One class for the whole package (``jkofast.jko.solver.QueryIndexError`` and
-    ``jkofast.pools.candidates.QueryIndexError`` are this class)."""
+    ``jkofast.pools.candidates.QueryIndexError`` are this class).
+    """
 
 
 class PartialBatchError(ValueError):
@@ -237,7 +268,7 @@ class PartialBatchWarning(UserWarning):
 
 
 def summarise_errors(errors: dict, n: int, what: str) -> str:
-    """``"2 of 5 pools have invalid input: reason; reason"`` (at most five reasons shown)."""
+    """Format ``"2 of 5 pools have invalid input: reason; reason"`` (at most five reasons shown)."""
     keys = list(errors)[:5]
     shown = "; ".join(str(errors[k]) for k in keys)
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
@@ -245,16 +276,20 @@ def summarise_errors(errors: dict, n: int, what: str) -> str:
 
 
 def check_bool(value, name: str) -> bool:
-    """``value`` as a ``bool``; anything but a bool / numpy bool is a ``TypeError`` naming
-    ``name`` (``bool("no")`` is True, so a string or number would be a silent 'on')."""
+    """Return ``value`` as a ``bool``; anything but a bool / numpy bool is a ``TypeError`` naming ``name``.
+
+    ``bool("no")`` is True, so a string or number would be a silent 'on'.
+    """
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
     return bool(value)
 
 
 def segment_any(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Per segment ``offsets[q]:offsets[q+1]`` of the flat boolean ``flags``: any True
-    (False for an empty segment)."""
+    """Return, per segment ``offsets[q]:offsets[q+1]`` of the flat boolean ``flags``, whether any is True.
+
+    An empty segment gives False.
+    """
     nq = offsets.shape[0] - 1
     if flags.size == 0:
         return np.zeros(nq, bool)
@@ -263,8 +298,11 @@ def segment_any(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def keep_segments(offsets: np.ndarray, keep: np.ndarray, *arrays):
-    """The segments with ``keep[q]`` True, in order: new offsets and each flat array
-    (ndarray rows along axis 0, or a list) restricted to them."""
+    """Keep the segments with ``keep[q]`` True, in order.
+
+    Returns the new offsets and each flat array (ndarray rows along axis 0, or a list)
+    restricted to them.
+    """
     sizes = np.diff(offsets)
     new_off = np.zeros(int(np.count_nonzero(keep)) + 1, np.int64)
     np.cumsum(sizes[keep], out=new_off[1:])

@@ -13,8 +13,11 @@ import sys
 
 import jkofast
 
+__all__ = ["build_parser", "main"]
+
 
 def build_parser() -> argparse.ArgumentParser:
+    """Return the ``jkofast`` parser with one sub-parser per module of :mod:`jkofast.commands`."""
     import jkofast.commands as commands
 
     parser = argparse.ArgumentParser(
@@ -32,6 +35,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status: the command's, 2 for a usage error or a ``ValueError`` / ``TypeError`` /
+        ``OSError`` raised by the command (printed as ``jkofast COMMAND: error: ...``).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

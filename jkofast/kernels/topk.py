@@ -3,6 +3,11 @@
 Order: descending score, ties broken by **lowest index** (deterministic, thread-count
 independent).  Strict IEEE (no fastmath): ``-inf`` is a legal score and sorts last;
 NaN is a precondition violation (wrappers reject it).
+
+Scratch and outputs are preallocated by the caller; every kernel returns the number of items
+written (no status codes: there is no failure mode once the preconditions hold).  The
+streaming heap helpers (``_heap_push_or_replace``, ``_heap_sorted_out``) serve callers that
+offer items one at a time (``jkofast.kernels.sparse.scoring``).
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from numba import prange
 
 from jkofast._numba import kernel
 
+__all__ = ["topk_ids", "topk_ids_pos", "topk_pos", "topk_rows", "topk_select", "topk_select_subset"]
+
 
 @kernel(inline="always")
 def _below(s1, i1, s2, i2):
-    """True when (s1, i1) ranks strictly below (s2, i2)."""
+    """Return True when (s1, i1) ranks strictly below (s2, i2) (lower score, or equal score and higher id)."""
     return s1 < s2 or (s1 == s2 and i1 > i2)
 
 
@@ -92,10 +99,15 @@ def _heap_sorted_out(hv, hi, n, out_idx, out_val):
 
 @kernel()
 def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_pos=False):
-    """Bounded min-heap top-k (root = worst kept item); one loop nest, no calls (Numba's
-    inlined helpers were ~10x slower here).  Item c is ``(scores[d], d)`` with
-    ``d = cand[c]`` if ``use_cand`` else ``d = c``; with ``by_pos`` it is
-    ``(scores[c], cand[c])`` (values stored densely by candidate position)."""
+    """Bounded min-heap top-k (root = worst kept item) into ``out_*[:m]``, best first; returns m.
+
+    Item c (``c < n_cand``) is ``(scores[d], d)`` with ``d = cand[c]`` if ``use_cand`` else
+    ``d = c``; with ``by_pos`` it is ``(scores[c], cand[c])`` (values stored densely by
+    candidate position).  ``m = min(k, n_cand)``; ``hv`` (scores' dtype or float64) and ``hi``
+    (int64), length >= m, are heap scratch (``hi`` may be ``cand`` itself when
+    ``use_cand`` is False: it is then never read as ids).  One loop nest, no calls: Numba's
+    inlined helpers were ~10x slower here.
+    """
     kk = min(k, n_cand)
     if kk <= 0:
         return 0
@@ -119,6 +131,7 @@ def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_p
             hi[pos] = d
             m += 1
         elif hv[0] < s or (hv[0] == s and hi[0] > d):
+            # sift-down written out here and in the pop below on purpose: a call per item is ~10x slower
             pos = 0
             while True:
                 left = 2 * pos + 1
@@ -172,16 +185,21 @@ def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_p
 
 @kernel()
 def topk_ids(scores, cand, n_cand, k, out_idx, out_val, hv, hi):
-    """Top-k of ``scores[cand[:n_cand]]`` (distinct ids), descending, ties to the lowest
-    id; ``hv`` float64 / ``hi`` int64 (>= k) are heap scratch.  Returns min(k, n_cand)."""
+    """Top-k of ``scores[cand[:n_cand]]`` (distinct ids), descending, ties to the lowest id.
+
+    ``hv`` float64 / ``hi`` int64 (>= k) are heap scratch; writes ``out_idx`` (ids) and
+    ``out_val`` (scores) ``[:m]``.  Returns ``m = min(k, n_cand)``.
+    """
     return _topk_core(scores, cand, True, n_cand, k, out_idx, out_val, hv, hi)
 
 
 @kernel()
 def topk_ids_pos(scores, cand, n_cand, k, out_idx, out_val, hv, hi):
-    """Top-k of the items ``(scores[c], cand[c])``, ``c < n_cand`` (distinct ids): values
-    stored by candidate position, ranked as ``topk_ids`` (descending, ties to the lowest
-    id); writes the ids.  Returns min(k, n_cand)."""
+    """Top-k of the items ``(scores[c], cand[c])``, ``c < n_cand`` (distinct ids).
+
+    Values are stored by candidate position, ranked as ``topk_ids`` (descending, ties to the
+    lowest id); writes the ids.  Returns ``min(k, n_cand)``.
+    """
     return _topk_core(scores, cand, True, n_cand, k, out_idx, out_val, hv, hi, True)
 
 
@@ -224,7 +242,7 @@ def topk_select_subset(scores, cand, n_cand, k, out_idx, out_val):
 
 @kernel(parallel=True)
 def topk_rows(scores, k, out_idx, out_val):
-    """Row-wise top-k of a 2-D array; ``out_*`` shape (n_rows, min(k, n_cols)). prange over rows."""
+    """Row-wise top-k of a 2-D array; ``out_*`` shape (n_rows, min(k, n_cols)); prange over rows (owner writes)."""
     n_rows = scores.shape[0]
     for r in prange(n_rows):
         topk_select(scores[r], k, out_idx[r], out_val[r])

@@ -61,6 +61,7 @@ _DENSE_RATIO = 8.0
 
 
 def _transpose(indptr, indices, data, n_cols):
+    """Return the transpose of CSR ``(indptr, indices, data)`` (n_rows x n_cols) as canonical CSR arrays."""
     nnz = indices.shape[0]
     out_ptr = np.empty(n_cols + 1, np.int64)
     out_idx = np.empty(nnz, np.int64)
@@ -70,7 +71,13 @@ def _transpose(indptr, indices, data, n_cols):
 
 
 class SparseIndex:
-    """Common machinery: analyser/vocabulary, postings, search, score_all, save/load."""
+    """Common machinery of the sparse indexes: analyser/vocabulary, postings, search, score_all, save/load.
+
+    Subclasses (:class:`BM25Index`, :class:`TfidfIndex`) define the weights (``_build``) and the
+    query weights (``_query_weights``).  After ``fit`` the postings are term-major:
+    ``term_ptr`` int64 (n_terms + 1,), ``post_docs`` int64 (nnz,), ``post_w`` float32 (nnz,);
+    ``doc_len`` int64 (n_docs,) counts analyser tokens.
+    """
 
     kind = "base"
     _arrays = ("term_ptr", "post_docs", "post_w", "doc_len", "idf")
@@ -82,6 +89,7 @@ class SparseIndex:
 
     # ---- build -----------------------------------------------------------------------
     def _params(self) -> dict:
+        """Return the scoring parameters saved in the manifest."""
         return {}
 
     def fit(self, texts) -> SparseIndex:
@@ -91,8 +99,10 @@ class SparseIndex:
         return self
 
     def fit_token_ids(self, token_ids, n_terms: int | None = None) -> SparseIndex:
-        """Build from pre-tokenised integer documents (list of int arrays or ``(flat, offsets)``);
-        query with ``search_token_ids``.  No text vocabulary is kept."""
+        """Build from pre-tokenised integer documents (list of int arrays or ``(flat, offsets)``).
+
+        Query with ``search_token_ids``; no text vocabulary is kept.
+        """
         indptr, indices, counts, doc_len, n_terms = counts_from_token_ids(token_ids, n_terms)
         self.vocab.terms = None
         self._build(indptr, indices, counts, doc_len, n_terms)
@@ -100,14 +110,17 @@ class SparseIndex:
 
     @property
     def n_terms(self) -> int:
+        """Number of terms (columns of the postings)."""
         return self.term_ptr.shape[0] - 1
 
     def _check_fitted(self):
+        """Raise ``RuntimeError`` before ``fit`` / ``load_index``."""
         if self.term_ptr is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() or load_index()")
 
     # ---- queries ---------------------------------------------------------------------
     def _query_weights(self, q_ptr, q_terms, q_counts) -> np.ndarray:
+        """Return the float64 query-term weights (BM25: the counts, repetition kept)."""
         return q_counts
 
     def query_csr(self, query_texts):
@@ -119,6 +132,7 @@ class SparseIndex:
         return q_ptr, q_terms, self._query_weights(q_ptr, q_terms, q_counts)
 
     def _token_query_csr(self, token_ids):
+        """Return integer token-id queries as weighted CSR; ids >= n_terms are dropped."""
         q_ptr, q_terms, q_counts, _, _ = counts_from_token_ids(token_ids, None)
         keep = q_terms < self.n_terms  # unknown ids contribute 0
         if not keep.all():
@@ -137,13 +151,17 @@ class SparseIndex:
         return pos[1]
 
     def search_csr(self, q_ptr, q_terms, q_w, k: int = 10, n_threads: int | None = None):
-        """``search`` for queries already in CSR form (``query_csr``'s output: term ids over this
-        index's vocabulary, float64 weights); skips the analyser."""
+        """Run ``search`` for queries already in CSR form; skips the analyser.
+
+        ``(q_ptr, q_terms, q_w)`` is ``query_csr``'s output: canonical CSR of term ids over this
+        index's vocabulary with float64 weights (``ValueError`` otherwise).
+        """
         self._check_fitted()
         q_ptr, q_terms, q_w = check_csr(q_ptr, q_terms, q_w, self.n_terms, "queries", data_dtype=np.float64)
         return self._topk(q_ptr, q_terms, q_w, k, n_threads)
 
     def _topk(self, q_ptr, q_terms, q_w, k, n_threads):
+        """Score validated CSR queries and keep the top ``k`` (the kernel call of every search)."""
         self._check_fitted()
         k = check_int(k, "k", min_value=1)
         nq = q_ptr.shape[0] - 1
@@ -212,7 +230,7 @@ class SparseIndex:
         return out
 
     def postings_matrix(self) -> sp.csc_matrix:
-        """The weights as a scipy ``(n_docs, n_terms)`` CSC matrix (views of the postings)."""
+        """Return the weights as a scipy ``(n_docs, n_terms)`` CSC matrix (views of the postings)."""
         self._check_fitted()
         return sp.csc_matrix((self.post_w, self.post_docs, self.term_ptr), shape=(self.n_docs, self.n_terms))
 
@@ -248,7 +266,7 @@ class SparseIndex:
 
 
 class BM25Index(SparseIndex):
-    """BM25 over CSR postings, ``okapi`` (rank_bm25) or ``lucene`` (bm25s) variant.
+    r"""BM25 over CSR postings, ``okapi`` (rank_bm25) or ``lucene`` (bm25s) variant.
 
     Parameters
     ----------
@@ -258,7 +276,7 @@ class BM25Index(SparseIndex):
     epsilon : float
         Okapi idf floor factor (0.25); ignored by lucene.
     analyzer : Analyzer, optional
-        Default: lowercase, ``\\w+`` for okapi (JKO-RAG), ``\\b\\w\\w+\\b`` + English stop-words
+        Default: lowercase, ``\w+`` for okapi (JKO-RAG), ``\b\w\w+\b`` + English stop-words
         for lucene (bm25s's BEIR setting).
     max_features : int, optional
 
@@ -297,9 +315,11 @@ class BM25Index(SparseIndex):
         self.avgdl = None
 
     def _params(self) -> dict:
+        """Return variant, k1, b, epsilon and avgdl for the manifest."""
         return {"variant": self.variant, "k1": self.k1, "b": self.b, "epsilon": self.epsilon, "avgdl": self.avgdl}
 
     def _idf(self, df: np.ndarray, n: int) -> np.ndarray:
+        """Return the variant's float64 idf from document frequencies ``df`` over ``n`` documents."""
         df = df.astype(np.float64)
         if self.variant == "lucene":
             return np.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -310,6 +330,7 @@ class BM25Index(SparseIndex):
         return idf
 
     def _build(self, indptr, indices, counts, doc_len, n_terms):
+        """Compute idf, avgdl and the BM25 weights; transpose them into float32 postings."""
         n = indptr.shape[0] - 1
         df = np.bincount(indices, minlength=n_terms)
         self.idf = self._idf(df, n)
@@ -335,7 +356,7 @@ class BM25Index(SparseIndex):
 
 
 class TfidfIndex(SparseIndex):
-    """TF-IDF cosine index, values identical to scikit-learn's ``TfidfVectorizer``.
+    r"""TF-IDF cosine index, values identical to scikit-learn's ``TfidfVectorizer``.
 
     Keeps the document-major CSR rows (``doc_matrix()``) for TF-IDF geometry (pool cosines)
     next to the term-major postings used for search.
@@ -343,7 +364,7 @@ class TfidfIndex(SparseIndex):
     Parameters
     ----------
     analyzer : Analyzer, optional
-        Default ``Analyzer("sklearn")`` (``\\b\\w\\w+\\b``, lowercase, no stop-words; SPEC B.2).
+        Default ``Analyzer("sklearn")`` (``\b\w\w+\b``, lowercase, no stop-words; SPEC B.2).
     max_features : int, optional
         E.g. 50000 for SparseGeometricRAG.
     """
@@ -356,6 +377,7 @@ class TfidfIndex(SparseIndex):
         self.idf = self.doc_ptr = self.doc_terms = self.doc_w = None
 
     def _build(self, indptr, indices, counts, doc_len, n_terms):
+        """Compute the smooth idf and the L2-normalised rows; keep them and their float32 postings."""
         n = indptr.shape[0] - 1
         df = np.bincount(indices, minlength=n_terms).astype(np.float64)
         self.idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
@@ -367,6 +389,7 @@ class TfidfIndex(SparseIndex):
         self.n_docs = n
 
     def _query_weights(self, q_ptr, q_terms, q_counts):
+        """Return the L2-normalised tf-idf weights of the queries (float64)."""
         w = np.empty(q_counts.shape[0], np.float64)
         _kw.tfidf_weights_rows(q_ptr, q_terms, q_counts, self.idf, w)
         return w
@@ -470,6 +493,7 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
 
 # ---- sparse cosine wrappers ---------------------------------------------------------
 def _csr_arrays(X, name):
+    """Return scipy ``X`` as canonical CSR arrays + shape, its rows rescaled where norms would over/underflow."""
     ip, ix, dt, shape = as_csr(
         X, name, dtype=np.asarray(X.data).dtype if np.asarray(X.data).dtype in (np.float32, np.float64) else np.float64
     )
@@ -478,6 +502,7 @@ def _csr_arrays(X, name):
 
 
 def _out_dtype(dtype):
+    """Return ``dtype`` as a numpy dtype after checking it is float32 or float64 (``TypeError``)."""
     dt = np.dtype(dtype)
     if dt not in (np.float32, np.float64):
         raise TypeError(f"dtype must be float32 or float64, got {dt}")
@@ -499,6 +524,20 @@ def cosine_rows(X, rows=None, dtype=np.float64) -> np.ndarray:
     ndarray (m, m)
         ``cos(i, j) = <x_i, x_j> / (|x_i| |x_j|)`` (float64 accumulation), 0 for all-zero rows,
         diagonal 1 for non-zero rows.
+
+    Raises
+    ------
+    TypeError
+        ``X`` not scipy.sparse, non-integer ``rows``, an unsupported ``dtype``.
+    ValueError
+        ``rows`` not 1-D or out of range.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]]))
+    >>> cosine_rows(X).round(4).tolist()
+    [[1.0, 0.7071, 0.0], [0.7071, 1.0, 0.0], [0.0, 0.0, 0.0]]
     """
     dtype = _out_dtype(dtype)
     ip, ix, dt, shape = _csr_arrays(X, "X")
@@ -519,8 +558,21 @@ def cosine_rows(X, rows=None, dtype=np.float64) -> np.ndarray:
 def cosine_pools(X, offsets, dtype=np.float64, n_threads: int | None = None):
     """Per-pool pairwise cosines of contiguous row blocks ``X[offsets[q]:offsets[q+1]]``.
 
-    Returns ``(flat, out_offsets)``: pool q's m_q x m_q block, row-major, is
-    ``flat[out_offsets[q]:out_offsets[q+1]].reshape(m_q, m_q)``.
+    Parameters
+    ----------
+    X : scipy.sparse matrix (n, V)
+    offsets : int array (n_pools + 1,)
+        Pool boundaries: starts at 0, non-decreasing, ends at n.
+    dtype : float32 or float64
+    n_threads : int, optional
+        Numba threads for this call; results do not depend on it.
+
+    Returns
+    -------
+    flat : ndarray (sum of m_q**2,)
+        Pool q's m_q x m_q block (as :func:`cosine_rows`), row-major, is
+        ``flat[out_offsets[q]:out_offsets[q+1]].reshape(m_q, m_q)``.
+    out_offsets : int64 ndarray (n_pools + 1,)
     """
     from jkofast._validation import check_offsets
 
@@ -537,7 +589,18 @@ def cosine_pools(X, offsets, dtype=np.float64, n_threads: int | None = None):
 
 
 def cosine_cross(A, B, dtype=np.float64, n_threads: int | None = None) -> np.ndarray:
-    """Cosine between every row of ``A`` (n_a, V) and every row of ``B`` (n_b, V)."""
+    """Cosine between every row of ``A`` (n_a, V) and every row of ``B`` (n_b, V).
+
+    Returns
+    -------
+    ndarray (n_a, n_b) of ``dtype``
+        As :func:`cosine_rows` (0 where either row is all-zero).
+
+    Raises
+    ------
+    ValueError
+        ``A`` and ``B`` have different numbers of columns.
+    """
     dtype = _out_dtype(dtype)
     a = _csr_arrays(A, "A")
     b = _csr_arrays(B, "B")
@@ -552,8 +615,10 @@ def cosine_cross(A, B, dtype=np.float64, n_threads: int | None = None) -> np.nda
 
 
 def prepare() -> None:
-    """Compile (or load from the cache) the sparse-retrieval kernels only (``jkofast.warmup()``
-    does this and every other area's)."""
+    """Compile (or load from the cache) the sparse-retrieval kernels only.
+
+    ``jkofast.warmup()`` does this and every other wing's.
+    """
     from jkofast.sparse.text import _warmup as _text_warmup
 
     _text_warmup()
@@ -562,6 +627,7 @@ def prepare() -> None:
 
 @register_warmup("index")
 def _warmup() -> None:
+    """Compile the index, search and cosine kernels on 3-document inputs (both float dtypes)."""
     texts = ["a b b", "b c", "c a d"]
     for idx in (BM25Index("okapi"), BM25Index("lucene", analyzer=Analyzer(WORD)), TfidfIndex(Analyzer(WORD))):
         idx.fit(texts)

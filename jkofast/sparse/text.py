@@ -1,13 +1,13 @@
-"""Analyser and vocabulary: texts -> canonical CSR term counts.
+r"""Analyser and vocabulary: texts -> canonical CSR term counts.
 
 The analyser follows scikit-learn's ``CountVectorizer`` (lowercase, ``re.findall`` of a token
 regex, optional English stop-words from scikit-learn's list); ``Vocabulary`` runs that analysis
 in one pass that also maps tokens to ids (about 2x faster than ``CountVectorizer`` on SciFact)
 and is tested equal to it.  Two regexes matter here:
 
-* ``WORD = r"(?u)\\w+"`` -- every maximal ``\\w+`` run, the published JKO-RAG BM25
+* ``WORD = r"(?u)\w+"`` -- every maximal ``\w+`` run, the published JKO-RAG BM25
   tokeniser (SPEC A.2.3; 1-character tokens kept);
-* ``SKLEARN = r"(?u)\\b\\w\\w+\\b"`` -- scikit-learn's default (tokens of >= 2 characters),
+* ``SKLEARN = r"(?u)\b\w\w+\b"`` -- scikit-learn's default (tokens of >= 2 characters),
   used by SparseGeometricRAG (SPEC B.2) and by bm25s.
 
 ``Vocabulary.fit_transform`` returns the document-term counts as canonical CSR arrays
@@ -108,12 +108,12 @@ _PATTERN_ALIASES = {"word": WORD, r"\w+": WORD, "sklearn": SKLEARN, r"\b\w\w+\b"
 
 @dataclass(frozen=True)
 class Analyzer:
-    """Text analyser settings.
+    r"""Text analyser settings.
 
     Parameters
     ----------
     token_pattern : str
-        A regex, or the aliases ``"word"`` (``\\w+``) / ``"sklearn"`` (``\\b\\w\\w+\\b``).
+        A regex, or the aliases ``"word"`` (``\w+``) / ``"sklearn"`` (``\b\w\w+\b``).
     lowercase : bool
         Lowercase before tokenising.
     stopwords : {None, "english", "lucene"} or tuple of str
@@ -125,6 +125,18 @@ class Analyzer:
     compounds : bool
         Also emit every hyphenated compound (:data:`COMPOUND`) with its hyphens removed, as one
         extra token after the pattern's tokens (then stop list and stemmer as usual).
+
+    Raises
+    ------
+    TypeError
+        A non-str pattern, a non-bool ``lowercase`` / ``compounds``.
+    ValueError
+        An invalid regex or one matching the empty string, unknown stop-words or stemmer.
+
+    Examples
+    --------
+    >>> Analyzer("sklearn", stopwords="english").tokenize("The cat, a Dog")
+    ['cat', 'dog']
     """
 
     token_pattern: str = WORD
@@ -134,6 +146,7 @@ class Analyzer:
     compounds: bool = False
 
     def __post_init__(self):
+        """Resolve pattern aliases and validate every setting (frozen: set via ``object.__setattr__``)."""
         pat = _PATTERN_ALIASES.get(self.token_pattern, self.token_pattern)
         if not isinstance(pat, str):
             raise TypeError(f"token_pattern must be a str, got {type(pat).__name__}")
@@ -164,6 +177,7 @@ class Analyzer:
         object.__setattr__(self, "compounds", check_bool(self.compounds, "compounds"))
 
     def stop_list(self):
+        """Return the stop-words as a sorted list (a given tuple in its order), or ``None``."""
         if self.stopwords is None:
             return None
         if self.stopwords == "english":
@@ -175,8 +189,10 @@ class Analyzer:
         return list(self.stopwords)
 
     def vectorizer(self, vocabulary=None):
-        """A scikit-learn ``CountVectorizer`` with these settings (the analyser callable when stemming
-        or joining compounds)."""
+        """Return a scikit-learn ``CountVectorizer`` with these settings.
+
+        The analyser callable is passed instead when stemming or joining compounds.
+        """
         from sklearn.feature_extraction.text import CountVectorizer
 
         if self.stemmer is not None or self.compounds:
@@ -190,8 +206,10 @@ class Analyzer:
         )
 
     def build(self):
-        """The analyser callable ``str -> list[str]`` (scikit-learn's, the joined compounds if asked,
-        then the stemmer if any)."""
+        """Return the analyser callable ``str -> list[str]``.
+
+        scikit-learn's analyser, the joined compounds if asked, then the stemmer if any.
+        """
         from sklearn.feature_extraction.text import CountVectorizer
 
         with warnings.catch_warnings():
@@ -214,12 +232,13 @@ class Analyzer:
         return lambda text: stem_tokens(base(text))
 
     def tokenize(self, text: str) -> list[str]:
-        """Tokens of one text (after lowercasing and stop-word removal)."""
+        """Return the tokens of one text (after lowercasing, stop-word removal and stemming)."""
         if not isinstance(text, str):  # was AttributeError: 'NoneType' object has no attribute 'lower'
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         return self.build()(text)
 
     def to_dict(self) -> dict:
+        """Return the settings as a JSON-able dict (the index manifest's ``analyzer``)."""
         d = asdict(self)
         if isinstance(d["stopwords"], tuple):
             d["stopwords"] = list(d["stopwords"])
@@ -227,6 +246,7 @@ class Analyzer:
 
     @classmethod
     def from_dict(cls, d: dict) -> Analyzer:
+        """Rebuild an analyser from :meth:`to_dict`'s output."""
         return cls(**d)
 
 
@@ -245,7 +265,7 @@ _VOWELS = frozenset("aeiou")
 
 
 def _cons_mask(w: str) -> list[bool]:
-    """``True`` where ``w[i]`` is a consonant in Porter's sense."""
+    """Flag each letter of ``w`` that is a consonant in Porter's sense."""
     out = []
     prev_cons = False  # so that a leading y is a consonant
     for ch in w:
@@ -261,7 +281,7 @@ def _cons_mask(w: str) -> list[bool]:
 
 
 def _measure(cons: list[bool], n: int) -> int:
-    """m of the first ``n`` letters: the number of vowel->consonant transitions."""
+    """Return m of the first ``n`` letters: the number of vowel->consonant transitions."""
     m = 0
     for i in range(1, n):
         if cons[i] and not cons[i - 1]:
@@ -270,14 +290,17 @@ def _measure(cons: list[bool], n: int) -> int:
 
 
 def _has_vowel(cons: list[bool], n: int) -> bool:
+    """*v*: the first ``n`` letters hold a vowel."""
     return not all(cons[:n])
 
 
 def _double_cons(w: str, cons: list[bool], n: int) -> bool:
+    """*d: the first ``n`` letters end in a double consonant."""
     return n >= 2 and w[n - 1] == w[n - 2] and cons[n - 1]
 
 
 def _cvc(w: str, cons: list[bool], n: int) -> bool:
+    """*o: the first ``n`` letters end consonant-vowel-consonant, the last not w, x or y."""
     return n >= 3 and cons[n - 1] and not cons[n - 2] and cons[n - 3] and w[n - 1] not in "wxy"
 
 
@@ -332,6 +355,7 @@ _STEP4 = tuple(sorted(_STEP4, key=len, reverse=True))
 
 
 def _replace_if_m(w: str, rules, min_m: int) -> str:
+    """Apply the longest matching ``(suffix, replacement)`` rule when the stem's m > ``min_m``."""
     for suf, rep in rules:
         if w.endswith(suf):
             n = len(w) - len(suf)
@@ -342,7 +366,10 @@ def _replace_if_m(w: str, rules, min_m: int) -> str:
 
 
 def porter_stem(word: str) -> str:
-    """The Porter (1980) stem of one lowercase word.
+    """Return the Porter (1980) stem of one lowercase word.
+
+    Written from the paper's rules; agrees with NLTK's ``ORIGINAL_ALGORITHM`` mode on every
+    distinct SciFact token.  No length guard: two-letter words are stemmed too.
 
     Examples
     --------
@@ -429,6 +456,7 @@ def stem_tokens(tokens: list[str]) -> list[str]:
 
 
 def _check_texts(texts, name: str) -> list[str]:
+    """Return ``texts`` as a list after checking it is a sequence of str (not one str)."""
     if isinstance(texts, str):
         raise TypeError(f"{name} must be a list of str, not a single str")
     texts = list(texts)
@@ -439,6 +467,7 @@ def _check_texts(texts, name: str) -> list[str]:
 
 
 def _canonical(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return scipy CSR ``X`` as canonical ``(indptr, indices, data)`` int64 / int64 / float64 arrays."""
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sum_duplicates()
     X.sort_indices()
@@ -542,6 +571,7 @@ class Vocabulary:
 
     @property
     def n_terms(self) -> int:
+        """Vocabulary size (``RuntimeError`` before fitting)."""
         if self.terms is None:
             raise RuntimeError("vocabulary is not fitted; call fit_transform first")
         return len(self.terms)
@@ -576,7 +606,21 @@ class Vocabulary:
         return indptr, indices, counts, doc_len
 
     def transform(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Counts of known terms per text (query repetition kept) as canonical CSR arrays."""
+        """Count the known terms of each text (query repetition kept).
+
+        Returns
+        -------
+        indptr, indices : int64 ndarrays
+            Canonical CSR over this vocabulary's term ids; unknown terms are dropped.
+        counts : float64 ndarray
+
+        Raises
+        ------
+        RuntimeError
+            The vocabulary is not fitted.
+        TypeError
+            ``texts`` is one str or holds a non-str.
+        """
         if self._vec is None:
             raise RuntimeError("vocabulary is not fitted; call fit_transform first")
         texts = _check_texts(texts, "query_texts")
@@ -588,7 +632,7 @@ class Vocabulary:
 
 
 def counts_from_token_ids(token_ids, n_terms: int | None = None):
-    """Pre-tokenised integer documents -> canonical CSR counts.
+    """Count pre-tokenised integer documents into canonical CSR arrays.
 
     Parameters
     ----------
@@ -604,6 +648,19 @@ def counts_from_token_ids(token_ids, n_terms: int | None = None):
     doc_len : int64 ndarray
         Token count per document.
     n_terms : int
+
+    Raises
+    ------
+    TypeError
+        Non-integer token ids.
+    ValueError
+        Negative ids, ids beyond the int32 column range, bad offsets or ``n_terms <= max id``.
+
+    Examples
+    --------
+    >>> indptr, indices, counts, doc_len, n = counts_from_token_ids([np.array([2, 0, 2]), np.array([1])])
+    >>> indptr.tolist(), indices.tolist(), counts.tolist(), doc_len.tolist(), n
+    ([0, 2, 3], [0, 2, 1], [1.0, 2.0, 1.0], [3, 1], 3)
     """
     if isinstance(token_ids, tuple) and len(token_ids) == 2:
         flat = np.asarray(token_ids[0])
@@ -652,4 +709,5 @@ def counts_from_token_ids(token_ids, n_terms: int | None = None):
 
 @register_warmup("text")
 def _warmup() -> None:
+    """Compile the counting kernels on a 3-token input."""
     counts_from_token_ids((np.array([2, 0, 2], np.int64), np.array([0, 1, 3], np.int64)))

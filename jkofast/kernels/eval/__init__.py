@@ -1,1 +1,3 @@
 """Ranking-metric kernels over ragged batches."""
+
+__all__ = ["metrics"]  # kernel modules

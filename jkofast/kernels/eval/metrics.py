@@ -40,6 +40,24 @@ from numba import prange
 
 from jkofast._numba import kernel
 
+__all__ = [
+    "AP",
+    "GAIN_EXPONENTIAL",
+    "GAIN_LINEAR",
+    "NDCG",
+    "PRECISION",
+    "RECALL",
+    "RR",
+    "TIE_GIVEN",
+    "TIE_TREC_EVAL",
+    "evaluate_batch_chars",
+    "pack_id_bytes",
+    "pack_ucs4_rows",
+    "query_metrics",
+    "split_lengths",
+    "ucs4_rows_utf8_length",
+]
+
 NDCG = 0
 RECALL = 1
 PRECISION = 2
@@ -68,7 +86,9 @@ def query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, cl
     """All requested metrics of one query from its ranked labels.
 
     ``labels`` int64: label of the doc at each rank; ``ideal`` int64: qrels labels sorted
-    descending; ``num_rel``: number of qrels docs with label > 0.  Writes ``out[m]``.
+    descending; ``num_rel``: number of qrels docs with label > 0; ``metric_kinds`` /
+    ``metric_ks`` int64 (n_metrics,); ``clamp``: negative labels give gain 0.  Writes
+    ``out[m]`` (float64) for every metric m; a metric without relevant documents is 0.
     """
     n = labels.shape[0]
     n_ideal = ideal.shape[0]
@@ -140,8 +160,10 @@ def _cmp_rows(a, i, b, j):
 
 @kernel()
 def _before(mode, i, j, scores, chars):
-    """Strict order used by the merge sort: mode 0 = id ascending; mode 1 = trec_eval
-    ranking (score desc, then id desc)."""
+    """Return True when row ``i`` comes strictly before row ``j`` in the merge sort's order.
+
+    Mode 0 = id ascending; mode 1 = trec_eval ranking (score desc, then id desc).
+    """
     if mode == 0:
         return _cmp_rows(chars, i, chars, j) < 0
     if scores[i] != scores[j]:
@@ -260,8 +282,11 @@ def _ranked_rows(r0, r1, scores, chars, tie_mode, dedupe):
 
 @kernel()
 def split_lengths(buf, sep, starts, lengths):
-    """Split ``buf`` (uint8) at every ``sep`` byte into ``starts.shape[0]`` pieces; writes
-    their starts and lengths; returns the number of pieces found (caller checks it)."""
+    """Split ``buf`` (uint8) at every ``sep`` byte into ``starts.shape[0]`` pieces.
+
+    Writes their starts and lengths (int64) in place; returns the number of pieces found
+    (the caller checks it against the expected count).
+    """
     n = starts.shape[0]
     m = 0
     s = 0
@@ -280,9 +305,11 @@ def split_lengths(buf, sep, starts, lengths):
 
 @kernel()
 def pack_id_bytes(buf, starts, lengths, out):
-    """Pack byte strings ``buf[starts[i]:starts[i] + lengths[i]]`` into zero-padded rows of
-    big-endian uint64 words (``out`` (n, n_words), zero-initialised), so that comparing
-    rows word by word is ``strcmp`` order on the bytes."""
+    """Pack byte strings ``buf[starts[i]:starts[i] + lengths[i]]`` into rows of big-endian uint64 words.
+
+    ``out`` (n, n_words) uint64, zero-initialised by the caller, wide enough; rows are
+    zero-padded, so that comparing rows word by word is ``strcmp`` order on the bytes.
+    """
     for i in range(starts.shape[0]):
         s = starts[i]
         for c in range(lengths[i]):
@@ -291,6 +318,7 @@ def pack_id_bytes(buf, starts, lengths, out):
 
 @kernel()
 def _put_byte(out, i, pos, b):
+    """OR byte ``b`` into position ``pos`` of the big-endian word row ``out[i]``."""
     out[i, pos >> 3] |= np.uint64(b) << np.uint64(8 * (7 - (pos & 7)))
 
 
@@ -316,8 +344,11 @@ def ucs4_rows_utf8_length(cps, out_len):
 
 @kernel()
 def pack_ucs4_rows(cps, out):
-    """UTF-8-encode zero-padded code-point rows (numpy ``U`` viewed as uint32) into
-    big-endian uint64 word rows (``out`` zero-initialised, wide enough)."""
+    """UTF-8-encode zero-padded code-point rows into big-endian uint64 word rows.
+
+    ``cps`` uint32 (n, w) is a numpy ``U`` array viewed as code points; ``out`` (n, n_words)
+    uint64 is zero-initialised by the caller and wide enough (``ucs4_rows_utf8_length``).
+    """
     m6 = np.uint64(0x3F)
     c80 = np.uint64(0x80)
     s6 = np.uint64(6)

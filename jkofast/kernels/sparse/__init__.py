@@ -1,1 +1,3 @@
 """Sparse-retrieval kernels: counting, weights, CSR transpose, scoring with top-k, sparse cosine."""
+
+__all__ = ["cosine", "scoring", "weights"]  # kernel modules

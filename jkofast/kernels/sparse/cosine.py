@@ -17,6 +17,8 @@ from numba import prange
 
 from jkofast._numba import kernel
 
+__all__ = ["cosine_cross", "cosine_pools", "cosine_rows", "row_dot", "row_norm"]
+
 
 @kernel(inline="always")
 def row_dot(indptr, indices, data, i, j):
@@ -52,6 +54,7 @@ def row_norm(indptr, data, i):
 
 @kernel(inline="always")
 def _cos(dot, ni, nj):
+    """Cosine from a dot product and two norms: 0 when a norm is 0, clipped to [-1, 1]."""
     if ni == 0.0 or nj == 0.0:
         return 0.0
     c = dot / (ni * nj)
@@ -64,12 +67,13 @@ def _cos(dot, ni, nj):
 
 @kernel()
 def _pool_block(indptr, indices, data, rows, buf, out, base):
-    """m x m cosine block of ``rows`` into ``out[base:base + m*m]`` (row-major).
+    """Write the m x m cosine block of ``rows`` into ``out[base:base + m*m]`` (row-major).
 
     Scatter-gather: row a is scattered into the dense float64 buffer ``buf`` (n_cols,
     all-zero on entry and on exit), then each later row b is a gather over its own non-zeros
     -- no branchy merge.  The sum runs over b's non-zeros in column order; only the common
-    columns contribute, so the value equals the merge join's."""
+    columns contribute, so the value equals the merge join's.
+    """
     m = rows.shape[0]
     norms = np.empty(m, np.float64)
     for a in range(m):
@@ -93,19 +97,23 @@ def _pool_block(indptr, indices, data, rows, buf, out, base):
 
 @kernel()
 def cosine_rows(indptr, indices, data, rows, n_cols, out):
-    """Pairwise cosine among ``rows`` (int64, m): ``out`` (m, m) float32/float64, symmetric;
-    ``out[i, i]`` = 1 for non-zero rows (0 for all-zero rows).  Serial (one pool);
-    ``n_cols`` = number of columns (size of the scatter buffer)."""
+    """Pairwise cosine among ``rows`` (int64, m) into ``out`` (m, m) float32/float64, C-contiguous.
+
+    Symmetric; ``out[i, i]`` = 1 for non-zero rows (0 for all-zero rows).  Serial (one pool);
+    ``n_cols`` = number of columns (size of the scatter buffer).
+    """
     buf = np.zeros(n_cols, np.float64)
     _pool_block(indptr, indices, data, rows, buf, out.reshape(-1), 0)
 
 
 @kernel(parallel=True)
 def cosine_pools(indptr, indices, data, offsets, n_cols, out_offsets, out):
-    """Batched pool cosines: pool ``q`` = rows ``offsets[q]:offsets[q+1]`` (contiguous, one per
-    flat candidate).  Its m_q x m_q block is written row-major at
-    ``out[out_offsets[q]:out_offsets[q+1]]`` (``out_offsets`` = cumsum of m_q**2).
-    ``prange`` over pools; each pool owns its scatter buffer and its output block."""
+    """Batched pool cosines: pool ``q`` = rows ``offsets[q]:offsets[q+1]`` (one row per flat candidate).
+
+    Its m_q x m_q block is written row-major at ``out[out_offsets[q]:out_offsets[q+1]]``
+    (``out_offsets`` int64 = cumsum of m_q**2, ``out`` flat float32/float64).  ``prange`` over
+    pools; each pool owns its scatter buffer and its output block.
+    """
     nq = offsets.shape[0] - 1
     for q in prange(nq):
         rows = np.arange(offsets[q], offsets[q + 1])
@@ -115,8 +123,11 @@ def cosine_pools(indptr, indices, data, offsets, n_cols, out_offsets, out):
 
 @kernel(parallel=True)
 def cosine_cross(a_ptr, a_idx, a_dat, b_ptr, b_idx, b_dat, n_cols, out):
-    """Cosine between every row of A and every row of B: ``out`` (n_a, n_b).  Both CSR over the
-    same ``n_cols`` columns.  ``prange`` over rows of A (scatter row a, gather rows of B)."""
+    """Cosine between every row of A and every row of B into ``out`` (n_a, n_b) float32/float64.
+
+    Both CSR over the same ``n_cols`` columns.  ``prange`` over rows of A (scatter row a,
+    gather rows of B); row i of ``out`` is written by iteration i only.
+    """
     n_a = a_ptr.shape[0] - 1
     n_b = b_ptr.shape[0] - 1
     nb = np.empty(n_b, np.float64)

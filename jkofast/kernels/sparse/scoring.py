@@ -34,6 +34,8 @@ from numba import prange
 from jkofast._numba import kernel
 from jkofast.kernels.topk import _below, _heap_push_or_replace, _heap_sorted_out
 
+__all__ = ["score_dense_batch", "score_topk_batch"]
+
 # index of the lowest set bit of a 64-bit word w: _DEBRUIJN64[((w & -w) * _DEBRUIJN_MUL) >> 58]
 # (constants, frozen into the kernels at compile time)
 _DEBRUIJN_MUL = np.uint64(0x03F79D71B4CB0A89)
@@ -45,7 +47,7 @@ del _i
 
 @kernel()
 def _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc):
-    """Scatter-add query ``q`` into the dense accumulator ``acc``."""
+    """Scatter-add query ``q`` into the dense float64 accumulator ``acc`` (n_docs,), in place."""
     for j in range(q_ptr[q], q_ptr[q + 1]):
         t = q_terms[j]
         w = q_w[j]
@@ -60,11 +62,14 @@ def _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc):
 
 @kernel()
 def _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, touched):
-    """Scatter-add query ``q`` and list the touched documents; returns their count.
+    """Scatter-add query ``q`` into ``acc`` and list the touched documents; returns their count.
 
     Precondition: every product ``q_w * post_w`` is > 0, so ``acc[d] == 0`` exactly when d
     is untouched; the list is then built without a branch (always write, conditionally
-    advance), which is several times faster than a stamp test on the hot loop."""
+    advance), which is several times faster than a stamp test on the hot loop.  ``touched``
+    int64 needs n_docs + 1 entries (the branchless append writes one past the last).
+    """
+    # the loop of _accumulate_dense plus the list: a flag tested in the hot loop would cost speed
     nt = np.uint64(0)
     for j in range(q_ptr[q], q_ptr[q + 1]):
         t = q_terms[j]
@@ -83,9 +88,12 @@ def _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc
 
 @kernel()
 def _select_small(acc, touched, nt, kk, out_idx, out_val):
-    """Top-kk of ``acc[touched[:nt]]`` for small kk (<= 16): insertion into the sorted output
-    (desc score, ties -> lowest doc id).  Cheaper than a heap here because the ~k ln(n/k)
-    replacements are a few short shifts; the gate on the k-th score is one compare."""
+    """Top-kk of ``acc[touched[:nt]]`` for small kk (<= 16) into ``out_*``; returns the count.
+
+    Insertion into the sorted output (desc score, ties -> lowest doc id).  Cheaper than a
+    heap here because the ~k ln(n/k) replacements are a few short shifts; the gate on the
+    k-th score is one compare.
+    """
     m = 0
     thr = -np.inf
     for i in range(nt):
@@ -110,8 +118,9 @@ def _select_small(acc, touched, nt, kk, out_idx, out_val):
 
 @kernel()
 def _select_dense_small(acc, n_docs, kk, seed, seed_lo, seed_hi, out_idx, out_val):
-    """Top-kk (kk <= 16) of the dense ``acc[0:n_docs]`` (desc score, ties -> lowest doc id)
-    into ``out_*``; returns the count.
+    """Top-kk (kk <= 16) of the dense ``acc[0:n_docs]`` into ``out_*``; returns the count.
+
+    Order: desc score, ties -> lowest doc id.
 
     ``seed[seed_lo:seed_hi]``: distinct doc ids (a short postings list of the query) whose
     best kk scores start the buffer when there are >= kk of them: the k-th best of any kk
@@ -119,8 +128,9 @@ def _select_dense_small(acc, n_docs, kk, seed, seed_lo, seed_hi, out_idx, out_va
     threshold.  The scan compares blocks of 64 scores with the threshold into a 64-bit mask
     (vectorised by LLVM: constant trip count, unsigned indices so no wraparound check) and
     visits only the set bits (lowest first, de Bruijn bit index); seeded documents met again
-    are skipped.  Insertion is written out inline (a call per offer costs more than the
-    offer)."""
+    are skipped.  Insertion is written out inline, here and in ``_select_small`` (a call per
+    offer costs more than the offer).
+    """
     m = 0
     seeded = seed_hi - seed_lo >= kk
     d0 = 0
@@ -186,9 +196,12 @@ def _select_dense_small(acc, n_docs, kk, seed, seed_lo, seed_hi, out_idx, out_va
 
 @kernel()
 def _select_touched(acc, touched, nt, kk, hv, hi, out_idx, out_val):
-    """Top-kk of ``acc[touched[:nt]]`` (desc, ties -> lowest doc id) into ``out_*``; returns the
-    count.  The heap is only entered when an item beats its current minimum (the common case
-    for small k is one inlined comparison per document)."""
+    """Top-kk of ``acc[touched[:nt]]`` (desc, ties -> lowest doc id) into ``out_*``; returns the count.
+
+    ``hv`` float64 / ``hi`` int64 (>= kk) are heap scratch.  The heap is only entered when an
+    item beats its current minimum (the common case for small k is one inlined comparison per
+    document).
+    """
     m = 0
     thr = -np.inf  # heap minimum, kept in a register: one compare per rejected document
     for i in range(nt):
@@ -205,9 +218,11 @@ def _select_touched(acc, touched, nt, kk, hv, hi, out_idx, out_val):
 
 @kernel()
 def _select_partition(acc, touched, nt, kk, out_idx, out_val):
-    """Top-kk of ``acc[touched[:nt]]`` for large kk: quickselect the kk-th largest score,
-    keep the docs above it plus the lowest-id docs equal to it, then sort those by score
-    (desc) and id (asc).  Same result as the heap; returns the count."""
+    """Top-kk of ``acc[touched[:nt]]`` for large kk into ``out_*``; returns the count.
+
+    Quickselect the kk-th largest score, keep the docs above it plus the lowest-id docs equal
+    to it, then sort those by score (desc) and id (asc).  Same result as the heap.
+    """
     m = min(kk, nt)
     if m == 0:
         return 0
@@ -269,9 +284,11 @@ def _select_partition(acc, touched, nt, kk, out_idx, out_val):
 
 @kernel()
 def _radix_sort_pairs(key, ids, key2, ids2, m, cnt):
-    """Stable LSD radix sort of ``(key[:m], ids[:m])`` by the uint64 key, 8 bits a pass,
-    ping-ponging with ``key2, ids2``; passes whose digit is constant are skipped.  Returns
-    True when the sorted data ended in ``key2, ids2``."""
+    """Stable LSD radix sort of ``(key[:m], ids[:m])`` by the uint64 key, 8 bits a pass.
+
+    Ping-pongs with ``key2, ids2``; ``cnt`` int64 (256,) is scratch; passes whose digit is
+    constant are skipped.  Returns True when the sorted data ended in ``key2, ids2``.
+    """
     swapped = False
     for sh in range(0, 64, 8):
         shift = np.uint64(sh)
@@ -298,11 +315,48 @@ def _radix_sort_pairs(key, ids, key2, ids2, m, cnt):
 
 
 @kernel()
+def _seed_postings(term_ptr, q_ptr, q_terms, q, kk):
+    """Count the postings of query ``q`` and find its shortest postings list holding >= kk docs.
+
+    Returns ``(n_post, seed_lo, seed_hi)``; ``seed_lo == seed_hi`` when no list is long enough.
+    """
+    n_post = 0
+    seed_lo = 0
+    seed_hi = 0
+    for j in range(q_ptr[q], q_ptr[q + 1]):
+        t = q_terms[j]
+        ln = term_ptr[t + 1] - term_ptr[t]
+        n_post += ln
+        if ln >= kk and (seed_hi == seed_lo or ln < seed_hi - seed_lo):
+            seed_lo = term_ptr[t]
+            seed_hi = term_ptr[t + 1]
+    return n_post, seed_lo, seed_hi
+
+
+@kernel()
+def _select_listed(acc, ids, n, kk, hv, hi, out_idx, out_val):
+    """Top-kk of ``acc[ids[:n]]`` into ``out_*`` by the kk-dependent method; returns the count.
+
+    Insertion for kk <= 16, quickselect + radix sorts for kk >= 64, the heap in between (the
+    same result each way).
+    """
+    if kk <= 16:
+        return _select_small(acc, ids, n, kk, out_idx, out_val)
+    if kk >= 64:
+        return _select_partition(acc, ids, n, kk, out_idx, out_val)
+    return _select_touched(acc, ids, n, kk, hv, hi, out_idx, out_val)
+
+
+@kernel()
 def _topk_chunk(
     term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, dense_ratio, q_start, q_end, out_idx, out_val
 ):
-    """Serial body of ``score_topk_batch`` for queries ``q_start:q_end`` (kept out of the
-    parfor so the hot loops compile as plain signed-integer loops)."""
+    """Run the serial body of ``score_topk_batch`` for queries ``q_start:q_end``.
+
+    Kept out of the parfor so the hot loops compile as plain signed-integer loops.  Per query:
+    accumulate (dense, or with the touched list), select the top kk, reset the accumulator,
+    write row ``q`` of ``out_*`` (padded with -1 / -inf past ``n_docs``).
+    """
     kk = min(k, n_docs)
     acc = np.zeros(n_docs, np.float64)
     touched = np.empty(n_docs + 1, np.int64)  # +1: the branchless append writes one past
@@ -312,18 +366,9 @@ def _topk_chunk(
     hv = np.empty(max(kk, 1), np.float64)
     hi = np.empty(max(kk, 1), np.int64)
     for q in range(q_start, q_end):
+        m = -1  # -1: not yet selected
         if kk <= 16:
-            # postings of the query and the shortest list holding >= kk docs (the seed)
-            n_post = 0
-            seed_lo = 0
-            seed_hi = 0
-            for j in range(q_ptr[q], q_ptr[q + 1]):
-                t = q_terms[j]
-                ln = term_ptr[t + 1] - term_ptr[t]
-                n_post += ln
-                if ln >= kk and (seed_hi == seed_lo or ln < seed_hi - seed_lo):
-                    seed_lo = term_ptr[t]
-                    seed_hi = term_ptr[t + 1]
+            n_post, seed_lo, seed_hi = _seed_postings(term_ptr, q_ptr, q_terms, q, kk)
             if not positive or n_docs <= dense_ratio * n_post:
                 # dense accumulator + blocked threshold scan: no touched list; the same
                 # float64 sums, so the same result as the touched path below
@@ -332,22 +377,10 @@ def _topk_chunk(
                     seed_hi = seed_lo
                 m = _select_dense_small(acc, n_docs, kk, post_docs, seed_lo, min(seed_hi, seed_lo + 1024), tidx, tval)
                 acc[:] = 0.0
-                for r in range(m):
-                    out_idx[q, r] = tidx[r]
-                    out_val[q, r] = tval[r]
-                for r in range(m, k):
-                    out_idx[q, r] = -1
-                    out_val[q, r] = -np.inf
-                continue
-        if positive:
+        if m < 0 and positive:
             # untouched docs score exactly 0 < every touched score
             nt = _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc, touched)
-            if kk <= 16:
-                m = _select_small(acc, touched, nt, kk, tidx, tval)
-            elif kk >= 64:
-                m = _select_partition(acc, touched, nt, kk, tidx, tval)
-            else:
-                m = _select_touched(acc, touched, nt, kk, hv, hi, tidx, tval)
+            m = _select_listed(acc, touched, nt, kk, hv, hi, tidx, tval)
             d = 0
             while m < kk:  # fill with untouched (zero-score) docs in index order
                 if acc[d] == 0.0:
@@ -357,15 +390,10 @@ def _topk_chunk(
                 d += 1
             for i in range(nt):
                 acc[np.uint64(touched[i])] = 0.0
-        else:
+        elif m < 0:
             # signed weights: exact selection over every document
             _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc)
-            if kk <= 16:
-                m = _select_small(acc, all_ids, n_docs, kk, tidx, tval)
-            elif kk >= 64:
-                m = _select_partition(acc, all_ids, n_docs, kk, tidx, tval)
-            else:
-                m = _select_touched(acc, all_ids, n_docs, kk, hv, hi, tidx, tval)
+            m = _select_listed(acc, all_ids, n_docs, kk, hv, hi, tidx, tval)
             acc[:] = 0.0
         for r in range(m):
             out_idx[q, r] = tidx[r]
@@ -379,10 +407,11 @@ def _topk_chunk(
 def score_topk_batch(
     term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, dense_ratio, chunk, out_idx, out_val
 ):
-    """Top-k documents per query.
+    """Top-k documents per query (layout and order in the module docstring).
 
-    ``out_idx`` int64 (nq, k), ``out_val`` float32 (nq, k); ``k >= 1``; ``chunk >= 1``
-    queries per parallel task (does not change results).  ``positive``: every
+    ``out_idx`` int64 (nq, k), ``out_val`` float32 (nq, k), every entry written (rows padded
+    with -1 / -inf when ``k > n_docs``); ``k >= 1``; ``chunk >= 1`` queries per parallel task
+    (does not change results); query term ids < n_terms.  ``positive``: every
     ``q_w * post_w`` product is > 0 (BM25 with positive idf, TF-IDF) -- enables the touched-
     list path; otherwise every document is scanned.  ``dense_ratio`` (>= 0): for k <= 16, a
     positive query whose postings number at least ``n_docs / dense_ratio`` uses the dense
@@ -414,6 +443,7 @@ def score_topk_batch(
 
 @kernel()
 def _dense_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, q_start, q_end, out):
+    """Write the full score rows ``out[q_start:q_end]`` (serial body of ``score_dense_batch``)."""
     acc = np.zeros(n_docs, np.float64)
     for q in range(q_start, q_end):
         _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc)
@@ -424,8 +454,11 @@ def _dense_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, q_sta
 
 @kernel(parallel=True)
 def score_dense_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, chunk, out):
-    """Full score vectors: ``out`` (nq, n_docs) float32/float64 (every entry written);
-    float64 accumulation, rows written by their owner chunk.  Returns 0."""
+    """Full score vectors: ``out`` (nq, n_docs) float32/float64, every entry written.
+
+    float64 accumulation in query-term order, rows written by their owner chunk (prange over
+    chunks of ``chunk`` queries).  Returns 0.
+    """
     nq = q_ptr.shape[0] - 1
     n_chunks = (nq + chunk - 1) // chunk
     for c in prange(n_chunks):

@@ -14,11 +14,16 @@ from numba import prange
 from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
 
+__all__ = ["bm25_weights_rows", "compact_counts", "csr_transpose", "sort_count_rows", "tfidf_weights_rows"]
+
 
 @kernel(parallel=True)
 def sort_count_rows(offsets, tokens, sorted_out, row_nnz):
-    """Sort each ragged row ``tokens[offsets[i]:offsets[i+1]]`` into ``sorted_out`` (same
-    slice) and write its number of distinct ids to ``row_nnz[i]``."""
+    """Sort each ragged row of token ids and count its distinct ids.
+
+    Row i is ``tokens[offsets[i]:offsets[i+1]]`` (int64); it is written sorted to the same slice
+    of ``sorted_out`` and its number of distinct ids to ``row_nnz[i]``.  prange over rows.
+    """
     n = offsets.shape[0] - 1
     for i in prange(n):
         a = offsets[i]
@@ -38,7 +43,11 @@ def sort_count_rows(offsets, tokens, sorted_out, row_nnz):
 
 @kernel(parallel=True)
 def compact_counts(offsets, sorted_tok, indptr, indices, counts):
-    """Run-length encode each sorted row into canonical CSR ``(indices, counts)`` rows."""
+    """Run-length encode each sorted row into canonical CSR ``(indices, counts)`` rows.
+
+    ``indptr`` = cumsum of ``sort_count_rows``' ``row_nnz``; ``indices`` int64 and ``counts``
+    (float) are written in place, row i by iteration i.
+    """
     n = offsets.shape[0] - 1
     for i in prange(n):
         a = offsets[i]
@@ -100,8 +109,11 @@ def bm25_weights_rows(indptr, indices, tf, doc_len, idf, k1, b, avgdl, okapi, ou
 
 @kernel(parallel=True, fastmath=set(FASTMATH_ARITH))
 def tfidf_weights_rows(indptr, indices, tf, idf, out):
-    """Raw tf x idf per CSR row, then L2-normalised per row (float64 math; empty or zero rows
-    stay 0), as scikit-learn's ``TfidfTransformer(norm="l2")``."""
+    """Raw tf x idf per CSR row, then L2-normalised per row, written to ``out`` (nnz,).
+
+    float64 math; empty or zero rows stay 0, as scikit-learn's ``TfidfTransformer(norm="l2")``.
+    prange over rows; the row sum is serial.
+    """
     n = indptr.shape[0] - 1
     for i in prange(n):
         s = 0.0
