@@ -361,7 +361,7 @@ def _tricky_run(path, seed=0, n=60):
 @pytest.mark.parametrize("block", [1, 16, 97, 1 << 22])
 @pytest.mark.parametrize("chunk_size", [1, 3, 1000])
 def test_block_parser_matches_line_oracle(tmp_path, monkeypatch, block, chunk_size):
-    from jkofast.commands import rerank as R
+    from jkofast.eval import runio as R
 
     monkeypatch.setattr(R, "_BLOCK_BYTES", block)
     fast = []
@@ -382,7 +382,7 @@ def test_block_parser_matches_line_oracle(tmp_path, monkeypatch, block, chunk_si
 
 
 def test_fast_columns_and_fallbacks():
-    from jkofast.commands.rerank import _fast_columns
+    from jkofast.eval.runio import _fast_columns
 
     block = (
         b"q1 Q0 d1 1 2.5 t\n\nq1 Q0 d2 2 1e-3 t\r\nquery-long-identifier Q0 d3 1 -1 t\n"
@@ -417,7 +417,7 @@ def _naive_format(qids, off, docs, sstr, p, ok, k, tag):
 
 
 def test_format_lines_matches_fstring_oracle():
-    from jkofast.commands.rerank import format_lines
+    from jkofast.jko.stream import format_lines
 
     rng = np.random.default_rng(1)
     for trial in range(40):
@@ -457,7 +457,7 @@ def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
     """Ties, unknown documents, malformed lines, duplicates and failed queries: the CLI writes
     exactly the bytes of the per-line reference (parse line by line, per query: energy, p0,
     the stand-in core, stable descending sort, f-string formatting)."""
-    from jkofast.commands import rerank as R
+    from jkofast.eval import runio as R
     from jkofast.jko.energy import blend, softmax_tau
 
     _fake_core_failing(monkeypatch)
@@ -509,7 +509,7 @@ def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
 
 
 def _oracle_score_blocks(path):
-    from jkofast.jko.energy import _parse_score_line
+    from jkofast.eval.runio import parse_score_fields as _parse_score_line
 
     out, cur = [], None
     with open(path, encoding="utf-8") as fh:
@@ -534,7 +534,7 @@ def _oracle_score_blocks(path):
 
 @pytest.mark.parametrize("block", [1, 16, 1 << 22])
 def test_score_blocks_match_line_oracle(tmp_path, monkeypatch, block):
-    from jkofast.commands import rerank as R
+    from jkofast.eval import runio as R
     from jkofast.jko.energy import read_score_file
 
     monkeypatch.setattr(R, "_BLOCK_BYTES", block)
@@ -603,7 +603,7 @@ def test_real_core_workqueue_layer_many_chunks(tmp_path):
 def test_gzip_input_same_as_plain(tmp_path, monkeypatch):
     import gzip
 
-    from jkofast.commands import rerank as R
+    from jkofast.eval import runio as R
 
     monkeypatch.setattr(R, "_BLOCK_BYTES", 97)
     path = tmp_path / "run.trec"

@@ -5,27 +5,12 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
-
-
-def write_trec_run(path: str, qids, doc_ids, indices, scores, tag: str) -> int:
-    """Write ``qid Q0 docid rank score tag`` lines (rank from 1, padding skipped); returns lines."""
-    n = 0
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        for qi, qid in enumerate(qids):
-            for r in range(indices.shape[1]):
-                i = int(indices[qi, r])
-                if i < 0:
-                    break
-                fh.write(f"{qid} Q0 {doc_ids[i]} {r + 1} {float(scores[qi, r]):.6f} {tag}\n")
-                n += 1
-    return n
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub) -> None:
-    from jkofast.commands.index import add_method_args
+    """Register ``jkofast search``."""
+    from jkofast.commands._common import add_method_args
 
     p = sub.add_parser("search", help="first-stage retrieval for a split; writes a TREC run")
     add_method_args(p)
@@ -37,10 +22,37 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from jkofast.commands._common import emit
-    from jkofast.commands.index import build
+def _load_index(args):
+    """``(dataset, retriever, seconds)`` of a saved index, checked against the dataset."""
     from jkofast.datasets.beir import load_dataset
+
+    ds = load_dataset(args.dataset)
+    t0 = time.perf_counter()
+    if args.method == "sgr":
+        from jkofast.sgr.retriever import SparseGeometricRetriever
+
+        retr = SparseGeometricRetriever.load(args.index)
+    else:
+        from jkofast.sparse.retriever import SparseRetriever
+
+        retr = SparseRetriever.load(args.index)
+        if retr.method != args.method:
+            raise ValueError(f"--index holds a {retr.method} index, not {args.method}")
+    build_s = time.perf_counter() - t0
+    # (an SGR index had no n_docs, so one built on another corpus wrote wrong doc ids silently)
+    if retr.n_docs != ds.n_docs:
+        raise ValueError(f"--index has {retr.n_docs} docs but dataset {ds.name} has {ds.n_docs}")
+    saved_ids = getattr(retr, "ids_", None)
+    if saved_ids is not None and list(saved_ids) != list(ds.doc_ids):
+        raise ValueError(f"--index was built with other document ids than dataset {ds.name}'s")
+    return ds, retr, build_s
+
+
+def run(args) -> int:
+    """Build or load the index, search the split's queries, write the run."""
+    from jkofast._threads import resolve_threads
+    from jkofast.commands._common import build_retriever, emit, method_params
+    from jkofast.eval.runio import atomic_open, format_run, topk_to_ragged
     from jkofast.sparse.index import prepare
 
     if args.k < 1:
@@ -52,34 +64,10 @@ def run(args) -> int:
     if os.path.isdir(args.out):  # failed with IsADirectoryError after the whole search
         raise ValueError(f"--out {args.out!r} is a folder; give a file path")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # an unwritable folder fails now
-    from jkofast._threads import resolve_threads
-    from jkofast.commands.index import method_params
-
     resolve_threads(args.threads)
     method_params(args)
     prepare()  # the sparse kernels only
-    if args.index:
-        ds = load_dataset(args.dataset)
-        t0 = time.perf_counter()
-        if args.method == "sgr":
-            from jkofast.sgr.retriever import SparseGeometricRetriever
-
-            retr = SparseGeometricRetriever.load(args.index)
-        else:
-            from jkofast.sparse.retriever import SparseRetriever
-
-            retr = SparseRetriever.load(args.index)
-            if retr.method != args.method:
-                raise ValueError(f"--index holds a {retr.method} index, not {args.method}")
-        build_s = time.perf_counter() - t0
-        # (an SGR index had no n_docs, so one built on another corpus wrote wrong doc ids silently)
-        if retr.n_docs != ds.n_docs:
-            raise ValueError(f"--index has {retr.n_docs} docs but dataset {ds.name} has {ds.n_docs}")
-        saved_ids = getattr(retr, "ids_", None)
-        if saved_ids is not None and list(saved_ids) != list(ds.doc_ids):
-            raise ValueError(f"--index was built with other document ids than dataset {ds.name}'s")
-    else:
-        ds, retr, build_s = build(args)
+    ds, retr, build_s = _load_index(args) if args.index else build_retriever(args)
     qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
     qmap = ds.queries
     t0 = time.perf_counter()
@@ -87,7 +75,10 @@ def run(args) -> int:
     idx, sc = retr.search([qmap[q] for q in qids], min(args.k, ds.n_docs), n_threads=args.threads)
     search_s = time.perf_counter() - t0
     tag = args.tag or f"jkofast-{args.method}"
-    n = write_trec_run(args.out, qids, ds.doc_ids, idx, np.asarray(sc), tag)
+    off, docs, scores = topk_to_ragged(idx, sc, ds.doc_ids)  # each row up to its first padding entry
+    with atomic_open(args.out, fsync=False) as fh:
+        fh.write(format_run(qids, off, docs, scores, tag, score_format="%.6f").encode("utf-8"))
+    n = len(docs)
     info = {
         "dataset": ds.name,
         "method": args.method,

@@ -14,14 +14,15 @@ pytrec_eval's parsers).  A malformed line raises ``ValueError("<file>:<line>: ..
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import io
 import os
 import re
-import uuid
 from dataclasses import dataclass
 
 import numpy as np
+
+from jkofast.eval.runio import atomic_open, format_run, iter_rows
 
 __all__ = [
     "QrelsArrays",
@@ -113,13 +114,6 @@ def _str_array(ids) -> np.ndarray:
     return np.asarray(ids, dtype=str) if len(ids) else np.empty(0, dtype="<U1")
 
 
-def _open_text(path, mode="rt"):
-    path = os.fspath(path)
-    if path.endswith(".gz"):
-        return gzip.open(path, mode, encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
-
-
 def _is_float(s: str) -> bool:
     try:
         float(s)
@@ -136,27 +130,11 @@ def _is_int(s: str) -> bool:
     return True
 
 
-def _iter_rows(path):
-    """Yield (line number, fields) for non-empty, non-comment lines."""
-    with _open_text(path) as fh:
-        lineno = 0
-        try:
-            for line in fh:
-                lineno += 1
-                s = line.strip()
-                if not s or s.startswith("#"):
-                    continue
-                yield lineno, s.split("\t") if "\t" in s else s.split()
-        except UnicodeDecodeError as exc:
-            # the decoder works on blocks: the bad byte is at or after this line
-            raise ValueError(f"{os.fspath(path)}: not valid UTF-8 after line {lineno} ({exc.reason})") from None
-
-
 def _read_run_rows(path):
     """Yield (qid, docid, score) triples, validating every line."""
     ncol = None
     first = True
-    for lineno, f in _iter_rows(path):
+    for lineno, f in iter_rows(path):
         f = [x.strip() for x in f]
         if first:
             first = False
@@ -251,7 +229,7 @@ def read_run_arrays(path) -> RunArrays:
 def _read_qrels_rows(path):
     ncol = None
     first = True
-    for lineno, f in _iter_rows(path):
+    for lineno, f in iter_rows(path):
         f = [x.strip() for x in f]
         if first:
             first = False
@@ -302,15 +280,11 @@ def read_qrels_arrays(path) -> QrelsArrays:
     return QrelsArrays.from_dict(read_qrels(path))
 
 
-def _fmt_score(x: float, is32: bool) -> str:
-    return f"{x:.9g}" if is32 else repr(float(x))
-
-
 _BAD_ID = re.compile(r"\s")
 
 
 def _check_ids(q: str, docs: list) -> None:
-    """A query / doc id must be non-empty without whitespace, or the line does not read back."""
+    """Reject an empty id or one with whitespace (the line would not read back)."""
     if not q or _BAD_ID.search(q):
         raise ValueError(f"query id {q!r}: ids must be non-empty and contain no whitespace")
     try:
@@ -436,26 +410,28 @@ def write_run(path, run, tag: str = "jkofast", *, query_ids=None, doc_ids=None) 
     """
     if not tag or any(c.isspace() for c in tag):
         raise ValueError(f"tag must be a non-empty string without whitespace, got {tag!r}")
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    # a plain exclusive create, not mkstemp: mkstemp's files are mode 0600, which os.replace
-    # would give the run file (unreadable to other users); this one gets the umask's mode
-    tmp = os.path.join(d, f".tmp-{os.getpid()}-{uuid.uuid4().hex}.trec")
-    try:
-        with open(tmp, "xb") as raw:
-            fh = gzip.GzipFile(fileobj=raw, mode="wb") if path.endswith(".gz") else raw
-            buf = io.StringIO()
-            for q, items, is32 in _run_lines(run, tag, query_ids, doc_ids):
-                for r, (docid, s) in enumerate(items, 1):
-                    buf.write(f"{q} Q0 {docid} {r} {_fmt_score(s, is32)} {tag}\n")
-                if buf.tell() > 1 << 20:
-                    fh.write(buf.getvalue().encode("utf-8"))
-                    buf = io.StringIO()
-            fh.write(buf.getvalue().encode("utf-8"))
-            if fh is not raw:
-                fh.close()
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    batch: list = []  # (qid, [(docid, score)]) of the queries not written yet
+    n_batch = 0
+    with atomic_open(path, fsync=False) as raw, _maybe_gzip(raw, os.fspath(path)) as fh:
+        is32 = False
+        for q, items, is32 in _run_lines(run, tag, query_ids, doc_ids):
+            batch.append((q, items))
+            n_batch += len(items)
+            if n_batch > 1 << 15:
+                fh.write(_format_batch(batch, tag, is32).encode("utf-8"))
+                batch, n_batch = [], 0
+        fh.write(_format_batch(batch, tag, is32).encode("utf-8"))
+
+
+def _maybe_gzip(raw, path: str):
+    return gzip.GzipFile(fileobj=raw, mode="wb") if path.endswith(".gz") else contextlib.nullcontext(raw)
+
+
+def _format_batch(batch: list, tag: str, is32: bool) -> str:
+    """TREC lines of ``[(qid, [(docid, score)])]``: float32 scores as ``%.9g``, float64 as ``repr``."""
+    lens = [len(items) for _, items in batch]
+    off = np.zeros(len(batch) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    docs = [d for _, items in batch for d, _ in items]
+    scores = [float(s) for _, items in batch for _, s in items]
+    return format_run([q for q, _ in batch], off, docs, scores, tag, score_format="%.9g" if is32 else "%r")

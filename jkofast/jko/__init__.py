@@ -1,5 +1,5 @@
-"""JKO-RAG set-level reranking: configuration, the single-pool solver, batched reranking, energies,
-and the drop-in API of the published solver (:mod:`jkofast.jko.compat`).
+"""JKO-RAG set-level reranking: configuration, the single-pool solver, batched and streaming (resumable,
+file-to-file) reranking, energies, and the drop-in API of the published solver (:mod:`jkofast.jko.compat`).
 
 Public names are re-exported lazily: importing this package imports none of its modules.
 """
@@ -14,7 +14,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "JKOConfig": "jkofast.jko.solver",
         "MODES": "jkofast.jko.solver",
         "OBJECTIVES": "jkofast.jko.solver",
+        "RerankOptions": "jkofast.jko.stream",
         "RerankResult": "jkofast.jko.solver",
+        "RerankSummary": "jkofast.jko.stream",
         "align_scores": "jkofast.jko.energy",
         "blend": "jkofast.jko.energy",
         "energy_and_p0": "jkofast.jko.energy",
@@ -25,6 +27,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "pool_geometry": "jkofast.jko.solver",
         "read_score_file": "jkofast.jko.energy",
         "rerank_batch": "jkofast.jko.solver",
+        "rerank_stream": "jkofast.jko.stream",
         "run_jko": "jkofast.jko.solver",
         "run_jko_with_duals": "jkofast.jko.solver",
         "softmax_tau": "jkofast.jko.energy",

@@ -24,6 +24,7 @@ import numpy as np
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import as_float_array, check_offsets, check_positive
+from jkofast.eval.runio import read_scores
 from jkofast.kernels.pools import baselines as _k
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -158,56 +159,25 @@ def energy_and_p0(
     return -r.astype(np.float64), p0
 
 
-def _parse_score_line(parts):
-    """(qid, docid, score) from a 3-column line or a 6-column TREC run line."""
-    if len(parts) == 3:
-        return parts[0], parts[1], float(parts[2])
-    if len(parts) == 6:
-        return parts[0], parts[2], float(parts[4])
-    raise ValueError(f"expected 3 fields (query-id doc-id score) or 6 (TREC run), got {len(parts)}")
-
-
-def read_score_file(path: str) -> dict:
+def read_score_file(path) -> dict:
     """Read user rerank scores: ``query-id doc-id score`` per line (tabs or spaces).
 
-    Also accepts 6-column TREC run lines (``qid Q0 docid rank score tag``).  A first line
-    whose score field is not a number is treated as a header.  Returns
-    ``{qid: {docid: float}}``.
+    Also accepts 6-column TREC run lines (``qid Q0 docid rank score tag``) and ``.gz`` files.
+    A first line whose score field is not a number is treated as a header.  The file is read
+    by the eval wing's reader (:func:`jkofast.eval.runio.read_scores`).
+
+    Returns
+    -------
+    dict
+        ``{qid: {docid: float}}``; a repeated ``(qid, docid)`` keeps its last score.
 
     Raises
     ------
     ValueError
-        Malformed line (reported with its 1-based line number) or non-finite score.
+        Malformed line (reported with its 1-based line number), a non-finite score or one
+        outside the float32 range.
     """
-    out: dict = {}
-    with open(path, encoding="utf-8") as fh:
-        for qid, did, s in iter_score_lines(fh, path):
-            out.setdefault(qid, {})[did] = s
-    return out
-
-
-def iter_score_lines(lines, path, first_ln: int = 1):
-    """Validated ``(qid, docid, score)`` of score-file ``lines`` (numbered from ``first_ln``).
-
-    Blank lines are skipped; line 1 may be a header (a non-numeric score); a malformed line, a
-    non-finite score or one outside the float32 range (``|s| > 3.4e38``)
-    raises ``ValueError`` naming ``path`` and the 1-based line number.
-    """
-    for ln, line in enumerate(lines, first_ln):
-        parts = line.split()
-        if not parts:
-            continue
-        try:
-            qid, did, s = _parse_score_line(parts)
-        except ValueError as exc:
-            if ln == 1:
-                continue  # header
-            raise ValueError(f"{path}:{ln}: malformed score line: {exc}") from None
-        if not np.isfinite(s):
-            raise ValueError(f"{path}:{ln}: non-finite score {parts!r}")
-        if abs(s) > F32_MAX:
-            raise ValueError(f"{path}:{ln}: score {s!r} is outside the float32 range (scores are float32)")
-        yield qid, did, s
+    return read_scores(path)
 
 
 def align_scores(scores: dict, query_ids, offsets, doc_ids_flat) -> tuple[np.ndarray, int]:
