@@ -16,6 +16,7 @@ _FIXTURE = parity_fixture_path()
 
 
 def add_parser(sub) -> None:
+    """Register ``jkofast parity`` on the sub-command parser ``sub``."""
     p = sub.add_parser("parity", help="rerank the 30 parity pools and compare with the published solver")
     p.add_argument("--fixture", default=_FIXTURE, help="path of jko_reference_scifact30.npz")
     p.add_argument("--queries", type=int, default=30, help="number of pools to use (<= 30)")
@@ -48,6 +49,7 @@ def fixture_pool(z, q: int, tau0: float):
 
 
 def run(args) -> int:
+    """Rerank the fixture's pools at the chosen configs and print the agreement (exit status)."""
     import numpy as np
 
     from jkofast._threads import numba_threads, resolve_threads

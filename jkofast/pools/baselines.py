@@ -82,8 +82,11 @@ def _emb(emb, off):
 
 
 def _bad_pools(off, scores: dict, Z=None) -> dict:
-    """Pool index -> reason for every pool with a non-finite score / embedding entry, or
-    embedding entries so large that the dot products overflow (rows should be unit)."""
+    """Map pool index -> reason for every pool with invalid input.
+
+    Invalid: a non-finite score / embedding entry, or embedding entries so large that the dot
+    products overflow (rows should be unit).
+    """
     errors: dict[int, str] = {}
     checks = [(name, ~np.isfinite(a), "contains NaN or inf") for name, a in scores.items()]
     if Z is not None and Z.size:

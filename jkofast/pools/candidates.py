@@ -28,8 +28,10 @@ from jkofast.kernels.pools import baselines as _k
 __all__ = [
     "Pools",
     "build_pools",
+    "dense_scores",
     "dense_search",
     "load_embeddings",
+    "pools_from_lists",
     "rrf_fuse",
     "top_lists",
 ]
@@ -58,12 +60,15 @@ class Pools:
 
     @property
     def n_queries(self) -> int:
+        """Number of pools (queries)."""
         return len(self.offsets) - 1
 
     def __len__(self) -> int:
+        """Return the number of pools (queries)."""
         return self.n_queries
 
     def sizes(self) -> np.ndarray:
+        """Pool sizes, int64 (nq,)."""
         return np.diff(self.offsets)
 
     def _check_queries(self, q, name: str) -> np.ndarray:
@@ -140,6 +145,7 @@ class Pools:
 
     @classmethod
     def load(cls, path: str) -> Pools:
+        """Read pools written by :meth:`save`."""
         z = np.load(path, allow_pickle=False)
         return cls(
             [str(x) for x in z["query_ids"]],

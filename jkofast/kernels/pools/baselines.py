@@ -79,9 +79,11 @@ def rrf_fuse_one(sparse_row, dense_row, m_keep, k_rrf, out_cand, out_score):
 
 @kernel(parallel=True)
 def rrf_fuse_rows(sparse_idx, dense_idx, m_keep, k_rrf, out_cand, out_score, out_n):
-    """Row-wise :func:`rrf_fuse_one`: ``sparse_idx`` (nq, n1), ``dense_idx`` (nq, n2) int64
-    (n2 may be 0); ``out_cand`` (nq, m_keep) int64 pre-filled with -1, ``out_score`` float64,
-    ``out_n`` (nq,) int64.  prange over queries."""
+    """Row-wise :func:`rrf_fuse_one`, prange over queries.
+
+    ``sparse_idx`` (nq, n1), ``dense_idx`` (nq, n2) int64 (n2 may be 0); ``out_cand``
+    (nq, m_keep) int64 pre-filled with -1, ``out_score`` float64, ``out_n`` (nq,) int64.
+    """
     nq = sparse_idx.shape[0]
     for q in prange(nq):
         out_n[q] = rrf_fuse_one(sparse_idx[q], dense_idx[q], m_keep, k_rrf, out_cand[q], out_score[q])
@@ -177,10 +179,10 @@ def _desc_ranks(x, ranks):
 
 @kernel(parallel=True)
 def inpool_rrf_segments(sparse, dense, offsets, k_rrf, k, out_idx, out_val):
-    """In-pool hybrid RRF: ``1/(k_rrf + r_sparse + 1) + 1/(k_rrf + r_dense + 1)`` with
-    0-based *pool* ranks of each score, then top-k by the fused score (float64).
+    """In-pool hybrid RRF, then top-k by the fused score (float64).
 
-    Ties in the rank sorts and in the final top-k break by lowest pool position.
+    Fused score ``1/(k_rrf + r_sparse + 1) + 1/(k_rrf + r_dense + 1)`` with 0-based *pool*
+    ranks of each score.  Ties in the rank sorts and in the final top-k break by lowest pool position.
     ``out_idx`` (nq, k) int64 pre-filled with -1; ``out_val`` (nq, k) float64.
     """
     nq = offsets.shape[0] - 1
