@@ -45,6 +45,8 @@ from jkofast.eval.trec import QrelsArrays, RunArrays
 from jkofast.kernels.eval import metrics as _k
 
 __all__ = [
+    "DEFAULT_METRICS",
+    "MAX_ID_ROWS_BYTES",
     "BadQueryError",
     "BadQueryWarning",
     "BootstrapCI",
@@ -82,6 +84,7 @@ _EXP_LABEL_MAX = 1000
 
 
 def _check_labels(labels: np.ndarray, gain: str, name: str) -> None:
+    """Raise ``ValueError`` for labels whose exponential gain would overflow float64."""
     if gain == "exponential" and labels.size and labels.max() > _EXP_LABEL_MAX:
         raise ValueError(
             f"{name}: label {int(labels.max())} overflows the exponential gain 2**label - 1 "
@@ -95,6 +98,18 @@ def parse_metric(name: str) -> tuple[str, int, int]:
     Accepted: ``ndcg@10``, ``ndcg_cut_10``, ``ndcg_cut.10``, ``ndcg``; ``recall@k``,
     ``recall_k``; ``p@k``, ``precision@k``, ``P_10``; ``mrr@k``, ``rr@k``, ``mrr``,
     ``recip_rank``; ``map``, ``map@k``, ``map_cut_k``.  Case-insensitive.
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a str.
+    ValueError
+        Unknown metric, a cutoff < 1 or beyond int64, recall / precision without a cutoff.
+
+    Examples
+    --------
+    >>> parse_metric("NDCG_cut_10")
+    ('ndcg@10', 0, 10)
     """
     if not isinstance(name, str):
         raise TypeError(f"metric names must be strings, got {type(name).__name__}")
@@ -191,10 +206,21 @@ def bootstrap_ci(x, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> B
 
 
 def paired_bootstrap_diff(a, b, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> BootstrapCI:
-    """``bootstrap_ci(a - b)``: paired difference of two per-query metric arrays.
+    """Percentile bootstrap CI of the paired difference ``mean(a - b)``: ``bootstrap_ci(a - b)``.
 
     Significant at level ``alpha`` when the interval excludes 0.  ``a`` and ``b`` must be
     aligned on the same queries (same length).
+
+    Raises
+    ------
+    ValueError
+        Different lengths, a difference beyond the float64 range, or as :func:`bootstrap_ci`.
+
+    Examples
+    --------
+    >>> d = paired_bootstrap_diff([1.0, 1.0, 0.5], [0.5, 0.5, 0.0])
+    >>> round(d.mean, 6), round(d.lo, 6), round(d.hi, 6)
+    (0.5, 0.5, 0.5)
     """
     from jkofast._validation import as_float_array, check_same_length
 
@@ -232,6 +258,7 @@ class EvalResult:
 
     @property
     def metrics(self) -> tuple[str, ...]:
+        """Canonical metric names, in the order asked."""
         return tuple(self.per_query)
 
     @property
@@ -240,6 +267,7 @@ class EvalResult:
         return {m: float(v.mean()) if v.size else 0.0 for m, v in self.per_query.items()}
 
     def __getitem__(self, metric: str) -> np.ndarray:
+        """Per-query values of ``metric`` (any accepted spelling, see :func:`parse_metric`)."""
         canon = parse_metric(metric)[0]
         return self.per_query[canon]
 
@@ -261,6 +289,7 @@ class EvalResult:
 
 
 def _check_mode(gain: str, tie_break: str, missing: str) -> tuple[int, int]:
+    """Return the kernel's gain and tie modes after validating the three convention names."""
     gains = {"linear": _k.GAIN_LINEAR, "exponential": _k.GAIN_EXPONENTIAL}
     ties = {"trec_eval": _k.TIE_TREC_EVAL, "given": _k.TIE_GIVEN}
     if gain not in gains:
@@ -273,6 +302,7 @@ def _check_mode(gain: str, tie_break: str, missing: str) -> tuple[int, int]:
 
 
 def _parse_metrics(metrics) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Return the distinct canonical names and their kernel kinds / cutoffs (int64)."""
     if isinstance(metrics, str):
         metrics = [m for m in metrics.split(",") if m.strip()]
     elif not isinstance(metrics, Iterable):
@@ -317,6 +347,19 @@ def evaluate_codes(
         Canonical metric names.
     values : ndarray of float64, shape (n_metrics, n_queries)
     n_ret : ndarray of int64, shape (n_queries,)
+
+    Raises
+    ------
+    TypeError
+        Non-integer codes or labels.
+    ValueError
+        Bad offsets, mismatched lengths, a NaN score, a qrels code repeated within a query.
+
+    Examples
+    --------
+    >>> names, values, n_ret = evaluate_codes([0, 2], [7, 3], [2.0, 1.0], [0, 1], [3], [1], ["mrr@10"])
+    >>> names, values.tolist(), n_ret.tolist()
+    (['mrr@10'], [[0.5]], [2])
     """
     from jkofast._validation import as_float_array, check_offsets
 
@@ -360,6 +403,7 @@ def evaluate_codes(
 
 
 def _run_kernel(roff, rrows, scores, qoff, qrows, labels, kinds, ks, gain_mode, tie_mode, dedupe, n_threads):
+    """Call ``evaluate_batch_chars``; return ``values`` (n_metrics, nq) and ``n_ret`` (nq,)."""
     nq = roff.shape[0] - 1
     out = np.zeros((nq, kinds.shape[0]), np.float64)
     n_ret = np.zeros(nq, np.int64)
@@ -384,6 +428,7 @@ def _run_kernel(roff, rrows, scores, qoff, qrows, labels, kinds, ks, gain_mode, 
 
 
 def _as_int64(x, name: str) -> np.ndarray:
+    """Return a 1-D integer array as contiguous int64 (``TypeError`` / ``ValueError`` otherwise)."""
     a = np.asarray(x)
     if a.size == 0:
         return np.zeros(0, np.int64)
@@ -395,6 +440,7 @@ def _as_int64(x, name: str) -> np.ndarray:
 
 
 def _as_run_arrays(run) -> RunArrays | None:
+    """Return a ragged-array run as :class:`RunArrays`; ``None`` for a ``{qid: {doc: score}}`` dict."""
     if isinstance(run, RunArrays):
         return run
     if isinstance(run, tuple) and len(run) == 4:
@@ -455,20 +501,11 @@ def _codes(run_ids: list, qrels_ids: list, lexicographic: bool):
     return rc, qc
 
 
-def _codes_arrays(run_ids: np.ndarray, qrels_ids: np.ndarray):
-    """Lexicographic codes for numpy string arrays (vectorised)."""
-    allids = np.concatenate([np.asarray(run_ids, dtype=str), np.asarray(qrels_ids, dtype=str)])
-    if allids.size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    _, inv = np.unique(allids, return_inverse=True)
-    inv = inv.astype(np.int64).ravel()
-    return inv[: len(run_ids)], inv[len(run_ids) :]
-
-
 MAX_ID_ROWS_BYTES = 1 << 30
 
 
 def _words(n_rows: int, max_bytes: int):
+    """Return zeroed uint64 word rows wide enough for ``max_bytes``, or ``None`` beyond ``MAX_ID_ROWS_BYTES``."""
     n_words = max(1, -(-int(max_bytes) // 8))
     if n_rows * n_words * 8 > MAX_ID_ROWS_BYTES:
         return None
@@ -524,9 +561,11 @@ def _rows_from_array(ids: np.ndarray) -> np.ndarray | None:
 
 
 def _id_rows(run_ids, qrels_ids):
-    """Doc ids as zero-padded rows of big-endian uint64 words holding their UTF-8 bytes
-    (one width for run and qrels), so that comparing rows word by word is C ``strcmp``
-    order — trec_eval's.  ``None`` when they would exceed ``MAX_ID_ROWS_BYTES``."""
+    """Return run and qrels doc ids as zero-padded rows of big-endian uint64 words (UTF-8 bytes).
+
+    One width for run and qrels, so that comparing rows word by word is C ``strcmp`` order —
+    trec_eval's.  ``None`` when they would exceed ``MAX_ID_ROWS_BYTES``.
+    """
     if isinstance(run_ids, np.ndarray) and run_ids.dtype.kind in "US":
         a = _rows_from_array(run_ids)
     else:
@@ -540,6 +579,42 @@ def _id_rows(run_ids, qrels_ids):
     if b.shape[1] < w:
         b = np.pad(b, ((0, 0), (0, w - b.shape[1])))
     return a, b
+
+
+def _select_run_rows(ra: RunArrays, qrels: dict, missing: str):
+    """Validate a ragged run and keep the queries judged in ``qrels`` (plus, with ``missing="zero"``, empty rows).
+
+    Returns ``(query_ids, offsets, doc_ids, scores)``: run order, then the qrels-only queries
+    in qrels order.
+    """
+    from jkofast._validation import check_offsets
+
+    ids = np.asarray(ra.doc_ids)
+    off = check_offsets(ra.offsets, ids.shape[0], "run offsets")
+    if len(ra.query_ids) != off.shape[0] - 1:
+        raise ValueError("run: len(query_ids) must equal len(offsets) - 1")
+    try:
+        sc_all = np.asarray(ra.scores, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("run: scores must be numbers") from None
+    if sc_all.shape != ids.shape:
+        raise ValueError("run: doc_ids and scores must have the same length")
+    qlist = [str(q) for q in ra.query_ids]
+    if len(set(qlist)) != len(qlist):
+        raise ValueError("run: query ids must be unique (one row per query)")
+    keep = [i for i, q in enumerate(qlist) if q in qrels]
+    present = {qlist[i] for i in keep}
+    extra = [q for q in qrels if q not in present] if missing == "zero" else []
+    all_q = [qlist[i] for i in keep] + extra
+    lens = np.array([off[i + 1] - off[i] for i in keep] + [0] * len(extra), np.int64)
+    roff = np.zeros(len(all_q) + 1, np.int64)
+    np.cumsum(lens, out=roff[1:])
+    if keep and len(keep) < len(qlist):
+        sel = np.concatenate([np.arange(off[i], off[i + 1]) for i in keep])
+        return all_q, roff, ids[sel], sc_all[sel]
+    if keep:
+        return all_q, roff, ids, sc_all
+    return all_q, roff, ids[:0], sc_all[:0]
 
 
 def evaluate(
@@ -637,35 +712,7 @@ def evaluate(
         roff, run_ids, scores = _flatten_dict(run, all_q, np.float64)
         dedupe = False  # a dict holds no duplicate doc ids
     else:
-        from jkofast._validation import check_offsets
-
-        ids = np.asarray(ra.doc_ids)
-        off = check_offsets(ra.offsets, ids.shape[0], "run offsets")
-        if len(ra.query_ids) != off.shape[0] - 1:
-            raise ValueError("run: len(query_ids) must equal len(offsets) - 1")
-        try:
-            sc_all = np.asarray(ra.scores, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TypeError("run: scores must be numbers") from None
-        if sc_all.shape != ids.shape:
-            raise ValueError("run: doc_ids and scores must have the same length")
-        qlist = [str(q) for q in ra.query_ids]
-        if len(set(qlist)) != len(qlist):
-            raise ValueError("run: query ids must be unique (one row per query)")
-        keep = [i for i, q in enumerate(qlist) if q in qrels]
-        present = {qlist[i] for i in keep}
-        extra = [q for q in qrels if q not in present] if missing == "zero" else []
-        all_q = [qlist[i] for i in keep] + extra
-        lens = np.array([off[i + 1] - off[i] for i in keep] + [0] * len(extra), np.int64)
-        roff = np.zeros(len(all_q) + 1, np.int64)
-        np.cumsum(lens, out=roff[1:])
-        if keep and len(keep) < len(qlist):
-            sel = np.concatenate([np.arange(off[i], off[i + 1]) for i in keep])
-            run_ids, scores = ids[sel], sc_all[sel]
-        elif keep:
-            run_ids, scores = ids, sc_all
-        else:
-            run_ids, scores = ids[:0], sc_all[:0]
+        all_q, roff, run_ids, scores = _select_run_rows(ra, qrels, missing)
         dedupe = True
     qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.float64, "qrels")
     if not np.all(np.floor(labels) == labels):
@@ -699,8 +746,10 @@ def evaluate(
 
 
 class BadQueryError(PartialBatchError):
-    """Some queries of :func:`evaluate` had invalid input (a ``ValueError``); ``.result`` is the
-    :class:`EvalResult` of the others, ``.errors`` maps query id -> reason."""
+    """Some queries of :func:`evaluate` had invalid input (a ``ValueError``).
+
+    ``.result`` is the :class:`EvalResult` of the others, ``.errors`` maps query id -> reason.
+    """
 
 
 class BadQueryWarning(PartialBatchWarning):
@@ -709,6 +758,7 @@ class BadQueryWarning(PartialBatchWarning):
 
 @register_warmup("evaluation")
 def _warmup() -> None:
+    """Compile the metric kernels for both conventions, both gains and every id-row layout."""
     run = {"a": {"x": 1.0, "y": 1.0, "z": 0.5}}
     qrels = {"a": {"x": 1, "z": 2, "w": 0}}
     for tie in ("trec_eval", "given"):

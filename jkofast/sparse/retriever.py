@@ -1,4 +1,4 @@
-"""First-stage retrievers with one interface, and a registry.
+r"""First-stage retrievers with one interface, and a registry.
 
 Every retriever has
 
@@ -13,17 +13,17 @@ Every retriever has
 
 Methods (``get_retriever(method, **params)``):
 
-=============== ==================================================================== =======
-method          what                                                                 doc_sep
-=============== ==================================================================== =======
-``bm25``        Okapi BM25 = rank_bm25 ``BM25Okapi`` (k1 1.5, b 0.75, epsilon 0.25),  ``". "``
-                ``\\w+`` tokens, no stop-words (JKO-RAG first stage, SPEC A.2.3)
-``bm25-lucene`` bm25s default scoring (k1 1.5, b 0.75), ``\\b\\w\\w+\\b`` tokens,         ``" "``
+=============== ========================================================================= ========
+method          what                                                                      doc_sep
+=============== ========================================================================= ========
+``bm25``        Okapi BM25 = rank_bm25 ``BM25Okapi`` (k1 1.5, b 0.75, epsilon 0.25),      ``". "``
+                ``\w+`` tokens, no stop-words (JKO-RAG first stage, SPEC A.2.3)
+``bm25-lucene`` bm25s default scoring (k1 1.5, b 0.75), ``\b\w\w+\b`` tokens,             ``" "``
                 English stop-words (``stopwords=None`` to keep them; ``stemmer="porter"``
                 for Porter stems, test nDCG@10 0.6685 -> 0.6885 on SciFact)
-``tfidf``       TF-IDF cosine = scikit-learn ``TfidfVectorizer`` (SPEC B.2 basis)       ``" "``
-``sgr``         ``jkofast.sgr.retriever.SparseGeometricRetriever`` (imported lazily)            ``" "``
-=============== ==================================================================== =======
+``tfidf``       TF-IDF cosine = scikit-learn ``TfidfVectorizer`` (SPEC B.2 basis)         ``" "``
+``sgr``         ``jkofast.sgr.retriever.SparseGeometricRetriever`` (imported lazily)      ``" "``
+=============== ========================================================================= ========
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class SparseRetriever:
 
     @property
     def n_docs(self) -> int:
+        """Number of indexed documents."""
         return self.index.n_docs
 
     def search(self, query_texts, k: int = 10, n_threads: int | None = None):
@@ -73,6 +74,7 @@ class SparseRetriever:
         return self.index.score_all(query_texts, n_threads=n_threads)
 
     def save(self, path: str) -> str:
+        """Write the index to folder ``path`` (see :func:`jkofast.sparse.index.load_index`); returns ``path``."""
         return self.index.save(path)
 
     @classmethod
@@ -88,6 +90,7 @@ class SparseRetriever:
 
 
 def _analyzer(params: dict, default_pattern: str, default_stop):
+    """Pop the analyser settings (or a ready ``analyzer``) from ``params`` and build the Analyzer."""
     if "analyzer" in params:
         an = params.pop("analyzer")
         if not isinstance(an, Analyzer):  # a str failed later with an AttributeError
