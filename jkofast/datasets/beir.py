@@ -69,6 +69,7 @@ def parity_fixture_path() -> str:
 
 
 def _find(folder: str, stem: str) -> str:
+    """Return ``folder/stem`` or ``folder/stem.gz``, whichever exists (``FileNotFoundError`` if neither)."""
     for cand in (stem, stem + ".gz"):
         p = os.path.join(folder, cand)
         if os.path.isfile(p):
@@ -77,14 +78,18 @@ def _find(folder: str, stem: str) -> str:
 
 
 def _open_text(path: str):
+    """Open a UTF-8 text file, gunzipping ``.gz`` files on the fly."""
     if path.endswith(".gz"):
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
     return open(path, encoding="utf-8")
 
 
 def _lines(fh, path: str):
-    """``enumerate(fh, 1)`` with invalid UTF-8 reported as ``ValueError`` naming the file (and the
-    first line not read: decoding runs in blocks) instead of a bare ``UnicodeDecodeError``."""
+    """Yield ``enumerate(fh, 1)``, reporting decoding errors as ``ValueError`` naming the file.
+
+    Invalid UTF-8 or corrupt gzip data name the first line not read (decoding runs in blocks)
+    instead of raising a bare ``UnicodeDecodeError`` / ``BadGzipFile``.
+    """
     lineno = 0
     it = iter(fh)
     while True:
@@ -101,9 +106,11 @@ def _lines(fh, path: str):
 
 
 def _check_id(v, what: str, path: str, lineno: int) -> str:
-    """A document/query id: a non-empty string (or integer) without whitespace.  ``null``, lists
-    or floats were turned into ids like ``'None'`` / ``'[1, 2]'``, and whitespace or empty ids
-    give TREC runs that do not read back."""
+    """Return a document/query id as str after checking it is a non-empty string (or integer) without whitespace.
+
+    ``null``, lists or floats were turned into ids like ``'None'`` / ``'[1, 2]'``, and
+    whitespace or empty ids give TREC runs that do not read back.
+    """
     if isinstance(v, bool) or not isinstance(v, str | int):
         raise ValueError(f"{path}:{lineno}: {what} must be a string, got {type(v).__name__} {v!r}")
     v = str(v)
@@ -132,6 +139,7 @@ def _iter_jsonl(path: str):
 
 
 def _str_field(obj: dict, key: str, path: str, lineno: int) -> str:
+    """Return string field ``key`` of a JSON record ('' when absent or null; ``ValueError`` if not a str)."""
     v = obj.get(key, "")
     if v is None:
         return ""
@@ -140,44 +148,52 @@ def _str_field(obj: dict, key: str, path: str, lineno: int) -> str:
     return v
 
 
+def _read_records(path: str, what: str, kind: str, fields: tuple[str, ...]) -> tuple[list[str], ...]:
+    """Read the JSONL records of ``path`` as ``(ids, *field columns)`` in file order.
+
+    ``what`` names one record in messages (``"document"``), ``kind`` the file (``"corpus"``);
+    ids are checked (:func:`_check_id`) and unique, string fields default to ``""``; an empty
+    file is an error.
+    """
+    ids: list[str] = []
+    cols: tuple[list[str], ...] = tuple([] for _ in fields)
+    seen: set[str] = set()
+    for lineno, obj in _iter_jsonl(path):
+        rid = _check_id(obj["_id"], "_id", path, lineno)
+        if rid in seen:
+            raise ValueError(f"{path}:{lineno}: duplicate {what} id {rid!r}")
+        seen.add(rid)
+        ids.append(rid)
+        for col, key in zip(cols, fields):
+            col.append(_str_field(obj, key, path, lineno))
+    if not ids:
+        raise ValueError(f"{path}: no {what} (empty {kind} file)")
+    return (ids, *cols)
+
+
 def read_corpus(path: str) -> tuple[list[str], list[str], list[str]]:
     """Read a BEIR ``corpus.jsonl(.gz)`` -> ``(doc_ids, titles, texts)`` in file order.
 
-    A missing ``title``/``text`` is the empty string.  Raises ``ValueError`` (file:line) on a
-    bad JSON line, a missing ``_id`` or a duplicate id.
+    A missing ``title``/``text`` is the empty string.
+
+    Raises
+    ------
+    ValueError
+        Naming ``file:line``: a bad JSON line, a missing or invalid ``_id``, a duplicate id, a
+        non-string field; or an empty file.
     """
-    ids: list[str] = []
-    titles: list[str] = []
-    texts: list[str] = []
-    seen: set[str] = set()
-    for lineno, obj in _iter_jsonl(path):
-        did = _check_id(obj["_id"], "_id", path, lineno)
-        if did in seen:
-            raise ValueError(f"{path}:{lineno}: duplicate document id {did!r}")
-        seen.add(did)
-        ids.append(did)
-        titles.append(_str_field(obj, "title", path, lineno))
-        texts.append(_str_field(obj, "text", path, lineno))
-    if not ids:
-        raise ValueError(f"{path}: no document (empty corpus file)")
-    return ids, titles, texts
+    return _read_records(path, "document", "corpus", ("title", "text"))
 
 
 def read_queries(path: str) -> tuple[list[str], list[str]]:
-    """Read a BEIR ``queries.jsonl(.gz)`` -> ``(query_ids, texts)`` in file order."""
-    ids: list[str] = []
-    texts: list[str] = []
-    seen: set[str] = set()
-    for lineno, obj in _iter_jsonl(path):
-        qid = _check_id(obj["_id"], "_id", path, lineno)
-        if qid in seen:
-            raise ValueError(f"{path}:{lineno}: duplicate query id {qid!r}")
-        seen.add(qid)
-        ids.append(qid)
-        texts.append(_str_field(obj, "text", path, lineno))
-    if not ids:
-        raise ValueError(f"{path}: no query (empty queries file)")
-    return ids, texts
+    """Read a BEIR ``queries.jsonl(.gz)`` -> ``(query_ids, texts)`` in file order.
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_corpus`.
+    """
+    return _read_records(path, "query", "queries", ("text",))
 
 
 def read_qrels_beir(path: str, known_docs=None) -> dict[str, dict[str, int]]:
@@ -229,6 +245,7 @@ def read_qrels_beir(path: str, known_docs=None) -> dict[str, dict[str, int]]:
 
 
 def _is_judgement(line: str) -> bool:
+    """Tell whether a qrels line parses as ``qid<TAB>docid<TAB>integer`` (else it is a header)."""
     parts = line.split("\t")
     if len(parts) != 3:
         return False
@@ -240,6 +257,7 @@ def _is_judgement(line: str) -> bool:
 
 
 def _sorted_qids(qids) -> list[str]:
+    """Sort query ids numerically when every id is decimal, as strings otherwise (SPEC A.2.2)."""
     qids = list(qids)
     if all(q.isdecimal() for q in qids):
         return sorted(qids, key=int)
@@ -262,6 +280,7 @@ class BeirDataset:
 
     @property
     def n_docs(self) -> int:
+        """Number of corpus documents."""
         return len(self.doc_ids)
 
     @property
@@ -302,9 +321,19 @@ class BeirDataset:
         return [(t + sep + x).strip() for t, x in zip(self.titles, self.texts)]
 
     def embeddings(self, name: str = "minilm-l6-v2"):
-        """Saved embeddings ``(doc_emb, query_emb)`` as float32, rows in file order, or ``None``.
+        """Load the saved embeddings ``embeddings/<name>``.
 
-        Raises ``ValueError`` when the saved id lists do not match the corpus / queries.
+        Returns
+        -------
+        tuple of ndarray or None
+            ``(doc_emb float32 (N, d), query_emb float32 (n_queries, d))``, rows in file order;
+            ``None`` when the folder is absent.
+
+        Raises
+        ------
+        ValueError
+            Not 2-D, a non-finite row, different dimensions, or saved id lists / row counts that
+            do not match the corpus / queries.
         """
         d = os.path.join(self.path, "embeddings", name)
         if not os.path.isdir(d):
