@@ -103,7 +103,10 @@ class SparseCorpus(SparseRecipeCorpus):
         """SGR's term graph as a (V, V) CSR matrix: ``ppmi`` = A, ``ppmi2`` = G (second order)."""
         if which not in ("ppmi", "ppmi2"):  # anything else returned G silently
             raise ValueError(f"which must be 'ppmi' or 'ppmi2', got {which!r}")
-        return self.sgr_matrix("a" if which == "ppmi" else "g")
+        if which == "ppmi":
+            return self.ppmi_graph()
+        ix = self.sgr._ix
+        return sp.csr_matrix((ix["g_val"].astype(np.float64), ix["g_idx"], ix["g_indptr"]), shape=(self.V, self.V))
 
     def signal(self, name: str, queries) -> np.ndarray:
         """Full-corpus scores (nq, n_docs) of one of :data:`SPARSE_SIGNALS` (``first`` excepted)."""

@@ -31,9 +31,12 @@ __all__ = [
     "SPARSE_RECIPE",
     "SparseRecipe",
     "SparseRecipeCorpus",
+    "canonical_f32",
+    "pool_scores",
     "sparse_analyzer",
     "sparse_only_inputs",
     "title_texts",
+    "top_terms",
 ]
 
 
@@ -187,13 +190,10 @@ class SparseRecipeCorpus:
             self._sgr = SparseGeometricRetriever().fit(self.doc_tf, n_threads=self.n_threads)
         return self._sgr
 
-    def sgr_matrix(self, prefix: str) -> sp.csr_matrix:
-        """Return a (V, V) CSR term matrix of the fitted SGR index: ``"a"`` = the PPMI graph A, ``"g"`` = G."""
-        ix = self.sgr._ix  # the index arrays of the fit (indptr / idx / val per matrix)
-        return sp.csr_matrix(
-            (ix[prefix + "_val"].astype(np.float64), ix[prefix + "_idx"], ix[prefix + "_indptr"]),
-            shape=(self.V, self.V),
-        )
+    def ppmi_graph(self) -> sp.csr_matrix:
+        """Return the PPMI term graph A of the fitted SGR index as (V, V) float64 CSR."""
+        ix = self.sgr._ix  # the index arrays of the fit (no public accessor for A yet)
+        return sp.csr_matrix((ix["a_val"].astype(np.float64), ix["a_idx"], ix["a_indptr"]), shape=(self.V, self.V))
 
     def ppmi_geometry(self, n_terms: int = 12, weight: float = 0.5) -> sp.csr_matrix:
         """PPMI-smoothed TF-IDF rows (n_docs, V), float32 canonical CSR (cached per argument pair).
@@ -205,7 +205,7 @@ class SparseRecipeCorpus:
         key = (n_terms, weight)
         if key not in self._geometry:
             X = self.tfidf.doc_matrix().astype(np.float64)
-            A = self.sgr_matrix("a")
+            A = self.ppmi_graph()
             nrm = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
             An = sp.diags(np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0)) @ A
             S = (top_terms(X, n_terms) @ An).tocsr()
