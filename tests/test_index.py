@@ -216,26 +216,8 @@ def test_search_cli_rejects_a_tag_with_whitespace(tmp_path, capsys):
 
     tiny = os.path.join(os.path.dirname(__file__), "data", "beir_tiny")
     out = tmp_path / "s.trec"
-    assert (
-        main(
-            [
-                "search",
-                "--dataset",
-                tiny,
-                "--method",
-                "bm25",
-                "--split",
-                "test",
-                "--k",
-                "3",
-                "--out",
-                str(out),
-                "--tag",
-                "a b",
-            ]
-        )
-        == 2
-    )
+    args = ["search", "--dataset", tiny, *"--method bm25 --split test --k 3".split(), "--out", str(out)]
+    assert main([*args, "--tag", "a b"]) == 2
     assert "--tag must be non-empty without whitespace" in capsys.readouterr().err
     assert not out.exists()
 

@@ -7,10 +7,20 @@ import sys
 
 KDIR = pathlib.Path(__file__).resolve().parents[1] / "jkofast" / "kernels"
 
+# imports every kernel module, wing sub-packages included (walk_packages recurses into them)
+IMPORT_KERNELS = (
+    "import importlib, pkgutil, jkofast.kernels as K\n"
+    "from jkofast._numba import REGISTRY\n"
+    "names = [m.name for m in pkgutil.walk_packages(K.__path__, 'jkofast.kernels.')]\n"
+    "assert any(n.count('.') >= 3 for n in names), names  # the wing sub-packages were walked\n"
+    "mods = [importlib.import_module(n) for n in names]\n"
+)
 
-def _run(code: str) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter (nothing imported or compiled yet)."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+def _ok_in_fresh_interpreter(code: str) -> None:
+    """Run ``code`` in a new interpreter (nothing imported or compiled yet); it must exit 0."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
 
 
 def test_kernel_tree_has_the_wing_subpackages():
@@ -20,41 +30,25 @@ def test_kernel_tree_has_the_wing_subpackages():
 
 
 def test_import_compiles_nothing():
-    code = (
-        "import importlib, pkgutil, jkofast.kernels as K\n"
-        "from jkofast._numba import REGISTRY\n"
-        "mods = [m.name for m in pkgutil.walk_packages(K.__path__, 'jkofast.kernels.')]\n"
-        "assert any(n.count('.') >= 3 for n in mods), mods  # the wing sub-packages were walked\n"
-        "for n in mods: importlib.import_module(n)\n"
-        "import jkofast.warmup as w; w._import_wrappers()\n"
+    _ok_in_fresh_interpreter(
+        IMPORT_KERNELS + "import jkofast.warmup as w; w._import_wrappers()\n"
         "bad=[n for n,d in REGISTRY.items() if d.signatures]\n"
         "assert len(REGISTRY) > 0\n"
         "assert not bad, bad\n"
         "assert any(n.startswith('jkofast.kernels.sgr.') for n in REGISTRY)\n"
-        "print(len(REGISTRY))\n"
     )
-    out = _run(code)
-    assert out.returncode == 0, out.stderr
 
 
 def test_every_dispatcher_comes_from_the_registry():
     # a dispatcher made by numba.njit directly (aliased, so the AST walk below misses it) is not
     # in REGISTRY: no project cache switch, no warm-up accounting
-    code = (
-        "import importlib, pkgutil, numba, jkofast.kernels as K\n"
-        "from numba.core.registry import CPUDispatcher\n"
-        "from jkofast._numba import REGISTRY\n"
-        "mods = [importlib.import_module(m.name) for m in pkgutil.walk_packages(K.__path__, 'jkofast.kernels.')]\n"
+    _ok_in_fresh_interpreter(
+        IMPORT_KERNELS + "from numba.core.registry import CPUDispatcher\n"
         "known = {id(d) for d in REGISTRY.values()}\n"
-        "stray = []\n"
-        "for mod in mods:\n"
-        "    for k, v in vars(mod).items():\n"
-        "        if isinstance(v, CPUDispatcher) and v.py_func.__module__ == mod.__name__ and id(v) not in known:\n"
-        "            stray.append(mod.__name__ + '.' + k)\n"
+        "stray = [f'{m.__name__}.{k}' for m in mods for k, v in vars(m).items()\n"
+        "         if isinstance(v, CPUDispatcher) and v.py_func.__module__ == m.__name__ and id(v) not in known]\n"
         "assert len(known) > 50 and not stray, stray\n"
     )
-    out = _run(code)
-    assert out.returncode == 0, out.stderr
 
 
 def test_kernels_use_the_project_decorator():
@@ -73,26 +67,22 @@ def test_kernels_use_the_project_decorator():
 def test_jkofast_warmup_can_be_called_twice():
     # importing the submodule jkofast.warmup rebinds the package attribute to the module: the
     # README's `jkofast.warmup()` raised "'module' object is not callable" on the second access
-    code = (
+    _ok_in_fresh_interpreter(
         "import jkofast\n"
         "from jkofast.jko.solver import run_jko\n"
         "a = jkofast.warmup()\n"
         "b = jkofast.warmup()\n"
         "assert callable(jkofast.warmup) and set(a) == set(b) and 'jko' in a\n"
     )
-    out = _run(code)
-    assert out.returncode == 0, out.stderr
 
 
 def test_warmup_reaches_every_wing():
     # the wrappers live in wing sub-packages: a warm-up that imported only top-level modules ran
     # the top-k warm-up alone and left every other kernel to compile inside the user's first call
-    code = (
+    _ok_in_fresh_interpreter(
         "import jkofast.warmup as w\n"
         "from jkofast._numba import WARMUPS\n"
         "w._import_wrappers()\n"
         "need = {'topk', 'index', 'text', 'evaluation', 'sinkhorn', 'jko', 'sgr'}\n"
         "assert need <= set(WARMUPS), sorted(WARMUPS)\n"
     )
-    out = _run(code)
-    assert out.returncode == 0, out.stderr

@@ -91,26 +91,8 @@ def test_cli_index_and_search_tiny(tmp_path, data_dir, capsys):
     assert "3 queries" in capsys.readouterr().out
     assert _read_trec(out2) == rows
     # k > n_docs: padding is not written
-    assert (
-        main(
-            [
-                "search",
-                "--dataset",
-                tiny,
-                "--method",
-                "tfidf",
-                "--split",
-                "all",
-                "--k",
-                "9",
-                "--out",
-                str(out2),
-                "--tag",
-                "t",
-            ]
-        )
-        == 0
-    )
+    opts = "--method tfidf --split all --k 9 --tag t".split()
+    assert main(["search", "--dataset", tiny, *opts, "--out", str(out2)]) == 0
     assert len(_read_trec(out2)) == 4 * 5
     assert main(["search", "--dataset", tiny, "--k", "0", "--out", str(out2)]) == 2
     assert main(["search", "--dataset", tiny, "--split", "dev", "--out", str(out2)]) == 2
@@ -118,25 +100,8 @@ def test_cli_index_and_search_tiny(tmp_path, data_dir, capsys):
 
 def test_cli_search_scifact(tmp_path, capsys):
     out = tmp_path / "run.trec"
-    assert (
-        main(
-            [
-                "search",
-                "--dataset",
-                "scifact",
-                "--method",
-                "bm25-lucene",
-                "--k",
-                "10",
-                "--out",
-                str(out),
-                "--json",
-                "--threads",
-                "1",
-            ]
-        )
-        == 0
-    )
+    opts = "--dataset scifact --method bm25-lucene --k 10 --json --threads 1".split()
+    assert main(["search", *opts, "--out", str(out)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["n_queries"] == 300 and info["lines"] == 3000
 

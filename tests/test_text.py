@@ -279,25 +279,8 @@ def test_stemmer_through_registry_save_load_and_cli(tmp_path, data_dir, capsys):
         get_retriever("bm25", stemmer="lancaster")
     tiny = os.path.join(data_dir, "beir_tiny")
     out = tmp_path / "run.trec"
-    assert (
-        main(
-            [
-                "search",
-                "--dataset",
-                tiny,
-                "--method",
-                "bm25-lucene",
-                "--stemmer",
-                "porter",
-                "--k",
-                "2",
-                "--out",
-                str(out),
-                "--json",
-            ]
-        )
-        == 0
-    )
+    opts = "--method bm25-lucene --stemmer porter --k 2 --json".split()
+    assert main(["search", "--dataset", tiny, *opts, "--out", str(out)]) == 0
     assert json.loads(capsys.readouterr().out)["lines"] == 6
     assert (
         main(["index", "--dataset", tiny, "--method", "bm25", "--stemmer", "porter", "--out", str(tmp_path / "ix2")])
