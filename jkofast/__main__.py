@@ -2,4 +2,6 @@
 
 from jkofast.cli import main
 
+__all__: list[str] = []
+
 raise SystemExit(main())

@@ -426,6 +426,31 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
         Missing/invalid manifest, another format version, a missing, truncated or
         mismatched array file, postings that point outside the document range.
     """
+    man = _read_manifest(path)
+    if mmap not in (True, False, "r", "c"):
+        raise ValueError(f"mmap must be True, False, 'r' or 'c', got {mmap!r}")
+    mode = "c" if mmap is True else (mmap or None)
+    idx = _empty_index(man, os.path.join(path, "manifest.json"))
+    for name, meta in man["arrays"].items():
+        setattr(idx, name, _load_array(path, name, meta, mode))
+    if not hasattr(idx, "idf") or idx.idf is None:
+        raise ValueError(f"{path}: idf array missing")
+    idx.n_docs = int(man["n_docs"])
+    _check_postings(idx, path, man["n_terms"])
+    if man.get("vocab"):
+        vf = os.path.join(path, man["vocab"])
+        if not os.path.isfile(vf):
+            raise ValueError(f"{path}: vocabulary file {man['vocab']} is missing")
+        with open(vf, encoding="utf-8") as fh:
+            terms = fh.read().split("\n")[:-1]
+        if len(terms) != man["n_terms"]:
+            raise ValueError(f"{vf}: {len(terms)} terms, manifest says {man['n_terms']} (truncated?)")
+        idx.vocab._set_terms(terms)
+    return idx
+
+
+def _read_manifest(path: str) -> dict:
+    """Return the parsed ``manifest.json`` of ``path`` after checking the format name and version."""
     mpath = os.path.join(path, "manifest.json")
     if not os.path.isfile(mpath):
         raise ValueError(f"{path}: not a jkofast index (manifest.json missing)")
@@ -441,9 +466,11 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
             f"{mpath}: index format version {man.get('format_version')!r} is not supported "
             f"(this jkofast reads version {FORMAT_VERSION}); rebuild the index"
         )
-    if mmap not in (True, False, "r", "c"):
-        raise ValueError(f"mmap must be True, False, 'r' or 'c', got {mmap!r}")
-    mode = "c" if mmap is True else (mmap or None)
+    return man
+
+
+def _empty_index(man: dict, mpath: str) -> SparseIndex:
+    """Return an unfitted index of the manifest's class, analyser and parameters."""
     cls = {"BM25Index": BM25Index, "TfidfIndex": TfidfIndex}.get(man.get("class"))
     if cls is None:
         raise ValueError(f"{mpath}: unknown index class {man.get('class')!r}")
@@ -452,43 +479,39 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
     if cls is BM25Index:
         idx = BM25Index(p["variant"], p["k1"], p["b"], p["epsilon"], analyzer, man.get("max_features"))
         idx.avgdl = p["avgdl"]
-    else:
-        idx = TfidfIndex(analyzer, man.get("max_features"))
-    for name, meta in man["arrays"].items():
-        f = os.path.join(path, f"{name}.npy")
-        if not os.path.isfile(f):
-            raise ValueError(f"{path}: array file {name}.npy is missing")
-        try:
-            a = np.load(f, mmap_mode=mode, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise ValueError(f"{f}: cannot read array (truncated or corrupt file: {e})") from None
-        if a.dtype.str != meta["dtype"] or list(a.shape) != meta["shape"]:
-            raise ValueError(f"{f}: expected {meta['dtype']} {meta['shape']}, found {a.dtype.str} {list(a.shape)}")
-        setattr(idx, name, a)
-    if not hasattr(idx, "idf") or idx.idf is None:
-        raise ValueError(f"{path}: idf array missing")
-    idx.n_docs = int(man["n_docs"])
-    if idx.term_ptr.shape[0] != man["n_terms"] + 1 or int(idx.term_ptr[-1]) != idx.post_docs.shape[0]:
+        return idx
+    return TfidfIndex(analyzer, man.get("max_features"))
+
+
+def _load_array(path: str, name: str, meta: dict, mode) -> np.ndarray:
+    """Load ``path/name.npy`` (memory-mapped with ``mode``) and check its dtype and shape against ``meta``."""
+    f = os.path.join(path, f"{name}.npy")
+    if not os.path.isfile(f):
+        raise ValueError(f"{path}: array file {name}.npy is missing")
+    try:
+        a = np.load(f, mmap_mode=mode, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise ValueError(f"{f}: cannot read array (truncated or corrupt file: {e})") from None
+    if a.dtype.str != meta["dtype"] or list(a.shape) != meta["shape"]:
+        raise ValueError(f"{f}: expected {meta['dtype']} {meta['shape']}, found {a.dtype.str} {list(a.shape)}")
+    return a
+
+
+def _check_postings(idx: SparseIndex, path: str, n_terms: int) -> None:
+    """Check the loaded postings against the manifest and the invariants the scoring kernels trust.
+
+    The kernels index their per-document buffers with ``post_docs``: the invariants are checked
+    once here (one pass over the postings) instead of risking an out-of-bounds write on a
+    corrupt file.
+    """
+    if idx.term_ptr.shape[0] != n_terms + 1 or int(idx.term_ptr[-1]) != idx.post_docs.shape[0]:
         raise ValueError(f"{path}: postings are inconsistent with the manifest")
-    # the scoring kernels index their per-document buffers with post_docs and trust these
-    # invariants: check them once here (one pass over the postings) instead of risking an
-    # out-of-bounds write on a corrupt file
     if int(idx.term_ptr[0]) != 0 or np.any(np.diff(idx.term_ptr) < 0):
         raise ValueError(f"{path}: term_ptr.npy is not a valid pointer array (corrupt index)")
     if idx.post_docs.size and (int(idx.post_docs.min()) < 0 or int(idx.post_docs.max()) >= idx.n_docs):
         raise ValueError(f"{path}: post_docs.npy holds document ids outside [0, {idx.n_docs}) (corrupt index)")
     if idx.doc_len is not None and idx.doc_len.shape[0] != idx.n_docs:
         raise ValueError(f"{path}: doc_len.npy has {idx.doc_len.shape[0]} entries for {idx.n_docs} documents")
-    if man.get("vocab"):
-        vf = os.path.join(path, man["vocab"])
-        if not os.path.isfile(vf):
-            raise ValueError(f"{path}: vocabulary file {man['vocab']} is missing")
-        with open(vf, encoding="utf-8") as fh:
-            terms = fh.read().split("\n")[:-1]
-        if len(terms) != man["n_terms"]:
-            raise ValueError(f"{vf}: {len(terms)} terms, manifest says {man['n_terms']} (truncated?)")
-        idx.vocab._set_terms(terms)
-    return idx
 
 
 # ---- sparse cosine wrappers ---------------------------------------------------------
