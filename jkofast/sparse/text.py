@@ -365,6 +365,62 @@ def _replace_if_m(w: str, rules, min_m: int) -> str:
     return w
 
 
+def _step1a(w: str) -> str:
+    """Step 1a: plurals (sses -> ss, ies -> i, s -> '' but not after s)."""
+    if w.endswith(("sses", "ies")):
+        return w[:-2]
+    if w.endswith("s") and not w.endswith("ss"):
+        return w[:-1]
+    return w
+
+
+def _step1b(w: str) -> str:
+    """Step 1b: (m > 0) eed -> ee; (*v*) ed, ing -> '' then the at/bl/iz, double and cvc repairs."""
+    if w.endswith("eed"):
+        n = len(w) - 3
+        return w[:-1] if _measure(_cons_mask(w[:n]), n) > 0 else w
+    for suf in ("ed", "ing"):
+        if w.endswith(suf):
+            n = len(w) - len(suf)
+            if not _has_vowel(_cons_mask(w[:n]), n):
+                return w
+            w = w[:n]
+            if w.endswith(("at", "bl", "iz")):
+                return w + "e"
+            cons = _cons_mask(w)
+            n = len(w)
+            if _double_cons(w, cons, n) and w[-1] not in "lsz":
+                return w[:-1]
+            if _measure(cons, n) == 1 and _cvc(w, cons, n):
+                return w + "e"
+            return w
+    return w
+
+
+def _step4(w: str) -> str:
+    """Step 4: (m > 1) drop the longest listed suffix; -ion only after s or t."""
+    for suf in _STEP4:
+        if w.endswith(suf):
+            n = len(w) - len(suf)
+            if suf == "ion" and not (n >= 1 and w[n - 1] in "st"):
+                continue  # -ion not after s/t: no other step-4 suffix can match, so no change
+            return w[:n] if _measure(_cons_mask(w[:n]), n) > 1 else w
+    return w
+
+
+def _step5(w: str) -> str:
+    """Step 5: (m > 1, or m = 1 and not *o) e -> ''; then (m > 1) ll -> l."""
+    if w.endswith("e"):
+        n = len(w) - 1
+        cons = _cons_mask(w[:n])
+        m = _measure(cons, n)
+        if m > 1 or (m == 1 and not _cvc(w, cons, n)):
+            w = w[:n]
+    if w.endswith("ll") and _measure(_cons_mask(w), len(w)) > 1:
+        w = w[:-1]
+    return w
+
+
 def porter_stem(word: str) -> str:
     """Return the Porter (1980) stem of one lowercase word.
 
@@ -376,65 +432,12 @@ def porter_stem(word: str) -> str:
     >>> [porter_stem(w) for w in ("caresses", "ponies", "relational", "hopping", "generalization")]
     ['caress', 'poni', 'relat', 'hop', 'gener']
     """
-    w = word
-    # step 1a
-    if w.endswith("sses"):
-        w = w[:-2]
-    elif w.endswith("ies"):
-        w = w[:-2]
-    elif w.endswith("ss"):
-        pass
-    elif w.endswith("s"):
-        w = w[:-1]
-    # step 1b
-    if w.endswith("eed"):
-        n = len(w) - 3
-        if _measure(_cons_mask(w[:n]), n) > 0:
-            w = w[:-1]
-    else:
-        for suf in ("ed", "ing"):
-            if w.endswith(suf):
-                n = len(w) - len(suf)
-                if _has_vowel(_cons_mask(w[:n]), n):
-                    w = w[:n]
-                    if w.endswith(("at", "bl", "iz")):
-                        w += "e"
-                    else:
-                        cons = _cons_mask(w)
-                        n = len(w)
-                        if _double_cons(w, cons, n) and w[-1] not in "lsz":
-                            w = w[:-1]
-                        elif _measure(cons, n) == 1 and _cvc(w, cons, n):
-                            w += "e"
-                break
-    # step 1c
-    if w.endswith("y") and _has_vowel(_cons_mask(w), len(w) - 1):
+    w = _step1b(_step1a(word))
+    if w.endswith("y") and _has_vowel(_cons_mask(w), len(w) - 1):  # step 1c: (*v*) y -> i
         w = w[:-1] + "i"
-    # steps 2 and 3 (m > 0)
-    w = _replace_if_m(w, _STEP2, 0)
+    w = _replace_if_m(w, _STEP2, 0)  # steps 2 and 3 (m > 0)
     w = _replace_if_m(w, _STEP3, 0)
-    # step 4 (m > 1); -ion only after s or t
-    for suf in _STEP4:
-        if w.endswith(suf):
-            n = len(w) - len(suf)
-            if suf == "ion" and not (n >= 1 and w[n - 1] in "st"):
-                continue  # -ion not after s/t: no other step-4 suffix can match, so no change
-            if _measure(_cons_mask(w[:n]), n) > 1:
-                w = w[:n]
-            break
-    # step 5a
-    if w.endswith("e"):
-        n = len(w) - 1
-        cons = _cons_mask(w[:n])
-        m = _measure(cons, n)
-        if m > 1 or (m == 1 and not _cvc(w, cons, n)):
-            w = w[:n]
-    # step 5b
-    if w.endswith("ll"):
-        cons = _cons_mask(w)
-        if _measure(cons, len(w)) > 1:
-            w = w[:-1]
-    return w
+    return _step5(_step4(w))
 
 
 _STEM_MEMO: dict[str, str] = {}
