@@ -233,11 +233,7 @@ class Chunk:
 class _PoolParser:
     """Incremental parser of a pool file into pieces of complete queries (columnar).
 
-    Semantics (both paths): 6 fields ``qid Q0 docid rank score tag`` or 3 ``qid docid score``;
-    blank lines skipped; a 3-field line 1 that does not parse is a header; other malformed
-    lines (field count, non-numeric or non-finite score) go to ``report(lineno, message)`` and
-    are skipped; a document repeated inside a query keeps its first line (the later one is
-    reported); a query is a run of consecutive lines with the same qid.
+    Both paths follow the semantics stated in :func:`iter_chunks`.
     """
 
     def __init__(self, report):

@@ -154,7 +154,17 @@ def _map_rows(row: dict, docs: list) -> np.ndarray:
         return np.fromiter(map(row.get, docs, repeat(-1)), np.int64, len(docs))
 
 
-class DenseGeometry:
+class _Geometry:
+    """Document rows by id; subclasses set ``row`` (doc id -> row) and define ``gather``."""
+
+    row: dict
+
+    def rows(self, docs) -> np.ndarray:
+        """Row of every doc id, -1 for an unknown one."""
+        return _map_rows(self.row, docs)
+
+
+class DenseGeometry(_Geometry):
     """Dense document rows (cosine geometry): ``embeddings.npy`` with one doc id per row in ``ids``."""
 
     def __init__(self, npy: str, ids_path: str | None):
@@ -165,17 +175,13 @@ class DenseGeometry:
         self.emb, ids = load_embeddings(npy, ids_path)
         self.row = _id_rows(ids, ids_path)
 
-    def rows(self, docs) -> np.ndarray:
-        """Row of every doc id, -1 for an unknown one."""
-        return _map_rows(self.row, docs)
-
     def gather(self, rows):
         """``rerank_batch`` geometry keywords of the given rows."""
         r = np.asarray(rows, np.int64)
         return {"embeddings": np.ascontiguousarray(self.emb[r], dtype=np.float32)}
 
 
-class TfidfGeometry:
+class TfidfGeometry(_Geometry):
     """TF-IDF document rows (sparse cosine geometry) of a BEIR corpus (title + text)."""
 
     def __init__(self, corpus: str):
@@ -186,10 +192,6 @@ class TfidfGeometry:
         idx = TfidfIndex().fit([(t + " " + x).strip() for t, x in zip(titles, texts, strict=True)])
         self.X = idx.doc_matrix().tocsr()
         self.row = _id_rows(ids, corpus)
-
-    def rows(self, docs) -> np.ndarray:
-        """Row of every doc id, -1 for an unknown one."""
-        return _map_rows(self.row, docs)
 
     def gather(self, rows):
         """``rerank_batch`` geometry keywords of the given rows."""
