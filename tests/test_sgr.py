@@ -11,7 +11,7 @@ from test_sgr_build import SMALL, synthetic_corpus
 import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.kernels.sgr import query as gk
-from jkofast.sgr.retriever import SparseGeometricRetriever
+from jkofast.sgr.retriever import SparseGeometricRetriever, _new_scratch
 
 QUERIES = [
     "w00 w03 w07",
@@ -47,6 +47,14 @@ def _sem_lists(r):
         )
         for t in range(r.n_terms_)
     }
+
+
+def _work(r, qi, qt):
+    """A fresh one-chunk ``SGRWork`` (stamps -1, tables zero) for the batch ``qi``/``qt``."""
+    sc = _new_scratch(1, r.n_terms_, r.n_docs_, r.params["n_memberships"])
+    prm = r._params(r.params["pool_size"], qi)
+    sizes = gk._batch_sizes(qi, qt, r._index(), prm, sc.dmr.shape[2])
+    return gk.chunk_work(0, sc, sizes, r.n_docs_)
 
 
 def test_query_vectoriser_matches_sklearn(retr):
@@ -98,45 +106,15 @@ def test_local_score_stage(retr, qtext):
     ix = retr._ix
     p = retr.params
     qi, qt, qv = retr.transform_queries([qtext])
-    V, N = retr.n_terms_, retr.n_docs_
     o = ref.sgr_query(ix, _dense_q(retr, qtext), p, _sem_lists(retr))
     rt, rw = o["route_terms"], o["route_w"]
-    mark = np.zeros(V, np.uint8)
-    qval = np.zeros(V)
-    mark[qt] = 1
-    qval[qt] = qv
-    dp = np.full((N, 2), -1, np.int64)
-    esum, csum = np.zeros(N), np.zeros(N)
-    dm_r, dm_e, dm_n = np.zeros((N, 4), np.int64), np.zeros((N, 4)), np.zeros(N, np.int64)
-    ulist = np.empty(N, np.int64)
-    qbits = np.zeros(V // 64 + 1, np.int64)
-    nu = gk.accumulate_tail(
-        rt,
-        rw,
-        len(rt),
-        ix["b_indptr"],
-        ix["b_mem"],
-        ix["mem_doc"],
-        ix["mem_m"],
-        ix["code_term"],
-        ix["code_sign"],
-        ix["code_cval"],
-        ix["code_w"],
-        ix["code_count"],
-        mark,
-        qval,
-        7,
-        p["gamma"],
-        dp,
-        esum,
-        csum,
-        dm_r,
-        dm_e,
-        dm_n,
-        ulist,
-        qt,
-        qbits,
-    )
+    ws = _work(retr, qi, qt)
+    ws.mark[qt] = 1
+    ws.qval[qt] = qv
+    ws.rt[: len(rt)] = rt
+    ws.rw[: len(rt)] = rw
+    nu = gk.stage_local_score(7, qt, len(rt), retr._index(), retr._params(p["pool_size"], qi), ws)
+    dp, esum, csum, ulist, qbits = ws.dp, ws.esum, ws.csum, ws.ulist, ws.qbits
     assert not qbits.any()  # the query-term bitset is cleared on exit
     # positions: ulist[a] is the doc at position a, dp[d] = (stamp, a); other docs unstamped
     assert_array_equal(dp[ulist[:nu], 0], 7)
@@ -358,10 +336,13 @@ def test_z_scores_population_and_zero_std():
     vals = np.array([1.0, 2.0, 4.0, 4.0, 9.0])
     ids = np.array([0, 2, 3], np.int64)
     out = np.zeros(5)
-    gk.zscore_subset(vals, ids, 3, out)
+    z = np.empty(3)
+    gk.zscore(vals[ids], 3, z)  # the kernel z-scores a gathered (position-indexed) sequence
+    out[ids] = z
     x = vals[ids]
     assert_allclose(out[ids], (x - x.mean()) / x.std(ddof=0))
-    gk.zscore_subset(vals, np.array([2, 3], np.int64), 2, out)
+    gk.zscore(vals[[2, 3]], 2, z)
+    out[[2, 3]] = z[:2]
     assert_array_equal(out[[2, 3]], 0.0)
 
 
@@ -586,41 +567,26 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
     _, qt, _ = retr.transform_queries([QUERIES[3]])
     nq = qt.size
     ulist = np.arange(0, N, 2, dtype=np.int64)[::-1].copy()  # "routed" docs, by position
-    dp = np.full((N, 2), -1, np.int64)
-    dp[ulist, 0] = 5
-    dp[ulist, 1] = np.arange(ulist.size)
+    qi = np.array([0, nq], np.int64)
+    prm = retr._params(p["pool_size"], qi)
     mark = np.zeros(retr.n_terms_, np.uint8)
     mark[qt] = 1
     mark[qt[:2]] |= 4  # two "rare" terms
     avgdl = float(ix["dl"].mean())
+    assert prm.avgdl == avgdl and (prm.b_rescue, prm.b_final, prm.coord) == (
+        p["b_rescue"],
+        p["b_final"],
+        p["coord_exp"],
+    )
     outs = []
     for tb_row in (np.full_like(ix["tb_row"], -1), ix["tb_row"]):
-        lex, lexadj, rare, cnt = (np.zeros(N) for _ in range(4))
-        gk.rescue_query_terms(
-            qt,
-            mark,
-            ix["idf"],
-            ix["dl"],
-            avgdl,
-            p["b_rescue"],
-            p["b_final"],
-            p["coord_exp"],
-            ix["t_indptr"],
-            ix["t_docs"],
-            tb_row,
-            ix["tb_bits"],
-            ulist,
-            ulist.size,
-            dp,
-            5,
-            lex,
-            lexadj,
-            rare,
-            cnt,
-            2,
-            np.empty(nq + 1),
-        )
-        outs.append((lex, lexadj, rare))  # position-indexed
+        ws = _work(retr, qi, qt)
+        ws.ulist[: ulist.size] = ulist
+        ws.dp[ulist, 0] = 5
+        ws.dp[ulist, 1] = np.arange(ulist.size)
+        ws.mark[:] = mark
+        gk.rescue_query_terms(qt, ulist.size, 5, 2, retr._index()._replace(tb_row=tb_row), prm, ws)
+        outs.append((ws.lex, ws.lexadj, ws.rare))  # position-indexed
     for d_pos, d in enumerate(ulist):
         sup = ix["s_idx"][ix["s_indptr"][d] : ix["s_indptr"][d + 1]].astype(np.int64)
         hit = [t for t in sup if mark[t] & 1]
@@ -647,6 +613,7 @@ def test_load_reorders_memberships_branch_major(tmp_path):
     for key in ("mem_doc", "mem_branch", "mem_m", "code_term", "code_sign", "code_cval", "code_w", "code_count"):
         ix[key] = ix[key][perm]
     ix["b_mem"] = np.argsort(perm)  # branch posting p -> new position of membership p
+    r._kix = None  # the arrays were replaced in place: rebuild the kernels' SGRIndex
     assert_array_equal(r.pool(QUERIES).doc, want.doc)  # the kernels follow b_mem
     r.save(str(tmp_path / "idx"))
     r2 = SparseGeometricRetriever.load(str(tmp_path / "idx"))

@@ -1,4 +1,6 @@
-"""SparseGeometricRAG (SGR): training-free first-stage retrieval over sparse TF-IDF
+"""SparseGeometricRAG (SGR): training-free first-stage retrieval (SPEC Part B).
+
+SparseGeometricRAG (SGR): training-free first-stage retrieval over sparse TF-IDF
 geometry (SPEC Part B), as Numba kernels over CSR arrays.
 
 Build (B.2-B.5): TF-IDF (scikit-learn ``TfidfVectorizer`` semantics), top-F branch
@@ -42,7 +44,7 @@ _WTAB_ASCII = np.array([_WORD_RE.match(chr(c)) is not None for c in range(128)],
 
 @functools.lru_cache(maxsize=1)
 def _word_table_all() -> np.ndarray:
-    """uint8 table over all 0x110000 code points: 1 where ``(?u)\\w`` matches."""
+    r"""Return the uint8 table over all 0x110000 code points: 1 where ``(?u)\w`` matches."""
     allc = "".join(map(chr, range(0x110000)))
     tab = np.zeros(0x110000, np.uint8)
     tab[[m.start() for m in _WORD_RE.finditer(allc)]] = 1
@@ -270,7 +272,9 @@ class SparseGeometricRetriever:
         self._scratch = None
         self._gen = 0
         self._qtable = None
-        self._pa_cache: dict = {}  # kernel parameter vectors; cleared when params or index change
+        self._pa_cache: dict = {}  # kernel parameters (SGRParams); cleared when params or index change
+        self._kix = None  # the index arrays as the kernels' SGRIndex (built on first use)
+        self._entry: dict = {}  # compiled query kernels by dispatcher, for this SGRIndex
 
     # ------------------------------------------------------------------ params
     @staticmethod
@@ -653,6 +657,7 @@ class SparseGeometricRetriever:
 
     def _make_semantic(self) -> None:
         """Per-term semantic neighbour lists (``semantic_k`` of each A row)."""
+        self._kix = None
         ix, p = self._ix, self.params
         indptr, idx, val = ix["a_indptr"], ix["a_idx"], ix["a_val"]
         V = indptr.shape[0] - 1
@@ -673,7 +678,9 @@ class SparseGeometricRetriever:
         ix["sem_val"] = val[sel].astype(np.float32)
 
     def _make_query_layout(self) -> None:
-        """Query-path layout, derived at fit and load: memberships (and their codes) in
+        """Derive the query-path layout at fit and load.
+
+        Query-path layout, derived at fit and load: memberships (and their codes) in
         branch-major order, so that a routed branch's memberships are contiguous (the
         local-score stage then streams them; ``b_mem`` becomes the identity); document
         bitsets of the frequent terms (not saved); the binary support as uint16 when
@@ -685,6 +692,7 @@ class SparseGeometricRetriever:
         term in O(1) instead of streaming its postings (SciFact: 693 of 35,899 terms).
         """
         self._pa_cache = {}
+        self._kix = None
         ix = self._ix
         order = ix["b_mem"]
         if not np.array_equal(order, np.arange(order.shape[0])):
@@ -722,9 +730,12 @@ class SparseGeometricRetriever:
             ix["code_term"] = ix["code_term"].astype(np.uint16)
 
     def _make_vocab_table(self) -> None:
-        """The query-analysis kernel's vocabulary: the terms' code points (UTF-32) with
+        """Build the query-analysis kernel's vocabulary table.
+
+        The query-analysis kernel's vocabulary: the terms' code points (UTF-32) with
         offsets, and an open-addressing hash table over them (``kernels/tokenize.py``).
-        ``None`` for an index built from counts (no vocabulary)."""
+        ``None`` for an index built from counts (no vocabulary).
+        """
         self._qtable = None
         voc = getattr(self, "vocabulary_", None)
         if voc is None:
@@ -753,8 +764,11 @@ class SparseGeometricRetriever:
         return self.n_docs_
 
     def _check_width(self, width: int, nq: int, name: str) -> None:
-        """Refuse a padded output that cannot hold information and cannot be allocated: ranks
-        beyond the corpus are padding, and ``k = 10**12`` failed with a 7 TiB MemoryError."""
+        """Refuse a padded output that cannot hold information.
+
+        Refuse a padded output that cannot hold information and cannot be allocated: ranks
+        beyond the corpus are padding, and ``k = 10**12`` failed with a 7 TiB MemoryError.
+        """
         if width > self.n_docs_ and nq * width > _MAX_PADDED_SLOTS:
             raise ValueError(
                 f"{name}={width} exceeds the corpus ({self.n_docs_} documents): the padded "
@@ -782,7 +796,10 @@ class SparseGeometricRetriever:
         return out if out is not None else self._transform_each(query_texts)
 
     def _transform_each(self, query_texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The per-query regex path (reference, and the fallback that names a non-str item)."""
+        """Analyse queries one by one with the regex (the reference path).
+
+        The per-query regex path (reference, and the fallback that names a non-str item).
+        """
         idf = self._idf32
         nq = len(query_texts)
         indptr, qt, vals = self._term_counts_each(query_texts)
@@ -817,7 +834,9 @@ class SparseGeometricRetriever:
         return indptr, np.asarray(terms, np.int32), np.asarray(vals, np.int64)
 
     def _analyse_batch(self, query_texts, n_threads=None):
-        """Query TF-IDF rows from the analysis kernel (``kernels/tokenize.py``), or ``None``
+        """Return the query TF-IDF rows from the analysis kernel, or ``None``.
+
+        Query TF-IDF rows from the analysis kernel (``kernels/tokenize.py``), or ``None``
         (no vocabulary table, or a non-str item: the per-query path then names it).
 
         Each query is lowercased on its own (``str.lower`` of the whole batch when it is
@@ -852,149 +871,142 @@ class SparseGeometricRetriever:
         with numba_threads(n_threads) as nt:
             return _tok.analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32, max(1, min(nq, nt)))
 
-    def _param_arrays(self, pool_size: int, q_indptr=None):
-        """Parameter vectors of the batch kernel.  Count parameters are capped where a larger
-        value cannot change a result (a pool holds at most N documents, at most V terms are
-        routed, diversity reaches at most the pool): the kernel sizes its workspace by them, so
-        an uncapped ``n_eligible = 10**6`` asked for a 10**12-slot buffer inside the kernel
-        (SystemError) and ``gate_mult * P`` could overflow int64."""
+    def _params(self, pool_size: int, q_indptr=None) -> _q.SGRParams:
+        """Query parameters of the batch kernel.
+
+        Count parameters are capped where a larger value cannot change a result (a pool holds at most N
+        documents, at most V terms are routed, diversity reaches at most the pool): the kernel sizes its
+        workspace by them, so an uncapped ``n_eligible = 10**6`` asked for a 10**12-slot buffer inside the
+        kernel (SystemError) and ``gate_mult * P`` could overflow int64.  Every field is a Python float / int /
+        bool, so the kernel signature never changes with the values.
+        """
         p = self.params
         N, V = self.n_docs_, self.n_terms_
         P = min(int(pool_size), N)
         max_q = int(np.diff(q_indptr).max()) if q_indptr is not None and q_indptr.shape[0] > 1 else V
         budget = min(p["route_budget"], V)
         n_routed = min(V, max_q + budget)  # the routed branches of one query
-        # the same vectors for the same parameters (copies: callers may write into them)
-        key = (P, n_routed, _q.N_FP, _q.N_IP)
+        key = (P, n_routed)
         hit = self._pa_cache.get(key)
         if hit is not None:
-            return hit[0].copy(), hit[1].copy()
-        fp = np.zeros(_q.N_FP, np.float64)
-        fp[_q.F_ALPHA] = p["alpha"]
-        fp[_q.F_GAMMA] = p["gamma"]
-        fp[_q.F_LAM_M] = p["lam_m"]
-        fp[_q.F_B_RESCUE] = p["b_rescue"]
-        fp[_q.F_ETA] = p["eta"]
-        fp[_q.F_B_FINAL] = p["b_final"]
-        fp[_q.F_COORD] = p["coord_exp"]
-        fp[_q.F_W_TAIL] = p["w_tail"]
-        fp[_q.F_W_LEX] = p["w_lex"]
-        fp[_q.F_W_SEM] = p["w_sem"]
-        fp[_q.F_W_RARE] = p["w_rare"]
-        fp[_q.F_LAM_D] = p["lam_d"]
-        fp[_q.F_AVGDL] = self._avgdl
-        fp[_q.F_BM25_K1] = p["bm25_k1"]
-        fp[_q.F_BM25_B] = p["bm25_b"]
-        fp[_q.F_W_BM25] = p["bm25_weight"]
-        fp[_q.F_W_BM25_RESCUE] = p["bm25_rescue_weight"]
-        ip = np.zeros(_q.N_IP, np.int64)
-        ip[_q.I_BUDGET] = budget
-        ip[_q.I_POOL] = P
-        ip[_q.I_N_RARE] = min(p["n_rare"], V)
-        ip[_q.I_N_ELIG] = min(p["n_eligible"], n_routed)
-        ip[_q.I_TOP_H] = min(p["top_h"], P)
-        ip[_q.I_N_DIV] = min(p["n_diverse"], P)
-        ip[_q.I_GATE] = int(p["tail_gate"])
-        ip[_q.I_GATE_MIN] = min(p["gate_min"], N)
-        ip[_q.I_GATE_MULT] = min(p["gate_mult"], N)
-        ip[_q.I_BM25_CANDS] = min(p["bm25_candidates"], N)
-        ip[_q.I_F] = p["n_memberships"]
-        ip[_q.I_RESCUE_MODE] = ("auto", "scan", "postings").index(p["rescue_mode"])
+            return hit
+        prm = _q.SGRParams(
+            alpha=float(p["alpha"]),
+            budget=int(budget),
+            gamma=float(p["gamma"]),
+            lam_m=float(p["lam_m"]),
+            avgdl=float(self._avgdl),
+            bm25_candidates=int(min(p["bm25_candidates"], N)),
+            bm25_k1=float(p["bm25_k1"]),
+            bm25_b=float(p["bm25_b"]),
+            w_bm25=float(p["bm25_weight"]),
+            w_bm25_rescue=float(p["bm25_rescue_weight"]),
+            tail_gate=bool(p["tail_gate"]),
+            gate_min=int(min(p["gate_min"], N)),
+            gate_mult=int(min(p["gate_mult"], N)),
+            rescue_mode=_RESCUE_MODES[p["rescue_mode"]],
+            b_rescue=float(p["b_rescue"]),
+            b_final=float(p["b_final"]),
+            coord=float(p["coord_exp"]),
+            n_rare=int(min(p["n_rare"], V)),
+            pool=int(P),
+            eta=float(p["eta"]),
+            w_tail=float(p["w_tail"]),
+            w_lex=float(p["w_lex"]),
+            w_sem=float(p["w_sem"]),
+            w_rare=float(p["w_rare"]),
+            n_elig=int(min(p["n_eligible"], n_routed)),
+            top_h=int(min(p["top_h"], P)),
+            n_div=int(min(p["n_diverse"], P)),
+            lam_d=float(p["lam_d"]),
+        )
         if len(self._pa_cache) > 64:
             self._pa_cache.clear()
-        self._pa_cache[key] = (fp.copy(), ip.copy())
-        return fp, ip
+        self._pa_cache[key] = prm
+        return prm
+
+    def _index(self) -> _q.SGRIndex:
+        """Return the index arrays as the kernels' ``SGRIndex``.
+
+        The index arrays as the kernels' ``SGRIndex`` (rebuilt after ``_make_semantic`` /
+        ``_make_query_layout``, the only places that replace them).
+        """
+        if self._kix is None:
+            ix = self._ix
+            self._kix = _q.SGRIndex(*(ix[name] for name in _q.SGRIndex._fields))
+            self._entry = {}
+        return self._kix
+
+    def _call(self, disp, args) -> None:
+        """Call a query kernel.
+
+        After the first call (compile or cache load) the compiled overload is called directly: the dispatcher's
+        type check of the ``SGRIndex`` (29 arrays) costs ~6 µs per call in Python, about 7 % of a one-query
+        search.  Safe while the argument types cannot change: the index bundle is the same object (``_entry`` is
+        reset whenever it is rebuilt), the scratch, parameters and outputs are built here with fixed types, and
+        the query arrays are checked below.
+        """
+        q_indptr, q_terms, q_vals = args[:3]
+        fixed = (
+            q_indptr.dtype == np.int64
+            and q_terms.dtype == np.int32
+            and q_vals.dtype == np.float32
+            and q_indptr.flags.c_contiguous
+            and q_terms.flags.c_contiguous
+            and q_vals.flags.c_contiguous
+            and q_indptr.flags.writeable
+            and q_terms.flags.writeable
+            and q_vals.flags.writeable
+        )
+        ep = self._entry.get(disp) if fixed else None
+        if ep is not None:
+            ep(*args)
+            return
+        disp(*args)
+        if fixed:
+            cres = disp.overloads.get(tuple(disp.typeof_pyval(a) for a in args))
+            if cres is not None:
+                self._entry[disp] = cres.entry_point
 
     def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads, n_out=None):
         """Run the batch kernel; outputs hold the first ``n_out`` (default P) ranks."""
-        ix = self._ix
         nq = q_indptr.shape[0] - 1
         P = pool_size
         n_out = P if n_out is None else n_out
-        fp, ip = self._param_arrays(P, q_indptr)
-        out_doc = np.full((nq, n_out), -1, np.int64)
-        out_comp = np.full((nq, len(COMPONENTS), n_out), np.nan, np.float64)
-        out_n = np.zeros(nq, np.int64)
-        out_info = np.zeros((nq, 3), np.int64)
-        out_status = np.zeros(nq, np.int32)
+        prm = self._params(P, q_indptr)
+        out = (
+            np.full((nq, n_out), -1, np.int64),
+            np.full((nq, len(COMPONENTS), n_out), np.nan, np.float64),
+            np.zeros(nq, np.int64),
+            np.zeros((nq, 3), np.int64),
+            np.zeros(nq, np.int32),
+        )
         n_chunks = max(1, min(nq, resolve_threads(n_threads)))
         with self._lock:
             sc = self._get_scratch(n_chunks)
             gen_base = self._gen
             self._gen += nq
-            args = (
-                q_indptr,
-                q_terms,
-                q_vals,
-                fp,
-                ip,
-                ix["g_indptr"],
-                ix["g_idx"],
-                ix["g_val"],
-                ix["b_indptr"],
-                ix["b_mem"],
-                ix["mem_doc"],
-                ix["mem_m"],
-                ix["code_term"],
-                ix["code_sign"],
-                ix["code_cval"],
-                ix["code_w"],
-                ix["code_count"],
-                ix["s_indptr"],
-                ix["s_idx"],
-                ix["idf"],
-                ix["dl"],
-                ix["sem_indptr"],
-                ix["sem_idx"],
-                ix["sem_val"],
-                ix["c_indptr"],
-                ix["c_terms"],
-                ix["c_vals"],
-                ix["c_norm"],
-                ix["t_indptr"],
-                ix["t_docs"],
-                ix["t_tf"],
-                ix["bm25_idf"],
-                ix["tb_row"],
-                ix["tb_bits"],
-                n_chunks,
-                gen_base,
-                *sc,
-                out_doc,
-                out_comp,
-                out_n,
-                out_info,
-                out_status,
-            )
+            args = (q_indptr, q_terms, q_vals, self._index(), prm, sc, n_chunks, gen_base, out)
             if n_chunks == 1:
                 # one chunk (one query, or one thread): the same code on the calling thread,
                 # no parallel launch and no thread-mask change (together ~10 µs per call)
-                _q.sgr_query_serial(*args)
+                self._call(_q.sgr_query_serial, args)
             else:
                 with numba_threads(n_threads):
-                    _q.sgr_query_batch(*args)
-        return out_doc, out_comp, out_n, out_info, out_status
+                    self._call(_q.sgr_query_batch, args)
+        return out
 
-    def _get_scratch(self, n_chunks: int):
-        """Per-chunk query scratch, allocated once and reused across calls (SPEC B.12: no
-        dense per-query zeroing).  Stamps start at -1; marks must stay all zero."""
+    def _get_scratch(self, n_chunks: int) -> _q.SGRScratch:
+        """Per-chunk query scratch, allocated once and reused across calls (SPEC B.12: no dense per-query zeroing).
+
+        Stamps start at -1; marks must stay all zero.
+        """
         sc = getattr(self, "_scratch", None)
-        if sc is None or sc[0].shape[0] < n_chunks:
+        if sc is None or sc.vi.shape[0] < n_chunks:
             import numba
 
             m = max(n_chunks, int(numba.config.NUMBA_NUM_THREADS))
-            V, N, F = self.n_terms_, self.n_docs_, self.params["n_memberships"]
-            sc = (
-                np.full((m, 2, V), -1, np.int64),
-                np.zeros((m, 3, V)),
-                np.zeros((m, V), np.uint8),
-                np.full((m, N, 2), -1, np.int64),
-                np.full((m, 4, N), -1, np.int64),
-                np.zeros((m, 11, N)),
-                np.zeros((m, N, F), np.int64),
-                np.zeros((m, N, F)),
-                np.zeros((m, V), np.uint16),
-            )
+            sc = _new_scratch(m, self.n_terms_, self.n_docs_, self.params["n_memberships"])
             self._scratch = sc
             self._gen = 0
         return sc
@@ -1057,9 +1069,12 @@ class SparseGeometricRetriever:
 
     # ------------------------------------------------------------------ storage
     def index_nbytes(self, query_path_only: bool = True) -> int:
-        """Bytes of the index arrays (``query_path_only`` excludes build-only data), plus the
+        """Return the bytes of the index arrays.
+
+        Bytes of the index arrays (``query_path_only`` excludes build-only data), plus the
         query-analysis vocabulary table (hash slots, term code points and offsets; derived
-        at fit and load, not saved).  The Python ``vocabulary_`` dict is not counted."""
+        at fit and load, not saved).  The Python ``vocabulary_`` dict is not counted.
+        """
         self._check_fitted()
         skip = {"x_data", "a_indptr", "a_idx", "a_val", "mem_branch"} if query_path_only else set()
         n = sum(v.nbytes for k, v in self._ix.items() if k not in skip)
@@ -1157,8 +1172,11 @@ def _check_meta(meta, mpath: str) -> None:
 
 
 def _check_index_arrays(ix: dict, meta: dict, params: dict, zpath: str) -> None:
-    """Every array the query path reads: present, numeric, finite, of consistent lengths, CSR
-    pointers monotone, ids inside their tables (the kernels index with them unchecked)."""
+    """Check every array the query path reads.
+
+    Every array the query path reads: present, numeric, finite, of consistent lengths, CSR
+    pointers monotone, ids inside their tables (the kernels index with them unchecked).
+    """
     need = [k for k in _INDEX_ARRAYS if not k.startswith("sem_")]
     missing = [k for k in need if k not in ix]
     if missing:
@@ -1237,6 +1255,29 @@ def _check_index_arrays(ix: dict, meta: dict, params: dict, zpath: str) -> None:
             "mem_doc",
             f"gives a document {int(per_doc.max())} memberships, but params n_memberships = {params['n_memberships']}",
         )
+
+
+_RESCUE_MODES = {"auto": _q.RESCUE_AUTO, "scan": _q.RESCUE_SCAN, "postings": _q.RESCUE_POSTINGS}
+
+
+def _new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) -> _q.SGRScratch:
+    """Allocate fresh query scratch of ``n_slabs`` chunk slabs.
+
+    Fresh query scratch of ``n_slabs`` chunk slabs (layout: ``jkofast.kernels.sgr.query.SGRScratch``):
+    stamps -1, everything else zero.
+    """
+    m, V, N, F = n_slabs, n_terms, n_docs, n_memberships
+    return _q.SGRScratch(
+        vi=np.full((m, 2, V), -1, np.int64),
+        vf=np.zeros((m, 3, V)),
+        mark=np.zeros((m, V), np.uint8),
+        dp=np.full((m, N, 2), -1, np.int64),
+        ni=np.full((m, 4, N), -1, np.int64),
+        nf=np.zeros((m, 11, N)),
+        dmr=np.zeros((m, N, F), np.int64),
+        dme=np.zeros((m, N, F)),
+        slot=np.zeros((m, V), np.uint16),
+    )
 
 
 def _compact(nbr, val, cnt):

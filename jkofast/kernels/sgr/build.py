@@ -396,8 +396,11 @@ def second_order_graph(
 
 @kernel()
 def term_doc_bitsets(t_indptr, t_docs, tb_row, out_bits):
-    """Document bitsets of the terms with ``tb_row[t] >= 0``: bit d of ``out_bits[row]``
-    (int64 words, ``ceil(N / 64)`` per row) is set when document d contains t."""
+    """Set the document bitsets of the frequent terms.
+
+    Document bitsets of the terms with ``tb_row[t] >= 0``: bit d of ``out_bits[row]``
+    (int64 words, ``ceil(N / 64)`` per row) is set when document d contains t.
+    """
     for t in range(tb_row.shape[0]):
         r = tb_row[t]
         if r < 0:

@@ -1,40 +1,43 @@
-"""SparseGeometricRAG query path (SPEC B.6-B.10): routing, postings, local score, rescue,
-final features, soft branch diversity.  Batched: ``prange`` over chunks of queries.
+"""SparseGeometricRAG query path (SPEC B.6-B.10) as stage kernels.
 
-Index layout (built by ``jkofast.sgr.retriever``):
+``sgr_one_query`` reads as the SPEC: ``stage_route`` (B.6), ``stage_local_score`` (B.7),
+``stage_bm25`` (the BM25 extension), ``stage_tail`` (B.7 tail + the optional B.8 gate),
+``stage_query_tables`` (B.9 semantic vector, rare terms), ``stage_rescue`` (B.8 lex1),
+``stage_shortlist`` (B.8 top-P), ``stage_pool_semantic`` + ``stage_final_features`` (B.9),
+``diversify`` (B.10) and ``stage_outputs``.  Every stage takes the three bundles below and
+a few per-query scalars.
 
-* query batch: ``q_indptr`` int64 (nq+1), ``q_terms`` int32 sorted unique per row,
-  ``q_vals`` float32 (L2-normalised TF-IDF);
-* graph G (routing) and semantic neighbour lists: CSR (int64 indptr, int32 ids, float32);
-* branch postings ``b_indptr``/``b_mem`` (memberships of branch j, ascending doc id);
-  memberships ``mem_doc`` int32, ``mem_m`` float32; codes ``code_term`` int32 (M, S),
+Bundles (module-level NamedTuples, so Numba's on-disk cache can key them):
+
+* ``SGRIndex`` -- the index arrays (built by ``jkofast.sgr.retriever``): graph G (routing)
+  and semantic neighbour lists as CSR (int64 indptr, int32 ids, float32); branch postings
+  ``b_indptr``/``b_mem`` (memberships of branch j, ascending doc id); memberships
+  ``mem_doc`` int32, ``mem_m`` float32; codes ``code_term`` (M, S) uint16 or int32,
   ``code_sign`` int8, ``code_cval`` float32 (= c_j[t]), ``code_w`` float32 (reliability),
-  ``code_count`` int32;
-* binary support ``s_indptr``/``s_idx`` (the TF-IDF row pattern; uint16 term ids when
-  V <= 65,535, else int32), ``dl`` float64, ``idf`` float64; term postings
-  ``t_indptr``/``t_docs``/``t_tf`` (rescue and the optional BM25 fusion) and, for the
-  frequent terms (``tb_row[t] >= 0``), document bitsets ``tb_bits`` int64
-  (rows × ceil(N / 64));
-* centres ``c_indptr``/``c_terms``/``c_vals`` sorted by term id, ``c_norm`` float64.
+  ``code_count`` int32; binary support ``s_indptr``/``s_idx`` (uint16 term ids when
+  V <= 65,535, else int32), ``dl`` float64, ``idf`` float64; centres
+  ``c_indptr``/``c_terms``/``c_vals`` sorted by term id, ``c_norm`` float64; term postings
+  ``t_indptr``/``t_docs``/``t_tf`` and ``bm25_idf`` (rescue, BM25 extension); for the
+  frequent terms (``tb_row[t] >= 0``) document bitsets ``tb_bits`` int64 (rows × ceil(N / 64)).
+* ``SGRParams`` -- the query parameters as typed scalars (float64 / int64 / bool), so a
+  parameter change is a new value, never a recompilation.
+* ``SGRScratch`` -- the caller-owned scratch slabs, one per chunk (see ``sgr_query_batch``),
+  and ``SGRWork``, chunk c's named views of them plus the per-call work arrays.
 
-Scalars travel in two small arrays (``fp`` float64, ``ip`` int64, indices ``F_*``/``I_*``
-below) so variants stay flags, not recompilations.  Scratch (stamped tables of size V and
-N) is allocated once per chunk and reused across its queries: the generation stamp is the
-query index, so nothing is zeroed per query; the heap and pool-sized work rows are
-allocated once per chunk per call.  The routed documents of a query are numbered by
-position in the order they are found (``ulist[a]`` = document, ``dp[d]`` = (stamp,
-position)); every per-document quantity is stored by position, so the scratch a query
-touches stays dense on a large corpus.  ``sgr_query_batch`` (``prange`` over chunks) and
-``sgr_query_serial`` (one chunk, no parallel launch) share the per-chunk body
-``_query_chunk``.  Every top-k is strict IEEE with ties to the lowest id;
-float sums within a query are serial, so results do not depend on threads.  The
-``# stage k:`` comments in ``sgr_one_query`` are read by ``benchmarks/tools/sgr_eval.py --profile``
-(it times an instrumented copy that exits at each of them).
+Scratch (stamped tables of size V and N) is reused across the queries of a chunk and across
+calls: the generation stamp is the query index, so nothing is zeroed per query.  The routed
+documents of a query are numbered by position in the order they are found (``ulist[a]`` =
+document, ``dp[d]`` = (stamp, position)); every per-document quantity is stored by
+position, so the scratch a query touches stays dense on a large corpus.  ``sgr_query_batch``
+(``prange`` over chunks) and ``sgr_query_serial`` (one thread, no parallel launch) are thin
+drivers of the one per-chunk body ``_query_chunk``.  Every top-k is strict IEEE with ties
+to the lowest id; float sums within a query are serial, so results do not depend on threads.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import prange
@@ -43,41 +46,182 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.topk import topk_ids, topk_ids_pos, topk_pos
 
-# float parameters (fp)
-F_ALPHA = 0
-F_GAMMA = 1
-F_LAM_M = 2
-F_B_RESCUE = 3
-F_ETA = 4
-F_B_FINAL = 5
-F_COORD = 6
-F_W_TAIL = 7
-F_W_LEX = 8
-F_W_SEM = 9
-F_W_RARE = 10
-F_LAM_D = 11
-F_AVGDL = 12
-F_BM25_K1 = 13
-F_BM25_B = 14
-F_W_BM25 = 15
-F_W_BM25_RESCUE = 16
-N_FP = 17
-# int parameters (ip)
-I_BUDGET = 0
-I_POOL = 1
-I_N_RARE = 2
-I_N_ELIG = 3
-I_TOP_H = 4
-I_N_DIV = 5
-I_GATE = 6
-I_GATE_MIN = 7
-I_GATE_MULT = 8
-I_BM25_CANDS = 9
-I_F = 10
-I_RESCUE_MODE = 11  # 0 auto, 1 support scan, 2 postings
-N_IP = 12
+__all__ = [
+    "RESCUE_AUTO",
+    "RESCUE_POSTINGS",
+    "RESCUE_SCAN",
+    "STATUS_EMPTY",
+    "STATUS_OK",
+    "SGRIndex",
+    "SGRParams",
+    "SGRScratch",
+    "SGRWork",
+    "best_remaining",
+    "branch_deviation",
+    "cap_scores_desc",
+    "chunk_work",
+    "diversify",
+    "doc_branches",
+    "eligible_branches",
+    "greedy_ranks",
+    "rescue_postings",
+    "rescue_query_terms",
+    "rescue_scan",
+    "route_query",
+    "semantic_presence_pool",
+    "semantic_vector",
+    "sgr_one_query",
+    "sgr_query_batch",
+    "sgr_query_serial",
+    "stage_bm25",
+    "stage_final_features",
+    "stage_local_score",
+    "stage_outputs",
+    "stage_pool_semantic",
+    "stage_query_tables",
+    "stage_rescue",
+    "stage_route",
+    "stage_shortlist",
+    "stage_tail",
+    "tail_gate",
+    "zscore",
+]
 
 STATUS_OK, STATUS_EMPTY = _codes.OK, _codes.EMPTY  # status codes: jkofast._codes
+# rescue_mode (SPEC B.8): per query term the cheaper of postings and bitset (auto), a scan of
+# every routed document's binary support (the frozen method), the postings of the query and
+# semantic terms; all three give the same bits
+RESCUE_AUTO, RESCUE_SCAN, RESCUE_POSTINGS = 0, 1, 2
+
+
+class SGRIndex(NamedTuple):
+    """Index arrays of the query path (layout in the module docstring)."""
+
+    g_indptr: np.ndarray
+    g_idx: np.ndarray
+    g_val: np.ndarray
+    b_indptr: np.ndarray
+    b_mem: np.ndarray
+    mem_doc: np.ndarray
+    mem_m: np.ndarray
+    code_term: np.ndarray
+    code_sign: np.ndarray
+    code_cval: np.ndarray
+    code_w: np.ndarray
+    code_count: np.ndarray
+    s_indptr: np.ndarray
+    s_idx: np.ndarray
+    idf: np.ndarray
+    dl: np.ndarray
+    sem_indptr: np.ndarray
+    sem_idx: np.ndarray
+    sem_val: np.ndarray
+    c_indptr: np.ndarray
+    c_terms: np.ndarray
+    c_vals: np.ndarray
+    c_norm: np.ndarray
+    t_indptr: np.ndarray
+    t_docs: np.ndarray
+    t_tf: np.ndarray
+    bm25_idf: np.ndarray
+    tb_row: np.ndarray
+    tb_bits: np.ndarray
+
+
+class SGRParams(NamedTuple):
+    """Query parameters of the SGR kernels.
+
+    Query parameters (SPEC B.1 names in ``SparseGeometricRetriever``); counts already capped
+    by the wrapper where a larger value cannot change a result.
+    """
+
+    alpha: float  # routing expansion α (B.6)
+    budget: int  # routed terms per query
+    gamma: float  # exponent on Q_dj (B.7)
+    lam_m: float  # consensus weight λ_M
+    avgdl: float  # mean document length
+    bm25_candidates: int  # extension: BM25 top-n joins U
+    bm25_k1: float
+    bm25_b: float
+    w_bm25: float  # extension: weight of z(BM25) in the relevance
+    w_bm25_rescue: float  # extension: weight of z(BM25) in the shortlist score
+    tail_gate: bool  # optional gate before the rescue (B.8)
+    gate_min: int
+    gate_mult: int
+    rescue_mode: int  # RESCUE_AUTO / RESCUE_SCAN / RESCUE_POSTINGS
+    b_rescue: float  # length pivot of lex1 (B.8)
+    b_final: float  # length pivot of lex2 (B.9)
+    coord: float  # coordination exponent (B.9)
+    n_rare: int  # rare query terms (B.9)
+    pool: int  # P, the shortlist size
+    eta: float  # weight of z(lex1) in the shortlist score
+    w_tail: float  # relevance weights (B.9)
+    w_lex: float
+    w_sem: float
+    w_rare: float
+    n_elig: int  # diversity (B.10): eligible branches, top-E count, ranks, λ_D
+    top_h: int
+    n_div: int
+    lam_d: float
+
+
+class SGRScratch(NamedTuple):
+    """Caller-owned scratch, one slab per chunk (chunk c touches slab c only); see ``sgr_query_batch``."""
+
+    vi: np.ndarray  # int64 (m, 2, V): route stamps, route / semantic-term buffer
+    vf: np.ndarray  # float64 (m, 3, V): query, route and semantic values (semantic row zero between queries)
+    mark: np.ndarray  # uint8 (m, V): bit 0 query term, 1 semantic, 2 rare; zero between queries
+    dp: np.ndarray  # int64 (m, N, 2): per document (stamp, position in U)
+    ni: np.ndarray  # int64 (m, 4, N): BM25 stamps (by doc), membership counts (by position), U list, BM25 list
+    nf: np.ndarray  # float64 (m, 11, N): position-indexed rows (see SGRWork), BM25 values (by doc)
+    dmr: np.ndarray  # int64 (m, N, F): routed-branch index of each membership (by position)
+    dme: np.ndarray  # float64 (m, N, F): its E_dj
+    slot: np.ndarray  # uint16 (m, V): semantic term -> entry of svs; zero between queries
+
+
+class SGRWork(NamedTuple):
+    """Chunk c's scratch: named views of its ``SGRScratch`` slab plus per-call work arrays.
+
+    ``wi`` int64 (13, W) / ``wf`` float64 (15, W) are pool-sized work rows: from the
+    shortlist on ``wi[0]`` = pool docs (shortlist order), ``wi[12]`` = their positions,
+    ``wi[1]`` = plain relevance order, ``wi[2]`` = final order; ``wf[1..5]`` = lex1, lexadj,
+    sem, rare, relevance over the pool; ``wi[3:12]`` / ``wf[8:]`` belong to ``diversify``.
+    """
+
+    qval: np.ndarray  # float64 V: query value of each query term
+    mark: np.ndarray  # uint8 V
+    rstamp: np.ndarray  # int64 V: routing stamps
+    rval: np.ndarray  # float64 V: route weights
+    rbuf: np.ndarray  # int64 V: inferred terms, then the semantic terms
+    sval: np.ndarray  # float64 V: semantic vector (zero between queries; diversify's zero table)
+    slot: np.ndarray  # uint16 V
+    svs: np.ndarray  # float64 (max semantic entries + 1): the small semantic table
+    qbits: np.ndarray  # int64 V/64 + 1: query-term bitset (zero between queries)
+    rt: np.ndarray  # int64: routed terms (= branches)
+    rw: np.ndarray  # float64: their route weights ρ
+    dp: np.ndarray  # int64 (N, 2)
+    ulist: np.ndarray  # int64 N: position -> document
+    dm_n: np.ndarray  # int64 N: memberships of the doc at each position
+    dm_r: np.ndarray  # int64 (N, F)
+    dm_e: np.ndarray  # float64 (N, F)
+    esum: np.ndarray  # float64 N (by position from here on)
+    csum: np.ndarray
+    tail: np.ndarray
+    lex: np.ndarray
+    lexadj: np.ndarray
+    sem: np.ndarray
+    rare: np.ndarray
+    z1: np.ndarray
+    z2: np.ndarray
+    pre: np.ndarray  # shortlist score, then the relevance of the pool positions
+    bstamp: np.ndarray  # int64 N (by doc): BM25 stamps
+    bval: np.ndarray  # float64 N (by doc): BM25 values
+    blist: np.ndarray  # int64 N: BM25-scored documents
+    powtab: np.ndarray  # float64 (max query length + 1)
+    heap_v: np.ndarray  # float64 (max(N, routed) + 1): top-k heap
+    heap_i: np.ndarray  # int64, likewise
+    wi: np.ndarray
+    wf: np.ndarray
 
 
 # Top-k on the query path: ``topk_ids`` / ``topk_pos`` of jkofast.kernels.topk (caller-owned heap scratch).
@@ -125,48 +269,187 @@ def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen
 
 
 @kernel()
-def accumulate_tail(
-    rt,
-    rw,
-    n_routed,
-    b_indptr,
-    b_mem,
-    mem_doc,
-    mem_m,
-    code_term,
-    code_sign,
-    code_cval,
-    code_w,
-    code_count,
-    mark,
-    qval,
-    gen,
-    gamma,
-    dp,
-    esum,
-    csum,
-    dm_r,
-    dm_e,
-    dm_n,
-    ulist,
-    qt,
-    qbits,
-):
+def zscore(vals, n, out):
+    """Write the population z-scores of ``vals[:n]`` into ``out[:n]``.
+
+    Population z-scores of ``vals[:n]`` into ``out[:n]`` (serial sums in index order); 0 when std is 0.
+    """
+    if n == 0:
+        return
+    mu = 0.0
+    for a in range(n):
+        mu += vals[a]
+    mu /= n
+    var = 0.0
+    for a in range(n):
+        dv = vals[a] - mu
+        var += dv * dv
+    sd = math.sqrt(var / n)
+    for a in range(n):
+        if sd > 0.0:
+            out[a] = (vals[a] - mu) / sd
+        else:
+            out[a] = 0.0
+
+
+@kernel()
+def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, buf):
+    """``semvec[n] += q_t · A[t, n] · idf(n)`` over each query term's semantic neighbours.
+
+    ``sval`` (float64, V) must be all zero on entry (``_clear_marks`` restores that after
+    each query), so that it can be summed branch-free over a document's support.  Sets
+    bit 1 of ``mark`` on each distinct n, appends n to ``buf`` and returns their number.
+    """
+    ns = 0
+    for a in range(qt.shape[0]):
+        t = qt[a]
+        w = np.float64(qv[a])
+        for p in range(np.uint64(sem_indptr[t]), np.uint64(sem_indptr[t + 1])):
+            n = np.uint64(sem_idx[p])  # unsigned: no wrap-around code
+            if not (mark[n] & 2):
+                mark[n] |= 2
+                buf[ns] = n
+                ns += 1
+            sval[n] += w * np.float64(sem_val[p]) * idf[n]
+    return ns
+
+
+@kernel()
+def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, s_idx, sem_out):
+    """``sem_out[a] = Σ_{n ∈ d} semvec[n]`` (ascending n) for the pool docs ``d = pool[a]``.
+
+    Branch-free scan of each pool doc's binary support: ``slot`` (uint16, V, zero outside
+    the semantic terms ``rbuf[:n_sem]``) maps a term to its entry of the small table
+    ``svs`` (``svs[0] = 0.0``), which stays in L1 where a V-sized float64 table does not.
+    Adding +0.0 leaves a sum unchanged, so this equals the marked scan of
+    ``rescue_mode="scan"`` bit for bit, without its mispredicted branches.  With more
+    than 65,534 semantic terms the V-sized ``sval`` (zero outside them) is read instead.
+    """
+    if n_sem < 65535:
+        svs[0] = 0.0
+        for a in range(n_sem):
+            n = rbuf[a]
+            slot[n] = a + 1
+            svs[a + 1] = sval[n]
+        for a in range(npool):
+            d = pool[a]
+            ssum = 0.0
+            # unsigned positions: no negative-index wrap-around code in the inner loop
+            for p in range(np.uint64(s_indptr[d]), np.uint64(s_indptr[d + 1])):
+                ssum += svs[slot[s_idx[p]]]
+            sem_out[a] = ssum
+        for a in range(n_sem):
+            slot[rbuf[a]] = 0
+        return
+    for a in range(npool):
+        d = pool[a]
+        ssum = 0.0
+        for p in range(s_indptr[d], s_indptr[d + 1]):
+            ssum += sval[s_idx[p]]
+        sem_out[a] = ssum
+
+
+@kernel()
+def _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos):
+    """Fill column and row s of the eligible centres' cosine table.
+
+    ``cos[b, s] = cos[s, b]`` for every eligible b: scatter centre s into the zero table
+    ``ctab``, sum branch-free over each centre b's entries (a term not in s adds +0.0),
+    then clear ``ctab``.  The non-zero products are the shared terms in ascending id
+    whichever centre is scattered, so the value equals the one of a sorted merge and of
+    the scatter of either centre: Cos is exactly symmetric.
+    """
+    js = rt[elig[s]]
+    for p in range(c_indptr[js], c_indptr[js + 1]):
+        ctab[c_terms[p]] = np.float64(c_vals[p])
+    for b in range(ne):
+        jb = rt[elig[b]]
+        s_ = 0.0
+        # unsigned positions and term ids: no negative-index wrap-around code
+        for q in range(np.uint64(c_indptr[jb]), np.uint64(c_indptr[jb + 1])):
+            s_ += ctab[np.uint64(c_terms[q])] * np.float64(c_vals[q])
+        den = c_norm[js] * c_norm[jb]
+        v = s_ / den if den > 0.0 else 0.0
+        cos[b, s] = v
+        cos[s, b] = v
+    for p in range(c_indptr[js], c_indptr[js + 1]):
+        ctab[c_terms[p]] = 0.0
+
+
+@kernel()
+def _clear_marks(qt, sem_indptr, sem_idx, mark, sval):
+    """Reset the marks and semantic values one query set.
+
+    Reset the byte marks and semantic values set for one query (its terms and their
+    semantic neighbours): both tables are all zero between queries.
+    """
+    for a in range(qt.shape[0]):
+        t = qt[a]
+        mark[t] = 0
+        for p in range(sem_indptr[t], sem_indptr[t + 1]):
+            mark[sem_idx[p]] = 0
+            sval[sem_idx[p]] = 0.0
+
+
+# ---------------------------------------------------------------------------------- B.6 routing
+@kernel()
+def stage_route(gen, qt, qv, ix, prm, ws):
+    """Mark the query terms and route them (SPEC B.6).
+
+    Mark the query terms (``mark`` bit 0, ``qval``) and route them (SPEC B.6): writes the
+    routed terms ``ws.rt`` and weights ``ws.rw``; returns their number.
+    """
+    qval = ws.qval
+    mark = ws.mark
+    for a in range(qt.shape[0]):
+        qval[qt[a]] = np.float64(qv[a])
+        mark[qt[a]] = 1
+    return route_query(
+        qt,
+        qv,
+        ix.g_indptr,
+        ix.g_idx,
+        ix.g_val,
+        prm.alpha,
+        prm.budget,
+        ws.rstamp,
+        ws.rval,
+        gen,
+        ws.rbuf,
+        ws.rt,
+        ws.rw,
+        ws.heap_v,
+        ws.heap_i,
+    )
+
+
+# ---------------------------------------------------------------------------------- B.7 local score
+@kernel()
+def stage_local_score(gen, qt, n_routed, ix, prm, ws):
     """Branch-local signed scores over the postings of the routed branches (SPEC B.7).
 
-    For every posting (d, j) of routed branch j = ``rt[k]`` with weight ``ρ = rw[k]``:
-    ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r``, ``Q = Σ_r q[t_r]²``,
-    ``E = m ρ L Q^γ`` (0 when Q = 0).  The routed documents U get positions 0, 1, ... in
-    the order they are first met: ``ulist[a]`` = the document at position a, and
-    ``dp[d] = (gen, a)`` (stamp and position side by side: one cache line per visit).
-    Everything per routed document is position-indexed and so dense, whatever N is:
-    ``esum[a] += E``, ``csum[a] += m ρ``, (k, E) in ``dm_r``/``dm_e`` (row a, ``dm_n[a]``
-    entries).  The query vector is read through ``mark`` (uint8, bit 0 = query term; a
-    byte table stays in L1) and ``qval``.  ``qbits`` (int64, >= V/64 + 1, all zero; all
-    zero again on exit) gets the query terms ``qt`` as a bitset of V bits: small enough
-    to stay in L1, it decides whether a membership's codes hold any query term before
-    the code coordinates are read for the score.  Returns |U|.
+    For every posting (d, j) of routed branch j = ``ws.rt[k]`` with weight ``ρ = ws.rw[k]``:
+    ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r``, ``Q = Σ_r q[t_r]²``, ``E = m ρ L Q^γ`` (0 when
+    Q = 0).  The routed documents U get positions 0, 1, ... in the order they are first met:
+    ``ulist[a]`` = the document at position a, ``dp[d] = (gen, a)`` (stamp and position side
+    by side: one cache line per visit).  Per position: ``esum[a] += E``, ``csum[a] += m ρ``,
+    (k, E) in ``dm_r``/``dm_e`` (``dm_n[a]`` entries).  The query vector is read through
+    ``mark`` (bit 0; a byte table stays in L1) and ``qval``; ``qbits`` (all zero, and again
+    on exit) gets the query terms as a bitset of V bits, which decides whether a
+    membership's codes hold any query term before the code coordinates are read.
+    Returns |U|.
     """
+    rt, rw, mark, qval, qbits = ws.rt, ws.rw, ws.mark, ws.qval, ws.qbits
+    dp, esum, csum, dm_r, dm_e, dm_n, ulist = ws.dp, ws.esum, ws.csum, ws.dm_r, ws.dm_e, ws.dm_n, ws.ulist
+    b_indptr, b_mem, mem_doc, mem_m = ix.b_indptr, ix.b_mem, ix.mem_doc, ix.mem_m
+    code_term, code_sign, code_cval, code_w, code_count = (
+        ix.code_term,
+        ix.code_sign,
+        ix.code_cval,
+        ix.code_w,
+        ix.code_count,
+    )
+    gamma = prm.gamma
     for a in range(qt.shape[0]):
         t = np.int64(qt[a])
         qbits[t >> 6] |= np.int64(1) << (t & 63)
@@ -220,107 +503,191 @@ def accumulate_tail(
     return nu
 
 
+# ---------------------------------------------------------------------------------- extension: BM25 fusion
 @kernel()
-def zscore_subset(vals, ids, n, out):
-    """Population z-scores of ``vals[ids[:n]]`` into ``out[ids[:n]]``; 0 when std is 0."""
-    if n == 0:
-        return
-    mu = 0.0
-    for a in range(n):
-        mu += vals[ids[a]]
-    mu /= n
-    var = 0.0
-    for a in range(n):
-        dv = vals[ids[a]] - mu
-        var += dv * dv
-    sd = math.sqrt(var / n)
-    for a in range(n):
-        if sd > 0.0:
-            out[ids[a]] = (vals[ids[a]] - mu) / sd
-        else:
-            out[ids[a]] = 0.0
+def stage_bm25(gen, qt, nu, ix, prm, ws):
+    """Score the query terms' postings by BM25 and add the top documents to U (an extension).
 
-
-@kernel()
-def _zscore_dense(vals, n, out):
-    """Population z-scores of ``vals[:n]`` into ``out[:n]`` (same sums, same order, as
-    ``zscore_subset`` over the same sequence); 0 when std is 0."""
-    if n == 0:
-        return
-    mu = 0.0
-    for a in range(n):
-        mu += vals[a]
-    mu /= n
-    var = 0.0
-    for a in range(n):
-        dv = vals[a] - mu
-        var += dv * dv
-    sd = math.sqrt(var / n)
-    for a in range(n):
-        if sd > 0.0:
-            out[a] = (vals[a] - mu) / sd
-        else:
-            out[a] = 0.0
-
-
-@kernel()
-def semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, buf):
-    """``semvec[n] += q_t · A[t, n] · idf(n)`` over each query term's semantic neighbours.
-
-    ``sval`` (float64, V) must be all zero on entry (``_clear_marks`` restores that after
-    each query), so that it can be summed branch-free over a document's support.  Sets
-    bit 1 of ``mark`` on each distinct n, appends n to ``buf`` and returns their number.
+    BM25 fusion (an extension, not in the SPEC): full-corpus BM25 of the query terms'
+    postings into the document-indexed ``bval`` (stamped ``bstamp``, listed ``blist``); the
+    top ``bm25_candidates`` documents join U at the next positions.  Returns |U|.
     """
-    ns = 0
+    t_indptr, t_docs, t_tf, bm25_idf, dl = ix.t_indptr, ix.t_docs, ix.t_tf, ix.bm25_idf, ix.dl
+    bstamp, bval, blist = ws.bstamp, ws.bval, ws.blist
+    dp, esum, csum, dm_n, ulist = ws.dp, ws.esum, ws.csum, ws.dm_n, ws.ulist
+    avgdl = prm.avgdl
+    k1 = prm.bm25_k1
+    bb = prm.bm25_b
+    nb = 0
     for a in range(qt.shape[0]):
         t = qt[a]
-        w = np.float64(qv[a])
-        for p in range(np.uint64(sem_indptr[t]), np.uint64(sem_indptr[t + 1])):
-            n = np.uint64(sem_idx[p])  # unsigned: no wrap-around code
-            if not (mark[n] & 2):
-                mark[n] |= 2
-                buf[ns] = n
-                ns += 1
-            sval[n] += w * np.float64(sem_val[p]) * idf[n]
-    return ns
+        w = bm25_idf[t]
+        for p in range(t_indptr[t], t_indptr[t + 1]):
+            d = t_docs[p]
+            tf = np.float64(t_tf[p])
+            if bstamp[d] != gen:
+                bstamp[d] = gen
+                bval[d] = 0.0
+                blist[nb] = d
+                nb += 1
+            bval[d] += w * tf * (k1 + 1.0) / (tf + k1 * (1.0 - bb + bb * dl[d] / avgdl))
+    nc = min(prm.bm25_candidates, nb)
+    if nc > 0:
+        bsel = np.empty(nc, np.int64)
+        bsv = np.empty(nc, np.float64)
+        nc = topk_ids(bval, blist, nb, nc, bsel, bsv, ws.heap_v, ws.heap_i)
+        for a in range(nc):
+            d = bsel[a]
+            if dp[d, 0] != gen:
+                dp[d, 0] = gen
+                dp[d, 1] = nu
+                esum[nu] = 0.0
+                csum[nu] = 0.0
+                dm_n[nu] = 0
+                ulist[nu] = d
+                nu += 1
+    return nu
+
+
+# ---------------------------------------------------------------------------------- B.7 tail, B.8 gate
+@kernel()
+def stage_tail(gen, nu, use_bm25, prm, ws):
+    """Compute the tail of each routed position, then the optional tail gate (SPEC B.7, B.8).
+
+    ``tail = esum + λ_M csum`` per routed position (SPEC B.7), BM25 value 0 for the routed
+    documents BM25 did not score, then the optional tail gate (B.8).  Returns
+    ``(nuse, live)``: the routed positions kept and the stamp they carry in ``dp``.
+    """
+    tail, esum, csum = ws.tail, ws.esum, ws.csum
+    lam_m = prm.lam_m
+    for a in range(nu):
+        tail[a] = esum[a] + lam_m * csum[a]
+    if use_bm25:
+        ulist, bstamp, bval = ws.ulist, ws.bstamp, ws.bval
+        for a in range(nu):
+            d = ulist[a]
+            if bstamp[d] != gen:
+                bstamp[d] = gen
+                bval[d] = 0.0
+    if prm.tail_gate:
+        ng = min(nu, max(prm.gate_min, prm.gate_mult * prm.pool))
+        if ng < nu:
+            return tail_gate(gen, nu, ng, ws)
+    return nu, gen
 
 
 @kernel()
-def rescue_query_terms(
-    qt,
-    mark,
-    idf,
-    dl,
-    avgdl,
-    b1,
-    b2,
-    coord,
-    t_indptr,
-    t_docs,
-    tb_row,
-    tb_bits,
-    ulist,
-    nuse,
-    dp,
-    gen,
-    lex,
-    lexadj,
-    rare,
-    cnt,
-    n_rare,
-    powtab,
-):
-    """lex1, lexadj and rare coverage of the routed docs (positions ``0..nuse-1``, document
-    ``ulist[a]``), term by term, into the position-indexed ``lex`` / ``lexadj`` / ``rare``.
+def tail_gate(gen, nu, ng, ws):
+    """Keep the ``ng`` routed documents with the largest tail (SPEC B.8, optional).
+
+    Keep the top ``ng < nu`` routed documents by (tail desc, doc id asc) (SPEC B.8's
+    optional gate, off in reference mode), found by selection in O(|U|) (a heap of
+    ng = 10,000 cost more than the rescue it saves).  The kept ones stay in discovery order
+    at positions 0..ng-1 and get the stamp ``live = -gen - 2`` (unique per query, never a
+    gen); the dropped ones keep ``gen`` and so leave U.  Returns ``(ng, live)``.
+    """
+    tail, ulist, dp, dm_n, dm_r, dm_e = ws.tail, ws.ulist, ws.dp, ws.dm_n, ws.dm_r, ws.dm_e
+    neg = ws.z1[:nu]
+    for a in range(nu):
+        neg[a] = -tail[a]
+    thr = -np.partition(neg, ng - 1)[ng - 1]  # the ng-th largest tail
+    n_gt = 0
+    n_eq = 0
+    for a in range(nu):
+        if tail[a] > thr:
+            n_gt += 1
+        elif tail[a] == thr:
+            n_eq += 1
+    eq = np.empty(n_eq, np.int64)
+    c = 0
+    for a in range(nu):
+        if tail[a] == thr:
+            eq[c] = ulist[a]
+            c += 1
+    cut = np.sort(eq)[ng - n_gt - 1]  # ties at the threshold: the lowest ids
+    live = -gen - 2
+    w = 0
+    for a in range(nu):
+        d = ulist[a]
+        ta = tail[a]
+        if ta > thr or (ta == thr and d <= cut):
+            if w != a:
+                ulist[w] = d
+                tail[w] = ta
+                dm_n[w] = dm_n[a]
+                for c in range(dm_n[a]):
+                    dm_r[w, c] = dm_r[a, c]
+                    dm_e[w, c] = dm_e[a, c]
+            dp[d, 0] = live
+            dp[d, 1] = w
+            w += 1
+    return w, live
+
+
+# ---------------------------------------------------------------------------------- B.9 query tables
+@kernel()
+def stage_query_tables(qt, qv, ix, prm, ws):
+    """Set the query-only tables of the final features (SPEC B.9).
+
+    The query-only tables of the final features, set before the rescue (SPEC B.9): the
+    semantic vector (``sval``, bit 1 of ``mark``, its terms in ``rbuf``) and the rare query
+    terms (bit 2 of ``mark``).  Returns ``(n_sem, n_rare)``.
+    """
+    n_sem = semantic_vector(qt, qv, ix.sem_indptr, ix.sem_idx, ix.sem_val, ix.idf, ws.mark, ws.sval, ws.rbuf)
+    nq = qt.shape[0]
+    idf = ix.idf
+    mark = ws.mark
+    n_rare = min(prm.n_rare, nq)
+    qidf = ws.wf[0]
+    for a in range(nq):
+        qidf[a] = idf[qt[a]]
+    rpos = ws.wi[0]
+    n_rare = topk_pos(qidf, nq, n_rare, rpos, ws.wf[1], ws.heap_v, ws.heap_i)
+    for a in range(n_rare):
+        mark[qt[rpos[a]]] |= 4
+    return n_sem, n_rare
+
+
+# ---------------------------------------------------------------------------------- B.8 rescue
+@kernel()
+def stage_rescue(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
+    """Compute lex1 and the lexical pool features of the routed documents (SPEC B.8).
+
+    Early rescue (SPEC B.8): lex1, and the pool features lexadj and rare, for every (kept)
+    routed position, by ``prm.rescue_mode``: per query term by postings or bitset (auto; the
+    semantic presence is deferred to the pool, the only docs that read it), a scan of each
+    document's binary support (the frozen method), or the postings of the query and
+    semantic terms.  Per doc all add the same terms in ascending id order: the results are
+    bit-identical.
+    """
+    mode = prm.rescue_mode
+    if mode == RESCUE_AUTO:
+        rescue_query_terms(qt, nuse, live, n_rare, ix, prm, ws)
+    elif mode == RESCUE_POSTINGS:
+        rescue_postings(qt, nuse, live, n_sem, n_rare, ix, prm, ws)
+    else:
+        rescue_scan(qt, nuse, n_rare, ix, prm, ws)
+
+
+@kernel()
+def rescue_query_terms(qt, nuse, live, n_rare, ix, prm, ws):
+    """Rescue term by term, from postings or document bitsets (the auto mode).
+
+    lex1, lexadj and rare coverage of the routed positions ``0..nuse-1`` (document
+    ``ulist[a]``, stamped ``live`` in ``dp``), term by term, into ``lex`` / ``lexadj`` /
+    ``rare``.
 
     For each query term t (ascending id) the hits among the routed docs come from the
     cheaper of: streaming the postings of t (``df(t)`` stamp tests through ``dp``) or, when
     t has a document bitset (``tb_row[t] >= 0``, frequent terms), testing ``nuse`` bits in
     position order.  Per doc the additions run in ascending term order, exactly as in a
-    scan of its binary support, so the results are bit-identical to
-    ``rescue_mode="scan"``.  ``cnt`` (float64, >= nuse) and ``powtab`` (float64, >= nq + 1)
-    are scratch.
+    scan of its binary support, so the results are bit-identical to ``rescue_scan``.
+    ``z1`` holds the hit counts; ``powtab`` the coordination powers.
     """
+    idf, dl, t_indptr, t_docs, tb_row, tb_bits = ix.idf, ix.dl, ix.t_indptr, ix.t_docs, ix.tb_row, ix.tb_bits
+    mark, ulist, dp, powtab = ws.mark, ws.ulist, ws.dp, ws.powtab
+    lex, lexadj, rare, cnt = ws.lex, ws.lexadj, ws.rare, ws.z1
+    avgdl, b1, b2, coord = prm.avgdl, prm.b_rescue, prm.b_final, prm.coord
     nq = qt.shape[0]
     for a in range(nuse):
         lex[a] = 0.0
@@ -350,7 +717,7 @@ def rescue_query_terms(
         else:
             for p in range(np.uint64(lo), np.uint64(hi)):
                 d = np.uint64(t_docs[p])  # unsigned: no wrap-around code
-                if dp[d, 0] == gen:
+                if dp[d, 0] == live:
                     b = np.uint64(dp[d, 1])
                     lex[b] += v
                     lexadj[b] += v2
@@ -368,108 +735,234 @@ def rescue_query_terms(
 
 
 @kernel()
-def semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, s_idx, sem_out):
-    """``sem_out[a] = Σ_{n ∈ d} semvec[n]`` (ascending n) for the pool docs ``d = pool[a]``.
+def rescue_postings(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
+    """Rescue by streaming the postings of the query and semantic terms.
 
-    Branch-free scan of each pool doc's binary support: ``slot`` (uint16, V, zero outside
-    the semantic terms ``rbuf[:n_sem]``) maps a term to its entry of the small table
-    ``svs`` (``svs[0] = 0.0``), which stays in L1 where a V-sized float64 table does not.
-    Adding +0.0 leaves a sum unchanged, so this equals the marked scan of
-    ``rescue_mode="scan"`` bit for bit, without its mispredicted branches.  With more
-    than 65,534 semantic terms the V-sized ``sval`` (zero outside them) is read instead.
+    ``rescue_query_terms`` by streaming the postings of every query term, and the
+    semantic presence ``sem`` of every routed position by streaming the postings of the
+    semantic terms (ascending id); ``z1`` holds the hit counts.
     """
-    if n_sem < 65535:
-        svs[0] = 0.0
-        for a in range(n_sem):
-            n = rbuf[a]
-            slot[n] = a + 1
-            svs[a + 1] = sval[n]
-        for a in range(npool):
-            d = pool[a]
-            ssum = 0.0
-            # unsigned positions: no negative-index wrap-around code in the inner loop
-            for p in range(np.uint64(s_indptr[d]), np.uint64(s_indptr[d + 1])):
-                ssum += svs[slot[s_idx[p]]]
-            sem_out[a] = ssum
-        for a in range(n_sem):
-            slot[rbuf[a]] = 0
-        return
-    for a in range(npool):
-        d = pool[a]
+    idf, dl, t_indptr, t_docs = ix.idf, ix.dl, ix.t_indptr, ix.t_docs
+    mark, ulist, dp, sval, rbuf = ws.mark, ws.ulist, ws.dp, ws.sval, ws.rbuf
+    lex, lexadj, sem, rare, z1 = ws.lex, ws.lexadj, ws.sem, ws.rare, ws.z1
+    avgdl, b1, b2, coord = prm.avgdl, prm.b_rescue, prm.b_final, prm.coord
+    nq = qt.shape[0]
+    for a in range(nuse):
+        lex[a] = 0.0
+        lexadj[a] = 0.0
+        sem[a] = 0.0
+        rare[a] = 0.0
+        z1[a] = 0.0
+    for a in range(nq):
+        t = qt[a]
+        v = idf[t]
+        v2 = v * v
+        is_rare = (mark[t] & 4) != 0
+        for p in range(t_indptr[t], t_indptr[t + 1]):
+            d = t_docs[p]
+            if dp[d, 0] == live:
+                b = dp[d, 1]
+                lex[b] += v
+                lexadj[b] += v2
+                z1[b] += 1.0
+                if is_rare:
+                    rare[b] += 1.0
+    sterms = np.sort(rbuf[:n_sem])
+    for a in range(n_sem):
+        n = sterms[a]
+        v = sval[n]
+        for p in range(t_indptr[n], t_indptr[n + 1]):
+            d = t_docs[p]
+            if dp[d, 0] == live:
+                sem[dp[d, 1]] += v
+    for a in range(nuse):
+        d = ulist[a]
+        lex[a] = lex[a] / ((1.0 - b1) + b1 * dl[d] / avgdl)
+        lexadj[a] = lexadj[a] / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(z1[a] / nq, coord)
+        rare[a] = rare[a] / n_rare if n_rare > 0 else 0.0
+
+
+@kernel()
+def rescue_scan(qt, nuse, n_rare, ix, prm, ws):
+    """Rescue by scanning each routed document's binary support (the frozen method).
+
+    The frozen method (SPEC B.8): scan the binary support of every routed position's
+    document for the marked terms (query, semantic, rare) into lex, lexadj, sem and rare.
+    """
+    idf, dl, s_indptr, s_idx = ix.idf, ix.dl, ix.s_indptr, ix.s_idx
+    mark, ulist, sval = ws.mark, ws.ulist, ws.sval
+    lex, lexadj, sem, rare = ws.lex, ws.lexadj, ws.sem, ws.rare
+    avgdl, b1, b2, coord = prm.avgdl, prm.b_rescue, prm.b_final, prm.coord
+    nq = qt.shape[0]
+    for a in range(nuse):
+        d = ulist[a]
+        s1 = 0.0
+        s2 = 0.0
+        nqd = 0
         ssum = 0.0
+        nr_hit = 0
         for p in range(s_indptr[d], s_indptr[d + 1]):
-            ssum += sval[s_idx[p]]
-        sem_out[a] = ssum
+            t = s_idx[p]
+            mk = mark[t]
+            if mk == 0:
+                continue
+            if mk & 1:
+                v = idf[t]
+                s1 += v
+                s2 += v * v
+                nqd += 1
+            if mk & 2:
+                ssum += sval[t]
+            if mk & 4:
+                nr_hit += 1
+        lex[a] = s1 / ((1.0 - b1) + b1 * dl[d] / avgdl)
+        lexadj[a] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
+        sem[a] = ssum
+        rare[a] = nr_hit / n_rare if n_rare > 0 else 0.0
 
 
+# ---------------------------------------------------------------------------------- B.8 shortlist
 @kernel()
-def _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos):
-    """``cos[b, s] = cos[s, b]`` for every eligible b: scatter centre s into the zero table
-    ``ctab``, sum branch-free over each centre b's entries (a term not in s adds +0.0),
-    then clear ``ctab``.  The non-zero products are the shared terms in ascending id
-    whichever centre is scattered, so the value equals the one of a sorted merge and of
-    the scatter of either centre: Cos is exactly symmetric."""
-    js = rt[elig[s]]
-    for p in range(c_indptr[js], c_indptr[js + 1]):
-        ctab[c_terms[p]] = np.float64(c_vals[p])
-    for b in range(ne):
-        jb = rt[elig[b]]
-        s_ = 0.0
-        # unsigned positions and term ids: no negative-index wrap-around code
-        for q in range(np.uint64(c_indptr[jb]), np.uint64(c_indptr[jb + 1])):
-            s_ += ctab[np.uint64(c_terms[q])] * np.float64(c_vals[q])
-        den = c_norm[js] * c_norm[jb]
-        v = s_ / den if den > 0.0 else 0.0
-        cos[b, s] = v
-        cos[s, b] = v
-    for p in range(c_indptr[js], c_indptr[js + 1]):
-        ctab[c_terms[p]] = 0.0
+def stage_shortlist(nuse, prm, ws):
+    """Score the routed documents and keep the top-P pool (SPEC B.8).
 
-
-@kernel()
-def diversify(
-    pool,
-    n_pool,
-    rel_doc,
-    plain,
-    rt,
-    n_routed,
-    dm_r,
-    dm_e,
-    dm_n,
-    c_indptr,
-    c_terms,
-    c_vals,
-    c_norm,
-    n_elig,
-    top_h,
-    n_div,
-    lam_d,
-    ctab,
-    wi,
-    wf,
-    out_order,
-):
-    """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10).
-
-    ``pool`` / ``plain`` / ``out_order`` hold row indices of ``rel_doc`` and the ``dm_*``
-    rows (the query path passes U positions).  ``plain`` = the pool in plain relevance
-    order (desc, ties lowest doc id).  Writes the final order to ``out_order[:n_pool]``:
-    rank 1 = ``plain[0]``; ranks 2..n_div greedily maximise
-    ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's eligible branches
-    (ties: earlier in plain order); the rest follow plain order.
-    ``ctab`` (float64, V) must be all zero on entry and is all zero on exit (one centre
-    at a time is scattered into it).  ``wi`` int64 (>= 9 rows) / ``wf`` float64 (>= 8 rows of
-    ``>= max(n_routed·top_h, n_elig², n_pool·(F+1), n_div + n_pool, n_routed) + 1``) are
-    scratch.
+    ``pre = z_U(tail) + η z_U(lex1)`` (+ the BM25 extension's rescue term) and the top-P
+    pool (SPEC B.8); z-scores in position order (= the order of ``ulist``).  Writes the pool
+    documents to ``wi[0]`` (shortlist order) and their positions to ``wi[12]``; returns |pool|.
     """
-    if n_div <= 1 or n_pool <= 1:
-        for a in range(n_pool):
+    tail, lex, z1, z2, pre, ulist, dp, bval = ws.tail, ws.lex, ws.z1, ws.z2, ws.pre, ws.ulist, ws.dp, ws.bval
+    zscore(tail, nuse, z1)
+    zscore(lex, nuse, z2)
+    eta = prm.eta
+    for a in range(nuse):
+        pre[a] = z1[a] + eta * z2[a]
+    if prm.w_bm25_rescue != 0.0:
+        for a in range(nuse):
+            z2[a] = bval[ulist[a]]
+        zscore(z2, nuse, z1)
+        wbr = prm.w_bm25_rescue
+        for a in range(nuse):
+            pre[a] += wbr * z1[a]
+    npool = min(prm.pool, nuse)
+    pool = ws.wi[0]
+    npool = topk_ids_pos(pre, ulist, nuse, npool, pool, ws.wf[0], ws.heap_v, ws.heap_i)
+    pp = ws.wi[12]
+    for a in range(npool):
+        pp[a] = dp[pool[a], 1]
+    return npool
+
+
+# ---------------------------------------------------------------------------------- B.9 final score
+@kernel()
+def stage_pool_semantic(npool, n_sem, ix, prm, ws):
+    """Compute the semantic presence of the pool documents (SPEC B.9).
+
+    Semantic presence of the pool into ``wf[3]`` (computed here in the auto rescue mode,
+    copied from the rescue otherwise), then ``sval`` back to all zero (``diversify`` uses it
+    as its zero table).
+    """
+    sval, rbuf = ws.sval, ws.rbuf
+    pool, pp, sem = ws.wi[0], ws.wi[12], ws.sem
+    semp = ws.wf[3]
+    if prm.rescue_mode == RESCUE_AUTO:
+        semantic_presence_pool(sval, ws.slot, ws.svs, rbuf, n_sem, pool, npool, ix.s_indptr, ix.s_idx, semp)
+    else:
+        for a in range(npool):
+            semp[a] = sem[pp[a]]
+    for a in range(n_sem):
+        sval[rbuf[a]] = 0.0
+
+
+@kernel()
+def stage_final_features(npool, use_bm25, prm, ws):
+    """Compute the final features, the relevance and the plain order of the pool (SPEC B.9).
+
+    Final features and relevance on the pool (SPEC B.9): ``relevance = Σ w z_P(feature)``
+    over tail, lexadj, sem, rare (and the BM25 extension), z-scores over the pool in pool
+    order; the relevance goes to ``wf[5]`` and, by position, to ``pre``; the plain order
+    (relevance desc, ties lowest doc id) as positions to ``wi[1]``.
+    """
+    tail, lex, lexadj, rare, pre, dp, bval = ws.tail, ws.lex, ws.lexadj, ws.rare, ws.pre, ws.dp, ws.bval
+    wf = ws.wf
+    pool, pp, plain = ws.wi[0], ws.wi[12], ws.wi[1]
+    lex1p, lexadjp, semp, rarep, rel, feat, zf = wf[1], wf[2], wf[3], wf[4], wf[5], wf[6], wf[7]
+    for a in range(npool):
+        o = pp[a]
+        lex1p[a] = lex[o]
+        lexadjp[a] = lexadj[o]
+        rarep[a] = rare[o]
+        rel[a] = 0.0
+    w_feat = (prm.w_tail, prm.w_lex, prm.w_sem, prm.w_rare, prm.w_bm25)
+    for f in range(5):
+        wf_ = w_feat[f]
+        if wf_ == 0.0:
+            continue
+        if f == 0:
+            for a in range(npool):
+                feat[a] = tail[pp[a]]
+            zscore(feat, npool, zf)
+        elif f == 1:
+            zscore(lexadjp, npool, zf)
+        elif f == 2:
+            zscore(semp, npool, zf)
+        elif f == 3:
+            zscore(rarep, npool, zf)
+        else:
+            for a in range(npool):
+                feat[a] = bval[pool[a]] if use_bm25 else 0.0
+            zscore(feat, npool, zf)
+        for a in range(npool):
+            rel[a] += wf_ * zf[a]
+    for a in range(npool):
+        pre[pp[a]] = rel[a]  # position-indexed relevance
+    topk_ids_pos(rel, pool, npool, npool, plain, zf, ws.heap_v, ws.heap_i)
+    for a in range(npool):
+        plain[a] = dp[plain[a], 1]  # doc -> position
+
+
+# ---------------------------------------------------------------------------------- B.10 diversity
+@kernel()
+def diversify(npool, n_routed, ix, prm, ws):
+    """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10), over positions.
+
+    Reads the pool positions ``wi[12]``, their plain relevance order ``wi[1]`` (desc, ties
+    lowest doc id) and the position-indexed relevance ``pre``; writes the final order to
+    ``wi[2][:npool]``: rank 1 = the first in plain order; ranks 2..n_div greedily maximise
+    ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's eligible branches
+    (ties: earlier in plain order); the rest follow plain order.  ``sval`` is the all-zero
+    V-table one centre at a time is scattered into (zero again on exit); ``wi[3:12]`` /
+    ``wf[8:]`` are its work rows (``>= max(n_routed·top_h, n_elig², npool·(F+1),
+    n_div + npool, n_routed) + 1`` wide).
+    """
+    plain, out_order = ws.wi[1], ws.wi[2]
+    n_div = prm.n_div
+    if n_div <= 1 or npool <= 1:
+        for a in range(npool):
             out_order[a] = plain[a]
         return
+    wi = ws.wi[3:12]
+    wf = ws.wf[8:]
+    ne = eligible_branches(ws.wi[12], npool, n_routed, prm.top_h, prm.n_elig, ws.dm_r, ws.dm_e, ws.dm_n, wi, wf)
+    doc_branches(plain, npool, n_routed, ne, ws.pre, ws.dm_r, ws.dm_n, wi, wf)
+    nd = min(n_div, npool)
+    greedy_ranks(plain, npool, nd, ne, ws.dm_r.shape[1], prm.lam_d, ws.rt, ix, ws.sval, wi, wf, out_order)
+    used = wi[6, :npool]
+    o = nd
+    for a in range(npool):
+        if not used[a]:
+            out_order[o] = plain[a]
+            o += 1
+
+
+@kernel()
+def eligible_branches(pool, n_pool, n_routed, top_h, n_elig, dm_r, dm_e, dm_n, wi, wf):
+    """Select the eligible branches by their pool evidence ``H_j`` (SPEC B.10 step 1).
+
+    ``H_j`` = mean of the top-``top_h`` ``E_dj`` over the pool docs (a doc's max when it has
+    two memberships in branch j), per routed branch; the eligible branches = the top
+    ``n_elig`` by ``H_j`` into ``wi[1]`` (H in ``wf[2]``).  Returns their number.
+    """
     nrk = max(n_routed, 1)
-    # div 1: H_j, the top-`top_h` evidence of every routed branch over the pool
-    # H_j = mean of the top-`top_h` E_dj over pool docs, per routed branch position k
     hsum_top = wf[0, : nrk * top_h].reshape((nrk, top_h))
     hcnt = wi[0, :nrk]
     for k in range(nrk):
@@ -501,7 +994,6 @@ def diversify(
                     pos -= 1
                 hsum_top[k, pos] = emax
             hcnt[k] += 1
-    # div 2: H_j means and the eligible top-n_elig branches
     h = wf[1, :nrk]
     n_valid = 0
     for k in range(nrk):
@@ -515,23 +1007,23 @@ def diversify(
             h[k] = s_ / c
             n_valid += 1
     ne = min(n_elig, n_valid)
+    return topk_pos(h, n_routed, ne, wi[1], wf[2], wf[3], wi[2])
+
+
+@kernel()
+def doc_branches(plain, n_pool, n_routed, ne, rel_doc, dm_r, dm_n, wi, wf):
+    """Tabulate, per plain position, the relevance and the eligible branches of its document.
+
+    Per plain position a: its relevance ``relp = wf[5]``, the eligible branches of its
+    document ``eb = wi[4]`` (``ebn = wi[5]`` of them), ``used = wi[6]`` cleared.
+    """
+    nrk = max(n_routed, 1)
     elig = wi[1]
-    helig = wf[2]
-    ne = topk_pos(h, n_routed, ne, elig, helig, wf[3], wi[2])
-    # div 3: eligible index per branch, cosine table, per plain position relp and eb
     elig_of = wi[3, :nrk]
     for k in range(nrk):
         elig_of[k] = -1
     for b in range(ne):
         elig_of[elig[b]] = b
-    # cosines of the eligible (unit) centres, computed lazily: column s (all b) when
-    # branch s first enters the selected set S, the only columns dev_b reads.
-    nee = max(ne, 1)
-    cos = wf[4, : nee * nee].reshape((nee, nee))
-    have = wi[8, :nee]
-    for b in range(ne):
-        have[b] = 0
-    # per plain position: relevance and the eligible branches of the doc
     F = dm_r.shape[1]
     relp = wf[5, :n_pool]
     eb = wi[4, : n_pool * F].reshape((n_pool, F))
@@ -548,7 +1040,26 @@ def diversify(
                 eb[a, c] = b
                 c += 1
         ebn[a] = c
-    # div 4: rank 1 and the greedy ranks 2..n_div (cosine columns lazily)
+
+
+@kernel()
+def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, ix, ctab, wi, wf, out_order):
+    """Fill ranks 1..nd greedily (SPEC B.10 steps 3-4).
+
+    Rank 1 = ``plain[0]`` (S seeded with its highest-H eligible branch), then ranks
+    2..nd greedily (SPEC B.10 step 4).  Cosines of the eligible (unit) centres are computed
+    lazily: column s (all b) when branch s first enters S, the only columns dev_b reads.
+    """
+    elig = wi[1]
+    nee = max(ne, 1)
+    cos = wf[4, : nee * nee].reshape((nee, nee))
+    have = wi[8, :nee]
+    for b in range(ne):
+        have[b] = 0
+    relp = wf[5, :n_pool]
+    eb = wi[4, : n_pool * F].reshape((n_pool, F))
+    ebn = wi[5, :n_pool]
+    used = wi[6, :n_pool]
     sel = wi[7]  # S (may repeat)
     ns = 0
     out_order[0] = plain[0]
@@ -561,529 +1072,118 @@ def diversify(
     if best_b >= 0:
         sel[ns] = best_b
         ns += 1
-        _cos_column(best_b, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)
+        _cos_column(best_b, ne, rt, elig, ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_norm, ctab, cos)
         have[best_b] = 1
     dev = wf[6, :nee]
-    nd = min(n_div, n_pool)
     first = 0
     last = n_pool - 1
     for rank in range(1, nd):
-        # dev_b = 1 + mean(Cos[S,S]) - 2 mean(Cos[b,S]), min-max across eligible branches
-        if ns > 0 and ne > 0:
-            ss = 0.0
-            for a in range(ns):
-                for a2 in range(ns):
-                    ss += cos[sel[a], sel[a2]]
-            ss /= ns * ns
-            for b in range(ne):
-                bs = 0.0
-                for a in range(ns):
-                    bs += cos[b, sel[a]]
-                dev[b] = 1.0 + ss - 2.0 * bs / ns
-            lo = dev[0]
-            hi = dev[0]
-            for b in range(ne):
-                lo = min(lo, dev[b])
-                hi = max(hi, dev[b])
-            for b in range(ne):
-                dev[b] = (dev[b] - lo) / (hi - lo) if hi - lo >= 1e-9 else 0.0
-        else:
-            for b in range(ne):
-                dev[b] = 0.0
+        branch_deviation(ns, ne, sel, cos, dev)
         # relp is non-increasing along the plain order: max / min of the remaining
         # relevances are those of the first / last unused positions
         while used[first]:
             first += 1
         while used[last]:
             last -= 1
-        rhi = relp[first]
-        rlo = relp[last]
-        devmax = 0.0
-        if ns > 0:
-            for b in range(ne):
-                devmax = max(devmax, dev[b])
-        best = -1
-        bestv = -np.inf
-        best_bb = -1
-        for a in range(first, last + 1):
-            if used[a]:
-                continue
-            r = relp[a]
-            v = (r - rlo) / (rhi - rlo) if rhi - rlo >= 1e-9 else 0.0
-            # exact early exit: the normalised relevance never increases along the plain
-            # order and the bonus is at most λ_D·max dev (correctly rounded +, ×, / are
-            # monotone), so no later doc can score strictly above bestv
-            if best >= 0 and v + lam_d * devmax <= bestv:
-                break
-            bonus = 0.0
-            bb = -1
-            for s in range(ebn[a]):
-                b = eb[a, s]
-                # largest dev; ties -> larger H (= lower eligible index)
-                if bb < 0 or dev[b] > dev[bb] or (dev[b] == dev[bb] and b < bb):
-                    bb = b
-            if bb >= 0 and ns > 0:
-                bonus = dev[bb]
-            v += lam_d * bonus
-            if v > bestv:
-                bestv = v
-                best = a
-                best_bb = bb
+        best, best_bb = best_remaining(first, last, ns, ne, lam_d, relp, used, eb, ebn, dev)
         used[best] = 1
         out_order[rank] = plain[best]
         if best_bb >= 0:
             sel[ns] = best_bb
             ns += 1
             if not have[best_bb] and rank + 1 < nd:  # needed by the next rank only
-                _cos_column(best_bb, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)
+                _cos_column(best_bb, ne, rt, elig, ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_norm, ctab, cos)
                 have[best_bb] = 1
-    # div 5: the rest in plain order
-    o = nd
-    for a in range(n_pool):
-        if not used[a]:
-            out_order[o] = plain[a]
-            o += 1
 
 
 @kernel()
-def _clear_marks(qt, sem_indptr, sem_idx, mark, sval):
-    """Reset the byte marks and semantic values set for one query (its terms and their
-    semantic neighbours): both tables are all zero between queries."""
-    for a in range(qt.shape[0]):
-        t = qt[a]
-        mark[t] = 0
-        for p in range(sem_indptr[t], sem_indptr[t + 1]):
-            mark[sem_idx[p]] = 0
-            sval[sem_idx[p]] = 0.0
+def branch_deviation(ns, ne, sel, cos, dev):
+    """Compute the min-max scaled deviation ``dev_b`` of every eligible branch.
 
-
-@kernel()
-def sgr_one_query(
-    gen,
-    qt,
-    qv,
-    fp,
-    ip,
-    g_indptr,
-    g_idx,
-    g_val,
-    b_indptr,
-    b_mem,
-    mem_doc,
-    mem_m,
-    code_term,
-    code_sign,
-    code_cval,
-    code_w,
-    code_count,
-    s_indptr,
-    s_idx,
-    idf,
-    dl,
-    sem_indptr,
-    sem_idx,
-    sem_val,
-    c_indptr,
-    c_terms,
-    c_vals,
-    c_norm,
-    t_indptr,
-    t_docs,
-    t_tf,
-    bm25_idf,
-    tb_row,
-    tb_bits,
-    qval,
-    mark,
-    rstamp,
-    rval,
-    sval,
-    rbuf,
-    rt,
-    rw,
-    dp,
-    esum,
-    csum,
-    dm_r,
-    dm_e,
-    dm_n,
-    ulist,
-    tail,
-    lex,
-    lexadj,
-    sem,
-    rare,
-    z1,
-    z2,
-    pre,
-    bstamp,
-    bval,
-    blist,
-    powtab,
-    hv,
-    hi,
-    wi,
-    wf,
-    slot,
-    svs,
-    qbits,
-    out_doc,
-    out_comp,
-    out_info,
-):
-    """The whole query path for one query; returns (n_pool, status).
-
-    Routed documents are numbered by position (order of discovery, ``ulist[a]`` = doc,
-    ``dp[d] = (gen, a)``) and every per-document quantity (``esum`` .. ``pre``, ``dm_*``)
-    is position-indexed, so the scratch a query touches is dense even on a large corpus;
-    only ``dp`` and the BM25 extension's ``bstamp`` / ``bval`` / ``blist`` are
-    document-indexed.  ``out_doc`` (int64, >= P) receives the pool in final order;
-    ``out_comp`` (7, >= P) float64 rows = tail, lexadj, sem, rare, relevance, lex1, bm25
-    aligned with ``out_doc``; ``out_info`` (int64, 3) = (|U|, number of routed terms,
-    |pool|).  ``hv``/``hi`` (float64/int64, >= max(N, budget)) are heap scratch;
-    ``wi``/``wf`` (int64 (>= 13, W) / float64 (>= 15, W)) are pool-sized work rows (see
-    ``sgr_query_batch``).
+    ``dev_b = 1 + mean(Cos[S, S]) - 2 mean(Cos[b, S])`` for every eligible b, min-max
+    scaled across them (all 0 while S is empty or a spread is below 1e-9).
     """
-    nq = qt.shape[0]
-    out_info[0] = 0
-    out_info[1] = 0
-    out_info[2] = 0
-    if nq == 0:
-        return 0, STATUS_EMPTY
-    avgdl = fp[F_AVGDL]
-    big_p = ip[I_POOL]
-    for a in range(nq):
-        qval[qt[a]] = np.float64(qv[a])
-        mark[qt[a]] = 1
-    # stage 1: weak second-order routing (B.6)
-    nr = route_query(qt, qv, g_indptr, g_idx, g_val, fp[F_ALPHA], ip[I_BUDGET], rstamp, rval, gen, rbuf, rt, rw, hv, hi)
-    # stage 2: branch-local signed scores + consensus over the routed postings (B.7)
-    nu = accumulate_tail(
-        rt,
-        rw,
-        nr,
-        b_indptr,
-        b_mem,
-        mem_doc,
-        mem_m,
-        code_term,
-        code_sign,
-        code_cval,
-        code_w,
-        code_count,
-        mark,
-        qval,
-        gen,
-        fp[F_GAMMA],
-        dp,
-        esum,
-        csum,
-        dm_r,
-        dm_e,
-        dm_n,
-        ulist,
-        qt,
-        qbits,
-    )
-    n_routed_docs = nu
-    # stage 3: optional BM25 fusion: full-corpus BM25 over the query terms' postings
-    use_bm25 = ip[I_BM25_CANDS] > 0 or fp[F_W_BM25] != 0.0 or fp[F_W_BM25_RESCUE] != 0.0
-    nb = 0
-    if use_bm25:
-        k1 = fp[F_BM25_K1]
-        bb = fp[F_BM25_B]
-        for a in range(nq):
-            t = qt[a]
-            w = bm25_idf[t]
-            for p in range(t_indptr[t], t_indptr[t + 1]):
-                d = t_docs[p]
-                tf = np.float64(t_tf[p])
-                if bstamp[d] != gen:
-                    bstamp[d] = gen
-                    bval[d] = 0.0
-                    blist[nb] = d
-                    nb += 1
-                bval[d] += w * tf * (k1 + 1.0) / (tf + k1 * (1.0 - bb + bb * dl[d] / avgdl))
-        nc = min(ip[I_BM25_CANDS], nb)
-        if nc > 0:
-            bsel = np.empty(nc, np.int64)
-            bsv = np.empty(nc, np.float64)
-            nc = topk_ids(bval, blist, nb, nc, bsel, bsv, hv, hi)
-            for a in range(nc):
-                d = bsel[a]
-                if dp[d, 0] != gen:
-                    dp[d, 0] = gen
-                    dp[d, 1] = nu
-                    esum[nu] = 0.0
-                    csum[nu] = 0.0
-                    dm_n[nu] = 0
-                    ulist[nu] = d
-                    nu += 1
-    # stage 4: tail per routed doc, optional gate, semantic vector, rare terms
-    if nu == 0:
-        out_info[1] = nr
-        _clear_marks(qt, sem_indptr, sem_idx, mark, sval)
-        return 0, STATUS_EMPTY
-    lam_m = fp[F_LAM_M]
-    for a in range(nu):
-        tail[a] = esum[a] + lam_m * csum[a]
-    if use_bm25:
-        for a in range(nu):
-            d = ulist[a]
-            if bstamp[d] != gen:
-                bstamp[d] = gen
-                bval[d] = 0.0
-    # optional tail gate before the rescue (off in reference mode): keeps the top ng
-    # routed documents by (tail desc, doc id asc), found by selection in O(|U|) (a heap of
-    # ng = 10,000 cost more than the rescue it saves); the kept ones stay in discovery
-    # order at positions 0..ng-1, the dropped ones leave U (stamp -1)
-    nuse = nu
-    live = gen  # the stamp of the documents in U from here on
-    if ip[I_GATE] != 0:
-        ng = min(nu, max(ip[I_GATE_MIN], ip[I_GATE_MULT] * big_p))
-        if ng < nu:
-            neg = z1[:nu]
-            for a in range(nu):
-                neg[a] = -tail[a]
-            thr = -np.partition(neg, ng - 1)[ng - 1]  # the ng-th largest tail
-            n_gt = 0
-            n_eq = 0
-            for a in range(nu):
-                if tail[a] > thr:
-                    n_gt += 1
-                elif tail[a] == thr:
-                    n_eq += 1
-            eq = np.empty(n_eq, np.int64)
-            c = 0
-            for a in range(nu):
-                if tail[a] == thr:
-                    eq[c] = ulist[a]
-                    c += 1
-            cut = np.sort(eq)[ng - n_gt - 1]  # ties at the threshold: the lowest ids
-            # the kept docs get the stamp `live` (unique per query, never a gen): only
-            # they are restamped, the dropped ones keep `gen` and no longer match
-            live = -gen - 2
-            w = 0
-            for a in range(nu):
-                d = ulist[a]
-                ta = tail[a]
-                if ta > thr or (ta == thr and d <= cut):
-                    if w != a:
-                        ulist[w] = d
-                        tail[w] = ta
-                        dm_n[w] = dm_n[a]
-                        for c in range(dm_n[a]):
-                            dm_r[w, c] = dm_r[a, c]
-                            dm_e[w, c] = dm_e[a, c]
-                    dp[d, 0] = live
-                    dp[d, 1] = w
-                    w += 1
-            nuse = w
-    # query-only tables for the final features, set before the rescue
-    n_sem = semantic_vector(qt, qv, sem_indptr, sem_idx, sem_val, idf, mark, sval, rbuf)
-    n_rare = min(ip[I_N_RARE], nq)
-    qidf = wf[0]
-    for a in range(nq):
-        qidf[a] = idf[qt[a]]
-    rpos = wi[0]
-    n_rare = topk_pos(qidf, nq, n_rare, rpos, wf[1], hv, hi)
-    for a in range(n_rare):
-        mark[qt[rpos[a]]] |= 4
-    # stage 5: early rescue: lex1 (and the lexical pool features) for every (kept) routed
-    # doc, by a scan of each doc's binary support (mode 1, the frozen method), by
-    # streaming the postings of the query and semantic terms (mode 2), or per query term
-    # by postings or document bitset (mode 0, auto); per doc all add the same terms in
-    # ascending id order, so the results are bit-identical
-    b1 = fp[F_B_RESCUE]
-    b2 = fp[F_B_FINAL]
-    coord = fp[F_COORD]
-    mode = ip[I_RESCUE_MODE]
-    if mode == 0:
-        # per query term: postings or document bitset, whichever is cheaper; the semantic
-        # presence is deferred to the pool (the only docs that read it)
-        rescue_query_terms(
-            qt,
-            mark,
-            idf,
-            dl,
-            avgdl,
-            b1,
-            b2,
-            coord,
-            t_indptr,
-            t_docs,
-            tb_row,
-            tb_bits,
-            ulist,
-            nuse,
-            dp,
-            live,
-            lex,
-            lexadj,
-            rare,
-            z1,
-            n_rare,
-            powtab,
-        )
-    elif mode == 2:
-        for a in range(nuse):
-            lex[a] = 0.0
-            lexadj[a] = 0.0
-            sem[a] = 0.0
-            rare[a] = 0.0
-            z1[a] = 0.0
-        for a in range(nq):
-            t = qt[a]
-            v = idf[t]
-            v2 = v * v
-            is_rare = (mark[t] & 4) != 0
-            for p in range(t_indptr[t], t_indptr[t + 1]):
-                d = t_docs[p]
-                if dp[d, 0] == live:
-                    b = dp[d, 1]
-                    lex[b] += v
-                    lexadj[b] += v2
-                    z1[b] += 1.0
-                    if is_rare:
-                        rare[b] += 1.0
-        sterms = np.sort(rbuf[:n_sem])
-        for a in range(n_sem):
-            n = sterms[a]
-            v = sval[n]
-            for p in range(t_indptr[n], t_indptr[n + 1]):
-                d = t_docs[p]
-                if dp[d, 0] == live:
-                    sem[dp[d, 1]] += v
-        for a in range(nuse):
-            d = ulist[a]
-            lex[a] = lex[a] / ((1.0 - b1) + b1 * dl[d] / avgdl)
-            lexadj[a] = lexadj[a] / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(z1[a] / nq, coord)
-            rare[a] = rare[a] / n_rare if n_rare > 0 else 0.0
+    if ns > 0 and ne > 0:
+        ss = 0.0
+        for a in range(ns):
+            for a2 in range(ns):
+                ss += cos[sel[a], sel[a2]]
+        ss /= ns * ns
+        for b in range(ne):
+            bs = 0.0
+            for a in range(ns):
+                bs += cos[b, sel[a]]
+            dev[b] = 1.0 + ss - 2.0 * bs / ns
+        lo = dev[0]
+        hi = dev[0]
+        for b in range(ne):
+            lo = min(lo, dev[b])
+            hi = max(hi, dev[b])
+        for b in range(ne):
+            dev[b] = (dev[b] - lo) / (hi - lo) if hi - lo >= 1e-9 else 0.0
     else:
-        for a in range(nuse):
-            d = ulist[a]
-            s1 = 0.0
-            s2 = 0.0
-            nqd = 0
-            ssum = 0.0
-            nr_hit = 0
-            for p in range(s_indptr[d], s_indptr[d + 1]):
-                t = s_idx[p]
-                mk = mark[t]
-                if mk == 0:
-                    continue
-                if mk & 1:
-                    v = idf[t]
-                    s1 += v
-                    s2 += v * v
-                    nqd += 1
-                if mk & 2:
-                    ssum += sval[t]
-                if mk & 4:
-                    nr_hit += 1
-            lex[a] = s1 / ((1.0 - b1) + b1 * dl[d] / avgdl)
-            lexadj[a] = s2 / ((1.0 - b2) + b2 * dl[d] / avgdl) * math.pow(nqd / nq, coord)
-            sem[a] = ssum
-            rare[a] = nr_hit / n_rare if n_rare > 0 else 0.0
-    # stage 6: shortlist score and top-P (B.8); z-scores in position order (= the order
-    # of ulist, the sum order of the document-indexed version)
-    _zscore_dense(tail, nuse, z1)
-    _zscore_dense(lex, nuse, z2)
-    eta = fp[F_ETA]
-    for a in range(nuse):
-        pre[a] = z1[a] + eta * z2[a]
-    if fp[F_W_BM25_RESCUE] != 0.0:
-        for a in range(nuse):
-            z2[a] = bval[ulist[a]]
-        _zscore_dense(z2, nuse, z1)
-        wbr = fp[F_W_BM25_RESCUE]
-        for a in range(nuse):
-            pre[a] += wbr * z1[a]
-    npool = min(big_p, nuse)
-    pool = wi[0]  # pool docs, shortlist order
-    npool = topk_ids_pos(pre, ulist, nuse, npool, pool, wf[0], hv, hi)
-    pp = wi[12]  # their positions
-    for a in range(npool):
-        pp[a] = dp[pool[a], 1]
-    # stage 7: semantic presence on the pool (deferred in the auto mode)
-    semp = wf[3]
-    if mode == 0:
-        semantic_presence_pool(sval, slot, svs, rbuf, n_sem, pool, npool, s_indptr, s_idx, semp)
-    else:
-        for a in range(npool):
-            semp[a] = sem[pp[a]]
-    # sval back to all zero now (not at the end): diversify uses it as its zero table
-    for a in range(n_sem):
-        sval[rbuf[a]] = 0.0
-    # stage 8: final features and relevance on the pool (B.9), plain order
-    # features per pool index; z-scores over the pool in pool order
-    lex1p = wf[1]
-    lexadjp = wf[2]
-    rarep = wf[4]
-    rel = wf[5]
-    feat = wf[6]
-    zf = wf[7]
-    for a in range(npool):
-        o = pp[a]
-        lex1p[a] = lex[o]
-        lexadjp[a] = lexadj[o]
-        rarep[a] = rare[o]
-        rel[a] = 0.0
-    # relevance = Σ w z_P(feature)
-    w_feat = (fp[F_W_TAIL], fp[F_W_LEX], fp[F_W_SEM], fp[F_W_RARE], fp[F_W_BM25])
-    for f in range(5):
-        wf_ = w_feat[f]
-        if wf_ == 0.0:
+        for b in range(ne):
+            dev[b] = 0.0
+
+
+@kernel()
+def best_remaining(first, last, ns, ne, lam_d, relp, used, eb, ebn, dev):
+    """Find the best unused plain position for the next rank.
+
+    The unused plain position in ``first..last`` maximising ``minmax(relp) + λ_D · max dev``
+    over its eligible branches (ties: earlier position) and that branch (-1: none);
+    returns ``(position, branch)``.
+    """
+    rhi = relp[first]
+    rlo = relp[last]
+    devmax = 0.0
+    if ns > 0:
+        for b in range(ne):
+            devmax = max(devmax, dev[b])
+    best = -1
+    bestv = -np.inf
+    best_bb = -1
+    for a in range(first, last + 1):
+        if used[a]:
             continue
-        if f == 0:
-            for a in range(npool):
-                feat[a] = tail[pp[a]]
-            _zscore_dense(feat, npool, zf)
-        elif f == 1:
-            _zscore_dense(lexadjp, npool, zf)
-        elif f == 2:
-            _zscore_dense(semp, npool, zf)
-        elif f == 3:
-            _zscore_dense(rarep, npool, zf)
-        else:
-            for a in range(npool):
-                feat[a] = bval[pool[a]] if use_bm25 else 0.0
-            _zscore_dense(feat, npool, zf)
-        for a in range(npool):
-            rel[a] += wf_ * zf[a]
-    for a in range(npool):
-        pre[pp[a]] = rel[a]  # position-indexed relevance
-    plain = wi[1]
-    topk_ids_pos(rel, pool, npool, npool, plain, zf, hv, hi)
-    for a in range(npool):
-        plain[a] = dp[plain[a], 1]  # doc -> position
-    # stage 9: soft branch diversity on ranks 2..n_div (B.10), over positions
-    order = wi[2]
-    diversify(
-        pp,
-        npool,
-        pre,
-        plain,
-        rt,
-        nr,
-        dm_r,
-        dm_e,
-        dm_n,
-        c_indptr,
-        c_terms,
-        c_vals,
-        c_norm,
-        ip[I_N_ELIG],
-        ip[I_TOP_H],
-        ip[I_N_DIV],
-        fp[F_LAM_D],
-        sval,
-        wi[3:12],
-        wf[8:],
-        order,
-    )
-    # stage 10: outputs (the first out_doc.shape[0] of the final order)
-    # components aligned with the final order: map position -> pool index via z2 scratch
+        r = relp[a]
+        v = (r - rlo) / (rhi - rlo) if rhi - rlo >= 1e-9 else 0.0
+        # exact early exit: the normalised relevance never increases along the plain
+        # order and the bonus is at most λ_D·max dev (correctly rounded +, ×, / are
+        # monotone), so no later doc can score strictly above bestv
+        if best >= 0 and v + lam_d * devmax <= bestv:
+            break
+        bonus = 0.0
+        bb = -1
+        for s in range(ebn[a]):
+            b = eb[a, s]
+            # largest dev; ties -> larger H (= lower eligible index)
+            if bb < 0 or dev[b] > dev[bb] or (dev[b] == dev[bb] and b < bb):
+                bb = b
+        if bb >= 0 and ns > 0:
+            bonus = dev[bb]
+        v += lam_d * bonus
+        if v > bestv:
+            bestv = v
+            best = a
+            best_bb = bb
+    return best, best_bb
+
+
+# ---------------------------------------------------------------------------------- outputs
+@kernel()
+def stage_outputs(npool, use_bm25, ws, out_doc, out_comp):
+    """Write the first ranks of the final order and their components.
+
+    The first ``out_doc.shape[0]`` documents of the final order ``wi[2]`` and their
+    components (tail, lexadj, sem, rare, relevance, lex1, bm25) in ``out_comp`` rows;
+    returns their number.
+    """
+    order, pp = ws.wi[2], ws.wi[12]
+    wf = ws.wf
+    lex1p, lexadjp, semp, rarep, rel = wf[1], wf[2], wf[3], wf[4], wf[5]
+    tail, ulist, bval, z2 = ws.tail, ws.ulist, ws.bval, ws.z2
+    # position -> pool index, through the z2 scratch
     for a in range(npool):
         z2[pp[a]] = a
     n_out = min(npool, out_doc.shape[0])
@@ -1099,17 +1199,59 @@ def sgr_one_query(
         out_comp[4, a] = rel[k]
         out_comp[5, a] = lex1p[k]
         out_comp[6, a] = bval[d] if use_bm25 else 0.0
+    return n_out
+
+
+# ---------------------------------------------------------------------------------- one query
+@kernel()
+def sgr_one_query(gen, qt, qv, ix, prm, ws, out_doc, out_comp, out_info):
+    """Run the whole query path for one query (stamp ``gen``).
+
+    The whole query path for one query (stamp ``gen``); returns ``(n, status)``.
+
+    ``out_doc`` (int64, >= P) receives the pool in final order, ``out_comp`` (7, >= P) its
+    components, ``out_info`` (int64, 3) = (|U| before the BM25 extension, routed terms,
+    |pool|).  Status ``STATUS_EMPTY``: no known query term or no routed document.
+    """
+    out_info[0] = 0
+    out_info[1] = 0
+    out_info[2] = 0
+    if qt.shape[0] == 0:
+        return 0, STATUS_EMPTY
+    nr = stage_route(gen, qt, qv, ix, prm, ws)
+    nu = stage_local_score(gen, qt, nr, ix, prm, ws)
+    n_routed_docs = nu
+    use_bm25 = prm.bm25_candidates > 0 or prm.w_bm25 != 0.0 or prm.w_bm25_rescue != 0.0
+    if use_bm25:
+        nu = stage_bm25(gen, qt, nu, ix, prm, ws)
+    if nu == 0:
+        out_info[1] = nr
+        _clear_marks(qt, ix.sem_indptr, ix.sem_idx, ws.mark, ws.sval)
+        return 0, STATUS_EMPTY
+    nuse, live = stage_tail(gen, nu, use_bm25, prm, ws)
+    n_sem, n_rare = stage_query_tables(qt, qv, ix, prm, ws)
+    stage_rescue(qt, nuse, live, n_sem, n_rare, ix, prm, ws)
+    npool = stage_shortlist(nuse, prm, ws)
+    stage_pool_semantic(npool, n_sem, ix, prm, ws)
+    stage_final_features(npool, use_bm25, prm, ws)
+    diversify(npool, nr, ix, prm, ws)
+    n_out = stage_outputs(npool, use_bm25, ws, out_doc, out_comp)
     out_info[0] = n_routed_docs
     out_info[1] = nr
     out_info[2] = npool
-    _clear_marks(qt, sem_indptr, sem_idx, mark, sval)
+    _clear_marks(qt, ix.sem_indptr, ix.sem_idx, ws.mark, ws.sval)
     return n_out, STATUS_OK
 
 
+# ---------------------------------------------------------------------------------- batch drivers
 @kernel()
-def _batch_sizes(q_indptr, q_terms, sem_indptr, ip, n_f):
-    """(max query length, max semantic-neighbour entries of a query, routed-term room,
-    pool-sized work row width) of a batch: the per-chunk scratch sizes."""
+def _batch_sizes(q_indptr, q_terms, ix, prm, n_f):
+    """Return the per-chunk scratch sizes of a batch.
+
+    (max query length, max semantic-neighbour entries of a query, routed-term room,
+    pool-sized work row width) of a batch: the per-chunk scratch sizes.
+    """
+    sem_indptr = ix.sem_indptr
     nq = q_indptr.shape[0] - 1
     max_q = 0
     for i in range(nq):
@@ -1120,452 +1262,138 @@ def _batch_sizes(q_indptr, q_terms, sem_indptr, ip, n_f):
         for a in range(q_indptr[i], q_indptr[i + 1]):
             ns_ += sem_indptr[q_terms[a] + 1] - sem_indptr[q_terms[a]]
         max_sem = max(max_sem, ns_)
-    n_rt = max_q + ip[I_BUDGET]
-    big_p = ip[I_POOL]
-    n_w = max(big_p * (n_f + 1), n_rt * ip[I_TOP_H], ip[I_N_ELIG] * ip[I_N_ELIG], ip[I_N_DIV] + big_p, n_rt, max_q) + 1
+    n_rt = max_q + prm.budget
+    big_p = prm.pool
+    n_w = max(big_p * (n_f + 1), n_rt * prm.top_h, prm.n_elig * prm.n_elig, prm.n_div + big_p, n_rt, max_q) + 1
     return max_q, max_sem, n_rt, n_w
 
 
 @kernel()
-def _query_chunk(
-    c,
-    max_q,
-    max_sem,
-    n_rt,
-    n_w,
-    q_indptr,
-    q_terms,
-    q_vals,
-    fp,
-    ip,
-    g_indptr,
-    g_idx,
-    g_val,
-    b_indptr,
-    b_mem,
-    mem_doc,
-    mem_m,
-    code_term,
-    code_sign,
-    code_cval,
-    code_w,
-    code_count,
-    s_indptr,
-    s_idx,
-    idf,
-    dl,
-    sem_indptr,
-    sem_idx,
-    sem_val,
-    c_indptr,
-    c_terms,
-    c_vals,
-    c_norm,
-    t_indptr,
-    t_docs,
-    t_tf,
-    bm25_idf,
-    tb_row,
-    tb_bits,
-    n_chunks,
-    gen_base,
-    sc_vi,
-    sc_vf,
-    sc_mark,
-    sc_dp,
-    sc_ni,
-    sc_nf,
-    sc_dmr,
-    sc_dme,
-    sc_slot,
-    out_doc,
-    out_comp,
-    out_n,
-    out_info,
-    out_status,
-):
-    """Chunk ``c`` of ``n_chunks`` contiguous chunks of the batch (one scratch slab)."""
+def chunk_work(c, sc, sizes, n_docs):
+    """Return the ``SGRWork`` of chunk ``c``.
+
+    ``SGRWork`` of chunk ``c``: views of slab c of ``sc`` and the per-call work arrays
+    (heap and pool-sized rows allocated once per call, not per query).
+    """
+    max_q, max_sem, n_rt, n_w = sizes
+    sval = sc.vf[c, 2]
+    svs = np.empty(max_sem + 1, np.float64)
+    qbits = np.zeros((sval.shape[0] >> 6) + 1, np.int64)
+    rt = np.empty(n_rt, np.int64)
+    rw = np.empty(n_rt, np.float64)
+    powtab = np.empty(max_q + 1, np.float64)
+    heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
+    heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
+    wi = np.empty((13, n_w), np.int64)
+    wf = np.empty((15, n_w), np.float64)
+    nf = sc.nf
+    return SGRWork(
+        sc.vf[c, 0],
+        sc.mark[c],
+        sc.vi[c, 0],
+        sc.vf[c, 1],
+        sc.vi[c, 1],
+        sval,
+        sc.slot[c],
+        svs,
+        qbits,
+        rt,
+        rw,
+        sc.dp[c],
+        sc.ni[c, 2],
+        sc.ni[c, 1],
+        sc.dmr[c],
+        sc.dme[c],
+        nf[c, 0],
+        nf[c, 1],
+        nf[c, 2],
+        nf[c, 3],
+        nf[c, 4],
+        nf[c, 5],
+        nf[c, 6],
+        nf[c, 7],
+        nf[c, 8],
+        nf[c, 9],
+        sc.ni[c, 0],
+        nf[c, 10],
+        sc.ni[c, 3],
+        powtab,
+        heap_v,
+        heap_i,
+        wi,
+        wf,
+    )
+
+
+@kernel()
+def _query_chunk(c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, prm, sc, out):
+    """Run the queries of chunk ``c``.
+
+    Chunk ``c`` of ``n_chunks`` contiguous chunks of the batch (one scratch slab); ``out`` =
+    (out_doc, out_comp, out_n, out_info, out_status) of ``sgr_query_batch``.
+    """
+    out_doc, out_comp, out_n, out_info, out_status = out
     nq = q_indptr.shape[0] - 1
-    n_docs = dl.shape[0]
     step = (nq + n_chunks - 1) // n_chunks
     lo = c * step
     hi = min(nq, lo + step)
     if lo >= hi:
         return
-    rstamp = sc_vi[c, 0]
-    rbuf = sc_vi[c, 1]
-    qval = sc_vf[c, 0]
-    rval = sc_vf[c, 1]
-    sval = sc_vf[c, 2]
-    mark = sc_mark[c]  # bit 0 query term, 1 semantic, 2 rare; cleared after each query
-    slot = sc_slot[c]  # semantic term -> entry of svs; all zero between queries
-    svs = np.empty(max_sem + 1, np.float64)
-    qbits = np.zeros((sval.shape[0] >> 6) + 1, np.int64)  # query-term bitset, zero between queries
-    dp = sc_dp[c]
-    bstamp = sc_ni[c, 0]
-    dm_n = sc_ni[c, 1]
-    ulist = sc_ni[c, 2]
-    blist = sc_ni[c, 3]
-    esum = sc_nf[c, 0]
-    csum = sc_nf[c, 1]
-    tail = sc_nf[c, 2]
-    lex = sc_nf[c, 3]
-    lexadj = sc_nf[c, 4]
-    sem = sc_nf[c, 5]
-    rare = sc_nf[c, 6]
-    z1 = sc_nf[c, 7]
-    z2 = sc_nf[c, 8]
-    pre = sc_nf[c, 9]
-    bval = sc_nf[c, 10]  # document-indexed
-    dm_r = sc_dmr[c]
-    dm_e = sc_dme[c]
-    rt = np.empty(n_rt, np.int64)
-    rw = np.empty(n_rt, np.float64)
-    info = np.zeros(3, np.int64)
-    powtab = np.empty(max_q + 1, np.float64)
-    # per-chunk heap and pool-sized work rows, allocated once per call (not per query)
-    heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
-    heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
-    wi = np.empty((13, n_w), np.int64)
-    wf = np.empty((15, n_w), np.float64)
+    ws = chunk_work(c, sc, sizes, ix.dl.shape[0])
     for i in range(lo, hi):
         s = q_indptr[i]
         e = q_indptr[i + 1]
         n, st = sgr_one_query(
-            gen_base + i,
-            q_terms[s:e],
-            q_vals[s:e],
-            fp,
-            ip,
-            g_indptr,
-            g_idx,
-            g_val,
-            b_indptr,
-            b_mem,
-            mem_doc,
-            mem_m,
-            code_term,
-            code_sign,
-            code_cval,
-            code_w,
-            code_count,
-            s_indptr,
-            s_idx,
-            idf,
-            dl,
-            sem_indptr,
-            sem_idx,
-            sem_val,
-            c_indptr,
-            c_terms,
-            c_vals,
-            c_norm,
-            t_indptr,
-            t_docs,
-            t_tf,
-            bm25_idf,
-            tb_row,
-            tb_bits,
-            qval,
-            mark,
-            rstamp,
-            rval,
-            sval,
-            rbuf,
-            rt,
-            rw,
-            dp,
-            esum,
-            csum,
-            dm_r,
-            dm_e,
-            dm_n,
-            ulist,
-            tail,
-            lex,
-            lexadj,
-            sem,
-            rare,
-            z1,
-            z2,
-            pre,
-            bstamp,
-            bval,
-            blist,
-            powtab,
-            heap_v,
-            heap_i,
-            wi,
-            wf,
-            slot,
-            svs,
-            qbits,
-            out_doc[i],
-            out_comp[i],
-            info,
+            gen_base + i, q_terms[s:e], q_vals[s:e], ix, prm, ws, out_doc[i], out_comp[i], out_info[i]
         )
         out_n[i] = n
         out_status[i] = st
-        for a in range(3):
-            out_info[i, a] = info[a]
 
 
 @kernel(parallel=True)
-def sgr_query_batch(
-    q_indptr,
-    q_terms,
-    q_vals,
-    fp,
-    ip,
-    g_indptr,
-    g_idx,
-    g_val,
-    b_indptr,
-    b_mem,
-    mem_doc,
-    mem_m,
-    code_term,
-    code_sign,
-    code_cval,
-    code_w,
-    code_count,
-    s_indptr,
-    s_idx,
-    idf,
-    dl,
-    sem_indptr,
-    sem_idx,
-    sem_val,
-    c_indptr,
-    c_terms,
-    c_vals,
-    c_norm,
-    t_indptr,
-    t_docs,
-    t_tf,
-    bm25_idf,
-    tb_row,
-    tb_bits,
-    n_chunks,
-    gen_base,
-    sc_vi,
-    sc_vf,
-    sc_mark,
-    sc_dp,
-    sc_ni,
-    sc_nf,
-    sc_dmr,
-    sc_dme,
-    sc_slot,
-    out_doc,
-    out_comp,
-    out_n,
-    out_info,
-    out_status,
-):
-    """Batched SGR query path; prange over ``n_chunks`` contiguous chunks of queries.
+def sgr_query_batch(q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out):
+    """Batched SGR query path; ``prange`` over ``n_chunks`` contiguous chunks of queries.
 
-    Scratch is owned by the caller and reused across calls, one slab per chunk (chunk c
-    only touches slab c): ``sc_vi`` int64 (>= n_chunks, 2, V) = route stamps, route /
-    semantic-term buffer; ``sc_vf`` float64 (·, 3, V) = query, route and semantic values
-    (the semantic row all zero between queries); ``sc_mark`` uint8 (·, V), all zero
-    between queries; ``sc_dp`` int64 (·, N, 2) = per document (stamp, position in U);
-    ``sc_ni`` int64 (·, 4, N) = BM25 stamps (document-indexed), membership counts (by
-    position), routed list (position -> document), BM25 list; ``sc_nf`` float64
-    (·, 11, N) (position-indexed rows); ``sc_dmr``/``sc_dme`` (·, N, F) (by position);
-    ``sc_slot`` uint16 (·, V), all zero between queries.  Stamps start at -1 and query i is stamped
-    ``gen_base + i``: the caller advances ``gen_base`` by nq after each call, so nothing is
-    re-initialised between queries or calls.
+    Queries: CSR ``q_indptr`` int64 (nq+1), ``q_terms`` int32 sorted unique per row,
+    ``q_vals`` float32 (L2-normalised TF-IDF).  ``ix`` an ``SGRIndex``, ``prm`` an
+    ``SGRParams``, ``sc`` an ``SGRScratch`` of >= ``n_chunks`` slabs, owned by the caller and
+    reused across calls: stamps start at -1 and query i is stamped ``gen_base + i`` (the
+    caller advances ``gen_base`` by nq after each call), marks / slots / the semantic row
+    are all zero between queries, so nothing is re-initialised between queries or calls.
 
-    Per query i: ``out_doc[i, :n]`` (int64) = pool in final order (diversity on ranks
-    2..n_div), ``out_comp[i, :, :n]`` = components (tail, lexadj, sem, rare, relevance,
-    lex1, bm25), ``out_n[i] = n``, ``out_info[i]`` = (|U|, routed terms, |pool|),
-    ``out_status[i]`` = 0 (ok) or 3 (empty: no known query term / no routed document).
-    Rows beyond ``n`` are left untouched (the wrapper pre-fills padding).
+    ``out`` = (out_doc, out_comp, out_n, out_info, out_status): per query i
+    ``out_doc[i, :n]`` (int64) = pool in final order (diversity on ranks 2..n_div),
+    ``out_comp[i, :, :n]`` = components (tail, lexadj, sem, rare, relevance, lex1, bm25),
+    ``out_n[i] = n``, ``out_info[i]`` = (|U|, routed terms, |pool|), ``out_status[i]`` =
+    ``STATUS_OK`` or ``STATUS_EMPTY``.  Rows beyond ``n`` are left untouched (the wrapper
+    pre-fills padding).
     """
-    max_q, max_sem, n_rt, n_w = _batch_sizes(q_indptr, q_terms, sem_indptr, ip, sc_dmr.shape[2])
+    sizes = _batch_sizes(q_indptr, q_terms, ix, prm, sc.dmr.shape[2])
     for c in prange(n_chunks):
-        _query_chunk(
-            c,
-            max_q,
-            max_sem,
-            n_rt,
-            n_w,
-            q_indptr,
-            q_terms,
-            q_vals,
-            fp,
-            ip,
-            g_indptr,
-            g_idx,
-            g_val,
-            b_indptr,
-            b_mem,
-            mem_doc,
-            mem_m,
-            code_term,
-            code_sign,
-            code_cval,
-            code_w,
-            code_count,
-            s_indptr,
-            s_idx,
-            idf,
-            dl,
-            sem_indptr,
-            sem_idx,
-            sem_val,
-            c_indptr,
-            c_terms,
-            c_vals,
-            c_norm,
-            t_indptr,
-            t_docs,
-            t_tf,
-            bm25_idf,
-            tb_row,
-            tb_bits,
-            n_chunks,
-            gen_base,
-            sc_vi,
-            sc_vf,
-            sc_mark,
-            sc_dp,
-            sc_ni,
-            sc_nf,
-            sc_dmr,
-            sc_dme,
-            sc_slot,
-            out_doc,
-            out_comp,
-            out_n,
-            out_info,
-            out_status,
-        )
+        _query_chunk(c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, prm, sc, out)
 
 
 @kernel()
-def sgr_query_serial(
-    q_indptr,
-    q_terms,
-    q_vals,
-    fp,
-    ip,
-    g_indptr,
-    g_idx,
-    g_val,
-    b_indptr,
-    b_mem,
-    mem_doc,
-    mem_m,
-    code_term,
-    code_sign,
-    code_cval,
-    code_w,
-    code_count,
-    s_indptr,
-    s_idx,
-    idf,
-    dl,
-    sem_indptr,
-    sem_idx,
-    sem_val,
-    c_indptr,
-    c_terms,
-    c_vals,
-    c_norm,
-    t_indptr,
-    t_docs,
-    t_tf,
-    bm25_idf,
-    tb_row,
-    tb_bits,
-    n_chunks,
-    gen_base,
-    sc_vi,
-    sc_vf,
-    sc_mark,
-    sc_dp,
-    sc_ni,
-    sc_nf,
-    sc_dmr,
-    sc_dme,
-    sc_slot,
-    out_doc,
-    out_comp,
-    out_n,
-    out_info,
-    out_status,
-):
-    """``sgr_query_batch`` on the calling thread, without the parallel launch (one query
-    per call: the launch is a fixed cost of several µs)."""
-    max_q, max_sem, n_rt, n_w = _batch_sizes(q_indptr, q_terms, sem_indptr, ip, sc_dmr.shape[2])
+def sgr_query_serial(q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out):
+    """Run ``sgr_query_batch`` on the calling thread.
+
+    ``sgr_query_batch`` on the calling thread, without the parallel launch (one query per
+    call: the launch is a fixed cost of several µs).
+    """
+    sizes = _batch_sizes(q_indptr, q_terms, ix, prm, sc.dmr.shape[2])
     for c in range(n_chunks):
-        _query_chunk(
-            c,
-            max_q,
-            max_sem,
-            n_rt,
-            n_w,
-            q_indptr,
-            q_terms,
-            q_vals,
-            fp,
-            ip,
-            g_indptr,
-            g_idx,
-            g_val,
-            b_indptr,
-            b_mem,
-            mem_doc,
-            mem_m,
-            code_term,
-            code_sign,
-            code_cval,
-            code_w,
-            code_count,
-            s_indptr,
-            s_idx,
-            idf,
-            dl,
-            sem_indptr,
-            sem_idx,
-            sem_val,
-            c_indptr,
-            c_terms,
-            c_vals,
-            c_norm,
-            t_indptr,
-            t_docs,
-            t_tf,
-            bm25_idf,
-            tb_row,
-            tb_bits,
-            n_chunks,
-            gen_base,
-            sc_vi,
-            sc_vf,
-            sc_mark,
-            sc_dp,
-            sc_ni,
-            sc_nf,
-            sc_dmr,
-            sc_dme,
-            sc_slot,
-            out_doc,
-            out_comp,
-            out_n,
-            out_info,
-            out_status,
-        )
+        _query_chunk(c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, prm, sc, out)
 
 
 @kernel()
 def cap_scores_desc(out_doc, comp, out):
-    """``search`` scores: the relevance ``comp[i, 4, c]`` as float32, capped to just
+    """Cap the ``search`` scores to be strictly decreasing in rank.
+
+    ``search`` scores: the relevance ``comp[i, 4, c]`` as float32, capped to just
     below the previous rank's score (strictly decreasing, so tools that re-sort by score
     keep the diversified order).  ``out`` float32 (nq, >= kk) pre-filled with -inf; ranks
-    with ``out_doc < 0`` stay -inf."""
+    with ``out_doc < 0`` stay -inf.
+    """
     kk = min(out_doc.shape[1], out.shape[1])
     ninf = np.float32(-np.inf)
     for i in range(out_doc.shape[0]):

@@ -1,4 +1,4 @@
-"""Query analysis as kernels: word-run tokens, vocabulary lookup, query TF-IDF.
+r"""Query analysis as kernels: word-run tokens, vocabulary lookup, query TF-IDF.
 
 The wrappers (``jkofast.sgr.retriever``) lowercase the queries in Python (``str.lower`` per query, or
 once for an ASCII batch, where lowering cannot depend on context), join them with one
@@ -42,9 +42,12 @@ def fnv1a(cp, lo, hi):
 
 @kernel()
 def build_vocab_table(voc_off, voc_cp, table):
-    """Fill ``table`` (int32, power-of-two size > V, all -1 on entry) with the term ids
+    """Fill the open-addressing vocabulary table.
+
+    Fill ``table`` (int32, power-of-two size > V, all -1 on entry) with the term ids
     0..V-1 keyed by the hashes of their code points.  Terms must be distinct.  Returns the
-    longest probe sequence (diagnostic)."""
+    longest probe sequence (diagnostic).
+    """
     mask = np.uint64(table.shape[0] - 1)
     longest = 0
     for t in range(voc_off.shape[0] - 1):
@@ -93,9 +96,12 @@ def _insertion_sort(x, lo, hi):
 
 @kernel()
 def analyse_one(cp, lo, hi, wtab, table, voc_off, voc_cp, idf32, out_terms, out_vals, o):
-    """Tokens of ``cp[lo:hi]`` -> sorted unique known term ids and their TF-IDF values,
+    """Analyse one query into sorted unique known term ids and their TF-IDF values.
+
+    Tokens of ``cp[lo:hi]`` -> sorted unique known term ids and their TF-IDF values,
     written from ``out_terms[o]`` / ``out_vals[o]`` on (room for every token of the text
-    is the caller's precondition); returns the number of distinct known terms."""
+    is the caller's precondition); returns the number of distinct known terms.
+    """
     n = 0
     p = lo
     while p < hi:
@@ -144,8 +150,11 @@ def analyse_one(cp, lo, hi, wtab, table, voc_off, voc_cp, idf32, out_terms, out_
 
 @kernel()
 def _row_caps(q_off):
-    """Start of each query's output region: a query of length L holds at most L // 2 + 1
-    tokens (each has >= 2 characters and a separator after it)."""
+    """Return the start of each query's output region.
+
+    Start of each query's output region: a query of length L holds at most L // 2 + 1
+    tokens (each has >= 2 characters and a separator after it).
+    """
     nq = q_off.shape[0] - 1
     cap_off = np.zeros(nq + 1, np.int64)
     for i in range(nq):
@@ -155,8 +164,11 @@ def _row_caps(q_off):
 
 @kernel()
 def _compact(cap_off, out_n, out_terms, out_vals):
-    """Gather each query's ``out_n[i]`` entries from ``cap_off[i]`` into CSR rows
-    ``(indptr int64, terms int32, vals float32)``."""
+    """Gather the per-query output regions into CSR rows.
+
+    Gather each query's ``out_n[i]`` entries from ``cap_off[i]`` into CSR rows
+    ``(indptr int64, terms int32, vals float32)``.
+    """
     nq = out_n.shape[0]
     indptr = np.zeros(nq + 1, np.int64)
     for i in range(nq):
@@ -172,37 +184,47 @@ def _compact(cap_off, out_n, out_terms, out_vals):
     return indptr, terms, vals
 
 
-@kernel(parallel=True)
-def analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, idf32, n_chunks):
-    """CSR rows ``(indptr int64, terms int32, vals float32)`` of the queries
-    ``cp[q_off[i]:q_off[i + 1]]``: the distinct known terms of each (sorted) and their
-    L2-normalised TF-IDF.  prange over ``n_chunks`` contiguous chunks of queries."""
+@kernel()
+def _row_regions(q_off):
+    """Output regions of a batch: ``_row_caps`` and the (terms, vals, counts) they index."""
     nq = q_off.shape[0] - 1
     cap_off = _row_caps(q_off)
-    out_terms = np.empty(cap_off[nq], np.int32)
-    out_vals = np.empty(cap_off[nq], np.float32)
-    out_n = np.zeros(nq, np.int64)
+    return cap_off, np.empty(cap_off[nq], np.int32), np.empty(cap_off[nq], np.float32), np.zeros(nq, np.int64)
+
+
+@kernel()
+def _analyse_chunk(c, n_chunks, cp, q_off, wtab, table, voc_off, voc_cp, idf32, cap_off, out_terms, out_vals, out_n):
+    """Analyse the queries of chunk ``c`` of ``n_chunks`` contiguous chunks.
+
+    Queries of chunk ``c`` of ``n_chunks`` contiguous chunks into their output regions.
+    """
+    nq = q_off.shape[0] - 1
+    step = (nq + n_chunks - 1) // n_chunks
+    lo = c * step
+    hi = min(nq, lo + step)
+    for i in range(lo, hi):
+        out_n[i] = analyse_one(
+            cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp, idf32, out_terms, out_vals, cap_off[i]
+        )
+
+
+@kernel(parallel=True)
+def analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, idf32, n_chunks):
+    """Analyse a batch of queries into CSR TF-IDF rows (parallel over chunks).
+
+    CSR rows ``(indptr int64, terms int32, vals float32)`` of the queries
+    ``cp[q_off[i]:q_off[i + 1]]``: the distinct known terms of each (sorted) and their
+    L2-normalised TF-IDF.  prange over ``n_chunks`` contiguous chunks of queries.
+    """
+    cap_off, out_terms, out_vals, out_n = _row_regions(q_off)
     for c in prange(n_chunks):
-        step = (nq + n_chunks - 1) // n_chunks
-        lo = c * step
-        hi = min(nq, lo + step)
-        for i in range(lo, hi):
-            out_n[i] = analyse_one(
-                cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp, idf32, out_terms, out_vals, cap_off[i]
-            )
+        _analyse_chunk(c, n_chunks, cp, q_off, wtab, table, voc_off, voc_cp, idf32, cap_off, out_terms, out_vals, out_n)
     return _compact(cap_off, out_n, out_terms, out_vals)
 
 
 @kernel()
 def analyse_rows(cp, q_off, wtab, table, voc_off, voc_cp, idf32):
     """``analyse_batch`` on the calling thread, without the parallel launch (small batches)."""
-    nq = q_off.shape[0] - 1
-    cap_off = _row_caps(q_off)
-    out_terms = np.empty(cap_off[nq], np.int32)
-    out_vals = np.empty(cap_off[nq], np.float32)
-    out_n = np.zeros(nq, np.int64)
-    for i in range(nq):
-        out_n[i] = analyse_one(
-            cp, q_off[i], q_off[i + 1], wtab, table, voc_off, voc_cp, idf32, out_terms, out_vals, cap_off[i]
-        )
+    cap_off, out_terms, out_vals, out_n = _row_regions(q_off)
+    _analyse_chunk(0, 1, cp, q_off, wtab, table, voc_off, voc_cp, idf32, cap_off, out_terms, out_vals, out_n)
     return _compact(cap_off, out_n, out_terms, out_vals)
