@@ -82,6 +82,48 @@ def _gain(label, gain_mode, clamp):
 
 
 @kernel()
+def _dcg(labels, n, gain_mode, clamp):
+    """Return the DCG of the first ``n`` labels: sum of gain / log2(rank + 1), in rank order (float64)."""
+    dcg = 0.0
+    for i in range(n):
+        g = _gain(labels[i], gain_mode, clamp)
+        if g != 0.0:
+            dcg += g / np.log2(i + 2.0)
+    return dcg
+
+
+@kernel()
+def _hits(labels, n):
+    """Count the relevant (label > 0) documents among the first ``n`` ranks."""
+    hits = 0
+    for i in range(n):
+        if labels[i] > 0:
+            hits += 1
+    return hits
+
+
+@kernel()
+def _reciprocal_rank(labels, n):
+    """Return 1 / rank of the first relevant document within the first ``n`` ranks (0 when none)."""
+    for i in range(n):
+        if labels[i] > 0:
+            return 1.0 / (i + 1.0)
+    return 0.0
+
+
+@kernel()
+def _precision_sum(labels, n):
+    """Sum over the relevant ranks r <= ``n`` of precision at r (AP's numerator)."""
+    hits = 0
+    acc = 0.0
+    for i in range(n):
+        if labels[i] > 0:
+            hits += 1
+            acc += hits / (i + 1.0)
+    return acc
+
+
+@kernel()
 def query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, clamp, out):
     """All requested metrics of one query from its ranked labels.
 
@@ -98,48 +140,22 @@ def query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, cl
         kk = n if k <= 0 else min(k, n)
         val = 0.0
         if kind == NDCG:
-            dcg = 0.0
-            for i in range(kk):
-                g = _gain(labels[i], gain_mode, clamp)
-                if g != 0.0:
-                    dcg += g / np.log2(i + 2.0)
-            ki = n_ideal if k <= 0 else min(k, n_ideal)
-            idcg = 0.0
-            for i in range(ki):
-                g = _gain(ideal[i], gain_mode, clamp)
-                if g != 0.0:
-                    idcg += g / np.log2(i + 2.0)
+            dcg = _dcg(labels, kk, gain_mode, clamp)
+            idcg = _dcg(ideal, n_ideal if k <= 0 else min(k, n_ideal), gain_mode, clamp)
             if idcg > 0.0:
                 val = dcg / idcg
         elif kind == RECALL:
             if num_rel > 0:
-                hits = 0
-                for i in range(kk):
-                    if labels[i] > 0:
-                        hits += 1
-                val = hits / num_rel
+                val = _hits(labels, kk) / num_rel
         elif kind == PRECISION:
-            hits = 0
-            for i in range(kk):
-                if labels[i] > 0:
-                    hits += 1
             denom = k if k > 0 else n
             if denom > 0:
-                val = hits / denom
+                val = _hits(labels, kk) / denom
         elif kind == RR:
-            for i in range(kk):
-                if labels[i] > 0:
-                    val = 1.0 / (i + 1.0)
-                    break
+            val = _reciprocal_rank(labels, kk)
         elif kind == AP:
             if num_rel > 0:
-                hits = 0
-                acc = 0.0
-                for i in range(kk):
-                    if labels[i] > 0:
-                        hits += 1
-                        acc += hits / (i + 1.0)
-                val = acc / num_rel
+                val = _precision_sum(labels, kk) / num_rel
         out[m] = val
 
 
