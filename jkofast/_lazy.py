@@ -16,6 +16,16 @@ def lazy_exports(package: str, exports: dict[str, str]):
         The package's dotted name (for the error message).
     exports : dict of str to str
         Public name -> dotted name of the module that defines it.
+
+    Returns
+    -------
+    __getattr__ : callable
+        PEP 562 hook: imports the defining module on first access of a name
+        (``AttributeError`` for any other name).
+    __dir__ : callable
+        Lists the exported names.
+    names : list of str
+        The exported names, sorted (the package's ``__all__``).
     """
     names = sorted(exports)
 

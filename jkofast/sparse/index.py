@@ -206,7 +206,17 @@ class SparseIndex:
             Corpus row positions, best first; ties -> lowest row; padded with -1 when
             ``k > n_docs``.
         scores : float32 ndarray (n_queries, k)
-            Padded with ``-inf``.
+            ``score(d) = sum_t q_w[t] W[t, d]`` over the query's terms (float64 sums, then
+            float32); padded with ``-inf``.
+
+        Raises
+        ------
+        RuntimeError
+            The index is not fitted, or was built from token ids (use ``search_token_ids``).
+        TypeError
+            ``k`` is not an integer, or ``query_texts`` is one str / holds a non-str.
+        ValueError
+            ``k < 1``.
         """
         q_ptr, q_terms, q_w = self.query_csr(query_texts)
         return self._topk(q_ptr, q_terms, q_w, k, n_threads)
@@ -216,7 +226,21 @@ class SparseIndex:
         return self._topk(*self._token_query_csr(token_ids), k, n_threads)
 
     def score_all(self, query_texts, n_threads: int | None = None, dtype=np.float32) -> np.ndarray:
-        """Dense scores ``(n_queries, n_docs)`` (float32 by default; float64 accumulation)."""
+        """Return every document's score for every query.
+
+        Parameters
+        ----------
+        query_texts : list of str
+        n_threads : int, optional
+            Numba threads for this call; results do not depend on it.
+        dtype : float32 or float64
+            Output dtype (the sums are float64 either way).
+
+        Returns
+        -------
+        ndarray (n_queries, n_docs)
+            ``score[q, d] = sum_t q_w[q, t] W[t, d]``; 0 for documents sharing no term.
+        """
         self._check_fitted()
         q_ptr, q_terms, q_w = self.query_csr(query_texts)
         nq = q_ptr.shape[0] - 1
@@ -367,6 +391,13 @@ class TfidfIndex(SparseIndex):
         Default ``Analyzer("sklearn")`` (``\b\w\w+\b``, lowercase, no stop-words; SPEC B.2).
     max_features : int, optional
         E.g. 50000 for SparseGeometricRAG.
+
+    Examples
+    --------
+    >>> idx = TfidfIndex().fit(["the cat sat", "a dog barked", "cat and dog"])
+    >>> ids, scores = idx.search(["dog"], k=2)
+    >>> ids.tolist(), idx.doc_matrix().shape
+    ([[1, 2]], (3, 6))
     """
 
     kind = "tfidf"
