@@ -501,6 +501,53 @@ def _write_npz_streaming(path: str, parts: list[str]) -> None:
                     fh.write(np.ascontiguousarray(z["p"], dtype="<f4").tobytes())
 
 
+class _Stages:
+    """The kernel and writer stages behind the calling thread (which parses and prepares).
+
+    Three stages overlap: the caller prepares chunk i+1 while the kernel thread solves chunk i
+    (``rerank_batch`` releases the GIL; the only thread launching Numba kernels) and the writer
+    thread formats and writes chunk i-1.  At most one chunk waits in each stage.
+    """
+
+    def __init__(self, kex, wex, geom, cfg, opts, store, summ, say, tick):
+        self.kex, self.wex, self.geom, self.cfg, self.opts = kex, wex, geom, cfg, opts
+        self.store, self.summ, self.say, self.tick = store, summ, say, tick
+        self.k_pending = None  # (ci, prepared, kernel future)
+        self.w_pending = None  # writer future
+        self.n_unconv = np.zeros(3, np.int64)  # queries, Sinkhorn-capped inner steps, CG-capped inner steps
+
+    def submit(self, ci: int | None, pr: _Prepared | None) -> None:
+        """Start solving ``pr`` (chunk ``ci``); hand the previous chunk's result to the writer."""
+        done, self.k_pending = self.k_pending, None
+        if pr is not None:
+            self.k_pending = (ci, pr, self.kex.submit(solve_chunk, pr, self.geom, self.cfg, self.opts))
+        if done is not None:
+            res = done[2].result()
+            if res is not None and res.unconverged is not None:
+                self.n_unconv[0] += np.count_nonzero(res.unconverged.any(axis=1))
+                self.n_unconv[1:] += res.unconverged.sum(axis=0)
+            self._drain_writer()  # at most one chunk being formatted / written
+            self.w_pending = self.wex.submit(self._write, done[0], done[1], res)
+
+    def flush(self) -> None:
+        """Finish the chunk in the kernel stage and the one in the writer."""
+        self.submit(None, None)
+        self._drain_writer()
+
+    def _write(self, ci, pr, res):
+        text, dist, nbad = finish_chunk(pr, res, self.opts, self.say)
+        self.store.write(ci, text, dist)
+        return len(pr.chunk), nbad
+
+    def _drain_writer(self) -> None:
+        if self.w_pending is not None:
+            nq_c, nbad = self.w_pending.result()
+            self.w_pending = None
+            self.summ.reranked_now += nq_c
+            self.summ.passed_through += nbad
+            self.tick(nq_c)
+
+
 # ---------------------------------------------------------------------------------------------
 # the job
 # ---------------------------------------------------------------------------------------------
@@ -594,7 +641,6 @@ def rerank_stream(
     t0 = time.perf_counter()
     summ = RerankSummary(jko_config=cfg)
     seen_q: set = set()  # query ids of earlier blocks: a reappearing id is a split query
-    n_unconv = np.zeros(3, np.int64)  # queries, Sinkhorn-capped inner steps, CG-capped inner steps
 
     def check_split(chunk):
         for q in chunk.qids:
@@ -634,42 +680,9 @@ def rerank_stream(
     store = _ChunkStore(opts)
     tick = progress or (lambda n: None)
     tick(0)
-    k_pending = w_pending = None  # (ci, prepared, kernel future); writer future
     t_first = None
-
-    def write_job(ci, pr, res):
-        text, dist, nbad = finish_chunk(pr, res, opts, say)
-        store.write(ci, text, dist)
-        return len(pr.chunk), nbad
-
-    def drain_writer():
-        nonlocal w_pending
-        if w_pending is not None:
-            nq_c, nbad = w_pending.result()
-            w_pending = None
-            summ.reranked_now += nq_c
-            summ.passed_through += nbad
-            tick(nq_c)
-
-    # three stages: this thread parses and prepares chunk i+1 while the kernel thread solves
-    # chunk i (rerank_batch releases the GIL; the only thread launching Numba kernels) and the
-    # writer formats and writes chunk i-1
     with ThreadPoolExecutor(max_workers=1) as kex, ThreadPoolExecutor(max_workers=1) as wex:
-
-        def submit(item):
-            nonlocal k_pending, w_pending
-            done, k_pending = k_pending, None
-            if item is not None:
-                ci_, pr_ = item
-                k_pending = (ci_, pr_, kex.submit(solve_chunk, pr_, geom, cfg, opts))
-            if done is not None:
-                res = done[2].result()
-                if res is not None and res.unconverged is not None:
-                    n_unconv[0] += np.count_nonzero(res.unconverged.any(axis=1))
-                    n_unconv[1:] += res.unconverged.sum(axis=0)
-                drain_writer()  # at most one chunk being formatted / written
-                w_pending = wex.submit(write_job, done[0], done[1], res)
-
+        stages = _Stages(kex, wex, geom, cfg, opts, store, summ, say, tick)
         for ci, chunk in enumerate(iter_chunks(opts.pools, opts.chunk_size, malformed)):
             summ.queries += len(chunk)
             check_split(chunk)
@@ -679,21 +692,19 @@ def rerank_stream(
                 tick(len(chunk))
                 continue
             if opts.fail_after_chunks is not None and ci >= opts.fail_after_chunks:
-                submit(None)
-                drain_writer()
+                stages.flush()
                 raise RuntimeError(f"injected failure before chunk {ci}")
             if t_first is None:
                 t_first = time.perf_counter()
-            submit((ci, prepare_chunk(chunk, geom, scores_c, cfg, opts)))
-        submit(None)
-        drain_writer()
+            stages.submit(ci, prepare_chunk(chunk, geom, scores_c, cfg, opts))
+        stages.flush()
     summ.compute_s = time.perf_counter() - t_first if t_first is not None else 0.0
     summ.missing_scores = stream.missing if stream is not None else 0
     store.concat(opts.out, opts.dist)
     if not opts.keep_parts:
         store.remove()
     summ.chunks = len(store.bases)
-    summ.unconverged_queries = int(n_unconv[0])
-    summ.unconverged_inner_steps = (int(n_unconv[1]), int(n_unconv[2]))
+    summ.unconverged_queries = int(stages.n_unconv[0])
+    summ.unconverged_inner_steps = (int(stages.n_unconv[1]), int(stages.n_unconv[2]))
     summ.wall_s = time.perf_counter() - t0
     return summ
