@@ -25,7 +25,8 @@ Log-marginal pairs (float32, logs taken by NumPy):
 of ``log_sinkhorn_loss`` (eps 0.1, 60, n_iter_grad 3) and of ``log_sinkhorn_with_duals``
 (eps 0.1, 60, n_iter_grad 0, with f and g), and the dual read-out of the contrib operating point
 (eps 0.2, 60).  The published calls run under ``torch.no_grad()`` on float32 tensors, as in the
-stability scripts.
+stability scripts; the value report also runs them on float64 tensors (same inputs), which separates
+the published float32 rounding from any difference of method.
 
 ``--write-fixture`` stores the inputs that are not cheap to rebuild exactly (the float32 log
 vectors), a checksum of each C, and the published outputs; ``tests/test_compat.py`` reads it.
@@ -34,10 +35,11 @@ vectors), a checksum of each C, and the published outputs; ``tests/test_compat.p
 after another over the 30 pools, each library on its native inputs (torch tensors / NumPy
 arrays, built outside the timed region), both on one thread (``torch.set_num_threads(1)``,
 ``jkofast.numba_threads(1)``); rounds interleaved (published, jkofast, published, ...), best of
-``--repeat``; also jkofast called directly on the torch tensors (conversion through
-``__array__`` included), and the published function with ``torch.set_flush_denormal(True)``: the
-float32 log-sum-exps of these pools produce subnormal exponentials (exp of values below -87), which
-slow the published loop down several-fold; the published scripts do not flush them.
+``--repeat`` of wall time (and, separately, of process CPU time, steadier on a loaded machine);
+also jkofast called directly on the torch tensors (conversion through ``__array__`` included).
+torch's thread count is set after numba's pool starts: under numba's OpenMP layer both share
+libgomp, and starting numba's pool put torch back on all cores (measured: the published loop then
+ran ~20x slower on a 2-core machine); the run asserts both are at one thread.
 """
 
 from __future__ import annotations
@@ -116,10 +118,10 @@ def _published_module(path: str):
     return importlib.import_module("jko")
 
 
-def run_published(pub, torch, inputs, setting):
+def run_published(pub, torch, inputs, setting, dtype=np.float32):
     pair, eps, n_iter, n_grad, duals = SETTINGS[setting]
-    a, b = (torch.from_numpy(x) for x in inputs[pair])
-    C = torch.from_numpy(inputs["C"])
+    a, b = (torch.from_numpy(x.astype(dtype)) for x in inputs[pair])
+    C = torch.from_numpy(inputs["C"].astype(dtype))
     with torch.no_grad():
         if duals:
             w, f, g = pub.log_sinkhorn_with_duals(a, b, C, eps=eps, n_iter=n_iter, n_iter_grad=n_grad)
@@ -148,22 +150,31 @@ def compare_values(pub, torch, fx, n_pools: int, fixture_out: str | None) -> dic
                 store[f"{pair}/log_q"] = np.stack([pi[pair][1] for pi in pools])
     store["C_sum"] = np.array([pi["C"].astype(np.float64).sum() for pi in pools])
     for s in SETTINGS:
-        ws, wj, fs, gs, df, dg = [], [], [], [], [], []
+        ws, wj, fs, gs, df, dg, r64, d64 = [], [], [], [], [], [], [], []
         for pi in pools:
             w_p, f_p, g_p = run_published(pub, torch, pi, s)
             w_j, f_j, g_j = run_jkofast(pi, s)
+            # the published code on float64 tensors (same float32 inputs): isolates its float32 rounding
+            w_64, f_64, g_64 = run_published(pub, torch, pi, s, np.float64)
+            r64.append(abs(w_j - w_64) / abs(w_64))
             ws.append(w_p)
             wj.append(w_j)
             if f_p is not None:
+                d64.append(max(np.max(np.abs(f_j - f_64)), np.max(np.abs(g_j - g_64))))
                 fs.append(f_p)
                 gs.append(g_p)
                 df.append(float(np.max(np.abs(f_j.astype(np.float64) - f_p)) / np.max(np.abs(f_p))))
                 dg.append(float(np.max(np.abs(g_j.astype(np.float64) - g_p)) / np.max(np.abs(g_p))))
         ws, wj = np.array(ws), np.array(wj)
         rel = np.abs(wj - ws) / np.abs(ws)
-        out[s] = {"max_rel_loss": float(rel.max()), "median_rel_loss": float(np.median(rel))}
+        out[s] = {
+            "max_rel_loss": float(rel.max()),
+            "median_rel_loss": float(np.median(rel)),
+            "max_rel_loss_vs_published_float64": float(max(r64)),
+        }
         if fs:
             out[s]["max_dual_err_rel_to_max_abs"] = {"f": max(df), "g": max(dg)}
+            out[s]["max_abs_dual_err_vs_published_float64"] = float(max(d64))
             store[f"{s}/f"] = np.stack(fs)
             store[f"{s}/g"] = np.stack(gs)
         store[f"{s}/loss"] = ws.astype(np.float64)
@@ -176,6 +187,8 @@ def compare_values(pub, torch, fx, n_pools: int, fixture_out: str | None) -> dic
 
 
 def compare_speed(pub, torch, fx, n_pools: int, repeat: int) -> dict:
+    import numba
+
     from jkofast import compat, numba_threads
 
     pools = [pool_inputs(fx, q) for q in range(n_pools)]
@@ -187,14 +200,6 @@ def compare_speed(pub, torch, fx, n_pools: int, repeat: int) -> dict:
             for a, b, C in t_in:
                 float(pub.log_sinkhorn_loss(a, b, C, eps=0.1, n_iter=80))
 
-    def published_flush_denormal():
-        old = torch.set_flush_denormal(True)  # returns whether the CPU supports it
-        try:
-            published()
-        finally:
-            torch.set_flush_denormal(False)
-        return old
-
     def jk_numpy():
         for a, b, C in np_in:
             compat.log_sinkhorn_loss(a, b, C, eps=0.1, n_iter=80)
@@ -205,26 +210,37 @@ def compare_speed(pub, torch, fx, n_pools: int, repeat: int) -> dict:
 
     fns = {
         "published": published,
-        "published_flush_denormal": published_flush_denormal,
         "jkofast": jk_numpy,
         "jkofast_on_torch_tensors": jk_torch,
     }
     best = dict.fromkeys(fns, np.inf)
-    torch.set_num_threads(1)
+    best_cpu = dict.fromkeys(fns, np.inf)
     with numba_threads(1):
+        # after numba's pool is up: with the OpenMP layer, numba and torch share libgomp and starting
+        # numba's pool resets torch's intra-op thread count (measured: torch went back to 2 threads and
+        # the published loop got ~20x slower on this 2-core machine)
+        torch.set_num_threads(1)
         for fn in fns.values():  # warm-up: compilation, allocator
             fn()
+        threads = {"torch": torch.get_num_threads(), "numba": numba.get_num_threads()}
+        assert threads == {"torch": 1, "numba": 1}, threads
         for _ in range(repeat):
             for name, fn in fns.items():
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 fn()
                 best[name] = min(best[name], time.perf_counter() - t0)
+                best_cpu[name] = min(best_cpu[name], time.process_time() - c0)
     ms = {k: 1e3 * v / n_pools for k, v in best.items()}
+    cpu = {k: 1e3 * v / n_pools for k, v in best_cpu.items()}
     return {
         "ms_per_call": ms,
+        "cpu_ms_per_call": cpu,
         "speedup_vs_published": ms["published"] / ms["jkofast"],
+        "speedup_vs_published_cpu_time": cpu["published"] / cpu["jkofast"],
         "speedup_on_torch_tensors": ms["published"] / ms["jkofast_on_torch_tensors"],
-        "speedup_vs_published_flush_denormal": ms["published_flush_denormal"] / ms["jkofast"],
+        "threads_seen": threads,
+        "numba_threading_layer": numba.threading_layer(),
         "M": int(pools[0]["C"].shape[0]),
         "n_iter": 80,
         "eps": 0.1,
@@ -240,14 +256,17 @@ def main(argv=None) -> int:
     ap.add_argument("--pools", type=int, default=30, help="fixture pools to use (<= 30)")
     ap.add_argument("--repeat", type=int, default=7, help="timed rounds (best of)")
     ap.add_argument("--write-fixture", default=None, help="write the published values to this .npz")
-    ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--no-speed", action="store_true", help="values only")
+    ap.add_argument("--no-values", action="store_true", help="speed only")
     args = ap.parse_args(argv)
     import torch
 
     pub = _published_module(args.published)
     fx = load_parity_fixture()
     n = min(args.pools, fx["pool_emb_f16"].shape[0])
-    report = {"values": compare_values(pub, torch, fx, n, args.write_fixture)}
+    report = {}
+    if not args.no_values or args.write_fixture:
+        report["values"] = compare_values(pub, torch, fx, n, args.write_fixture)
     if not args.no_speed:
         report["speed"] = compare_speed(pub, torch, fx, n, args.repeat)
     print(json.dumps(report, indent=2))
