@@ -5,9 +5,10 @@ independent).  Strict IEEE (no fastmath): ``-inf`` is a legal score and sorts la
 NaN is a precondition violation (wrappers reject it).
 
 Scratch and outputs are preallocated by the caller; every kernel returns the number of items
-written (no status codes: there is no failure mode once the preconditions hold).  The
-streaming heap helpers (``_heap_push_or_replace``, ``_heap_sorted_out``) serve callers that
-offer items one at a time (``jkofast.kernels.sparse.scoring``).
+written (no status codes: there is no failure mode once the preconditions hold).  Every
+kernel runs one bounded min-heap, ``_topk_core``, written as one loop nest: per-item helper
+calls cost ~25 ns each (they dominated SGR routing), and Numba's ``inline="always"`` versions
+were slower still.
 """
 
 from __future__ import annotations
@@ -18,83 +19,6 @@ from numba import prange
 from jkofast._numba import kernel
 
 __all__ = ["topk_ids", "topk_ids_pos", "topk_pos", "topk_rows", "topk_select", "topk_select_subset"]
-
-
-@kernel(inline="always")
-def _below(s1, i1, s2, i2):
-    """Return True when (s1, i1) ranks strictly below (s2, i2) (lower score, or equal score and higher id)."""
-    return s1 < s2 or (s1 == s2 and i1 > i2)
-
-
-@kernel()
-def _sift_down(hv, hi, pos, n):
-    """Restore the min-heap property (root = worst kept item) from ``pos``."""
-    while True:
-        left = 2 * pos + 1
-        if left >= n:
-            return
-        child = left
-        right = left + 1
-        if right < n and _below(hv[right], hi[right], hv[left], hi[left]):
-            child = right
-        if _below(hv[child], hi[child], hv[pos], hi[pos]):
-            tv = hv[pos]
-            ti = hi[pos]
-            hv[pos] = hv[child]
-            hi[pos] = hi[child]
-            hv[child] = tv
-            hi[child] = ti
-            pos = child
-        else:
-            return
-
-
-@kernel()
-def _heap_push_or_replace(hv, hi, n, k, s, i):
-    """Offer item (s, i) to a heap holding ``n`` of at most ``k`` items; returns new n."""
-    if n < k:
-        # sift up
-        pos = n
-        hv[pos] = s
-        hi[pos] = i
-        while pos > 0:
-            parent = (pos - 1) // 2
-            if _below(hv[pos], hi[pos], hv[parent], hi[parent]):
-                tv = hv[pos]
-                ti = hi[pos]
-                hv[pos] = hv[parent]
-                hi[pos] = hi[parent]
-                hv[parent] = tv
-                hi[parent] = ti
-                pos = parent
-            else:
-                break
-        return n + 1
-    if _below(hv[0], hi[0], s, i):
-        hv[0] = s
-        hi[0] = i
-        _sift_down(hv, hi, 0, n)
-    return n
-
-
-@kernel()
-def _heap_sorted_out(hv, hi, n, out_idx, out_val):
-    """Pop the heap into ``out_*[0:n]`` in descending order (destroys the heap)."""
-    m = n
-    while m > 0:
-        out_idx[m - 1] = hi[0]
-        out_val[m - 1] = hv[0]
-        m -= 1
-        hv[0] = hv[m]
-        hi[0] = hi[m]
-        _sift_down(hv, hi, 0, m)
-
-
-# ---------------------------------------------------------------------------------------
-# Batch top-k as one loop nest (no per-item calls: the helpers above cost ~25 ns per call,
-# which dominated SGR routing; Numba's inline="always" versions were slower still). The
-# streaming helpers above stay for callers that push items one at a time.
-# ---------------------------------------------------------------------------------------
 
 
 @kernel()

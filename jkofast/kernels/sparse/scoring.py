@@ -10,9 +10,9 @@ then posting order (serial per query => identical at any thread count).  ``prang
 over fixed-size chunks of queries; each chunk owns a dense float64 accumulator and a
 ``touched`` list, and writes only its queries' output rows.
 
-Top-k: order = score desc, ties -> lowest doc index: sorted insertion for k <= 16, the heap
-helpers of ``jkofast.kernels.topk`` for 16 < k < 64, quickselect + stable radix sorts for
-k >= 64 (all give the same result).  When all
+Top-k: order = score desc, ties -> lowest doc index: sorted insertion for k <= 16, the bounded
+heap of ``jkofast.kernels.topk`` (``topk_ids``) for 16 < k < 64, quickselect + stable radix
+sorts for k >= 64 (all give the same result).  When all
 weights are positive (``positive=True``: BM25 with positive idf, TF-IDF) selection runs over
 the touched documents only; untouched ones score exactly 0 and fill any remaining slots in
 index order.  Otherwise every document is scanned.  Output rows are padded with ``-1`` /
@@ -32,7 +32,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.topk import _below, _heap_push_or_replace, _heap_sorted_out
+from jkofast.kernels.topk import topk_ids
 
 __all__ = ["score_dense_batch", "score_topk_batch"]
 
@@ -195,28 +195,6 @@ def _select_dense_small(acc, n_docs, kk, seed, seed_lo, seed_hi, out_idx, out_va
 
 
 @kernel()
-def _select_touched(acc, touched, nt, kk, hv, hi, out_idx, out_val):
-    """Top-kk of ``acc[touched[:nt]]`` (desc, ties -> lowest doc id) into ``out_*``; returns the count.
-
-    ``hv`` float64 / ``hi`` int64 (>= kk) are heap scratch.  The heap is only entered when an
-    item beats its current minimum (the common case for small k is one inlined comparison per
-    document).
-    """
-    m = 0
-    thr = -np.inf  # heap minimum, kept in a register: one compare per rejected document
-    for i in range(nt):
-        d = touched[i]
-        s = acc[np.uint64(d)]
-        if s >= thr or m < kk:
-            if m < kk or _below(hv[0], hi[0], s, d):
-                m = _heap_push_or_replace(hv, hi, m, kk, s, d)
-                if m == kk:
-                    thr = hv[0]
-    _heap_sorted_out(hv, hi, m, out_idx, out_val)
-    return m
-
-
-@kernel()
 def _select_partition(acc, touched, nt, kk, out_idx, out_val):
     """Top-kk of ``acc[touched[:nt]]`` for large kk into ``out_*``; returns the count.
 
@@ -337,14 +315,15 @@ def _seed_postings(term_ptr, q_ptr, q_terms, q, kk):
 def _select_listed(acc, ids, n, kk, hv, hi, out_idx, out_val):
     """Top-kk of ``acc[ids[:n]]`` into ``out_*`` by the kk-dependent method; returns the count.
 
-    Insertion for kk <= 16, quickselect + radix sorts for kk >= 64, the heap in between (the
-    same result each way).
+    Insertion for kk <= 16, quickselect + radix sorts for kk >= 64, the bounded heap of
+    ``jkofast.kernels.topk`` in between (``hv`` float64 / ``hi`` int64 scratch, >= kk); the
+    same result each way.
     """
     if kk <= 16:
         return _select_small(acc, ids, n, kk, out_idx, out_val)
     if kk >= 64:
         return _select_partition(acc, ids, n, kk, out_idx, out_val)
-    return _select_touched(acc, ids, n, kk, hv, hi, out_idx, out_val)
+    return topk_ids(acc, ids, n, kk, out_idx, out_val, hv, hi)
 
 
 @kernel()
