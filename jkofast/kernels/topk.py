@@ -25,12 +25,9 @@ __all__ = ["topk_ids", "topk_ids_pos", "topk_pos", "topk_rows", "topk_select", "
 def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_pos=False):
     """Bounded min-heap top-k (root = worst kept item) into ``out_*[:m]``, best first; returns m.
 
-    Item c (``c < n_cand``) is ``(scores[d], d)`` with ``d = cand[c]`` if ``use_cand`` else
-    ``d = c``; with ``by_pos`` it is ``(scores[c], cand[c])`` (values stored densely by
-    candidate position).  ``m = min(k, n_cand)``; ``hv`` (scores' dtype or float64) and ``hi``
-    (int64), length >= m, are heap scratch (``hi`` may be ``cand`` itself when
-    ``use_cand`` is False: it is then never read as ids).  One loop nest, no calls: Numba's
-    inlined helpers were ~10x slower here.
+    Item c < n_cand is ``(scores[d], d)``, ``d = cand[c] if use_cand else c``; with ``by_pos``
+    ``(scores[c], cand[c])``.  ``m = min(k, n_cand)``; ``hv`` / ``hi`` (int64), length >= m: heap
+    scratch (``hi`` may be ``cand`` when ``use_cand`` is False).  No calls (see module docstring).
     """
     kk = min(k, n_cand)
     if kk <= 0:
