@@ -13,11 +13,13 @@ Per side, over a pool file (``make_synthetic_pools.py``), chunks of ``--chunk-si
 ``--base REF`` also runs the same stages with jkofast at commit REF, exported by
 ``ab_compare.export_package`` (``git archive`` into a cache folder as ``jkofast_<sha12>``) and
 imported in this process; the sides alternate (ABBA), ``--repeats`` times, best CPU time of each kept,
-and their chunk texts must be byte-identical.  Numba runs on one thread.
+and their chunk texts must be byte-identical.  ``--head REF`` exports the other side too (both
+sides then import alike: the working tree imported next to an export runs a few per cent
+slower in an A/A check).  Numba runs on one thread.
 
 Usage:
   python benchmarks/tools/make_synthetic_pools.py /tmp/syn --queries 5000 --pool 200 [--scores]
-  python benchmarks/tools/bench_rerank_io.py /tmp/syn [--base feaac95] [--repeats 5] [--json out.json]
+  python benchmarks/tools/bench_rerank_io.py /tmp/syn [--base feaac95 [--head HEAD]] [--repeats 5] [--json out.json]
 """
 
 from __future__ import annotations
@@ -144,18 +146,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="folder of make_synthetic_pools.py (run.trec, ids.txt[, scores.tsv])")
     ap.add_argument("--base", default=None, help="also time jkofast at this commit (A/B, alternating)")
+    ap.add_argument("--head", default=None, help="time this commit (exported too) instead of the working tree")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "jkofast_ab"), help="export folder")
     ap.add_argument("--chunk-size", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", default=None, help="write the figures here")
     a = ap.parse_args(argv)
-    sides = {"head": side_api("jkofast")}
-    if a.base:
+    sides = {}
+    if a.base or a.head:
         from ab_compare import export_package
 
         os.makedirs(a.cache, exist_ok=True)
         sys.path.insert(0, a.cache)
-        sides = {"base": side_api(export_package(a.base, a.cache)), **sides}
+        if a.base:
+            sides["base"] = side_api(export_package(a.base, a.cache))
+    sides["head"] = side_api(export_package(a.head, a.cache) if a.head else "jkofast")
     with open(os.path.join(a.dir, "run.trec"), "rb") as fh:
         nq = len({ln.split(None, 1)[0] for ln in fh if ln.strip()})
     best = {s: dict.fromkeys(STAGES, float("inf")) for s in sides}
