@@ -107,7 +107,7 @@ def fixture_rows(quick):
     if not os.path.exists(path):
         return []
     from jkofast import numba_threads
-    from jkofast.commands.parity import fixture_pool
+    from jkofast.jko.parity import fixture_pool
     from jkofast.jko.solver import operating_point, run_jko
 
     z = np.load(path)
