@@ -14,7 +14,7 @@ def main(argv=None):
     ap.add_argument("out")
     ap.add_argument("--dataset", default="scifact")
     a = ap.parse_args(argv)
-    from jkofast.commands.rerank import iter_queries
+    from jkofast.eval.runio import iter_queries
     from jkofast.datasets.beir import load_dataset
 
     ds = load_dataset(a.dataset)
