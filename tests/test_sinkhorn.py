@@ -57,33 +57,10 @@ def test_fallback_is_exercised():
     for eps in (0.05, 5e-4):
         Kg = np.empty_like(C)
         cmin = k.gibbs_kernel(C, eps, Kg)
-        z = [np.zeros(7) for _ in range(4)] + [np.zeros(9) for _ in range(4)]
+        wk = k.SinkhornWork(*[np.zeros(7) for _ in range(4)], *[np.zeros(9) for _ in range(4)])
         f, g = np.zeros(7), np.zeros(9)
-        out = k.sinkhorn_log_solve(
-            C,
-            C.T.copy(),
-            Kg,
-            cmin,
-            np.log(a),
-            np.log(b),
-            eps,
-            f,
-            g,
-            30,
-            -1.0,
-            1,
-            0,
-            True,
-            1e-280,
-            z[0],
-            z[4],
-            z[1],
-            z[5],
-            z[2],
-            z[6],
-            z[3],
-            z[7],
-        )
+        gc = k.GibbsCost(C, C.T.copy(), Kg, cmin, eps)
+        out = k.sinkhorn_log_solve(gc, np.log(a), np.log(b), f, g, 30, -1.0, 1, 1e-280, wk)
         used[eps] = out[3]
     assert used == {0.05: True, 5e-4: False}
 

@@ -169,33 +169,33 @@ class JKOConfig:
         return 1e-6 if self.objective == "entropic" else 1e-5
 
     def replace(self, **changes) -> JKOConfig:
-        """A copy with fields changed (``dataclasses.replace``)."""
+        """Return a copy with fields changed (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
-    def _pack(self, with_duals: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        fp = np.zeros(_k.N_FP)
-        fp[_k.FP_H] = self.h
-        fp[_k.FP_LAM] = self.lam
-        fp[_k.FP_RHO] = self.rho
-        fp[_k.FP_EPS] = self.sinkhorn_eps
-        fp[_k.FP_ALPHA] = float(self.alpha_prox)
-        fp[_k.FP_LR] = self.inner_lr
-        fp[_k.FP_TOL] = self.resolved_tol()
-        fp[_k.FP_CG_TOL] = self.cg_tol
-        fp[_k.FP_TOL_STEP] = self.tol_step if self.tol is None else 0.0
-        ip = np.zeros(_k.N_IP, np.int64)
-        ip[_k.IP_T] = self.T
-        ip[_k.IP_INNER] = self.inner_steps
-        ip[_k.IP_NITER] = self.sinkhorn_iter
-        ip[_k.IP_NGRAD] = self.sinkhorn_iter_grad
-        ip[_k.IP_MODE] = MODES[self.mode]
-        ip[_k.IP_GRAD] = GRADS[self.grad]
-        ip[_k.IP_OBJ] = OBJECTIVES[self.objective]
-        ip[_k.IP_DUALS] = int(with_duals)
-        ip[_k.IP_MAXIT] = self.sinkhorn_max_iter
-        ip[_k.IP_CGMAX] = self.cg_max_iter
-        ip[_k.IP_NEWTON] = self.newton_every
-        return fp, ip
+    def _params(self, with_duals: bool = False) -> _k.JKOParams:
+        """Pack the kernels' ``JKOParams`` (Python floats and ints: one compiled signature)."""
+        return _k.JKOParams(
+            h=float(self.h),
+            lam=float(self.lam),
+            rho=float(self.rho),
+            eps=float(self.sinkhorn_eps),
+            alpha=float(self.alpha_prox),
+            lr=float(self.inner_lr),
+            tol=self.resolved_tol(),
+            cg_tol=float(self.cg_tol),
+            tol_step=float(self.tol_step) if self.tol is None else 0.0,
+            T=int(self.T),
+            inner=int(self.inner_steps),
+            n_iter=int(self.sinkhorn_iter),
+            n_grad=int(self.sinkhorn_iter_grad),
+            mode=MODES[self.mode],
+            grad=GRADS[self.grad],
+            objective=OBJECTIVES[self.objective],
+            duals=int(with_duals),
+            max_iter=int(self.sinkhorn_max_iter),
+            cg_max=int(self.cg_max_iter),
+            newton_every=int(self.newton_every),
+        )
 
 
 _POINTS = {
@@ -292,22 +292,24 @@ def _run(p0, E, C, K, cfg, with_duals):
     losses = np.zeros(cfg.T * cfg.inner_steps)
     if m == 1:
         return np.ones(1), losses, np.zeros(1), np.zeros(1), cfg
-    fp, ip = cfg._pack(with_duals)
     p = np.empty(m)
     f = np.zeros(m)
     g = np.zeros(m)
     diag = np.zeros(2, np.int64)
-    st = _k.jko_query(p0, E, C, C_T, Ks, fp, ip, p, losses, f, g, diag)
+    st = _k.jko_query(p0, E, C, C_T, Ks, cfg._params(with_duals), p, losses, f, g, diag)
     _status.warn_on_status(st, "run_jko")
     _warn_unconverged(diag[None, :], cfg, "run_jko", stacklevel=4)
     return p, losses, f, g, cfg
 
 
 def _warn_unconverged(diag, cfg, where: str, stacklevel: int = 3) -> None:
-    """One ``ConvergenceWarning`` when inner steps of the converged-plan paths (implicit
-    gradient, entropic objective) stopped at an iteration cap above their tolerance: the
-    gradient of those steps is then inexact.  ``diag`` (nq, 2) = per query the number of
-    such steps for Sinkhorn and for the implicit-gradient CG."""
+    """Emit one ``ConvergenceWarning`` for inner steps that stopped at an iteration cap.
+
+    Concerns the converged-plan paths (implicit gradient, entropic objective): the gradient
+    of a step whose Sinkhorn or CG stopped above its tolerance is inexact. ``diag``
+    (nq, 2) = per query the number of such steps for Sinkhorn and for the
+    implicit-gradient CG.
+    """
     parts = []
     for col, what, cap in (
         (0, "Sinkhorn", f"sinkhorn_max_iter={cfg.sinkhorn_max_iter}, tol={cfg.resolved_tol():g}"),
@@ -395,8 +397,11 @@ def jko_step(p, E, C, K, cfg=None) -> np.ndarray:
 
 
 def _checked_rows(Z: np.ndarray, normalise: bool) -> np.ndarray:
-    """Dense rows ready for the geometry kernels: rows whose norms would over/underflow are
-    rescaled (cosines unchanged) when ``normalise``; raw dot products that overflow raise."""
+    """Return dense rows ready for the geometry kernels.
+
+    Rows whose norms would over/underflow are rescaled (cosines unchanged) when
+    ``normalise``; raw dot products that overflow raise.
+    """
     if normalise:
         return rescale_rows_dense(Z)
     if Z.dtype == np.float64 and Z.size:
@@ -581,7 +586,6 @@ def rerank_batch(
                     reject(np.arange(nq) == q, _status.BAD_INPUT, "p0 has zero total mass")
                 else:
                     seg[:] = normalise_mass(seg, "p0")
-    fp, ip = cfg._pack(return_duals)
     p = np.zeros(n)
     f = np.zeros(n)
     g = np.zeros(n)
@@ -594,8 +598,7 @@ def rerank_batch(
             raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
         reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT, "embeddings contain NaN or inf")
         Z = _checked_rows(Z, bool(normalise))
-        with numba_threads(n_threads):
-            _k.rerank_dense(E, P0, off, Z, bool(normalise), fp, ip, p, f, g, status, diag)
+        rows = _geo.PoolRows(True, Z, bool(normalise), np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0))
     else:
         from jkofast._validation import as_csr
 
@@ -608,9 +611,9 @@ def rerank_batch(
             if nf.any():
                 rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
         reject(segment_any(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
-        dt = rescale_rows_csr(ipt, dt)
-        with numba_threads(n_threads):
-            _k.rerank_csr(E, P0, off, ipt, ix, dt, fp, ip, p, f, g, status, diag)
+        rows = _geo.PoolRows(False, np.empty((0, 0)), True, ipt, ix, rescale_rows_csr(ipt, dt))
+    with numba_threads(n_threads):
+        _k.rerank_pools(E, P0, off, rows, cfg._params(return_duals), p, f, g, status, diag)
     for q in np.flatnonzero(status != 0):
         if int(q) not in errors:
             errors[int(q)] = _status.MESSAGES.get(int(status[q]), f"status {status[q]}")
@@ -644,12 +647,6 @@ def _warmup() -> None:
     tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2)
     for kw in ({}, {"grad": "implicit"}, {"objective": "entropic"}):
         run_jko_with_duals(p0, E, C, K, JKOConfig(**tiny, **kw))
-    # the log-form fallback of the unrolled adjoint
-    JKOConfig(**tiny)._pack()
-    m = 3
-    a = np.log(p0)
-    buf = [np.empty(m) for _ in range(5)]
-    _k.w_unrolled_log(C, C.T.copy(), a, a, 0.1, 1, 2, np.empty((2, m)), np.empty((3, m)), *buf)
     off = np.array([0, 3], np.int64)
     for emb in (Z, Z.astype(np.float32)):
         rerank_batch(E, None, off, embeddings=emb, config=JKOConfig(**tiny), n_threads=1)

@@ -19,9 +19,9 @@ import numpy as np
 from jkofast import _status
 from jkofast._numba import register_warmup
 from jkofast._validation import as_float_array, check_int, check_positive, check_same_length
-from jkofast.kernels.jko import solver as _kj
 from jkofast.kernels.ot import dual as _kd
 from jkofast.kernels.ot import sinkhorn_log as _ks
+from jkofast.kernels.ot import transport as _kt
 from jkofast.ot.sinkhorn import sinkhorn_log
 
 __all__ = ["OTResult", "entropic_ot", "transport_cost_grad"]
@@ -29,8 +29,11 @@ __all__ = ["OTResult", "entropic_ot", "transport_cost_grad"]
 
 @dataclass
 class OTResult:
-    """``value = <Π,C> + ε Σ Π(log Π - 1)``; ``cost = <Π,C>``; ``grad_a``/``grad_b`` centred
-    potentials; ``grad_C`` = Π; ``f, g`` raw potentials."""
+    """Entropic OT value and gradients.
+
+    ``value = <Π,C> + ε Σ Π(log Π - 1)``; ``cost = <Π,C>``; ``grad_a``/``grad_b`` centred
+    potentials; ``grad_C`` = Π; ``f, g`` raw potentials.
+    """
 
     value: float
     cost: float
@@ -135,60 +138,30 @@ def transport_cost_grad(
     C_T = np.ascontiguousarray(C.T)
     Kg = np.empty_like(C)
     cmin = _ks.gibbs_kernel(C, eps, Kg)
+    gc = _ks.GibbsCost(C, C_T, Kg, float(cmin), float(eps))
     KC = Kg * C
-    vec = [np.empty(m) for _ in range(10)]
+    sk = _ks.SinkhornWork(*[np.empty(m) for _ in range(8)])
+    w = np.empty((8, m))
     grad = np.empty(m)
     if method == "unrolled":
         ng = max(n_grad, 1)
+        tr = _kt.Tracked(*[np.empty((ng, m)) for _ in range(4)], np.empty((ng + 1, m)))
         ok = False
         if form == "auto":
-            ok, val = _kj.w_unrolled_scaled(
-                Kg,
-                KC,
-                np.exp(a),
-                np.exp(b),
-                eps,
-                n_iter - n_grad,
-                n_grad,
-                np.empty((ng, m)),
-                np.empty((ng, m)),
-                np.empty((ng, m)),
-                np.empty((ng, m)),
-                *vec[:8],
-                grad,
-            )
+            sk.pa[:] = np.exp(a)
+            sk.qb[:] = np.exp(b)
+            ok, val = _kt.w_unrolled_scaled(gc, KC, n_iter - n_grad, n_grad, tr, sk, w, grad)
         if not ok:
-            val = _kj.w_unrolled_log(
-                C, C_T, a, b, eps, n_iter - n_grad, n_grad, np.empty((ng, m)), np.empty((ng + 1, m)), *vec[:4], grad
-            )
+            val = _kt.w_unrolled_log(gc, a, b, n_iter - n_grad, n_grad, tr, sk, w, grad)
         return float(val), grad
-    obj = _kj.OBJ_ENTROPIC if method == "entropic" else _kj.OBJ_TRANSPORT
+    obj = _kt.OBJ_ENTROPIC if method == "entropic" else _kt.OBJ_TRANSPORT
     fw, gw, xw = np.zeros(m), np.zeros(m), np.zeros(m)
     gp = np.empty(m)
-    val, flags = _kj.w_converged(
-        C,
-        C_T,
-        Kg,
-        KC,
-        cmin,
-        a,
-        b,
-        eps,
-        fw,
-        gw,
-        tol,
-        max_iter,
-        obj,
-        xw,
-        1e-12,
-        10 * m,
-        gp,
-        *vec[:8],
-        *[np.empty(m) for _ in range(8)],
-    )
-    if flags & _kj.FLAG_SINKHORN:
+    lim = _kt.Limits(max_iter, 1e-12, 10 * m, 0)
+    val, flags = _kt.w_converged(gc, KC, a, b, fw, gw, xw, tol, obj, lim, gp, sk, w)
+    if flags & _kt.FLAG_SINKHORN:
         _status.warn_on_status(_status.NOT_CONVERGED, "transport_cost_grad: Sinkhorn", max_iter=max_iter, tol=tol)
-    if flags & _kj.FLAG_CG:
+    if flags & _kt.FLAG_CG:
         _status.warn_on_status(
             _status.NOT_CONVERGED, "transport_cost_grad: implicit-gradient CG", cg_max=10 * m, cg_tol=1e-12
         )

@@ -172,32 +172,11 @@ def sinkhorn_log(
     C_T = np.ascontiguousarray(C.T)
     Kg = np.empty_like(C)
     cmin = _k.gibbs_kernel(C, eps, Kg)
-    sm = [np.empty(m, dt) for _ in range(4)]
-    sn = [np.empty(n, dt) for _ in range(4)]
+    gc = _k.GibbsCost(C, C_T, Kg, float(cmin), float(eps))
+    wk = _k.SinkhornWork(*[np.empty(k, dt) for k in (m, m, m, m, n, n, n, n)])
+    tol_k = -1.0 if tol is None else float(tol)
     n_iter, status, err, _, _ = _k.sinkhorn_log_solve(
-        C,
-        C_T,
-        Kg,
-        cmin,
-        log_a,
-        log_b,
-        eps,
-        f,
-        g,
-        max_iter,
-        -1.0 if tol is None else tol,
-        check_every,
-        0,
-        True,
-        TINY[dt],
-        sm[0],
-        sn[0],
-        sm[1],
-        sn[1],
-        sm[2],
-        sn[2],
-        sm[3],
-        sn[3],
+        gc, log_a, log_b, f, g, max_iter, tol_k, check_every, TINY[dt], wk
     )
     _status.warn_on_status(status, "sinkhorn_log", max_iter=max_iter, tol=tol)
     cost, _ = _k.plan_cost(C, f, g, eps)
@@ -212,24 +191,3 @@ def _warmup() -> None:
         C = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]], dt)
         r = sinkhorn_log(np.ones(3, dt), np.ones(3, dt), C, 0.5, max_iter=3, tol=None)
         r.plan(C, 0.5)
-        # the pure log form (the fallback) through the same driver
-        z = np.zeros(3, dt)
-        la = np.full(3, -np.log(3.0), dt)
-        _k.sinkhorn_log_solve(
-            C,
-            C.T.copy(),
-            C.copy(),
-            0.0,
-            la,
-            la,
-            0.5,
-            z.copy(),
-            z.copy(),
-            2,
-            1e-3,
-            1,
-            0,
-            False,
-            TINY[np.dtype(dt)],
-            *[z.copy() for _ in range(8)],
-        )

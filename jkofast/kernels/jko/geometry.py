@@ -9,6 +9,8 @@ with everything (and 0 with themselves).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from jkofast._config import FASTMATH_ARITH
@@ -75,3 +77,27 @@ def cost_kernel_csr(indptr, indices, data, lo, hi, C, K):
             C[i, j] = s
             C[j, i] = s
     _fill_from_sim(C, C, K)
+
+
+class PoolRows(NamedTuple):
+    """The geometry rows of a flat candidate list.
+
+    Dense ``Z`` (``dense`` True; ``normalise`` as in ``cost_kernel_dense``) or CSR
+    ``(indptr, indices, data)``; the other side empty.
+    """
+
+    dense: bool
+    Z: np.ndarray
+    normalise: bool
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+
+@kernel()
+def cost_kernel(rows, lo, hi, C, K):
+    """C, K of the candidates ``lo:hi`` of ``rows`` (a ``PoolRows``), dense or CSR."""
+    if rows.dense:
+        cost_kernel_dense(rows.Z, lo, hi, rows.normalise, C, K)
+    else:
+        cost_kernel_csr(rows.indptr, rows.indices, rows.data, lo, hi, C, K)

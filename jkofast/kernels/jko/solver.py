@@ -1,11 +1,15 @@
 """JKO inner/outer solver kernels (SPEC A.4.2-A.4.7), float64 throughout.
 
-Layout: one query = ``p0, E`` (M,), ``C, C_T, Ks`` (M x M, ``Ks = (K + Kᵀ)/2``), scalar
-parameters packed as ``fp`` (float64) and ``ip`` (int64) — see ``FP_*`` / ``IP_*``.
-The per-query driver ``jko_query`` is serial; ``rerank_dense`` / ``rerank_csr`` run it
-under ``prange`` over queries, each query writing only its own slice of the outputs.
+Layout: one query = ``p0, E`` (M,), ``C, C_T, Ks`` (M x M, ``Ks = (K + Kᵀ)/2``) and the
+scalar parameters as one ``JKOParams``. The per-query driver ``jko_query`` is serial and
+reads as the stages of SPEC A.4: the proximal weights of the mode (A.4.2), per inner
+step ``log_softmax`` → ``energy_terms`` → the transport term of the gradient path →
+``kl_term`` → ``adam_step`` (A.4.4), ``softmax`` per outer step, and ``dual_readout``
+(A.4.5). ``rerank_pools`` runs it under ``prange`` over queries, each query writing only
+its own slice of the outputs.
 
-Gradient paths for the transport term ``W(p, q)`` (weight ``w = 1/(2h)``, or ``α/(2h)``):
+Gradient paths for the transport term ``W(p, q)`` (weight ``w = 1/(2h)``, or ``α/(2h)``;
+kernels in ``jkofast.kernels.ot.transport``):
 
 * ``GRAD_UNROLLED`` — the published behaviour: ``<Π, C>`` of a cold-started Sinkhorn with
   exactly ``n_iter`` pairs, differentiated by the hand-written adjoint of the last
@@ -18,50 +22,47 @@ Gradient paths for the transport term ``W(p, q)`` (weight ``w = 1/(2h)``, or ``�
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import prange
 
 from jkofast import _codes
 from jkofast._numba import kernel
-from jkofast.kernels.jko.geometry import cost_kernel_csr, cost_kernel_dense
+from jkofast.kernels.jko.geometry import cost_kernel
 from jkofast.kernels.ot.sinkhorn_log import (
+    GibbsCost,
+    SinkhornWork,
+    gibbs_cost,
     gibbs_kernel,
     matvec,
     matvec_lp,
-    plan_fill,
-    rmatvec,
-    scaled_half_step,
-    scaled_half_step_lp,
     sinkhorn_log_solve,
-    sinkhorn_log_update_cols,
-    sinkhorn_log_update_rows,
 )
-
-# fp layout
-FP_H, FP_LAM, FP_RHO, FP_EPS, FP_ALPHA, FP_LR, FP_TOL, FP_CG_TOL, FP_TOL_STEP = 0, 1, 2, 3, 4, 5, 6, 7, 8
-N_FP = 9
-# ip layout
-IP_T, IP_INNER, IP_NITER, IP_NGRAD, IP_MODE, IP_GRAD, IP_OBJ, IP_DUALS, IP_MAXIT, IP_CGMAX, IP_NEWTON = range(11)
-N_IP = 11
+from jkofast.kernels.ot.transport import (
+    FLAG_CG,
+    FLAG_SINKHORN,
+    OBJ_ENTROPIC,
+    OBJ_TRANSPORT,
+    TINY,
+    GibbsOps,
+    Limits,
+    Tracked,
+    w_converged,
+    w_implicit_scaled,
+    w_unrolled_log,
+    w_unrolled_scaled,
+)
 
 MODE_W, MODE_KL, MODE_NOPROX, MODE_BREGMAN = 0, 1, 2, 3
 GRAD_UNROLLED, GRAD_IMPLICIT = 0, 1
-OBJ_TRANSPORT, OBJ_ENTROPIC = 0, 1
 
 OK, NON_FINITE = _codes.OK, _codes.NON_FINITE  # status codes: jkofast._codes
-TINY = 1e-280
-# convergence flags of one inner step's transport term (``diag`` outputs count them)
-FLAG_SINKHORN = 1  # Sinkhorn stopped at max_iter above its tolerance
-FLAG_CG = 2  # the Schur-system PCG stopped at cg_max above its tolerance
 
 # float32 operators on the implicit path: only when tol, cg_tol >= LOWP_TOL (float32 sums
 # carry a relative error ~1e-6, below such tolerances) and max Kg / min Kg <= e^60
 LOWP_TOL = 1e-5
 LOWP_RANGE = 60.0
-# Newton steps on the duals are inexact: PCG to a 0.1 relative residual, at most 10 steps
-# (at eps = 0.05 tighter solves cost more CG steps than the Sinkhorn pairs they save)
-NEWTON_RTOL = 0.1
-NEWTON_CG_MAX = 10
 
 BETA1 = 0.9
 BETA2 = 0.999
@@ -69,542 +70,147 @@ ADAM_EPS = 1e-8
 FLOOR = 1e-30
 
 
-# ----------------------------------------------------------------------------------------
-# LOW LEVEL: transport term with the truncated unrolled adjoint
-# ----------------------------------------------------------------------------------------
-@kernel()
-def w_unrolled_scaled(Kg, KC, pa, qb, eps, n_warm, n_grad, U, S, V, TT, u, v, y, z, tmp_m, tmp_n, fbar, gbar, abar):
-    """``<Π, C>`` after ``n_warm + n_grad`` cold-started pairs and ``abar = ∂<Π,C>/∂a``.
+class JKOParams(NamedTuple):
+    """Scalar parameters of one JKO flow (``JKOConfig._params`` builds it; SPEC A.4.1).
 
-    Scaled form: ``Pi = u_i Kg_ij qb_j / t_j`` after the last pair; the row/column softmax
-    weights of pair k are ``P_ij = Kg_ij v_j / s_i`` and ``Q_ij = u_i Kg_ij / t_j``, so the
-    adjoint is 2 matvecs per tracked pair. ``U, S, V, TT`` (n_grad x M) store the tracked
-    pairs. Returns ``(ok, loss)``; ``ok`` False = a sum underflowed (use the log form).
+    Floats: step ``h``, ``lam`` (λ), ``rho`` (ρ), Sinkhorn ``eps`` (ε), ``alpha`` (bregman
+    α, unclamped), Adam ``lr``, converged-path ``tol``, ``cg_tol``, ``tol_step``. Ints:
+    ``T``, ``inner`` steps, Sinkhorn ``n_iter`` / ``n_grad`` pairs, ``mode`` (``MODE_*``),
+    ``grad`` (``GRAD_*``), ``objective`` (``OBJ_*``), ``duals`` (1 = dual read-out),
+    ``max_iter`` (converged Sinkhorn pairs), ``cg_max``, ``newton_every``.
     """
-    m = pa.shape[0]
-    for j in range(m):
-        v[j] = 1.0  # g = 0
-    n_tot = n_warm + n_grad
-    for it in range(n_tot):
-        k = it - n_warm
-        if k >= 0:
-            for j in range(m):
-                V[k, j] = v[j]
-            ok, _ = scaled_half_step(Kg, False, pa, v, S[k], tmp_m, TINY)
-        else:
-            ok, _ = scaled_half_step(Kg, False, pa, v, y, tmp_m, TINY)
-        if not ok:
-            return False, 0.0
-        for i in range(m):
-            u[i] = tmp_m[i]
-        if k >= 0:
-            for i in range(m):
-                U[k, i] = u[i]
-            ok, _ = scaled_half_step(Kg, True, qb, u, TT[k], tmp_n, TINY)
-            for j in range(m):
-                z[j] = TT[k, j]
-        else:
-            ok, _ = scaled_half_step(Kg, True, qb, u, z, tmp_n, TINY)
-        if not ok:
-            return False, 0.0
-        for j in range(m):
-            v[j] = tmp_n[j]
-    # plan of the last pair: Pi = u_i Kg_ij W_j with W = qb / t  (t in z)
-    for j in range(m):
-        y[j] = qb[j] / z[j]
-    matvec(KC, y, tmp_m)
-    loss = 0.0
-    inv = 1.0 / eps
-    for i in range(m):
-        r = u[i] * tmp_m[i]
-        loss += r
-        fbar[i] = r * inv
-    rmatvec(KC, u, tmp_n)
-    for j in range(m):
-        gbar[j] = y[j] * tmp_n[j] * inv
-    for i in range(m):
-        abar[i] = 0.0
-    for k in range(n_grad - 1, -1, -1):
-        for j in range(m):
-            y[j] = gbar[j] / TT[k, j]
-        matvec(Kg, y, tmp_m)
-        for i in range(m):
-            fbar[i] -= U[k, i] * tmp_m[i]
-            abar[i] += eps * fbar[i]
-            y[i] = fbar[i] / S[k, i]
-        rmatvec(Kg, y, tmp_n)
-        for j in range(m):
-            gbar[j] = -V[k, j] * tmp_n[j]
-            fbar[j] = 0.0
-    return True, loss
+
+    h: float
+    lam: float
+    rho: float
+    eps: float
+    alpha: float
+    lr: float
+    tol: float
+    cg_tol: float
+    tol_step: float
+    T: int
+    inner: int
+    n_iter: int
+    n_grad: int
+    mode: int
+    grad: int
+    objective: int
+    duals: int
+    max_iter: int
+    cg_max: int
+    newton_every: int
 
 
-@kernel()
-def w_unrolled_log(C, C_T, a, b, eps, n_warm, n_grad, Fs, Gs, f, g, fbar, gbar, abar):
-    """Log-domain twin of ``w_unrolled_scaled`` (any eps; M^2 exps per pass).
+class JKOOperators(NamedTuple):
+    """Per-query operators of the transport and redundancy terms.
 
-    ``Fs`` (n_grad x M) and ``Gs`` ((n_grad+1) x M) store ``f^(k)`` and ``g^(k)``; the
-    weights are ``Q_ij = exp((f^k_i + g^k_j - C_ij)/eps - b_j)`` and
-    ``P_ij = exp((f^k_i + g^(k-1)_j - C_ij)/eps - a_i)``.  a, b finite.
+    The float64 ``GibbsCost`` and ``KC = Kg ⊙ C`` (1 x 1 without a transport term); the
+    implicit path's ``GibbsOps`` in float32 (``lowp``) or float64 (``ops64.K`` is ``Kg``;
+    the unused one 1 x 1); ``Ks32`` the float32 ``Ks`` when ``lowp``.
     """
-    m = a.shape[0]
-    inv = 1.0 / eps
-    for i in range(m):
-        f[i] = 0.0
-        g[i] = 0.0
-    for _ in range(n_warm):
-        sinkhorn_log_update_rows(C, eps, a, g, f)
-        sinkhorn_log_update_cols(C_T, eps, b, f, g)
-    for j in range(m):
-        Gs[0, j] = g[j]
-    for k in range(n_grad):
-        sinkhorn_log_update_rows(C, eps, a, g, f)
-        sinkhorn_log_update_cols(C_T, eps, b, f, g)
-        for i in range(m):
-            Fs[k, i] = f[i]
-            Gs[k + 1, i] = g[i]
-    loss = 0.0
-    for j in range(m):
-        gbar[j] = 0.0
-    for i in range(m):
-        r = 0.0
-        for j in range(m):
-            pc = np.exp((f[i] + g[j] - C[i, j]) * inv) * C[i, j]
-            r += pc
-            gbar[j] += pc
-        loss += r
-        fbar[i] = r * inv
-        abar[i] = 0.0
-    for j in range(m):
-        gbar[j] *= inv
-    for k in range(n_grad - 1, -1, -1):
-        for i in range(m):
-            s = 0.0
-            for j in range(m):
-                s += np.exp((Fs[k, i] + Gs[k + 1, j] - C[i, j]) * inv - b[j]) * gbar[j]
-            fbar[i] -= s
-            abar[i] += eps * fbar[i]
-        for j in range(m):
-            gbar[j] = 0.0
-        for i in range(m):
-            fi = fbar[i]
-            for j in range(m):
-                gbar[j] -= np.exp((Fs[k, i] + Gs[k, j] - C[i, j]) * inv - a[i]) * fi
-        for i in range(m):
-            fbar[i] = 0.0
-    return loss
+
+    gc: GibbsCost
+    KC: np.ndarray
+    lowp: bool
+    ops32: GibbsOps
+    ops64: GibbsOps
+    Ks32: np.ndarray
+
+
+class Flow(NamedTuple):
+    """Per-query vectors (M) of the flow.
+
+    Logits ``theta``, ``a = log_softmax θ``, ``p``, ``b = log q``, iterate ``q``,
+    ``gh = ∂L/∂a``, ``kp = Ks p``, Adam ``mom``/``vel``, ``abar`` the transport term's
+    gradient.
+    """
+
+    theta: np.ndarray
+    a: np.ndarray
+    p: np.ndarray
+    b: np.ndarray
+    q: np.ndarray
+    gh: np.ndarray
+    kp: np.ndarray
+    mom: np.ndarray
+    vel: np.ndarray
+    abar: np.ndarray
+
+
+class WarmStart(NamedTuple):
+    """State carried across inner steps by the converged paths.
+
+    Duals ``fw, gw`` (log form), scaled ``vs`` and gradient ``xw`` of the implicit path
+    with their previous values ``vprev``, ``xprev`` (linear extrapolation).
+    """
+
+    fw: np.ndarray
+    gw: np.ndarray
+    vs: np.ndarray
+    vprev: np.ndarray
+    xw: np.ndarray
+    xprev: np.ndarray
 
 
 # ----------------------------------------------------------------------------------------
-# Converged plan: implicit gradient (CG) and entropic value
+# Set-up: weights of the proximal term, operators, scratch
 # ----------------------------------------------------------------------------------------
-@kernel()
-def _pi_apply(Kmat, KTmat, uu, vv, sc, x, xs, out):
-    """``out = Pi @ x`` with ``Pi = sc * diag(uu) Kmat diag(vv)`` (``xs``: scratch in Kmat's dtype)."""
-    for j in range(x.shape[0]):
-        xs[j] = vv[j] * x[j]
-    matvec_lp(Kmat, xs, out)
-    for i in range(out.shape[0]):
-        out[i] *= sc * uu[i]
+@kernel(inline="always")
+def prox_weights(prm):
+    """``(w_W, w_KL, use_W, use_KL)`` of the mode (SPEC A.4.2): weights of ``W`` and ``KL``."""
+    if prm.mode == MODE_BREGMAN:
+        al = min(max(prm.alpha, 0.0), 1.0)
+        return al / (2.0 * prm.h), (1.0 - al) / (2.0 * prm.h), al > 0.0, True
+    if prm.mode == MODE_W:
+        return 1.0 / (2.0 * prm.h), 0.0, True, False
+    if prm.mode == MODE_KL:
+        return 0.0, 1.0 / (2.0 * prm.h), False, True
+    return 0.0, 0.0, False, False
 
 
-@kernel()
-def _pit_apply(Kmat, KTmat, uu, vv, sc, x, xs, out):
-    """``out = Pi.T @ x`` (through the stored transpose ``KTmat``)."""
-    for i in range(x.shape[0]):
-        xs[i] = uu[i] * x[i]
-    matvec_lp(KTmat, xs, out)
-    for j in range(out.shape[0]):
-        out[j] *= sc * vv[j]
+@kernel(inline="always")
+def transport_operators(C, C_T, Ks, prm, use_w, implicit):
+    """``JKOOperators`` of one pool (``use_w``: a transport term; ``implicit``: its path).
 
-
-@kernel()
-def _schur_apply(Kmat, KTmat, uu, vv, sc, prow, qinv, x, xs, t2, out):
-    """``out = (diag(prow) - Pi diag(1/q) Piᵀ) x``."""
-    _pit_apply(Kmat, KTmat, uu, vv, sc, x, xs, t2)
-    for j in range(t2.shape[0]):
-        t2[j] *= qinv[j]
-    _pi_apply(Kmat, KTmat, uu, vv, sc, t2, xs, out)
-    for i in range(out.shape[0]):
-        out[i] = prow[i] * x[i] - out[i]
-
-
-@kernel()
-def implicit_solve(Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, prow, qinv, x, cg_tol, cg_max, w3, w4, w5, w6, w7, w8, xs):
-    """Solve SPEC A.4.7's Schur system for ``x = ∂<Π*,C>/∂p`` (+const) by Jacobi-PCG.
-
-    ``Pi = sc * diag(uu) Kmat diag(vv)`` (``KCmat`` the same with ``Kmat ⊙ C``; ``KTmat``,
-    ``KCTmat`` the transposes), ``prow`` its row sums and ``qinv`` the inverse column sums
-    (0 where a column is empty); ``x`` holds the warm start and receives the solution. The
-    right-hand side is ``rhs = r - Pi diag(qinv) c`` (``r``, ``c`` the row/column sums of
-    ``Pi ⊙ C``); the warm-start residual ``rhs - A x = r - prow ⊙ x - Pi diag(qinv)(c - Piᵀx)``
-    costs two matvecs, not three. PCG stops when the preconditioned residual norm falls
-    below ``cg_tol`` times that of ``r``. The system is PSD and singular along 1, its
-    right-hand side sums to 0, so plain PCG stays consistent. Returns ``(<Pi,C>, iterations,
-    converged)`` (``converged`` False: ``cg_max`` reached above the tolerance).
+    The implicit path gets transposed copies (every product is a row-dot matvec), float32
+    when the tolerances are loose enough (tol, cg_tol >= LOWP_TOL: a float32 operator
+    stalls tighter CG solves) and every Kg entry is a normal float32.
     """
-    m = x.shape[0]
-    rr, res, cc, t, ap = w3, w4, w5, w6, w7
-    for j in range(m):
-        xs[j] = vv[j]
-    matvec_lp(KCmat, xs, rr)
-    loss = 0.0
-    for i in range(m):
-        rr[i] *= sc * uu[i]
-        loss += rr[i]
-        xs[i] = uu[i]
-    matvec_lp(KCTmat, xs, cc)
-    for j in range(m):
-        cc[j] *= sc * vv[j]
-    _pit_apply(Kmat, KTmat, uu, vv, sc, x, xs, t)
-    for j in range(m):
-        t[j] = qinv[j] * (cc[j] - t[j])
-    _pi_apply(Kmat, KTmat, uu, vv, sc, t, xs, ap)
-    ref_n = 0.0
-    for i in range(m):
-        res[i] = rr[i] - prow[i] * x[i] - ap[i]
-        d = prow[i] if prow[i] > TINY else TINY
-        ref_n += rr[i] * rr[i] / d
-    k, ok = schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w5, w6, w7, w8, xs)
-    return loss, k, ok
-
-
-@kernel()
-def schur_pcg(Kmat, KTmat, uu, vv, sc, prow, qinv, r, x, thr, cg_max, zz, pdir, ap, t1, xs):
-    """Jacobi-preconditioned CG for ``(diag(prow) - Pi diag(qinv) Piᵀ) x = rhs``.
-
-    ``x`` is the warm start and ``r`` its residual ``rhs - A x`` on entry (overwritten).
-    Stops when the preconditioned residual ``rᵀ D⁻¹ r`` falls to ``thr`` (absolute).
-    Returns ``(iterations, converged)``; ``converged`` is False only when ``cg_max`` was
-    reached above ``thr`` (a breakdown ``pᵀAp <= 0`` on this PSD system means the residual
-    left the range of A: nothing more to gain, not a failure).
-    """
-    m = x.shape[0]
-    rz = 0.0
-    for i in range(m):
-        d = prow[i] if prow[i] > TINY else TINY
-        zz[i] = r[i] / d
-        pdir[i] = zz[i]
-        rz += r[i] * zz[i]
-    k = 0
-    while k < cg_max and rz > thr:
-        _schur_apply(Kmat, KTmat, uu, vv, sc, prow, qinv, pdir, xs, t1, ap)
-        pap = 0.0
-        for i in range(m):
-            pap += pdir[i] * ap[i]
-        if not pap > 0.0:
-            break
-        alpha = rz / pap
-        rz_new = 0.0
-        for i in range(m):
-            x[i] += alpha * pdir[i]
-            r[i] -= alpha * ap[i]
-            d = prow[i] if prow[i] > TINY else TINY
-            zz[i] = r[i] / d
-            rz_new += r[i] * zz[i]
-        beta = rz_new / rz
-        for i in range(m):
-            pdir[i] = zz[i] + beta * pdir[i]
-        rz = rz_new
-        k += 1
-    return k, not (k >= cg_max and rz > thr)
-
-
-@kernel()
-def w_converged(
-    C,
-    C_T,
-    Kg,
-    KC,
-    cmin,
-    a,
-    b,
-    eps,
-    fw,
-    gw,
-    tol,
-    max_iter,
-    objective,
-    xw,
-    cg_tol,
-    cg_max,
-    grad_p,
-    pa,
-    qb,
-    u,
-    v,
-    s,
-    t,
-    tmp_m,
-    tmp_n,
-    w1,
-    w2,
-    w3,
-    w4,
-    w5,
-    w6,
-    w7,
-    w8,
-):
-    """Proximal term at a converged plan, warm-started from ``(fw, gw)`` (updated in place).
-
-    ``objective`` OBJ_TRANSPORT: ``<Π*, C>`` and ``grad_p = x`` from ``implicit_solve``
-    (``xw`` warm start, updated). OBJ_ENTROPIC: ``OT_ε = Σ p f + Σ q g - ε Σ Π`` and
-    ``grad_p = f``. Returns ``(loss, flags)``: ``FLAG_SINKHORN`` / ``FLAG_CG`` set when that
-    solve stopped at its iteration cap above its tolerance.
-    """
-    m = a.shape[0]
-    _, st_sk, _, scaled, scale = sinkhorn_log_solve(
-        C, C_T, Kg, cmin, a, b, eps, fw, gw, max_iter, tol, 1, 1, True, TINY, pa, qb, u, v, s, t, tmp_m, tmp_n
-    )
-    if scaled:
-        Kmat = Kg
-        KCmat = KC
-        uu = u
-        vv = v
-        sc = scale
-    else:
-        Kmat = np.empty((m, m))
-        plan_fill(C, fw, gw, eps, Kmat)
-        KCmat = np.empty((m, m))
-        for i in range(m):
-            for j in range(m):
-                KCmat[i, j] = Kmat[i, j] * C[i, j]
-        uu = np.ones(m)
-        vv = np.ones(m)
-        sc = 1.0
-    KTmat = np.ascontiguousarray(Kmat.T)
-    ones = np.ones(m)
-    if objective == OBJ_ENTROPIC:
-        _pi_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w1)
-        _pit_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w2)
-        loss = 0.0
-        for i in range(m):
-            loss += w1[i] * fw[i] + w2[i] * gw[i] - eps * w1[i]
-            grad_p[i] = fw[i]
-        return loss, FLAG_SINKHORN if st_sk != OK else 0
-    KCTmat = np.ascontiguousarray(KCmat.T)
-    _pi_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w1)
-    _pit_apply(Kmat, KTmat, uu, vv, sc, ones, tmp_m, w2)
-    for j in range(m):
-        w2[j] = 1.0 / w2[j] if w2[j] > 0.0 else 0.0
-    loss, _, cg_ok = implicit_solve(
-        Kmat, KTmat, KCmat, KCTmat, uu, vv, sc, w1, w2, xw, cg_tol, cg_max, w3, w4, w5, w6, w7, w8, tmp_m
-    )
-    for i in range(m):
-        grad_p[i] = xw[i]
-    flags = FLAG_SINKHORN if st_sk != OK else 0
-    if not cg_ok:
-        flags += FLAG_CG
-    return loss, flags
-
-
-@kernel()
-def w_implicit_scaled(
-    Kop,
-    KTop,
-    KCop,
-    KCTop,
-    pa,
-    qb,
-    tol,
-    max_iter,
-    newton_every,
-    u,
-    v,
-    s,
-    t,
-    tmp_m,
-    tmp_n,
-    xw,
-    cg_tol,
-    cg_max,
-    grad_p,
-    w1,
-    w2,
-    w3,
-    w4,
-    w5,
-    w6,
-    w7,
-    w8,
-    xs,
-):
-    """Implicit path kept entirely in the scaled form across inner steps (no exp/log per step).
-
-    ``Kop = Kg`` (``KTop`` its transpose, ``KCop``/``KCTop`` the same for ``Kg ⊙ C``), in
-    float64 or float32 (``xs``: an M scratch of the same dtype; float32 halves the bytes
-    each matvec streams, see ``jko_query``). ``v`` (the scaled g) persists between calls as
-    the warm start; each call runs at least one pair, then pairs until the row-marginal L1
-    error ``|vmax u ⊙ (Kg v) - pa|_1 < tol`` or ``max_iter``. Every ``newton_every`` pairs
-    without convergence (0: never) a Newton step on the duals is taken: the linearised
-    marginal equations reduce to the same Schur system as the gradient, ``A α = pa - prow``,
-    solved loosely by PCG from zero (``NEWTON_RTOL``, ``NEWTON_CG_MAX``), then
-    ``v ← v ⊙ exp(-qinv ⊙ Πᵀα)`` (the next row update recomputes u exactly). This removes
-    the slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) Kg diag(v)``
-    then feeds ``implicit_solve`` with its own marginals. Returns ``(ok, loss, flags)``;
-    ``ok`` False = a sum underflowed (caller falls back to the log path); ``flags`` as in
-    ``w_converged``.
-    """
-    m = pa.shape[0]
-    vmax = 1.0
-    it = 0
-    since = 0
-    fresh = True
-    flags = 0
-    while True:
-        ok, _ = scaled_half_step_lp(Kop, pa, v, xs, s, tmp_m, TINY)
-        if not fresh:
-            err = 0.0
-            for i in range(m):
-                err += abs(vmax * u[i] * s[i] - pa[i])
-            if err < tol:
-                break
-            if it >= max_iter:
-                flags = FLAG_SINKHORN
-                break
-            if ok and newton_every > 0 and since >= newton_every:
-                nthr = 0.0
-                for i in range(m):
-                    w1[i] = vmax * u[i] * s[i]
-                    cs = vmax * v[i] * t[i]
-                    w2[i] = 1.0 / cs if cs > 0.0 else 0.0
-                    w3[i] = pa[i] - w1[i]
-                    grad_p[i] = 0.0
-                    d = w1[i] if w1[i] > TINY else TINY
-                    nthr += w3[i] * w3[i] / d
-                schur_pcg(
-                    Kop, KTop, u, v, vmax, w1, w2, w3, grad_p, NEWTON_RTOL**2 * nthr, NEWTON_CG_MAX, w5, w6, w7, w8, xs
-                )  # an inexact Newton step: its convergence is not required
-                _pit_apply(Kop, KTop, u, v, vmax, grad_p, xs, tmp_n)
-                bmax = -np.inf
-                for j in range(m):
-                    bj = -w2[j] * tmp_n[j]
-                    bj = min(max(bj, -10.0), 10.0)
-                    v[j] *= np.exp(bj)
-                    if v[j] > bmax:
-                        bmax = v[j]
-                for j in range(m):
-                    v[j] /= bmax
-                since = 0
-                fresh = True
-                continue
-        if not ok:
-            return False, 0.0, 0
-        for i in range(m):
-            u[i] = tmp_m[i]
-        ok, vmax = scaled_half_step_lp(KTop, qb, u, xs, t, tmp_n, TINY)
-        if not ok:
-            return False, 0.0, 0
-        for j in range(m):
-            v[j] = tmp_n[j]
-        it += 1
-        since += 1
-        fresh = False
-    for i in range(m):
-        w1[i] = vmax * u[i] * s[i]
-        cs = vmax * v[i] * t[i]
-        w2[i] = 1.0 / cs if cs > 0.0 else 0.0
-    loss, _, cg_ok = implicit_solve(
-        Kop, KTop, KCop, KCTop, u, v, vmax, w1, w2, xw, cg_tol, cg_max, w3, w4, w5, w6, w7, w8, xs
-    )
-    for i in range(m):
-        grad_p[i] = xw[i]
-    if not cg_ok:
-        flags += FLAG_CG
-    return True, loss, flags
-
-
-# ----------------------------------------------------------------------------------------
-# One query: outer loop, inner Adam
-# ----------------------------------------------------------------------------------------
-@kernel()
-def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out, diag):
-    """Run the JKO flow for one pool; writes ``p_out`` (M,), ``losses`` (T*inner,),
-    ``f_out, g_out`` (duals of the final uniform-target Sinkhorn when ``ip[IP_DUALS]``
-    and the mode has a transport term, else zeros) and ``diag`` (int64, 2): the number of
-    inner steps whose converged-plan Sinkhorn stopped at ``max_iter`` above its tolerance
-    (``diag[0]``) and whose Schur PCG stopped at ``cg_max`` above its tolerance
-    (``diag[1]``) — 0 on the unrolled path, whose fixed iteration count is the published
-    definition. Returns a status code."""
-    m = p0.shape[0]
-    h = fp[FP_H]
-    lam = fp[FP_LAM]
-    rho = fp[FP_RHO]
-    eps = fp[FP_EPS]
-    alpha = fp[FP_ALPHA]
-    lr = fp[FP_LR]
-    tol = fp[FP_TOL]
-    cg_tol = fp[FP_CG_TOL]
-    tol_step = fp[FP_TOL_STEP]
-    T = ip[IP_T]
-    inner = ip[IP_INNER]
-    n_iter = ip[IP_NITER]
-    n_grad = min(ip[IP_NGRAD], n_iter)
-    mode = ip[IP_MODE]
-    grad = ip[IP_GRAD]
-    objective = ip[IP_OBJ]
-    max_iter = ip[IP_MAXIT]
-    cg_max = ip[IP_CGMAX]
-    newton = ip[IP_NEWTON]
-    n_warm = n_iter - n_grad
-
-    if mode == MODE_BREGMAN:
-        al = min(max(alpha, 0.0), 1.0)
-        w_w = al / (2.0 * h)
-        w_kl = (1.0 - al) / (2.0 * h)
-        use_w = al > 0.0
-        use_kl = True
-    elif mode == MODE_W:
-        w_w = 1.0 / (2.0 * h)
-        w_kl = 0.0
-        use_w = True
-        use_kl = False
-    elif mode == MODE_KL:
-        w_w = 0.0
-        w_kl = 1.0 / (2.0 * h)
-        use_w = False
-        use_kl = True
-    else:
-        w_w = 0.0
-        w_kl = 0.0
-        use_w = False
-        use_kl = False
-    converged_path = objective == OBJ_ENTROPIC or grad == GRAD_IMPLICIT
-    implicit_scaled = objective == OBJ_TRANSPORT and grad == GRAD_IMPLICIT
-
+    m = C.shape[0]
     mw = m if use_w else 1
     Kg = np.empty((mw, mw))
     KC = np.empty((mw, mw))
     cmin = 0.0
     if use_w:
-        cmin = gibbs_kernel(C, eps, Kg)
+        cmin = gibbs_kernel(C, prm.eps, Kg)
         for i in range(m):
             for j in range(m):
                 KC[i, j] = Kg[i, j] * C[i, j]
-    # implicit path: transposed copies (every product is a row-dot matvec), float32 when the
-    # tolerances are loose enough (tol, cg_tol >= LOWP_TOL: a float32 operator stalls tighter
-    # CG solves) and every Kg entry is a normal float32
     lowp = False
     mi = 1
-    if implicit_scaled and use_w:
+    if implicit and use_w:
         mi = m
         cmax = -np.inf
         for i in range(m):
             for j in range(m):
                 if C[i, j] > cmax:
                     cmax = C[i, j]
-        lowp = tol >= LOWP_TOL and cg_tol >= LOWP_TOL and (cmax - cmin) / eps <= LOWP_RANGE
+        lowp = prm.tol >= LOWP_TOL and prm.cg_tol >= LOWP_TOL and (cmax - cmin) / prm.eps <= LOWP_RANGE
     m32 = mi if lowp else 1
     m64 = 1 if lowp else mi
-    K32 = np.empty((m32, m32), np.float32)
-    KT32 = np.empty((m32, m32), np.float32)
-    KC32 = np.empty((m32, m32), np.float32)
-    KCT32 = np.empty((m32, m32), np.float32)
-    Ks32 = np.empty((m32, m32), np.float32)
-    KT64 = np.empty((m64, m64))
-    KCT64 = np.empty((m64, m64))
+    f32 = np.float32
+    o32 = GibbsOps(
+        np.empty((m32, m32), f32),
+        np.empty((m32, m32), f32),
+        np.empty((m32, m32), f32),
+        np.empty((m32, m32), f32),
+        np.empty(m, f32),
+    )
+    Ks32 = np.empty((m32, m32), f32)
+    o64 = GibbsOps(Kg, np.empty((m64, m64)), KC, np.empty((m64, m64)), np.empty(m))
     if lowp:
+        K32, KT32, KC32, KCT32, _ = o32
         for i in range(m):
             for j in range(m):
                 K32[i, j] = Kg[i, j]
@@ -613,309 +219,305 @@ def jko_query(p0, E, C, C_T, Ks, fp, ip, p_out, losses, f_out, g_out, diag):
                 KCT32[j, i] = KC[i, j]
                 Ks32[i, j] = Ks[i, j]
     elif mi > 1:
+        KT64 = o64.KT
+        KCT64 = o64.KCT
         for i in range(m):
             for j in range(m):
                 KT64[j, i] = Kg[i, j]
                 KCT64[j, i] = KC[i, j]
-    xs32 = np.empty(m, np.float32)
-    vprev = np.ones(m)
-    xprev = np.zeros(m)
-    xs64 = np.empty(m)
-    ng = max(n_grad, 1)
-    U = np.empty((ng, m))
-    S = np.empty((ng, m))
-    V = np.empty((ng, m))
-    TT = np.empty((ng, m))
-    Gs = np.empty((ng + 1, m))
-    u = np.empty(m)
-    v = np.empty(m)
-    y = np.empty(m)
-    z = np.empty(m)
-    tmp_m = np.empty(m)
-    tmp_n = np.empty(m)
-    fbar = np.empty(m)
-    gbar = np.empty(m)
-    abar = np.empty(m)
-    pa = np.empty(m)
-    qb = np.empty(m)
-    fw = np.zeros(m)
-    gw = np.zeros(m)
-    vs = np.ones(m)  # scaled g of the implicit path (warm start across inner steps)
-    xw = np.zeros(m)
-    wk = np.empty((8, m))
-    theta = np.empty(m)
-    a = np.empty(m)
-    p = np.empty(m)
-    b = np.empty(m)
-    q = np.empty(m)
-    gh = np.empty(m)
-    kp = np.empty(m)
-    mom = np.empty(m)
-    vel = np.empty(m)
+    return JKOOperators(GibbsCost(C, C_T, Kg, cmin, prm.eps), KC, lowp, o32, o64, Ks32)
+
+
+@kernel(inline="always")
+def jko_work(m, ng):
+    """Allocate the scratch of one query.
+
+    ``Flow``, ``SinkhornWork``, the (8, M) implicit-solve rows, the unrolled path's
+    ``Tracked`` pairs (``ng`` of them) and the ``WarmStart`` (cold).
+    """
+    v = np.empty((18, m))  # the rows of Flow and SinkhornWork
+    fl = Flow(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9])
+    sk = SinkhornWork(v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17])
+    tr = Tracked(np.empty((ng, m)), np.empty((ng, m)), np.empty((ng, m)), np.empty((ng, m)), np.empty((ng + 1, m)))
+    ws = WarmStart(np.zeros(m), np.zeros(m), np.ones(m), np.ones(m), np.zeros(m), np.zeros(m))
+    return fl, sk, np.empty((8, m)), tr, ws
+
+
+# ----------------------------------------------------------------------------------------
+# Stages of one inner step (SPEC A.4.4, gradients A.4.6)
+# ----------------------------------------------------------------------------------------
+@kernel(inline="always")
+def outer_start(q, b, qb, theta, mom, vel):
+    """Start of an outer step: ``b = log max(q, 1e-30)``, ``qb = exp(b)``, ``θ = b``, fresh Adam state."""
+    for i in range(q.shape[0]):
+        b[i] = np.log(max(q[i], FLOOR))
+        qb[i] = np.exp(b[i])
+        theta[i] = b[i]
+        mom[i] = 0.0
+        vel[i] = 0.0
+
+
+@kernel(inline="always")
+def log_softmax(theta, a, p):
+    """Set ``a = log_softmax(θ)``, ``p = exp(a)``."""
+    m = theta.shape[0]
+    mx = -np.inf
     for i in range(m):
-        q[i] = p0[i]
+        if theta[i] > mx:
+            mx = theta[i]
+    se = 0.0
+    for i in range(m):
+        se += np.exp(theta[i] - mx)
+    lse = mx + np.log(se)
+    for i in range(m):
+        a[i] = theta[i] - lse
+        p[i] = np.exp(a[i])
+
+
+@kernel(inline="always")
+def softmax(theta, q):
+    """``q = softmax(θ)`` (the iterate after an outer step)."""
+    m = theta.shape[0]
+    mx = -np.inf
+    for i in range(m):
+        if theta[i] > mx:
+            mx = theta[i]
+    se = 0.0
+    for i in range(m):
+        q[i] = np.exp(theta[i] - mx)
+        se += q[i]
+    for i in range(m):
+        q[i] /= se
+
+
+@kernel(inline="always")
+def energy_terms(E, lam, rho, Ks, op, a, p, kp, gh):
+    """``<p,E> + λ<p,a> + ½ρ pᵀKs p`` (returned) and its gradient w.r.t. ``a`` into ``gh``.
+
+    ``kp = Ks p`` through the float32 ``op.Ks32`` when ``op.lowp``.
+    """
+    m = p.shape[0]
+    if op.lowp:
+        xs = op.ops32.xs
+        for i in range(m):
+            xs[i] = p[i]
+        matvec_lp(op.Ks32, xs, kp)
+    else:
+        matvec(Ks, p, kp)
+    loss = 0.0
+    for i in range(m):
+        loss += p[i] * E[i] + lam * p[i] * a[i] + 0.5 * rho * p[i] * kp[i]
+        gh[i] = p[i] * E[i] + lam * p[i] * (a[i] + 1.0) + rho * p[i] * kp[i]
+    return loss
+
+
+@kernel(inline="always")
+def kl_term(w_kl, a, b, p, gh):
+    """``KL(p‖q) = <p, a - b>`` (returned); adds ``w_kl · p ⊙ (a - b + 1)`` to ``gh``."""
+    kl = 0.0
+    for i in range(p.shape[0]):
+        kl += p[i] * (a[i] - b[i])
+        gh[i] += w_kl * p[i] * (a[i] - b[i] + 1.0)
+    return kl
+
+
+@kernel(inline="always")
+def add_transport_grad(w_w, p, abar, flags, gh, diag):
+    """``gh += w_W · p ⊙ abar`` (a p-gradient); count the convergence ``flags`` in ``diag``."""
+    for i in range(p.shape[0]):
+        gh[i] += w_w * p[i] * abar[i]
+    diag[0] += flags & FLAG_SINKHORN
+    diag[1] += (flags & FLAG_CG) // FLAG_CG
+
+
+@kernel(inline="always")
+def transport_unrolled(op, n_warm, n_grad, a, b, p, tr, sk, w, abar):
+    """Unrolled path: ``<Π, C>`` (returned) and ``abar = ∂<Π,C>/∂a``, log form on underflow."""
+    pa = sk.pa
+    for i in range(p.shape[0]):
+        pa[i] = p[i]
+    ok, lw = w_unrolled_scaled(op.gc, op.KC, n_warm, n_grad, tr, sk, w, abar)
+    if not ok:
+        lw = w_unrolled_log(op.gc, a, b, n_warm, n_grad, tr, sk, w, abar)
+    return lw
+
+
+@kernel(inline="always")
+def implicit_warm_start(p, pa, s_, tol, tol_step, ws):
+    """Warm start of the implicit path for inner step ``s_``; returns its Sinkhorn tolerance.
+
+    Sinkhorn only needs to be accurate relative to how far p moved since the previous inner
+    step (``pa`` holds it; set to p here): ``tol_eff = max(tol, tol_step * |Δp|_1)``. The
+    duals and the gradient move smoothly along the Adam path: from the third inner step on,
+    both start from a linear extrapolation of the last two solutions (v in log space,
+    renormalised to max 1).
+    """
+    m = p.shape[0]
+    vs, vprev, xw, xprev = ws.vs, ws.vprev, ws.xw, ws.xprev
+    dp = 0.0
+    for i in range(m):
+        dp += abs(p[i] - pa[i])
+        pa[i] = p[i]
+    if s_ < 3:
+        for j in range(m):
+            vprev[j] = vs[j]
+            xprev[j] = xw[j]
+        return max(tol, tol_step * dp) if s_ > 1 else tol
+    bm = 0.0
+    for j in range(m):
+        vj = vs[j]
+        if vj > 0.0 and vprev[j] > 0.0:
+            vn = vj * (vj / vprev[j])
+        else:
+            vn = vj
+        vprev[j] = vj
+        vs[j] = vn
+        if vn > bm:
+            bm = vn
+        xj = xw[j]
+        xw[j] = 2.0 * xj - xprev[j]
+        xprev[j] = xj
+    if bm > 0.0 and np.isfinite(bm):
+        for j in range(m):
+            vs[j] /= bm
+    else:
+        for j in range(m):
+            vs[j] = vprev[j]
+    return max(tol, tol_step * dp)
+
+
+@kernel(inline="always")
+def transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar):
+    """Implicit path in the scaled form: ``(ok, <Π*, C>, flags)``, ``abar = ∂<Π*,C>/∂p``.
+
+    ``ok`` False = a sum underflowed: the warm-started log-form duals are reset and the
+    caller switches to ``w_converged`` for the rest of the query.
+    """
+    tol_eff = implicit_warm_start(p, sk.pa, s_, prm.tol, prm.tol_step, ws)
+    if op.lowp:
+        ok, lw, flags = w_implicit_scaled(op.ops32, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
+    else:
+        ok, lw, flags = w_implicit_scaled(op.ops64, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
+    if not ok:
+        fw, gw = ws.fw, ws.gw
+        for i in range(p.shape[0]):
+            fw[i] = 0.0
+            gw[i] = 0.0
+    return ok, lw, flags
+
+
+@kernel(inline="always")
+def adam_step(theta, gh, p, mom, vel, s_, lr):
+    """Adam step ``s_`` on θ (PyTorch defaults) with the logit gradient ``gh - p Σ gh``."""
+    sg = 0.0
+    for i in range(p.shape[0]):
+        sg += gh[i]
+    bc1 = 1.0 - BETA1**s_
+    bc2s = np.sqrt(1.0 - BETA2**s_)
+    step = lr / bc1
+    for i in range(p.shape[0]):
+        gt = gh[i] - p[i] * sg
+        mom[i] += (gt - mom[i]) * (1.0 - BETA1)
+        vel[i] = BETA2 * vel[i] + (1.0 - BETA2) * gt * gt
+        theta[i] -= step * mom[i] / (np.sqrt(vel[i]) / bc2s + ADAM_EPS)
+
+
+@kernel(inline="always")
+def dual_readout(q, gc, n_iter, duals, a, b, sk, p_out, f_out, g_out):
+    """Write ``p_out = q`` and the dual read-out (SPEC A.4.5); return the status.
+
+    With ``duals``: the duals of ``n_iter`` cold pairs from ``log max(q, 1e-30)`` to the
+    uniform target, else ``f_out = g_out = 0``.
+    """
+    m = q.shape[0]
     status = OK
-    step_idx = 0
-    diag[0] = 0
-    diag[1] = 0
-    fl = 0
-    for _t in range(T):
-        for i in range(m):
-            b[i] = np.log(max(q[i], FLOOR))
-            qb[i] = np.exp(b[i])
-            theta[i] = b[i]
-            mom[i] = 0.0
-            vel[i] = 0.0
-        for s_ in range(1, inner + 1):
-            # a = log_softmax(theta), p = exp(a)
-            mx = -np.inf
-            for i in range(m):
-                if theta[i] > mx:
-                    mx = theta[i]
-            se = 0.0
-            for i in range(m):
-                se += np.exp(theta[i] - mx)
-            lse = mx + np.log(se)
-            for i in range(m):
-                a[i] = theta[i] - lse
-                p[i] = np.exp(a[i])
-            if lowp:
-                for i in range(m):
-                    xs32[i] = p[i]
-                matvec_lp(Ks32, xs32, kp)
-            else:
-                matvec(Ks, p, kp)
-            loss = 0.0
-            for i in range(m):
-                loss += p[i] * E[i] + lam * p[i] * a[i] + 0.5 * rho * p[i] * kp[i]
-                gh[i] = p[i] * E[i] + lam * p[i] * (a[i] + 1.0) + rho * p[i] * kp[i]
-            if use_w:
-                if implicit_scaled:
-                    # Sinkhorn only needs to be accurate relative to how far p moved since the
-                    # previous inner step (warm start): tol_eff = max(tol, tol_step * |Δp|_1)
-                    dp = 0.0
-                    for i in range(m):
-                        dp += abs(p[i] - pa[i])
-                        pa[i] = p[i]
-                    tol_eff = max(tol, tol_step * dp) if s_ > 1 else tol
-                    # the duals and the gradient move smoothly along the Adam path: from the
-                    # third inner step on, warm-start both from a linear extrapolation of the
-                    # last two solutions (v in log space, renormalised to max 1)
-                    if s_ >= 3:
-                        bm = 0.0
-                        for j in range(m):
-                            vj = vs[j]
-                            if vj > 0.0 and vprev[j] > 0.0:
-                                vn = vj * (vj / vprev[j])
-                            else:
-                                vn = vj
-                            vprev[j] = vj
-                            vs[j] = vn
-                            if vn > bm:
-                                bm = vn
-                            xj = xw[j]
-                            xw[j] = 2.0 * xj - xprev[j]
-                            xprev[j] = xj
-                        if bm > 0.0 and np.isfinite(bm):
-                            for j in range(m):
-                                vs[j] /= bm
-                        else:
-                            for j in range(m):
-                                vs[j] = vprev[j]
-                    else:
-                        for j in range(m):
-                            vprev[j] = vs[j]
-                            xprev[j] = xw[j]
-                    if lowp:
-                        ok, lw, fl = w_implicit_scaled(
-                            K32,
-                            KT32,
-                            KC32,
-                            KCT32,
-                            pa,
-                            qb,
-                            tol_eff,
-                            max_iter,
-                            newton,
-                            u,
-                            vs,
-                            y,
-                            z,
-                            tmp_m,
-                            tmp_n,
-                            xw,
-                            cg_tol,
-                            cg_max,
-                            abar,
-                            wk[0],
-                            wk[1],
-                            wk[2],
-                            wk[3],
-                            wk[4],
-                            wk[5],
-                            wk[6],
-                            wk[7],
-                            xs32,
-                        )
-                    else:
-                        ok, lw, fl = w_implicit_scaled(
-                            Kg,
-                            KT64,
-                            KC,
-                            KCT64,
-                            pa,
-                            qb,
-                            tol_eff,
-                            max_iter,
-                            newton,
-                            u,
-                            vs,
-                            y,
-                            z,
-                            tmp_m,
-                            tmp_n,
-                            xw,
-                            cg_tol,
-                            cg_max,
-                            abar,
-                            wk[0],
-                            wk[1],
-                            wk[2],
-                            wk[3],
-                            wk[4],
-                            wk[5],
-                            wk[6],
-                            wk[7],
-                            xs64,
-                        )
-                    if ok:
-                        for i in range(m):
-                            gh[i] += w_w * p[i] * abar[i]
-                        diag[0] += fl & FLAG_SINKHORN
-                        diag[1] += (fl & FLAG_CG) // FLAG_CG
-                    else:
-                        implicit_scaled = False  # log-form fallback for the rest of the query
-                        for i in range(m):
-                            fw[i] = 0.0
-                            gw[i] = 0.0
-                if use_w and not implicit_scaled and converged_path:
-                    lw, fl = w_converged(
-                        C,
-                        C_T,
-                        Kg,
-                        KC,
-                        cmin,
-                        a,
-                        b,
-                        eps,
-                        fw,
-                        gw,
-                        tol,
-                        max_iter,
-                        objective,
-                        xw,
-                        cg_tol,
-                        cg_max,
-                        abar,
-                        pa,
-                        qb,
-                        u,
-                        v,
-                        y,
-                        z,
-                        tmp_m,
-                        tmp_n,
-                        wk[0],
-                        wk[1],
-                        wk[2],
-                        wk[3],
-                        wk[4],
-                        wk[5],
-                        wk[6],
-                        wk[7],
-                    )
-                    diag[0] += fl & FLAG_SINKHORN
-                    diag[1] += (fl & FLAG_CG) // FLAG_CG
-                    # restore qb (the solver's scratch) for the next step
-                    for i in range(m):
-                        qb[i] = np.exp(b[i])
-                    for i in range(m):
-                        gh[i] += w_w * p[i] * abar[i]
-                elif not converged_path:
-                    for i in range(m):
-                        pa[i] = p[i]
-                    ok, lw = w_unrolled_scaled(
-                        Kg, KC, pa, qb, eps, n_warm, n_grad, U, S, V, TT, u, v, y, z, tmp_m, tmp_n, fbar, gbar, abar
-                    )
-                    if not ok:
-                        lw = w_unrolled_log(C, C_T, a, b, eps, n_warm, n_grad, U, Gs, u, v, fbar, gbar, abar)
-                    for i in range(m):
-                        gh[i] += w_w * abar[i]
-                loss += w_w * lw
-            if use_kl:
-                kl = 0.0
-                for i in range(m):
-                    kl += p[i] * (a[i] - b[i])
-                    gh[i] += w_kl * p[i] * (a[i] - b[i] + 1.0)
-                loss += w_kl * kl
-            losses[step_idx] = loss
-            step_idx += 1
-            sg = 0.0
-            for i in range(m):
-                sg += gh[i]
-            bc1 = 1.0 - BETA1**s_
-            bc2s = np.sqrt(1.0 - BETA2**s_)
-            step = lr / bc1
-            for i in range(m):
-                gt = gh[i] - p[i] * sg
-                mom[i] += (gt - mom[i]) * (1.0 - BETA1)
-                vel[i] = BETA2 * vel[i] + (1.0 - BETA2) * gt * gt
-                theta[i] -= step * mom[i] / (np.sqrt(vel[i]) / bc2s + ADAM_EPS)
-        # q <- softmax(theta)
-        mx = -np.inf
-        for i in range(m):
-            if theta[i] > mx:
-                mx = theta[i]
-        se = 0.0
-        for i in range(m):
-            q[i] = np.exp(theta[i] - mx)
-            se += q[i]
-        for i in range(m):
-            q[i] /= se
     for i in range(m):
         p_out[i] = q[i]
         f_out[i] = 0.0
         g_out[i] = 0.0
         if not np.isfinite(q[i]):
             status = NON_FINITE
-    if ip[IP_DUALS] != 0 and (mode == MODE_W or mode == MODE_BREGMAN) and status == OK:
+    if duals and status == OK:
         for i in range(m):
             a[i] = np.log(max(q[i], FLOOR))
             b[i] = -np.log(m)
-        if not use_w:
-            cmin = 0.0
-            Kg = np.empty((m, m))
-            cmin = gibbs_kernel(C, eps, Kg)
-        sinkhorn_log_solve(
-            C, C_T, Kg, cmin, a, b, eps, f_out, g_out, n_iter, -1.0, 1, 0, True, TINY, pa, qb, u, v, y, z, tmp_m, tmp_n
-        )
+        sinkhorn_log_solve(gc, a, b, f_out, g_out, n_iter, -1.0, np.int64(1), TINY, sk)
     return status
 
 
 # ----------------------------------------------------------------------------------------
-# HIGH LEVEL (kernels): batches, prange over queries
+# One query: outer loop, inner Adam
+# ----------------------------------------------------------------------------------------
+@kernel()
+def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
+    """Run the JKO flow for one pool.
+
+    Writes ``p_out`` (M,), ``losses`` (T*inner,), ``f_out, g_out`` (duals of the final
+    uniform-target Sinkhorn when ``prm.duals`` and the mode has a transport term, else
+    zeros) and ``diag`` (int64, 2): the number of inner steps whose converged-plan
+    Sinkhorn stopped at ``max_iter`` above its tolerance (``diag[0]``) and whose Schur PCG
+    stopped at ``cg_max`` above its tolerance (``diag[1]``) — 0 on the unrolled path,
+    whose fixed iteration count is the published definition. Returns a status code.
+    """
+    w_w, w_kl, use_w, use_kl = prox_weights(prm)
+    converged = prm.objective == OBJ_ENTROPIC or prm.grad == GRAD_IMPLICIT
+    implicit = prm.objective == OBJ_TRANSPORT and prm.grad == GRAD_IMPLICIT
+    n_grad = min(prm.n_grad, prm.n_iter)
+    lim = Limits(prm.max_iter, prm.cg_tol, prm.cg_max, prm.newton_every)
+    op = transport_operators(C, C_T, Ks, prm, use_w, implicit)
+    fl, sk, w, tr, ws = jko_work(p0.shape[0], max(n_grad, 1))
+    theta, a, p, b, q, gh, kp, mom, vel, abar = fl
+    q[:] = p0
+    diag[0] = 0
+    diag[1] = 0
+    step_idx = 0
+    for _t in range(prm.T):
+        outer_start(q, b, sk.qb, theta, mom, vel)
+        for s_ in range(1, prm.inner + 1):
+            log_softmax(theta, a, p)
+            loss = energy_terms(E, prm.lam, prm.rho, Ks, op, a, p, kp, gh)
+            if use_w:
+                lw = 0.0
+                if implicit:
+                    implicit, lw, flags = transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar)
+                    if implicit:
+                        add_transport_grad(w_w, p, abar, flags, gh, diag)
+                if converged and not implicit:
+                    lw, flags = w_converged(
+                        op.gc, op.KC, a, b, ws.fw, ws.gw, ws.xw, prm.tol, prm.objective, lim, abar, sk, w
+                    )
+                    add_transport_grad(w_w, p, abar, flags, gh, diag)
+                elif not converged:
+                    lw = transport_unrolled(op, prm.n_iter - n_grad, n_grad, a, b, p, tr, sk, w, abar)
+                    for i in range(p.shape[0]):
+                        gh[i] += w_w * abar[i]
+                loss += w_w * lw
+            if use_kl:
+                loss += w_kl * kl_term(w_kl, a, b, p, gh)
+            losses[step_idx] = loss
+            step_idx += 1
+            adam_step(theta, gh, p, mom, vel, s_, prm.lr)
+        softmax(theta, q)
+    duals = prm.duals != 0 and (prm.mode == MODE_W or prm.mode == MODE_BREGMAN)
+    gd = op.gc if use_w or not duals else gibbs_cost(C, C_T, prm.eps)
+    return dual_readout(q, gd, prm.n_iter, duals, a, b, sk, p_out, f_out, g_out)
+
+
+# ----------------------------------------------------------------------------------------
+# HIGH LEVEL (kernel): a batch, prange over queries
 # ----------------------------------------------------------------------------------------
 @kernel(parallel=True)
-def rerank_dense(E, p0, offsets, Z, normalise, fp, ip, p_out, f_out, g_out, status, diag):
-    """Ragged batch with dense geometry rows ``Z`` (one per flat candidate).
+def rerank_pools(E, p0, offsets, rows, prm, p_out, f_out, g_out, status, diag):
+    """Rerank a ragged batch of pools, ``prange`` over queries.
 
-    Queries with ``status[q] != 0`` on entry are skipped (rejected by the wrapper);
-    pools of size 1 get ``p = [1]``.  Each query builds C, K in its own scratch and writes
-    its row of ``diag`` (int64, (nq, 2); see ``jko_query``).
+    Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``; its C, K come from the
+    candidate rows (``rows``: a ``PoolRows``, dense or CSR) in its own scratch.
+
+    Queries with ``status[q] != 0`` on entry are skipped (rejected by the wrapper); pools of
+    size 1 get ``p = [1]``. Each query writes its row of ``diag`` (int64, (nq, 2); see
+    ``jko_query``).
     """
     nq = offsets.shape[0] - 1
-    T = ip[IP_T]
-    inner = ip[IP_INNER]
     for qi in prange(nq):
         if status[qi] != 0:
             continue
@@ -929,34 +531,8 @@ def rerank_dense(E, p0, offsets, Z, normalise, fp, ip, p_out, f_out, g_out, stat
             continue
         C = np.empty((m, m))
         K = np.empty((m, m))
-        cost_kernel_dense(Z, lo, hi, normalise, C, K)
-        losses = np.empty(T * inner)
+        cost_kernel(rows, lo, hi, C, K)
+        losses = np.empty(prm.T * prm.inner)
         status[qi] = jko_query(
-            p0[lo:hi], E[lo:hi], C, C, K, fp, ip, p_out[lo:hi], losses, f_out[lo:hi], g_out[lo:hi], diag[qi]
-        )
-
-
-@kernel(parallel=True)
-def rerank_csr(E, p0, offsets, indptr, indices, data, fp, ip, p_out, f_out, g_out, status, diag):
-    """As ``rerank_dense`` with sparse-cosine geometry from CSR rows (one per candidate)."""
-    nq = offsets.shape[0] - 1
-    T = ip[IP_T]
-    inner = ip[IP_INNER]
-    for qi in prange(nq):
-        if status[qi] != 0:
-            continue
-        lo = offsets[qi]
-        hi = offsets[qi + 1]
-        m = hi - lo
-        if m == 1:
-            p_out[lo] = 1.0
-            f_out[lo] = 0.0
-            g_out[lo] = 0.0
-            continue
-        C = np.empty((m, m))
-        K = np.empty((m, m))
-        cost_kernel_csr(indptr, indices, data, lo, hi, C, K)
-        losses = np.empty(T * inner)
-        status[qi] = jko_query(
-            p0[lo:hi], E[lo:hi], C, C, K, fp, ip, p_out[lo:hi], losses, f_out[lo:hi], g_out[lo:hi], diag[qi]
+            p0[lo:hi], E[lo:hi], C, C, K, prm, p_out[lo:hi], losses, f_out[lo:hi], g_out[lo:hi], diag[qi]
         )

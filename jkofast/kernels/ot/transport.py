@@ -1,0 +1,526 @@
+"""Transport term ``W(p, q) = <Π, C>`` of the JKO step and its gradient (SPEC A.4.3, A.4.6-A.4.7).
+
+Three gradient paths, each one kernel (the JKO driver in ``jkofast.kernels.jko.solver``
+and ``jkofast.ot.entropic.transport_cost_grad`` call them):
+
+* ``w_unrolled_scaled`` / ``w_unrolled_log`` — the published behaviour: ``<Π, C>`` of a
+  cold-started Sinkhorn with exactly ``n_warm + n_grad`` pairs, differentiated by the
+  hand-written adjoint of the last ``n_grad`` pairs (warm phase frozen). Scaled (matvec)
+  form; the log form when a sum underflows.
+* ``w_implicit_scaled`` — exact gradient of ``<Π*, C>`` at a converged plan kept in the
+  scaled form across calls: the symmetric system of SPEC A.4.7 (Schur form, Jacobi-PCG on
+  the tangent space), optional Newton steps on the duals.
+* ``w_converged`` — converged plan from the log-domain driver (any ε), then either the
+  implicit gradient of ``<Π*, C>`` (``OBJ_TRANSPORT``) or ``OT_ε`` with gradient ``f``
+  (``OBJ_ENTROPIC``, envelope theorem).
+
+Operands cross the kernel boundaries as the module-level NamedTuples below: ``GibbsCost``
+(``jkofast.kernels.ot.sinkhorn_log``), ``Plan``, ``GibbsOps``, ``Tracked``, ``SinkhornWork``.
+``w`` is an (8, M) float64 scratch whose rows are the vectors of the implicit solve.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from jkofast import _codes
+from jkofast._numba import kernel
+from jkofast.kernels.ot.sinkhorn_log import (
+    matvec,
+    matvec_lp,
+    plan_fill,
+    rmatvec,
+    scaled_half_step,
+    scaled_half_step_lp,
+    sinkhorn_log_solve,
+    sinkhorn_log_update_cols,
+    sinkhorn_log_update_rows,
+)
+
+OK = _codes.OK  # status codes: jkofast._codes
+TINY = 1e-280
+OBJ_TRANSPORT, OBJ_ENTROPIC = 0, 1
+# convergence flags of one transport-term evaluation (the JKO ``diag`` outputs count them)
+FLAG_SINKHORN = 1  # Sinkhorn stopped at max_iter above its tolerance
+FLAG_CG = 2  # the Schur-system PCG stopped at cg_max above its tolerance
+# Newton steps on the duals are inexact: PCG to a 0.1 relative residual, at most 10 steps
+# (at eps = 0.05 tighter solves cost more CG steps than the Sinkhorn pairs they save)
+NEWTON_RTOL = 0.1
+NEWTON_CG_MAX = 10
+
+
+class Plan(NamedTuple):
+    """``Π = scale * diag(u) K diag(v)``; ``KT`` the contiguous transpose of ``K``.
+
+    ``K`` a Gibbs kernel (float64 or float32) or a dense plan with ``u = v = 1``.
+    """
+
+    K: np.ndarray
+    KT: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    scale: float
+
+
+class GibbsOps(NamedTuple):
+    """Operators of the implicit path, one dtype (float64, or float32 to halve the bytes per matvec).
+
+    ``K = Kg``, ``KC = Kg ⊙ C`` and their contiguous transposes; ``xs`` an M scratch of
+    the same dtype (matvec operand).
+    """
+
+    K: np.ndarray
+    KT: np.ndarray
+    KC: np.ndarray
+    KCT: np.ndarray
+    xs: np.ndarray
+
+
+class Tracked(NamedTuple):
+    """The tracked pairs of the unrolled adjoint (``n_grad x M``; ``Gs`` ``(n_grad + 1) x M``).
+
+    Scaled form: ``U, S, V, TT`` = u, row sums, v, column sums of each tracked pair; log
+    form: ``U`` holds ``f^(k)`` and ``Gs`` ``g^(k)``.
+    """
+
+    U: np.ndarray
+    S: np.ndarray
+    V: np.ndarray
+    TT: np.ndarray
+    Gs: np.ndarray
+
+
+class Limits(NamedTuple):
+    """Iteration limits of the converged paths (Sinkhorn pairs, CG tolerance and steps, Newton period)."""
+
+    max_iter: int
+    cg_tol: float
+    cg_max: int
+    newton_every: int
+
+
+# ----------------------------------------------------------------------------------------
+# Unrolled: truncated adjoint of the last n_grad pairs (the published gradient)
+# ----------------------------------------------------------------------------------------
+@kernel(inline="always")
+def _unrolled_forward(Kg, n_warm, n_grad, tr, sk):
+    """Cold-started scaled pairs, the last ``n_grad`` stored in ``tr``; False = a sum underflowed."""
+    pa, u, y, tmp_m, qb, v, z, tmp_n = sk
+    U, S, V, TT, _ = tr
+    m = pa.shape[0]
+    for j in range(m):
+        v[j] = 1.0  # g = 0
+    for it in range(n_warm + n_grad):
+        k = it - n_warm
+        if k >= 0:
+            for j in range(m):
+                V[k, j] = v[j]
+            ok, _ = scaled_half_step(Kg, False, pa, v, S[k], tmp_m, TINY)
+        else:
+            ok, _ = scaled_half_step(Kg, False, pa, v, y, tmp_m, TINY)
+        if not ok:
+            return False
+        for i in range(m):
+            u[i] = tmp_m[i]
+        if k >= 0:
+            for i in range(m):
+                U[k, i] = u[i]
+            ok, _ = scaled_half_step(Kg, True, qb, u, TT[k], tmp_n, TINY)
+            for j in range(m):
+                z[j] = TT[k, j]
+        else:
+            ok, _ = scaled_half_step(Kg, True, qb, u, z, tmp_n, TINY)
+        if not ok:
+            return False
+        for j in range(m):
+            v[j] = tmp_n[j]
+    return True
+
+
+@kernel()
+def w_unrolled_scaled(gc, KC, n_warm, n_grad, tr, sk, w, abar):
+    """``<Π, C>`` after ``n_warm + n_grad`` cold-started pairs and ``abar = ∂<Π,C>/∂a``.
+
+    Weights ``sk.pa = p``, ``sk.qb = q``. Scaled form: ``Pi = u_i Kg_ij qb_j / t_j`` after
+    the last pair; the row/column softmax weights of pair k are ``P_ij = Kg_ij v_j / s_i``
+    and ``Q_ij = u_i Kg_ij / t_j``, so the adjoint is 2 matvecs per tracked pair
+    (``KC = Kg ⊙ C``). Returns ``(ok, loss)``; ``ok`` False = a sum underflowed (use the
+    log form).
+    """
+    if not _unrolled_forward(gc.Kg, n_warm, n_grad, tr, sk):
+        return False, 0.0
+    pa, u, y, tmp_m, qb, _, z, tmp_n = sk
+    U, S, V, TT, _ = tr
+    fbar = w[0]
+    gbar = w[1]
+    eps = gc.eps
+    Kg = gc.Kg
+    m = pa.shape[0]
+    # plan of the last pair: Pi = u_i Kg_ij W_j with W = qb / t  (t in z)
+    for j in range(m):
+        y[j] = qb[j] / z[j]
+    matvec(KC, y, tmp_m)
+    loss = 0.0
+    inv = 1.0 / eps
+    for i in range(m):
+        r = u[i] * tmp_m[i]
+        loss += r
+        fbar[i] = r * inv
+    rmatvec(KC, u, tmp_n)
+    for j in range(m):
+        gbar[j] = y[j] * tmp_n[j] * inv
+    for i in range(m):
+        abar[i] = 0.0
+    for k in range(n_grad - 1, -1, -1):
+        for j in range(m):
+            y[j] = gbar[j] / TT[k, j]
+        matvec(Kg, y, tmp_m)
+        for i in range(m):
+            fbar[i] -= U[k, i] * tmp_m[i]
+            abar[i] += eps * fbar[i]
+            y[i] = fbar[i] / S[k, i]
+        rmatvec(Kg, y, tmp_n)
+        for j in range(m):
+            gbar[j] = -V[k, j] * tmp_n[j]
+            fbar[j] = 0.0
+    return True, loss
+
+
+@kernel()
+def w_unrolled_log(gc, a, b, n_warm, n_grad, tr, sk, w, abar):
+    """Log-domain twin of ``w_unrolled_scaled`` (any eps; M^2 exps per pass); returns the loss.
+
+    ``tr.U`` (n_grad x M) and ``tr.Gs`` ((n_grad+1) x M) store ``f^(k)`` and ``g^(k)``; the
+    weights are ``Q_ij = exp((f^k_i + g^k_j - C_ij)/eps - b_j)`` and
+    ``P_ij = exp((f^k_i + g^(k-1)_j - C_ij)/eps - a_i)``.  a, b finite.
+    """
+    C = gc.C
+    eps = gc.eps
+    Fs = tr.U
+    Gs = tr.Gs
+    f = sk.u
+    g = sk.v
+    fbar = w[0]
+    gbar = w[1]
+    m = a.shape[0]
+    inv = 1.0 / eps
+    for i in range(m):
+        f[i] = 0.0
+        g[i] = 0.0
+    for _ in range(n_warm):
+        sinkhorn_log_update_rows(C, eps, a, g, f)
+        sinkhorn_log_update_cols(gc.C_T, eps, b, f, g)
+    for j in range(m):
+        Gs[0, j] = g[j]
+    for k in range(n_grad):
+        sinkhorn_log_update_rows(C, eps, a, g, f)
+        sinkhorn_log_update_cols(gc.C_T, eps, b, f, g)
+        for i in range(m):
+            Fs[k, i] = f[i]
+            Gs[k + 1, i] = g[i]
+    loss = 0.0
+    for j in range(m):
+        gbar[j] = 0.0
+    for i in range(m):
+        r = 0.0
+        for j in range(m):
+            pc = np.exp((f[i] + g[j] - C[i, j]) * inv) * C[i, j]
+            r += pc
+            gbar[j] += pc
+        loss += r
+        fbar[i] = r * inv
+        abar[i] = 0.0
+    for j in range(m):
+        gbar[j] *= inv
+    for k in range(n_grad - 1, -1, -1):
+        for i in range(m):
+            s = 0.0
+            for j in range(m):
+                s += np.exp((Fs[k, i] + Gs[k + 1, j] - C[i, j]) * inv - b[j]) * gbar[j]
+            fbar[i] -= s
+            abar[i] += eps * fbar[i]
+        for j in range(m):
+            gbar[j] = 0.0
+        for i in range(m):
+            fi = fbar[i]
+            for j in range(m):
+                gbar[j] -= np.exp((Fs[k, i] + Gs[k, j] - C[i, j]) * inv - a[i]) * fi
+        for i in range(m):
+            fbar[i] = 0.0
+    return loss
+
+
+# ----------------------------------------------------------------------------------------
+# Converged plan: implicit gradient (CG) and entropic value
+# ----------------------------------------------------------------------------------------
+@kernel()
+def _pi_apply(pl, x, xs, out):
+    """``out = Pi @ x`` (``xs``: scratch in ``pl.K``'s dtype)."""
+    uu, vv, sc = pl.u, pl.v, pl.scale
+    for j in range(x.shape[0]):
+        xs[j] = vv[j] * x[j]
+    matvec_lp(pl.K, xs, out)
+    for i in range(out.shape[0]):
+        out[i] *= sc * uu[i]
+
+
+@kernel()
+def _pit_apply(pl, x, xs, out):
+    """``out = Pi.T @ x`` (through the stored transpose ``pl.KT``)."""
+    uu, vv, sc = pl.u, pl.v, pl.scale
+    for i in range(x.shape[0]):
+        xs[i] = uu[i] * x[i]
+    matvec_lp(pl.KT, xs, out)
+    for j in range(out.shape[0]):
+        out[j] *= sc * vv[j]
+
+
+@kernel()
+def _schur_apply(pl, prow, qinv, x, xs, t2, out):
+    """``out = (diag(prow) - Pi diag(qinv) Piᵀ) x``."""
+    _pit_apply(pl, x, xs, t2)
+    for j in range(t2.shape[0]):
+        t2[j] *= qinv[j]
+    _pi_apply(pl, t2, xs, out)
+    for i in range(out.shape[0]):
+        out[i] = prow[i] * x[i] - out[i]
+
+
+@kernel()
+def schur_pcg(pl, prow, qinv, r, x, thr, cg_max, w, xs):
+    """Jacobi-preconditioned CG for ``(diag(prow) - Pi diag(qinv) Piᵀ) x = rhs``.
+
+    ``x`` is the warm start and ``r`` its residual ``rhs - A x`` on entry (overwritten);
+    rows 4-7 of ``w`` are scratch. Stops when the preconditioned residual ``rᵀ D⁻¹ r``
+    falls to ``thr`` (absolute). Returns ``converged``: False only when ``cg_max`` was
+    reached above ``thr`` (a breakdown ``pᵀAp <= 0`` on this PSD system means the residual
+    left the range of A: nothing more to gain, not a failure).
+    """
+    zz, pdir, ap, t1 = w[4], w[5], w[6], w[7]
+    m = x.shape[0]
+    rz = 0.0
+    for i in range(m):
+        d = prow[i] if prow[i] > TINY else TINY
+        zz[i] = r[i] / d
+        pdir[i] = zz[i]
+        rz += r[i] * zz[i]
+    k = 0
+    while k < cg_max and rz > thr:
+        _schur_apply(pl, prow, qinv, pdir, xs, t1, ap)
+        pap = 0.0
+        for i in range(m):
+            pap += pdir[i] * ap[i]
+        if not pap > 0.0:
+            break
+        alpha = rz / pap
+        rz_new = 0.0
+        for i in range(m):
+            x[i] += alpha * pdir[i]
+            r[i] -= alpha * ap[i]
+            d = prow[i] if prow[i] > TINY else TINY
+            zz[i] = r[i] / d
+            rz_new += r[i] * zz[i]
+        beta = rz_new / rz
+        for i in range(m):
+            pdir[i] = zz[i] + beta * pdir[i]
+        rz = rz_new
+        k += 1
+    return not (k >= cg_max and rz > thr)
+
+
+@kernel()
+def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
+    """Solve SPEC A.4.7's Schur system for ``x = ∂<Π*,C>/∂p`` (+const) by Jacobi-PCG.
+
+    ``pl`` is the plan ``Π``; ``KC`` (``KCT`` its transpose) is ``pl.K ⊙ C`` with the same
+    scalings. ``w[0]`` holds the row sums ``prow`` of Π and ``w[1]`` the inverse column
+    sums ``qinv`` (0 where a column is empty); rows 2-7 are scratch. ``x`` holds the warm
+    start and receives the solution. The right-hand side is ``rhs = r - Pi diag(qinv) c``
+    (``r``, ``c`` the row/column sums of ``Pi ⊙ C``); the warm-start residual
+    ``rhs - A x = r - prow ⊙ x - Pi diag(qinv)(c - Piᵀx)`` costs two matvecs, not three.
+    PCG stops when the preconditioned residual norm falls below ``cg_tol`` times that of
+    ``r``. The system is PSD and singular along 1, its right-hand side sums to 0, so plain
+    PCG stays consistent. Returns ``(<Pi,C>, converged)`` (``converged`` False: ``cg_max``
+    reached above the tolerance).
+    """
+    prow, qinv, rr, res, cc, t, ap = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
+    uu, vv, sc = pl.u, pl.v, pl.scale
+    m = x.shape[0]
+    for j in range(m):
+        xs[j] = vv[j]
+    matvec_lp(KC, xs, rr)
+    loss = 0.0
+    for i in range(m):
+        rr[i] *= sc * uu[i]
+        loss += rr[i]
+        xs[i] = uu[i]
+    matvec_lp(KCT, xs, cc)
+    for j in range(m):
+        cc[j] *= sc * vv[j]
+    _pit_apply(pl, x, xs, t)
+    for j in range(m):
+        t[j] = qinv[j] * (cc[j] - t[j])
+    _pi_apply(pl, t, xs, ap)
+    ref_n = 0.0
+    for i in range(m):
+        res[i] = rr[i] - prow[i] * x[i] - ap[i]
+        d = prow[i] if prow[i] > TINY else TINY
+        ref_n += rr[i] * rr[i] / d
+    ok = schur_pcg(pl, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w, xs)
+    return loss, ok
+
+
+@kernel(inline="always")
+def _plan_marginals(pl, xs, w):
+    """``w[0]`` = row sums of Π, ``w[1]`` = inverse column sums (0 for an empty column)."""
+    m = xs.shape[0]
+    prow = w[0]
+    qinv = w[1]
+    ones = np.ones(m)
+    _pi_apply(pl, ones, xs, prow)
+    _pit_apply(pl, ones, xs, qinv)
+    for j in range(m):
+        qinv[j] = 1.0 / qinv[j] if qinv[j] > 0.0 else 0.0
+
+
+@kernel()
+def w_converged(gc, KC, a, b, fw, gw, xw, tol, objective, lim, grad_p, sk, w):
+    """Proximal term at a converged plan, warm-started from ``(fw, gw)`` (updated in place).
+
+    ``gc`` the ``GibbsCost`` (float64), ``KC = Kg ⊙ C``; ``sk`` the Sinkhorn scratch, ``w``
+    (8, M) scratch. ``objective`` OBJ_TRANSPORT: ``<Π*, C>`` and ``grad_p = x`` from
+    ``implicit_solve`` (``xw`` warm start, updated). OBJ_ENTROPIC: ``OT_ε = Σ p f + Σ q g
+    - ε Σ Π`` and ``grad_p = f``. Returns ``(loss, flags)``: ``FLAG_SINKHORN`` / ``FLAG_CG``
+    set when that solve stopped at its iteration cap above its tolerance.
+    """
+    m = a.shape[0]
+    _, st_sk, _, scaled, scale = sinkhorn_log_solve(gc, a, b, fw, gw, lim.max_iter, tol, np.int64(1), TINY, sk)
+    flags = FLAG_SINKHORN if st_sk != OK else 0
+    if scaled:
+        Kmat = gc.Kg
+        KCmat = KC
+        pl = Plan(Kmat, np.ascontiguousarray(Kmat.T), sk.u, sk.v, scale)
+    else:
+        C = gc.C
+        Kmat = np.empty((m, m))
+        plan_fill(C, fw, gw, gc.eps, Kmat)
+        KCmat = np.empty((m, m))
+        for i in range(m):
+            for j in range(m):
+                KCmat[i, j] = Kmat[i, j] * C[i, j]
+        pl = Plan(Kmat, np.ascontiguousarray(Kmat.T), np.ones(m), np.ones(m), 1.0)
+    if objective == OBJ_ENTROPIC:
+        _pi_apply(pl, np.ones(m), sk.tmp_m, w[0])
+        _pit_apply(pl, np.ones(m), sk.tmp_m, w[1])
+        loss = 0.0
+        for i in range(m):
+            loss += w[0, i] * fw[i] + w[1, i] * gw[i] - gc.eps * w[0, i]
+            grad_p[i] = fw[i]
+        return loss, flags
+    _plan_marginals(pl, sk.tmp_m, w)
+    loss, cg_ok = implicit_solve(pl, KCmat, np.ascontiguousarray(KCmat.T), xw, lim.cg_tol, lim.cg_max, w, sk.tmp_m)
+    for i in range(m):
+        grad_p[i] = xw[i]
+    if not cg_ok:
+        flags += FLAG_CG
+    return loss, flags
+
+
+@kernel(inline="always")
+def _newton_dual_step(ops, pa, u, v, s, t, vmax, grad_p, w, tmp_n):
+    """One inexact Newton step on the duals of the scaled implicit path (in ``v``, max 1).
+
+    The linearised marginal equations reduce to the Schur system of the gradient,
+    ``A α = pa - prow``, solved loosely by PCG from zero (``NEWTON_RTOL``,
+    ``NEWTON_CG_MAX``; its convergence is not required), then ``v ← v ⊙ exp(-qinv ⊙ Πᵀα)``
+    (the next row update recomputes u exactly). ``grad_p`` receives α (scratch).
+    """
+    m = pa.shape[0]
+    prow, qinv, rhs = w[0], w[1], w[2]
+    nthr = 0.0
+    for i in range(m):
+        prow[i] = vmax * u[i] * s[i]
+        cs = vmax * v[i] * t[i]
+        qinv[i] = 1.0 / cs if cs > 0.0 else 0.0
+        rhs[i] = pa[i] - prow[i]
+        grad_p[i] = 0.0
+        d = prow[i] if prow[i] > TINY else TINY
+        nthr += rhs[i] * rhs[i] / d
+    pl = Plan(ops.K, ops.KT, u, v, vmax)
+    schur_pcg(pl, prow, qinv, rhs, grad_p, NEWTON_RTOL**2 * nthr, np.int64(NEWTON_CG_MAX), w, ops.xs)
+    _pit_apply(pl, grad_p, ops.xs, tmp_n)
+    bmax = -np.inf
+    for j in range(m):
+        bj = -qinv[j] * tmp_n[j]
+        bj = min(max(bj, -10.0), 10.0)
+        v[j] *= np.exp(bj)
+        if v[j] > bmax:
+            bmax = v[j]
+    for j in range(m):
+        v[j] /= bmax
+
+
+@kernel()
+def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
+    """Implicit path kept entirely in the scaled form across calls (no exp/log per call).
+
+    ``ops`` the ``GibbsOps`` (float64 or float32). ``v`` (the scaled g) persists between
+    calls as the warm start; each call runs at least one pair, then pairs until the
+    row-marginal L1 error ``|vmax u ⊙ (Kg v) - pa|_1 < tol`` or ``lim.max_iter``, with
+    weights ``sk.pa = p``, ``sk.qb = q``. Every ``lim.newton_every`` pairs without
+    convergence (0: never) a Newton step on the duals (``_newton_dual_step``) removes the
+    slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) Kg diag(v)`` then
+    feeds ``implicit_solve`` with its own marginals (``xw`` warm start, updated; ``grad_p
+    = x``). Returns ``(ok, loss, flags)``; ``ok`` False = a sum underflowed (caller falls
+    back to ``w_converged``); ``flags`` as in ``w_converged``.
+    """
+    pa, u, s, tmp_m, qb, _, t, tmp_n = sk
+    K, KT, xs = ops.K, ops.KT, ops.xs
+    max_iter, newton_every = lim.max_iter, lim.newton_every
+    m = pa.shape[0]
+    vmax = 1.0
+    it = 0
+    since = 0
+    fresh = True
+    flags = 0
+    while True:
+        ok, _ = scaled_half_step_lp(K, pa, v, xs, s, tmp_m, TINY)
+        if not fresh:
+            err = 0.0
+            for i in range(m):
+                err += abs(vmax * u[i] * s[i] - pa[i])
+            if err < tol:
+                break
+            if it >= max_iter:
+                flags = FLAG_SINKHORN
+                break
+            if ok and newton_every > 0 and since >= newton_every:
+                _newton_dual_step(ops, pa, u, v, s, t, vmax, grad_p, w, tmp_n)
+                since = 0
+                fresh = True
+                continue
+        if not ok:
+            return False, 0.0, 0
+        for i in range(m):
+            u[i] = tmp_m[i]
+        ok, vmax = scaled_half_step_lp(KT, qb, u, xs, t, tmp_n, TINY)
+        if not ok:
+            return False, 0.0, 0
+        for j in range(m):
+            v[j] = tmp_n[j]
+        it += 1
+        since += 1
+        fresh = False
+    pl = Plan(K, KT, u, v, vmax)
+    for i in range(m):
+        w[0, i] = vmax * u[i] * s[i]
+        cs = vmax * v[i] * t[i]
+        w[1, i] = 1.0 / cs if cs > 0.0 else 0.0
+    loss, cg_ok = implicit_solve(pl, ops.KC, ops.KCT, xw, lim.cg_tol, lim.cg_max, w, xs)
+    for i in range(m):
+        grad_p[i] = xw[i]
+    if not cg_ok:
+        flags += FLAG_CG
+    return True, loss, flags
