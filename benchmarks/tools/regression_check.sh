@@ -63,6 +63,13 @@ fi
 args+=("$base" "$head")
 
 echo "regression_check: JKOFAST_BENCH_PROFILE=$profile asv ${args[*]}"
+regression() {
+    echo "regression_check: REGRESSION above factor $factor ($base -> $head): rows marked + (slower) or ! (broke)" >&2
+    if [ "$full" = 0 ]; then
+        echo "regression_check: one --quick sample per side; confirm a + row with --full before believing it" >&2
+    fi
+    exit 1
+}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
@@ -76,8 +83,7 @@ case "$rc" in
         ;;
     1)
         if grep -q "PERFORMANCE DECREASED" "$log"; then
-            echo "regression_check: REGRESSION above factor $factor ($base -> $head): rows marked + (slower) or ! (broke)" >&2
-            exit 1
+            regression
         fi
         echo "regression_check: asv failed (see above)" >&2
         exit 2
@@ -88,8 +94,7 @@ case "$rc" in
         echo "regression_check: some benchmarks failed (stderr above); comparison of the recorded results:" >&2
         asv compare --factor "$factor" --split "$only_changed" "$base" "$head" | tee "$log"
         if grep -Eq '^\| *[+!] ' "$log"; then
-            echo "regression_check: REGRESSION above factor $factor ($base -> $head): rows marked + (slower) or ! (broke)" >&2
-            exit 1
+            regression
         fi
         echo "regression_check: no regression above factor $factor, but benchmarks failed ($base -> $head)" >&2
         exit 3
