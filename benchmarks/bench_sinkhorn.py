@@ -72,3 +72,36 @@ class SinkhornSmallEps(Benchmark):
 
     def time_sinkhorn_20_pairs_log_form(self, m):
         self.run(m)
+
+
+class CompatLogSinkhornLoss(Benchmark):
+    """``jkofast.compat.log_sinkhorn_loss`` at the W_C metric's setting (ε 0.1, 80 pairs), float32 inputs, 1 thread.
+
+    The published stability scripts call this function for every pair of distributions they compare;
+    ``benchmarks/tools/compare_published_loss.py`` times the published torch function beside it.
+    """
+
+    params = ([200] if PROFILE == "fast" else [200, 400],)
+    param_names = ["M"]
+
+    def make_inputs(self, m):
+        try:
+            from jkofast.compat import log_sinkhorn_loss  # noqa: F401  (absent before 6cabd34)
+        except ImportError:
+            raise NotImplementedError from None
+        rng = np.random.default_rng(SEED)
+        _, C, _ = clustered_pool(m)
+        self.C = C.astype(np.float32)
+        p, q = rng.random(m) + 0.01, rng.random(m) + 0.01
+        self.log_p = np.log(p / p.sum()).astype(np.float32)
+        self.log_q = np.log(q / q.sum()).astype(np.float32)
+
+    def run(self, m):
+        from jkofast import numba_threads
+        from jkofast.compat import log_sinkhorn_loss
+
+        with numba_threads(1):
+            return log_sinkhorn_loss(self.log_p, self.log_q, self.C, eps=0.1, n_iter=80)
+
+    def time_log_sinkhorn_loss_80_pairs(self, m):
+        self.run(m)
