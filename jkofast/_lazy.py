@@ -2,20 +2,69 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import os
+import sys
+from collections.abc import Mapping, Sequence
 
-__all__ = ["lazy_exports"]
+__all__ = ["lazy_exports", "public_names"]
 
 
-def lazy_exports(package: str, exports: dict[str, str]):
-    """Return ``(__getattr__, __dir__, __all__)`` for a package that re-exports ``exports``.
+def public_names(package: str, modules: Sequence[str]) -> dict[str, str]:
+    """Public name -> defining module, read from the ``__all__`` of each sub-module's source.
+
+    The sources are parsed, not imported, so the table costs no import (and no compilation).
+    A name listed by two sub-modules belongs to the first one in ``modules``.
 
     Parameters
     ----------
     package : str
-        The package's dotted name (for the error message).
-    exports : dict of str to str
-        Public name -> dotted name of the module that defines it.
+        Dotted name of an imported package.
+    modules : sequence of str
+        Its sub-modules (leaf names), in order of precedence.
+
+    Returns
+    -------
+    dict of str to str
+        Public name -> dotted module name.
+
+    Raises
+    ------
+    ValueError
+        A sub-module has no literal ``__all__``.
+    """
+    folder = os.path.dirname(os.path.abspath(sys.modules[package].__file__))
+    out: dict[str, str] = {}
+    for leaf in modules:
+        path = os.path.join(folder, f"{leaf}.py")
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        names = next(
+            (
+                ast.literal_eval(node.value)
+                for node in tree.body
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
+            ),
+            None,
+        )
+        if names is None:
+            raise ValueError(f"{package}.{leaf} has no literal __all__ to re-export")
+        for name in names:
+            out.setdefault(name, f"{package}.{leaf}")
+    return out
+
+
+def lazy_exports(package: str, exports: Mapping[str, str] | Sequence[str]):
+    """Return ``(__getattr__, __dir__, __all__)`` for a package that re-exports names lazily.
+
+    Parameters
+    ----------
+    package : str
+        The package's dotted name.
+    exports : mapping of str to str, or sequence of str
+        Either public name -> dotted name of the module that defines it, or the package's
+        sub-modules (leaf names) whose ``__all__`` lists are re-exported (see :func:`public_names`).
 
     Returns
     -------
@@ -27,10 +76,11 @@ def lazy_exports(package: str, exports: dict[str, str]):
     names : list of str
         The exported names, sorted (the package's ``__all__``).
     """
-    names = sorted(exports)
+    table = dict(exports) if isinstance(exports, Mapping) else public_names(package, exports)
+    names = sorted(table)
 
     def __getattr__(name: str):
-        mod = exports.get(name)
+        mod = table.get(name)
         if mod is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(mod), name)
