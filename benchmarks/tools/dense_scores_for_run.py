@@ -14,8 +14,8 @@ def main(argv=None):
     ap.add_argument("out")
     ap.add_argument("--dataset", default="scifact")
     a = ap.parse_args(argv)
-    from jkofast.eval.runio import iter_queries
     from jkofast.datasets.beir import load_dataset
+    from jkofast.eval.runio import iter_queries
 
     ds = load_dataset(a.dataset)
     demb, qemb = ds.embeddings()

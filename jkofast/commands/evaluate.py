@@ -6,6 +6,7 @@ import argparse
 
 
 def add_parser(sub) -> None:
+    """Register ``jkofast evaluate`` on the sub-command parser ``sub``."""
     p = sub.add_parser(
         "evaluate",
         help="score a TREC run (nDCG/recall/P/MRR/MAP) with bootstrap CIs",
@@ -62,6 +63,7 @@ def _load_qrels(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Score the run against the qrels and print the metrics with their CIs (exit status)."""
     import time
 
     from jkofast.commands._common import emit

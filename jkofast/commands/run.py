@@ -35,11 +35,13 @@ def _add(sub, name: str, help_: str) -> None:
 
 
 def add_parser(sub) -> None:
+    """Register ``jkofast run`` and its alias ``jkofast demo`` on the sub-command parser ``sub``."""
     _add(sub, "run", "run the SciFact end-to-end job (pools, baselines, JKO-RAG) and print the table")
     _add(sub, "demo", "alias of 'run --dataset scifact'")
 
 
 def run(args) -> int:
+    """Run the main job and print its table (exit status)."""
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
     from jkofast.jko.solver import operating_point

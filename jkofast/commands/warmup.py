@@ -4,12 +4,14 @@ from __future__ import annotations
 
 
 def add_parser(sub) -> None:
+    """Register ``jkofast warmup`` on the sub-command parser ``sub``."""
     p = sub.add_parser("warmup", help="compile / load every Numba kernel")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    """Compile (or load from the cache) every kernel and print the time taken (exit status)."""
     from jkofast.commands._common import emit
     from jkofast.warmup import warmup
 

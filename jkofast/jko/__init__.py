@@ -1,5 +1,7 @@
-"""JKO-RAG set-level reranking: configuration, the single-pool solver, batched and streaming (resumable,
-file-to-file) reranking, energies, and the drop-in API of the published solver (:mod:`jkofast.jko.compat`).
+"""JKO-RAG set-level reranking.
+
+Configuration, the single-pool solver, batched and streaming (resumable, file-to-file) reranking,
+energies, the parity check, and the drop-in API of the published solver (:mod:`jkofast.jko.compat`).
 
 The ``__all__`` of each module below is re-exported lazily (PEP 562): importing this package
 imports none of them.

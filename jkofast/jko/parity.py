@@ -23,7 +23,7 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 
 
 def fixture_pool(z, q: int, tau0: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Inputs ``(p0, E, C, K)`` of fixture pool ``q``, float32, as the published pipeline builds them.
+    """Rebuild the inputs ``(p0, E, C, K)`` of fixture pool ``q`` (float32), as the published pipeline does.
 
     Parameters
     ----------
