@@ -493,6 +493,62 @@ class RerankResult:
         return topk(self.pool(q), k)[0]
 
 
+def _batch_p0(p0, E: np.ndarray, off: np.ndarray, tau0: float, status: np.ndarray, reject) -> np.ndarray:
+    """Return the flat initial distributions of ``rerank_batch``.
+
+    ``softmax(-E/τ0)`` per query when ``p0`` is None, else ``p0`` renormalised per query;
+    bad queries are passed to ``reject``.
+    """
+    nq = off.shape[0] - 1
+    if p0 is None:
+        P0 = np.zeros(E.shape[0])
+        for q in range(nq):
+            if status[q] == 0:
+                P0[off[q] : off[q + 1]] = initial_distribution(E[off[q] : off[q + 1]], tau0)
+        return P0
+    P0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1, allow_empty=True, finite=False, copy=True)
+    check_same_length("p0", P0, "energy", E)
+    reject(segment_any(~np.isfinite(P0), off), _status.BAD_INPUT, "p0 contains NaN or inf")
+    reject(segment_any(P0 < 0, off), _status.BAD_INPUT, "p0 has negative entries")
+    for q in range(nq):
+        if status[q] == 0:
+            seg = P0[off[q] : off[q + 1]]
+            if not seg.sum() > 0:
+                reject(np.arange(nq) == q, _status.BAD_INPUT, "p0 has zero total mass")
+            else:
+                seg[:] = normalise_mass(seg, "p0")
+    return P0
+
+
+def _pool_rows(embeddings, csr, off: np.ndarray, normalise: bool, reject) -> _geo.PoolRows:
+    """Return the kernels' ``PoolRows`` of ``rerank_batch`` (dense or CSR; the other side empty).
+
+    Queries with NaN/inf rows are passed to ``reject``.
+    """
+    n = int(off[-1])
+    if embeddings is not None:
+        Z = as_float_array(embeddings, "embeddings", ndim=2, allow_empty=True, finite=False)
+        if not Z.flags.writeable:
+            Z = Z.copy()
+        if Z.shape[0] != n:
+            raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
+        reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT, "embeddings contain NaN or inf")
+        Z = _checked_rows(Z, normalise)
+        return _geo.PoolRows(True, Z, normalise, np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0))
+    from jkofast._validation import as_csr
+
+    ipt, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
+    if shape[0] != n:
+        raise ValueError(f"csr must have one row per candidate ({n}), got {shape[0]}")
+    rows_bad = np.zeros(n, bool)
+    if dt.size:
+        nf = ~np.isfinite(dt)
+        if nf.any():
+            rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
+    reject(segment_any(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
+    return _geo.PoolRows(False, np.empty((0, 0)), True, ipt, ix, rescale_rows_csr(ipt, dt))
+
+
 def rerank_batch(
     energy,
     p0,
@@ -569,49 +625,12 @@ def rerank_batch(
     reject(segment_any(~np.isfinite(E), off), _status.BAD_INPUT, "energy contains NaN or inf")
     with np.errstate(invalid="ignore"):
         reject(segment_any(np.abs(E) > E_MAX, off), _status.BAD_INPUT, f"energy magnitude exceeds {E_MAX:.0e}")
-    if p0 is None:
-        P0 = np.zeros(n)
-        for q in range(nq):
-            if status[q] == 0:
-                P0[off[q] : off[q + 1]] = initial_distribution(E[off[q] : off[q + 1]], cfg.tau0)
-    else:
-        P0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1, allow_empty=True, finite=False, copy=True)
-        check_same_length("p0", P0, "energy", E)
-        reject(segment_any(~np.isfinite(P0), off), _status.BAD_INPUT, "p0 contains NaN or inf")
-        reject(segment_any(P0 < 0, off), _status.BAD_INPUT, "p0 has negative entries")
-        for q in range(nq):
-            if status[q] == 0:
-                seg = P0[off[q] : off[q + 1]]
-                if not seg.sum() > 0:
-                    reject(np.arange(nq) == q, _status.BAD_INPUT, "p0 has zero total mass")
-                else:
-                    seg[:] = normalise_mass(seg, "p0")
+    P0 = _batch_p0(p0, E, off, cfg.tau0, status, reject)
+    rows = _pool_rows(embeddings, csr, off, bool(normalise), reject)
     p = np.zeros(n)
     f = np.zeros(n)
     g = np.zeros(n)
     diag = np.zeros((nq, 2), np.int64)
-    if embeddings is not None:
-        Z = as_float_array(embeddings, "embeddings", ndim=2, allow_empty=True, finite=False)
-        if not Z.flags.writeable:
-            Z = Z.copy()
-        if Z.shape[0] != n:
-            raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
-        reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT, "embeddings contain NaN or inf")
-        Z = _checked_rows(Z, bool(normalise))
-        rows = _geo.PoolRows(True, Z, bool(normalise), np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0))
-    else:
-        from jkofast._validation import as_csr
-
-        ipt, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
-        if shape[0] != n:
-            raise ValueError(f"csr must have one row per candidate ({n}), got {shape[0]}")
-        rows_bad = np.zeros(n, bool)
-        if dt.size:
-            nf = ~np.isfinite(dt)
-            if nf.any():
-                rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
-        reject(segment_any(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
-        rows = _geo.PoolRows(False, np.empty((0, 0)), True, ipt, ix, rescale_rows_csr(ipt, dt))
     with numba_threads(n_threads):
         _k.rerank_pools(E, P0, off, rows, cfg._params(return_duals), p, f, g, status, diag)
     for q in np.flatnonzero(status != 0):

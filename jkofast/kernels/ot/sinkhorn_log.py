@@ -27,6 +27,28 @@ from jkofast import _codes
 from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
 
+__all__ = [
+    "GibbsCost",
+    "SinkhornWork",
+    "exp_weights",
+    "gibbs_cost",
+    "gibbs_kernel",
+    "log_to_scaled",
+    "matvec",
+    "matvec_lp",
+    "plan_cost",
+    "plan_fill",
+    "rmatvec",
+    "row_marginal_error",
+    "scale_normalise",
+    "scaled_half_step",
+    "scaled_half_step_lp",
+    "scaled_to_log",
+    "sinkhorn_log_solve",
+    "sinkhorn_log_update_cols",
+    "sinkhorn_log_update_rows",
+]
+
 _ARITH = set(FASTMATH_ARITH)  # numba wants a set, _config holds a frozenset
 
 # status codes: jkofast._codes (re-exported here for the wrappers that read them from this module)
@@ -325,6 +347,46 @@ def gibbs_cost(C, C_T, eps):
 
 
 @kernel()
+def _check_due(it, max_iter, tol, check_every):
+    """Whether the row-marginal error is computed after ``it`` pairs."""
+    return it > 0 and (it >= max_iter or (tol > 0 and it % check_every == 0))
+
+
+@kernel()
+def _underflows(w, x, tiny):
+    """Whether a positive-mass entry (``w > 0``) has ``x <= tiny``."""
+    for j in range(w.shape[0]):
+        if w[j] > 0.0 and x[j] <= tiny:
+            return True
+    return False
+
+
+@kernel()
+def _row_error(vmax, u, s, pa):
+    """L1 row-marginal error of the scaled plan: row sums ``vmax * u_i * (Kg v)_i`` vs ``pa``."""
+    err = 0.0
+    for i in range(pa.shape[0]):
+        err += abs(vmax * u[i] * s[i] - pa[i])
+    return err
+
+
+@kernel()
+def _solve_log(C, C_T, eps, log_a, log_b, f, g, it, max_iter, tol, check_every, tmp_m):
+    """Pure log form of ``sinkhorn_log_solve`` from pair ``it`` on; returns ``(it, err)``."""
+    err = np.inf
+    while True:
+        sinkhorn_log_update_rows(C, eps, log_a, g, tmp_m)
+        if _check_due(it, max_iter, tol, check_every):
+            err = row_marginal_error(log_a, f, tmp_m, eps)
+            if err < tol or it >= max_iter:
+                break
+        f[:] = tmp_m
+        sinkhorn_log_update_cols(C_T, eps, log_b, f, g)
+        it += 1
+    return it, err
+
+
+@kernel()
 def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny, wk):
     """Run up to ``max_iter`` update pairs (f from rows, then g from columns) in place.
 
@@ -337,47 +399,37 @@ def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny,
     The matvec form (state ``u, v`` with offsets, scratch ``wk``) runs first and falls back
     to the log form for the rest of the solve as soon as a sum underflows (a positive-mass
     entry at or below ``tiny``). On return in the scaled form, ``wk.u, wk.v`` and the
-    returned ``scale`` give the plan ``Pi = scale * u_i Kg_ij v_j``. One body on purpose:
-    the two phases as separate kernels cost ~10 % more compile time.
+    returned ``scale`` give the plan ``Pi = scale * u_i Kg_ij v_j``. The scaled phase stays
+    in this body on purpose: as a kernel of its own it cost ~10 % more compile time.
 
     Returns ``(n_iter, status, err, scaled, scale)``; ``status`` OK, NOT_CONVERGED (``tol``
     not reached) or NON_FINITE.
     """
     C, C_T, Kg, cmin, eps = gc
     pa, u, s, tmp_m, qb, v, t, tmp_n = wk
-    m = f.shape[0]
-    n = g.shape[0]
-    status = NOT_CONVERGED if tol > 0 else OK
     it = 0
     err = np.inf
     scale = 1.0
+    done = False
     scaled = exp_weights(log_a, tiny, pa) and exp_weights(log_b, tiny, qb)
     if scaled:
         G = log_to_scaled(g, eps, v)
-        for j in range(n):
-            if qb[j] > 0.0 and v[j] <= tiny:
-                scaled = False
+        scaled = not _underflows(qb, v, tiny)
     if scaled:
         F = 0.0
         vmax = 1.0
-        done = False
         col_fail = False
         while True:
             ok, smax = scaled_half_step(Kg, False, pa, v, s, tmp_m, tiny)
-            if it > 0 and (it >= max_iter or (tol > 0 and it % check_every == 0)):
-                # row sums of the current plan: vmax * u_i * (Kg v)_i
-                err = 0.0
-                for i in range(m):
-                    err += abs(vmax * u[i] * s[i] - pa[i])
+            if _check_due(it, max_iter, tol, check_every):
+                err = _row_error(vmax, u, s, pa)
                 if it >= max_iter or err < tol:
-                    if err < tol:
-                        status = OK
                     done = True
+                    scale = vmax
                     break
             if not ok:
                 break
-            for i in range(m):
-                u[i] = tmp_m[i]
+            u[:] = tmp_m
             # f_i = eps*(a_i - log s_i) - (G - cmin) = eps*log(u_i) + F
             F = eps * np.log(smax) - G + cmin
             ok, vmax = scaled_half_step(Kg, True, qb, u, t, tmp_n, tiny)
@@ -389,39 +441,20 @@ def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny,
                 it += 1
                 col_fail = True
                 break
-            for j in range(n):
-                v[j] = tmp_n[j]
+            v[:] = tmp_n
             G = eps * np.log(vmax) - F + cmin
             it += 1
-        if done:
+        # done, or left the loop on a row underflow: (u, F), (v, G) form the last complete pair
+        if not col_fail and it > 0:
             scaled_to_log(u, F, eps, f)
-            scaled_to_log(v, G, eps, g)
-            scale = vmax
-            if not np.isfinite(err):
-                status = NON_FINITE
-            return it, status, err, True, scale
         if not col_fail:
-            if it > 0:
-                # left the loop on a row underflow: (u, F), (v, G) form the last complete pair
-                scaled_to_log(u, F, eps, f)
             scaled_to_log(v, G, eps, g)
-    # pure log form
-    while True:
-        sinkhorn_log_update_rows(C, eps, log_a, g, tmp_m)
-        if it > 0 and (it >= max_iter or (tol > 0 and it % check_every == 0)):
-            err = row_marginal_error(log_a, f, tmp_m, eps)
-            if err < tol:
-                status = OK
-                break
-            if it >= max_iter:
-                break
-        for i in range(m):
-            f[i] = tmp_m[i]
-        sinkhorn_log_update_cols(C_T, eps, log_b, f, g)
-        it += 1
+    if not done:
+        it, err = _solve_log(C, C_T, eps, log_a, log_b, f, g, it, max_iter, tol, check_every, tmp_m)
+    status = OK if tol <= 0 or err < tol else NOT_CONVERGED
     if not np.isfinite(err):
         status = NON_FINITE
-    return it, status, err, False, scale
+    return it, status, err, done, scale
 
 
 @kernel()

@@ -39,6 +39,23 @@ from jkofast.kernels.ot.sinkhorn_log import (
     sinkhorn_log_update_rows,
 )
 
+__all__ = [
+    "FLAG_CG",
+    "FLAG_SINKHORN",
+    "OBJ_ENTROPIC",
+    "OBJ_TRANSPORT",
+    "GibbsOps",
+    "Limits",
+    "Plan",
+    "Tracked",
+    "implicit_solve",
+    "schur_pcg",
+    "w_converged",
+    "w_implicit_scaled",
+    "w_unrolled_log",
+    "w_unrolled_scaled",
+]
+
 OK = _codes.OK  # status codes: jkofast._codes
 TINY = 1e-280
 OBJ_TRANSPORT, OBJ_ENTROPIC = 0, 1
@@ -206,23 +223,19 @@ def w_unrolled_log(gc, a, b, n_warm, n_grad, tr, sk, w, abar):
     gbar = w[1]
     m = a.shape[0]
     inv = 1.0 / eps
-    for i in range(m):
-        f[i] = 0.0
-        g[i] = 0.0
+    f[:] = 0.0
+    g[:] = 0.0
     for _ in range(n_warm):
         sinkhorn_log_update_rows(C, eps, a, g, f)
         sinkhorn_log_update_cols(gc.C_T, eps, b, f, g)
-    for j in range(m):
-        Gs[0, j] = g[j]
+    Gs[0] = g
     for k in range(n_grad):
         sinkhorn_log_update_rows(C, eps, a, g, f)
         sinkhorn_log_update_cols(gc.C_T, eps, b, f, g)
-        for i in range(m):
-            Fs[k, i] = f[i]
-            Gs[k + 1, i] = g[i]
+        Fs[k] = f
+        Gs[k + 1] = g
     loss = 0.0
-    for j in range(m):
-        gbar[j] = 0.0
+    gbar[:] = 0.0
     for i in range(m):
         r = 0.0
         for j in range(m):
@@ -232,8 +245,7 @@ def w_unrolled_log(gc, a, b, n_warm, n_grad, tr, sk, w, abar):
         loss += r
         fbar[i] = r * inv
         abar[i] = 0.0
-    for j in range(m):
-        gbar[j] *= inv
+    gbar *= inv
     for k in range(n_grad - 1, -1, -1):
         for i in range(m):
             s = 0.0
