@@ -53,7 +53,7 @@ def _work(r, qi, qt):
     """A fresh one-chunk ``SGRWork`` (stamps -1, tables zero) for the batch ``qi``/``qt``."""
     sc = _new_scratch(1, r.n_terms_, r.n_docs_, r.params["n_memberships"])
     prm = r._params(r.params["pool_size"], qi)
-    sizes = gk._batch_sizes(qi, qt, r._index(), prm, sc.dmr.shape[2])
+    sizes = gk._batch_sizes(qi, qt, r._index().sem_indptr, prm, sc.dmr.shape[2])
     return gk.chunk_work(0, sc, sizes, r.n_docs_)
 
 

@@ -986,12 +986,14 @@ class SparseGeometricRetriever:
             sc = self._get_scratch(n_chunks)
             gen_base = self._gen
             self._gen += nq
-            args = (q_indptr, q_terms, q_vals, self._index(), prm, sc, n_chunks, gen_base, out)
-            if n_chunks == 1:
-                # one chunk (one query, or one thread): the same code on the calling thread,
-                # no parallel launch and no thread-mask change (together ~10 µs per call)
+            args = (q_indptr, q_terms, q_vals, self._index(), prm, sc, n_chunks, gen_base, *out)
+            if n_chunks == 1 and nq < _SERIAL_BELOW:
+                # a few queries on one chunk: the same code on the calling thread, no parallel
+                # launch and no thread-mask change (together ~10 µs per call)
                 self._call(_q.sgr_query_serial, args)
             else:
+                # (one chunk included: the chunk body compiled inside the parallel kernel runs
+                # ~10 % faster per query than the serial twin, which pays off above a few queries)
                 with numba_threads(n_threads):
                     self._call(_q.sgr_query_batch, args)
         return out
@@ -1181,46 +1183,57 @@ def _check_index_arrays(ix: dict, meta: dict, params: dict, zpath: str) -> None:
     missing = [k for k in need if k not in ix]
     if missing:
         raise ValueError(f"{zpath}: missing array(s) {missing}")
-
-    def bad(name, what):
-        return ValueError(f"{zpath}: {name} {what}")
-
     for k in need:
         a = ix[k]
         if a.dtype.kind not in "iuf":
-            raise bad(k, f"has dtype {a.dtype}, expected a numeric array")
+            raise _bad(zpath, k, f"has dtype {a.dtype}, expected a numeric array")
         if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
-            raise bad(k, "contains NaN or inf")
+            raise _bad(zpath, k, "contains NaN or inf")
+    V, N, M, S = _check_shapes(ix, meta, params, zpath)
+    _check_csr_tables(ix, V, N, M, zpath)
+    _check_memberships(ix, params, V, N, M, S, zpath)
+
+
+def _bad(zpath, name, what):
+    return ValueError(f"{zpath}: {name} {what}")
+
+
+def _ids_in(ix, k, hi, zpath, arr=None):
+    a = ix[k] if arr is None else arr
+    if a.dtype.kind == "f":
+        raise _bad(zpath, k, f"must hold integer ids, got dtype {a.dtype}")
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= hi):
+        raise _bad(zpath, k, f"holds ids outside [0, {hi})")
+
+
+def _check_shapes(ix, meta, params, zpath):
+    """Return ``(V, N, M, S)`` after checking the per-term, per-document and per-membership shapes."""
     V = ix["idf"].shape[0] if ix["idf"].ndim == 1 else -1
     N = int(meta["n_docs"])
     if V < 1:
-        raise bad("idf", f"must be a non-empty 1-D array, got shape {ix['idf'].shape}")
+        raise _bad(zpath, "idf", f"must be a non-empty 1-D array, got shape {ix['idf'].shape}")
     if meta["terms"] is not None and len(meta["terms"]) != V:
         raise ValueError(f"{zpath}: meta.json lists {len(meta['terms'])} terms for {V} idf entries")
     for k, n in (("dl", N), ("bm25_idf", V)):
         if ix[k].shape != (n,):
-            raise bad(k, f"has shape {ix[k].shape}, expected ({n},)")
+            raise _bad(zpath, k, f"has shape {ix[k].shape}, expected ({n},)")
     if ix["dl"].min() < 0:
-        raise bad("dl", "holds negative lengths")
+        raise _bad(zpath, "dl", "holds negative lengths")
     M = ix["mem_doc"].shape[0] if ix["mem_doc"].ndim == 1 else -1
     S = ix["code_term"].shape[1] if ix["code_term"].ndim == 2 else -1
     for k in ("mem_doc", "mem_branch", "mem_m", "b_mem", "code_count"):
         if ix[k].shape != (M,):
-            raise bad(k, f"has shape {ix[k].shape}, expected ({M},) (one entry per membership)")
+            raise _bad(zpath, k, f"has shape {ix[k].shape}, expected ({M},) (one entry per membership)")
     if S != params["code_size"]:
-        raise bad("code_term", f"has {S} columns, but params code_size = {params['code_size']}")
+        raise _bad(zpath, "code_term", f"has {S} columns, but params code_size = {params['code_size']}")
     for k in ("code_term", "code_sign", "code_cval", "code_w"):
         if ix[k].shape != (M, S):
-            raise bad(k, f"has shape {ix[k].shape}, expected ({M}, {S})")
+            raise _bad(zpath, k, f"has shape {ix[k].shape}, expected ({M}, {S})")
+    return V, N, M, S
 
-    def ids_in(k, hi, arr=None):
-        a = ix[k] if arr is None else arr
-        if a.dtype.kind == "f":
-            raise bad(k, f"must hold integer ids, got dtype {a.dtype}")
-        if a.size and (int(a.min()) < 0 or int(a.max()) >= hi):
-            raise bad(k, f"holds ids outside [0, {hi})")
 
-    # CSR tables: (pointer, n_rows, ids, id range, aligned values)
+def _check_csr_tables(ix, V, N, M, zpath):
+    """Check the CSR tables: (pointer, n_rows, ids, id range, aligned values)."""
     for ptr, rows, idx, hi, vals in (
         ("s_indptr", N, "s_idx", V, ()),
         ("c_indptr", V, "c_terms", V, ("c_vals",)),
@@ -1232,31 +1245,37 @@ def _check_index_arrays(ix: dict, meta: dict, params: dict, zpath: str) -> None:
         pa = ix[ptr]
         n_ent = ix[idx].shape[0] if ix[idx].ndim == 1 else -1
         if pa.dtype.kind == "f" or pa.shape != (rows + 1,) or pa[0] != 0 or pa[-1] != n_ent:
-            raise bad(ptr, f"must be an integer ({rows + 1},) pointer from 0 to len({idx}) = {n_ent}")
+            raise _bad(zpath, ptr, f"must be an integer ({rows + 1},) pointer from 0 to len({idx}) = {n_ent}")
         if np.any(np.diff(pa) < 0):
-            raise bad(ptr, "must be non-decreasing")
-        ids_in(idx, hi)
+            raise _bad(zpath, ptr, "must be non-decreasing")
+        _ids_in(ix, idx, hi, zpath)
         for v in vals:
             if ix[v].shape != (n_ent,):
-                raise bad(v, f"has shape {ix[v].shape}, expected ({n_ent},) like {idx}")
+                raise _bad(zpath, v, f"has shape {ix[v].shape}, expected ({n_ent},) like {idx}")
     if ix["c_norm"].shape != (V,):
-        raise bad("c_norm", f"has shape {ix['c_norm'].shape}, expected ({V},)")
-    ids_in("mem_doc", N)
-    ids_in("mem_branch", V)
+        raise _bad(zpath, "c_norm", f"has shape {ix['c_norm'].shape}, expected ({V},)")
+
+
+def _check_memberships(ix, params, V, N, M, S, zpath):
+    """Check the membership ids, code counts and code term ids, and the branch permutation."""
+    _ids_in(ix, "mem_doc", N, zpath)
+    _ids_in(ix, "mem_branch", V, zpath)
     cc = ix["code_count"]
     if cc.dtype.kind == "f" or (cc.size and (cc.min() < 0 or cc.max() > S)):
-        raise bad("code_count", f"must hold integer counts in [0, {S}]")
-    ids_in("code_term", V, ix["code_term"][np.arange(S)[None, :] < cc[:, None]])
+        raise _bad(zpath, "code_count", f"must hold integer counts in [0, {S}]")
+    _ids_in(ix, "code_term", V, zpath, ix["code_term"][np.arange(S)[None, :] < cc[:, None]])
     if not np.array_equal(np.sort(ix["b_mem"]), np.arange(M)):
-        raise bad("b_mem", "must be a permutation of the memberships")
+        raise _bad(zpath, "b_mem", "must be a permutation of the memberships")
     per_doc = np.bincount(ix["mem_doc"].astype(np.int64), minlength=N)
     if per_doc.size and per_doc.max() > params["n_memberships"]:
-        raise bad(
+        raise _bad(
+            zpath,
             "mem_doc",
             f"gives a document {int(per_doc.max())} memberships, but params n_memberships = {params['n_memberships']}",
         )
 
 
+_SERIAL_BELOW = 16  # batches of fewer queries on one chunk run the serial twin (no parallel launch)
 _RESCUE_MODES = {"auto": _q.RESCUE_AUTO, "scan": _q.RESCUE_SCAN, "postings": _q.RESCUE_POSTINGS}
 
 

@@ -5,7 +5,11 @@
 ``stage_query_tables`` (B.9 semantic vector, rare terms), ``stage_rescue`` (B.8 lex1),
 ``stage_shortlist`` (B.8 top-P), ``stage_pool_semantic`` + ``stage_final_features`` (B.9),
 ``diversify`` (B.10) and ``stage_outputs``.  Every stage takes the three bundles below and
-a few per-query scalars.
+a few per-query scalars.  The thin stages are inlined into ``sgr_one_query`` (Numba IR); the
+loops live in leaf kernels that take the arrays they read (``local_score``, ``rescue_terms``,
+``rescue_term_postings``, ``rescue_support_scan``, ``pool_relevance``, ``bm25_candidates``,
+the diversity parts): a function whose signature holds the bundles costs ~0.4 s to compile and
+~0.1 µs per call, so only the stages and the drivers take them.
 
 Bundles (module-level NamedTuples, so Numba's on-disk cache can key them):
 
@@ -57,6 +61,7 @@ __all__ = [
     "SGRScratch",
     "SGRWork",
     "best_remaining",
+    "bm25_candidates",
     "branch_deviation",
     "cap_scores_desc",
     "chunk_work",
@@ -64,9 +69,14 @@ __all__ = [
     "doc_branches",
     "eligible_branches",
     "greedy_ranks",
+    "local_score",
+    "pool_relevance",
     "rescue_postings",
     "rescue_query_terms",
     "rescue_scan",
+    "rescue_support_scan",
+    "rescue_term_postings",
+    "rescue_terms",
     "route_query",
     "semantic_presence_pool",
     "semantic_vector",
@@ -92,6 +102,12 @@ STATUS_OK, STATUS_EMPTY = _codes.OK, _codes.EMPTY  # status codes: jkofast._code
 # every routed document's binary support (the frozen method), the postings of the query and
 # semantic terms; all three give the same bits
 RESCUE_AUTO, RESCUE_SCAN, RESCUE_POSTINGS = 0, 1, 2
+# The thin stage kernels (the bundles unpacked around a leaf kernel call) are inlined into
+# their driver (Numba IR): every function whose signature holds the bundles costs ~0.4 s to
+# compile and, as a call, ~0.1 µs (the bundles travel as ~500 scalars and each of their arrays
+# is referenced).  The leaf kernels with the loops stay calls: inlining them (or sgr_one_query)
+# cost more compile time than it saved.
+_THIN = "always"
 
 
 class SGRIndex(NamedTuple):
@@ -392,7 +408,7 @@ def _clear_marks(qt, sem_indptr, sem_idx, mark, sval):
 
 
 # ---------------------------------------------------------------------------------- B.6 routing
-@kernel()
+@kernel(inline=_THIN)
 def stage_route(gen, qt, qv, ix, prm, ws):
     """Mark the query terms and route them (SPEC B.6).
 
@@ -424,11 +440,33 @@ def stage_route(gen, qt, qv, ix, prm, ws):
 
 
 # ---------------------------------------------------------------------------------- B.7 local score
-@kernel()
+@kernel(inline=_THIN)
 def stage_local_score(gen, qt, n_routed, ix, prm, ws):
+    """Branch-local signed scores over the routed postings (SPEC B.7); returns |U| (see ``local_score``)."""
+    return local_score(
+        gen,
+        qt,
+        ws.rt,
+        ws.rw,
+        n_routed,
+        prm.gamma,
+        ix.b_indptr,
+        ix.b_mem,
+        ix.mem_doc,
+        ix.mem_m,
+        (ix.code_term, ix.code_sign, ix.code_cval, ix.code_w, ix.code_count),
+        ws.mark,
+        ws.qval,
+        ws.qbits,
+        (ws.dp, ws.esum, ws.csum, ws.dm_r, ws.dm_e, ws.dm_n, ws.ulist),
+    )
+
+
+@kernel()
+def local_score(gen, qt, rt, rw, n_routed, gamma, b_indptr, b_mem, mem_doc, mem_m, codes, mark, qval, qbits, acc):
     """Branch-local signed scores over the postings of the routed branches (SPEC B.7).
 
-    For every posting (d, j) of routed branch j = ``ws.rt[k]`` with weight ``ρ = ws.rw[k]``:
+    For every posting (d, j) of routed branch j = ``rt[k]`` with weight ``ρ = rw[k]``:
     ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r``, ``Q = Σ_r q[t_r]²``, ``E = m ρ L Q^γ`` (0 when
     Q = 0).  The routed documents U get positions 0, 1, ... in the order they are first met:
     ``ulist[a]`` = the document at position a, ``dp[d] = (gen, a)`` (stamp and position side
@@ -437,19 +475,11 @@ def stage_local_score(gen, qt, n_routed, ix, prm, ws):
     ``mark`` (bit 0; a byte table stays in L1) and ``qval``; ``qbits`` (all zero, and again
     on exit) gets the query terms as a bitset of V bits, which decides whether a
     membership's codes hold any query term before the code coordinates are read.
-    Returns |U|.
+    ``codes`` = (code_term, code_sign, code_cval, code_w, code_count), ``acc`` = (dp, esum,
+    csum, dm_r, dm_e, dm_n, ulist).  Returns |U|.
     """
-    rt, rw, mark, qval, qbits = ws.rt, ws.rw, ws.mark, ws.qval, ws.qbits
-    dp, esum, csum, dm_r, dm_e, dm_n, ulist = ws.dp, ws.esum, ws.csum, ws.dm_r, ws.dm_e, ws.dm_n, ws.ulist
-    b_indptr, b_mem, mem_doc, mem_m = ix.b_indptr, ix.b_mem, ix.mem_doc, ix.mem_m
-    code_term, code_sign, code_cval, code_w, code_count = (
-        ix.code_term,
-        ix.code_sign,
-        ix.code_cval,
-        ix.code_w,
-        ix.code_count,
-    )
-    gamma = prm.gamma
+    code_term, code_sign, code_cval, code_w, code_count = codes
+    dp, esum, csum, dm_r, dm_e, dm_n, ulist = acc
     for a in range(qt.shape[0]):
         t = np.int64(qt[a])
         qbits[t >> 6] |= np.int64(1) << (t & 63)
@@ -504,20 +534,39 @@ def stage_local_score(gen, qt, n_routed, ix, prm, ws):
 
 
 # ---------------------------------------------------------------------------------- extension: BM25 fusion
-@kernel()
+@kernel(inline=_THIN)
 def stage_bm25(gen, qt, nu, ix, prm, ws):
-    """Score the query terms' postings by BM25 and add the top documents to U (an extension).
+    """Add the BM25 top documents of the query to U (an extension; see ``bm25_candidates``)."""
+    return bm25_candidates(
+        gen,
+        qt,
+        nu,
+        prm.bm25_candidates,
+        ix.t_indptr,
+        ix.t_docs,
+        ix.t_tf,
+        ix.bm25_idf,
+        ix.dl,
+        (prm.avgdl, prm.bm25_k1, prm.bm25_b),
+        (ws.bstamp, ws.bval, ws.blist),
+        (ws.dp, ws.esum, ws.csum, ws.dm_n, ws.ulist),
+        ws.heap_v,
+        ws.heap_i,
+    )
+
+
+@kernel()
+def bm25_candidates(gen, qt, nu, n_cand, t_indptr, t_docs, t_tf, bm25_idf, dl, bm25, bs, u, heap_v, heap_i):
+    """Score the query terms' postings by BM25 and add the top documents to U.
 
     BM25 fusion (an extension, not in the SPEC): full-corpus BM25 of the query terms'
     postings into the document-indexed ``bval`` (stamped ``bstamp``, listed ``blist``); the
-    top ``bm25_candidates`` documents join U at the next positions.  Returns |U|.
+    top ``n_cand`` documents join U at the next positions.  ``bm25`` = (avgdl, k1, b),
+    ``bs`` = (bstamp, bval, blist), ``u`` = (dp, esum, csum, dm_n, ulist).  Returns |U|.
     """
-    t_indptr, t_docs, t_tf, bm25_idf, dl = ix.t_indptr, ix.t_docs, ix.t_tf, ix.bm25_idf, ix.dl
-    bstamp, bval, blist = ws.bstamp, ws.bval, ws.blist
-    dp, esum, csum, dm_n, ulist = ws.dp, ws.esum, ws.csum, ws.dm_n, ws.ulist
-    avgdl = prm.avgdl
-    k1 = prm.bm25_k1
-    bb = prm.bm25_b
+    avgdl, k1, bb = bm25
+    bstamp, bval, blist = bs
+    dp, esum, csum, dm_n, ulist = u
     nb = 0
     for a in range(qt.shape[0]):
         t = qt[a]
@@ -531,11 +580,11 @@ def stage_bm25(gen, qt, nu, ix, prm, ws):
                 blist[nb] = d
                 nb += 1
             bval[d] += w * tf * (k1 + 1.0) / (tf + k1 * (1.0 - bb + bb * dl[d] / avgdl))
-    nc = min(prm.bm25_candidates, nb)
+    nc = min(n_cand, nb)
     if nc > 0:
         bsel = np.empty(nc, np.int64)
         bsv = np.empty(nc, np.float64)
-        nc = topk_ids(bval, blist, nb, nc, bsel, bsv, ws.heap_v, ws.heap_i)
+        nc = topk_ids(bval, blist, nb, nc, bsel, bsv, heap_v, heap_i)
         for a in range(nc):
             d = bsel[a]
             if dp[d, 0] != gen:
@@ -550,7 +599,7 @@ def stage_bm25(gen, qt, nu, ix, prm, ws):
 
 
 # ---------------------------------------------------------------------------------- B.7 tail, B.8 gate
-@kernel()
+@kernel(inline=_THIN)
 def stage_tail(gen, nu, use_bm25, prm, ws):
     """Compute the tail of each routed position, then the optional tail gate (SPEC B.7, B.8).
 
@@ -572,12 +621,12 @@ def stage_tail(gen, nu, use_bm25, prm, ws):
     if prm.tail_gate:
         ng = min(nu, max(prm.gate_min, prm.gate_mult * prm.pool))
         if ng < nu:
-            return tail_gate(gen, nu, ng, ws)
+            return tail_gate(gen, nu, ng, ws.tail, ws.ulist, ws.dp, ws.dm_n, ws.dm_r, ws.dm_e, ws.z1)
     return nu, gen
 
 
 @kernel()
-def tail_gate(gen, nu, ng, ws):
+def tail_gate(gen, nu, ng, tail, ulist, dp, dm_n, dm_r, dm_e, neg_buf):
     """Keep the ``ng`` routed documents with the largest tail (SPEC B.8, optional).
 
     Keep the top ``ng < nu`` routed documents by (tail desc, doc id asc) (SPEC B.8's
@@ -586,8 +635,7 @@ def tail_gate(gen, nu, ng, ws):
     at positions 0..ng-1 and get the stamp ``live = -gen - 2`` (unique per query, never a
     gen); the dropped ones keep ``gen`` and so leave U.  Returns ``(ng, live)``.
     """
-    tail, ulist, dp, dm_n, dm_r, dm_e = ws.tail, ws.ulist, ws.dp, ws.dm_n, ws.dm_r, ws.dm_e
-    neg = ws.z1[:nu]
+    neg = neg_buf[:nu]
     for a in range(nu):
         neg[a] = -tail[a]
     thr = -np.partition(neg, ng - 1)[ng - 1]  # the ng-th largest tail
@@ -625,7 +673,7 @@ def tail_gate(gen, nu, ng, ws):
 
 
 # ---------------------------------------------------------------------------------- B.9 query tables
-@kernel()
+@kernel(inline=_THIN)
 def stage_query_tables(qt, qv, ix, prm, ws):
     """Set the query-only tables of the final features (SPEC B.9).
 
@@ -649,7 +697,7 @@ def stage_query_tables(qt, qv, ix, prm, ws):
 
 
 # ---------------------------------------------------------------------------------- B.8 rescue
-@kernel()
+@kernel(inline=_THIN)
 def stage_rescue(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
     """Compute lex1 and the lexical pool features of the routed documents (SPEC B.8).
 
@@ -669,8 +717,30 @@ def stage_rescue(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
         rescue_scan(qt, nuse, n_rare, ix, prm, ws)
 
 
-@kernel()
+@kernel(inline=_THIN)
 def rescue_query_terms(qt, nuse, live, n_rare, ix, prm, ws):
+    """Rescue term by term, from postings or document bitsets (the auto mode; see ``rescue_terms``)."""
+    rescue_terms(
+        qt,
+        nuse,
+        live,
+        n_rare,
+        ix.idf,
+        ix.dl,
+        ix.t_indptr,
+        ix.t_docs,
+        ix.tb_row,
+        ix.tb_bits,
+        ws.mark,
+        ws.ulist,
+        ws.dp,
+        (ws.lex, ws.lexadj, ws.rare, ws.z1, ws.powtab),
+        (prm.avgdl, prm.b_rescue, prm.b_final, prm.coord),
+    )
+
+
+@kernel()
+def rescue_terms(qt, nuse, live, n_rare, idf, dl, t_indptr, t_docs, tb_row, tb_bits, mark, ulist, dp, out, norm):
     """Rescue term by term, from postings or document bitsets (the auto mode).
 
     lex1, lexadj and rare coverage of the routed positions ``0..nuse-1`` (document
@@ -682,12 +752,11 @@ def rescue_query_terms(qt, nuse, live, n_rare, ix, prm, ws):
     t has a document bitset (``tb_row[t] >= 0``, frequent terms), testing ``nuse`` bits in
     position order.  Per doc the additions run in ascending term order, exactly as in a
     scan of its binary support, so the results are bit-identical to ``rescue_scan``.
-    ``z1`` holds the hit counts; ``powtab`` the coordination powers.
+    ``out`` = (lex, lexadj, rare, hit counts, coordination power table), ``norm`` = (avgdl,
+    b_rescue, b_final, coord).
     """
-    idf, dl, t_indptr, t_docs, tb_row, tb_bits = ix.idf, ix.dl, ix.t_indptr, ix.t_docs, ix.tb_row, ix.tb_bits
-    mark, ulist, dp, powtab = ws.mark, ws.ulist, ws.dp, ws.powtab
-    lex, lexadj, rare, cnt = ws.lex, ws.lexadj, ws.rare, ws.z1
-    avgdl, b1, b2, coord = prm.avgdl, prm.b_rescue, prm.b_final, prm.coord
+    lex, lexadj, rare, cnt, powtab = out
+    avgdl, b1, b2, coord = norm
     nq = qt.shape[0]
     for a in range(nuse):
         lex[a] = 0.0
@@ -734,18 +803,40 @@ def rescue_query_terms(qt, nuse, live, n_rare, ix, prm, ws):
         rare[a] = rare[a] / n_rare if n_rare > 0 else 0.0
 
 
-@kernel()
+@kernel(inline=_THIN)
 def rescue_postings(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
+    """Rescue by streaming the postings of the query and semantic terms (see ``rescue_term_postings``)."""
+    rescue_term_postings(
+        qt,
+        nuse,
+        live,
+        n_sem,
+        n_rare,
+        ix.idf,
+        ix.dl,
+        ix.t_indptr,
+        ix.t_docs,
+        ws.mark,
+        ws.ulist,
+        ws.dp,
+        (ws.sval, ws.rbuf),
+        (ws.lex, ws.lexadj, ws.sem, ws.rare, ws.z1),
+        (prm.avgdl, prm.b_rescue, prm.b_final, prm.coord),
+    )
+
+
+@kernel()
+def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, t_indptr, t_docs, mark, ulist, dp, sem, out, norm):
     """Rescue by streaming the postings of the query and semantic terms.
 
     ``rescue_query_terms`` by streaming the postings of every query term, and the
     semantic presence ``sem`` of every routed position by streaming the postings of the
-    semantic terms (ascending id); ``z1`` holds the hit counts.
+    semantic terms (ascending id).  ``sem`` = (semantic values, semantic terms), ``out`` = (lex,
+    lexadj, sem, rare, hit counts), ``norm`` = (avgdl, b_rescue, b_final, coord).
     """
-    idf, dl, t_indptr, t_docs = ix.idf, ix.dl, ix.t_indptr, ix.t_docs
-    mark, ulist, dp, sval, rbuf = ws.mark, ws.ulist, ws.dp, ws.sval, ws.rbuf
-    lex, lexadj, sem, rare, z1 = ws.lex, ws.lexadj, ws.sem, ws.rare, ws.z1
-    avgdl, b1, b2, coord = prm.avgdl, prm.b_rescue, prm.b_final, prm.coord
+    sval, rbuf = sem
+    lex, lexadj, sem, rare, z1 = out
+    avgdl, b1, b2, coord = norm
     nq = qt.shape[0]
     for a in range(nuse):
         lex[a] = 0.0
@@ -782,17 +873,34 @@ def rescue_postings(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
         rare[a] = rare[a] / n_rare if n_rare > 0 else 0.0
 
 
-@kernel()
+@kernel(inline=_THIN)
 def rescue_scan(qt, nuse, n_rare, ix, prm, ws):
+    """Rescue by scanning each routed document's binary support (see ``rescue_support_scan``)."""
+    rescue_support_scan(
+        qt,
+        nuse,
+        n_rare,
+        ix.idf,
+        ix.dl,
+        ix.s_indptr,
+        ix.s_idx,
+        ws.mark,
+        ws.ulist,
+        ws.sval,
+        (ws.lex, ws.lexadj, ws.sem, ws.rare),
+        (prm.avgdl, prm.b_rescue, prm.b_final, prm.coord),
+    )
+
+
+@kernel()
+def rescue_support_scan(qt, nuse, n_rare, idf, dl, s_indptr, s_idx, mark, ulist, sval, out, norm):
     """Rescue by scanning each routed document's binary support (the frozen method).
 
     The frozen method (SPEC B.8): scan the binary support of every routed position's
     document for the marked terms (query, semantic, rare) into lex, lexadj, sem and rare.
     """
-    idf, dl, s_indptr, s_idx = ix.idf, ix.dl, ix.s_indptr, ix.s_idx
-    mark, ulist, sval = ws.mark, ws.ulist, ws.sval
-    lex, lexadj, sem, rare = ws.lex, ws.lexadj, ws.sem, ws.rare
-    avgdl, b1, b2, coord = prm.avgdl, prm.b_rescue, prm.b_final, prm.coord
+    lex, lexadj, sem, rare = out
+    avgdl, b1, b2, coord = norm
     nq = qt.shape[0]
     for a in range(nuse):
         d = ulist[a]
@@ -822,7 +930,7 @@ def rescue_scan(qt, nuse, n_rare, ix, prm, ws):
 
 
 # ---------------------------------------------------------------------------------- B.8 shortlist
-@kernel()
+@kernel(inline=_THIN)
 def stage_shortlist(nuse, prm, ws):
     """Score the routed documents and keep the top-P pool (SPEC B.8).
 
@@ -853,7 +961,7 @@ def stage_shortlist(nuse, prm, ws):
 
 
 # ---------------------------------------------------------------------------------- B.9 final score
-@kernel()
+@kernel(inline=_THIN)
 def stage_pool_semantic(npool, n_sem, ix, prm, ws):
     """Compute the semantic presence of the pool documents (SPEC B.9).
 
@@ -873,8 +981,30 @@ def stage_pool_semantic(npool, n_sem, ix, prm, ws):
         sval[rbuf[a]] = 0.0
 
 
-@kernel()
+@kernel(inline=_THIN)
 def stage_final_features(npool, use_bm25, prm, ws):
+    """Compute the final features, the relevance and the plain order of the pool (SPEC B.9; see ``pool_relevance``)."""
+    w_feat = (prm.w_tail, prm.w_lex, prm.w_sem, prm.w_rare, prm.w_bm25)
+    pool_relevance(
+        npool,
+        use_bm25,
+        w_feat,
+        ws.tail,
+        ws.lex,
+        ws.lexadj,
+        ws.rare,
+        ws.pre,
+        ws.dp,
+        ws.bval,
+        ws.wi,
+        ws.wf,
+        ws.heap_v,
+        ws.heap_i,
+    )
+
+
+@kernel()
+def pool_relevance(npool, use_bm25, w_feat, tail, lex, lexadj, rare, pre, dp, bval, wi, wf, heap_v, heap_i):
     """Compute the final features, the relevance and the plain order of the pool (SPEC B.9).
 
     Final features and relevance on the pool (SPEC B.9): ``relevance = Σ w z_P(feature)``
@@ -882,9 +1012,7 @@ def stage_final_features(npool, use_bm25, prm, ws):
     order; the relevance goes to ``wf[5]`` and, by position, to ``pre``; the plain order
     (relevance desc, ties lowest doc id) as positions to ``wi[1]``.
     """
-    tail, lex, lexadj, rare, pre, dp, bval = ws.tail, ws.lex, ws.lexadj, ws.rare, ws.pre, ws.dp, ws.bval
-    wf = ws.wf
-    pool, pp, plain = ws.wi[0], ws.wi[12], ws.wi[1]
+    pool, pp, plain = wi[0], wi[12], wi[1]
     lex1p, lexadjp, semp, rarep, rel, feat, zf = wf[1], wf[2], wf[3], wf[4], wf[5], wf[6], wf[7]
     for a in range(npool):
         o = pp[a]
@@ -892,7 +1020,6 @@ def stage_final_features(npool, use_bm25, prm, ws):
         lexadjp[a] = lexadj[o]
         rarep[a] = rare[o]
         rel[a] = 0.0
-    w_feat = (prm.w_tail, prm.w_lex, prm.w_sem, prm.w_rare, prm.w_bm25)
     for f in range(5):
         wf_ = w_feat[f]
         if wf_ == 0.0:
@@ -915,13 +1042,13 @@ def stage_final_features(npool, use_bm25, prm, ws):
             rel[a] += wf_ * zf[a]
     for a in range(npool):
         pre[pp[a]] = rel[a]  # position-indexed relevance
-    topk_ids_pos(rel, pool, npool, npool, plain, zf, ws.heap_v, ws.heap_i)
+    topk_ids_pos(rel, pool, npool, npool, plain, zf, heap_v, heap_i)
     for a in range(npool):
         plain[a] = dp[plain[a], 1]  # doc -> position
 
 
 # ---------------------------------------------------------------------------------- B.10 diversity
-@kernel()
+@kernel(inline=_THIN)
 def diversify(npool, n_routed, ix, prm, ws):
     """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10), over positions.
 
@@ -945,7 +1072,8 @@ def diversify(npool, n_routed, ix, prm, ws):
     ne = eligible_branches(ws.wi[12], npool, n_routed, prm.top_h, prm.n_elig, ws.dm_r, ws.dm_e, ws.dm_n, wi, wf)
     doc_branches(plain, npool, n_routed, ne, ws.pre, ws.dm_r, ws.dm_n, wi, wf)
     nd = min(n_div, npool)
-    greedy_ranks(plain, npool, nd, ne, ws.dm_r.shape[1], prm.lam_d, ws.rt, ix, ws.sval, wi, wf, out_order)
+    centres = (ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_norm)
+    greedy_ranks(plain, npool, nd, ne, ws.dm_r.shape[1], prm.lam_d, ws.rt, centres, ws.sval, wi, wf, out_order)
     used = wi[6, :npool]
     o = nd
     for a in range(npool):
@@ -985,14 +1113,7 @@ def eligible_branches(pool, n_pool, n_routed, top_h, n_elig, dm_r, dm_e, dm_n, w
             for s2 in range(s + 1, dm_n[d]):
                 if dm_r[d, s2] == k and dm_e[d, s2] > emax:
                     emax = dm_e[d, s2]
-            # insert into the descending top list of branch k
-            c = min(hcnt[k], top_h)
-            if c < top_h or emax > hsum_top[k, top_h - 1]:
-                pos = c if c < top_h else top_h - 1
-                while pos > 0 and hsum_top[k, pos - 1] < emax:
-                    hsum_top[k, pos] = hsum_top[k, pos - 1]
-                    pos -= 1
-                hsum_top[k, pos] = emax
+            _top_insert(hsum_top[k], hcnt[k], top_h, emax)
             hcnt[k] += 1
     h = wf[1, :nrk]
     n_valid = 0
@@ -1008,6 +1129,18 @@ def eligible_branches(pool, n_pool, n_routed, top_h, n_elig, dm_r, dm_e, dm_n, w
             n_valid += 1
     ne = min(n_elig, n_valid)
     return topk_pos(h, n_routed, ne, wi[1], wf[2], wf[3], wi[2])
+
+
+@kernel()
+def _top_insert(top, cnt, top_h, e):
+    """Insert ``e`` into the descending list ``top`` of the ``top_h`` largest of ``cnt`` values seen."""
+    c = min(cnt, top_h)
+    if c < top_h or e > top[top_h - 1]:
+        pos = c if c < top_h else top_h - 1
+        while pos > 0 and top[pos - 1] < e:
+            top[pos] = top[pos - 1]
+            pos -= 1
+        top[pos] = e
 
 
 @kernel()
@@ -1043,13 +1176,15 @@ def doc_branches(plain, n_pool, n_routed, ne, rel_doc, dm_r, dm_n, wi, wf):
 
 
 @kernel()
-def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, ix, ctab, wi, wf, out_order):
+def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, centres, ctab, wi, wf, out_order):
     """Fill ranks 1..nd greedily (SPEC B.10 steps 3-4).
 
     Rank 1 = ``plain[0]`` (S seeded with its highest-H eligible branch), then ranks
     2..nd greedily (SPEC B.10 step 4).  Cosines of the eligible (unit) centres are computed
     lazily: column s (all b) when branch s first enters S, the only columns dev_b reads.
+    ``centres`` = (c_indptr, c_terms, c_vals, c_norm).
     """
+    c_indptr, c_terms, c_vals, c_norm = centres
     elig = wi[1]
     nee = max(ne, 1)
     cos = wf[4, : nee * nee].reshape((nee, nee))
@@ -1072,7 +1207,7 @@ def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, ix, ctab, wi, wf, out_orde
     if best_b >= 0:
         sel[ns] = best_b
         ns += 1
-        _cos_column(best_b, ne, rt, elig, ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_norm, ctab, cos)
+        _cos_column(best_b, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)
         have[best_b] = 1
     dev = wf[6, :nee]
     first = 0
@@ -1092,7 +1227,7 @@ def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, ix, ctab, wi, wf, out_orde
             sel[ns] = best_bb
             ns += 1
             if not have[best_bb] and rank + 1 < nd:  # needed by the next rank only
-                _cos_column(best_bb, ne, rt, elig, ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_norm, ctab, cos)
+                _cos_column(best_bb, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)
                 have[best_bb] = 1
 
 
@@ -1171,7 +1306,7 @@ def best_remaining(first, last, ns, ne, lam_d, relp, used, eb, ebn, dev):
 
 
 # ---------------------------------------------------------------------------------- outputs
-@kernel()
+@kernel(inline=_THIN)
 def stage_outputs(npool, use_bm25, ws, out_doc, out_comp):
     """Write the first ranks of the final order and their components.
 
@@ -1245,13 +1380,12 @@ def sgr_one_query(gen, qt, qv, ix, prm, ws, out_doc, out_comp, out_info):
 
 # ---------------------------------------------------------------------------------- batch drivers
 @kernel()
-def _batch_sizes(q_indptr, q_terms, ix, prm, n_f):
+def _batch_sizes(q_indptr, q_terms, sem_indptr, prm, n_f):
     """Return the per-chunk scratch sizes of a batch.
 
     (max query length, max semantic-neighbour entries of a query, routed-term room,
     pool-sized work row width) of a batch: the per-chunk scratch sizes.
     """
-    sem_indptr = ix.sem_indptr
     nq = q_indptr.shape[0] - 1
     max_q = 0
     for i in range(nq):
@@ -1268,7 +1402,7 @@ def _batch_sizes(q_indptr, q_terms, ix, prm, n_f):
     return max_q, max_sem, n_rt, n_w
 
 
-@kernel()
+@kernel(inline=_THIN)
 def chunk_work(c, sc, sizes, n_docs):
     """Return the ``SGRWork`` of chunk ``c``.
 
@@ -1326,13 +1460,14 @@ def chunk_work(c, sc, sizes, n_docs):
 
 
 @kernel()
-def _query_chunk(c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, prm, sc, out):
+def _query_chunk(
+    c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, prm, sc, out_doc, out_comp, out_n, out_info, out_status
+):
     """Run the queries of chunk ``c``.
 
     Chunk ``c`` of ``n_chunks`` contiguous chunks of the batch (one scratch slab); ``out`` =
     (out_doc, out_comp, out_n, out_info, out_status) of ``sgr_query_batch``.
     """
-    out_doc, out_comp, out_n, out_info, out_status = out
     nq = q_indptr.shape[0] - 1
     step = (nq + n_chunks - 1) // n_chunks
     lo = c * step
@@ -1351,7 +1486,9 @@ def _query_chunk(c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, pr
 
 
 @kernel(parallel=True)
-def sgr_query_batch(q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out):
+def sgr_query_batch(
+    q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out_doc, out_comp, out_n, out_info, out_status
+):
     """Batched SGR query path; ``prange`` over ``n_chunks`` contiguous chunks of queries.
 
     Queries: CSR ``q_indptr`` int64 (nq+1), ``q_terms`` int32 sorted unique per row,
@@ -1368,21 +1505,55 @@ def sgr_query_batch(q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, 
     ``STATUS_OK`` or ``STATUS_EMPTY``.  Rows beyond ``n`` are left untouched (the wrapper
     pre-fills padding).
     """
-    sizes = _batch_sizes(q_indptr, q_terms, ix, prm, sc.dmr.shape[2])
+    sizes = _batch_sizes(q_indptr, q_terms, ix.sem_indptr, prm, sc.dmr.shape[2])
     for c in prange(n_chunks):
-        _query_chunk(c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, prm, sc, out)
+        _query_chunk(
+            c,
+            n_chunks,
+            gen_base,
+            sizes,
+            q_indptr,
+            q_terms,
+            q_vals,
+            ix,
+            prm,
+            sc,
+            out_doc,
+            out_comp,
+            out_n,
+            out_info,
+            out_status,
+        )
 
 
 @kernel()
-def sgr_query_serial(q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out):
+def sgr_query_serial(
+    q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out_doc, out_comp, out_n, out_info, out_status
+):
     """Run ``sgr_query_batch`` on the calling thread.
 
     ``sgr_query_batch`` on the calling thread, without the parallel launch (one query per
     call: the launch is a fixed cost of several µs).
     """
-    sizes = _batch_sizes(q_indptr, q_terms, ix, prm, sc.dmr.shape[2])
+    sizes = _batch_sizes(q_indptr, q_terms, ix.sem_indptr, prm, sc.dmr.shape[2])
     for c in range(n_chunks):
-        _query_chunk(c, n_chunks, gen_base, sizes, q_indptr, q_terms, q_vals, ix, prm, sc, out)
+        _query_chunk(
+            c,
+            n_chunks,
+            gen_base,
+            sizes,
+            q_indptr,
+            q_terms,
+            q_vals,
+            ix,
+            prm,
+            sc,
+            out_doc,
+            out_comp,
+            out_n,
+            out_info,
+            out_status,
+        )
 
 
 @kernel()
