@@ -6,7 +6,8 @@ Usage:
     python benchmarks/tools/sgr_eval.py --quick        # reproduction only
     python benchmarks/tools/sgr_eval.py --json out.json
     python benchmarks/tools/sgr_eval.py --speed        # SGR vs bm25s, interleaved, one process
-    python benchmarks/tools/sgr_eval.py --profile      # where the query time goes, stage by stage
+    python benchmarks/tools/sgr_eval.py --profile      # where the query time goes, stage kernel by stage kernel
+    python benchmarks/tools/sgr_eval.py --speed --before feaac95   # A/B against an older revision
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..", "..")))
+
+from jkofast._numba import kernel  # noqa: E402  (compiles nothing at import)
+from jkofast.kernels.sgr import query as Q  # noqa: E402
+
 # The configuration selected on SciFact TRAIN by ``main`` (two-stage grid); used by --speed.
 SELECTED = dict(
     ppmi_include_self=True,
@@ -107,18 +113,24 @@ def main(argv=None) -> int:
         "--before",
         default=None,
         metavar="REV",
-        help="with --speed: also time the query path of git revision REV "
-        "(its sgr.py + kernels/geometric.py) in the same process",
-    )
-    ap.add_argument(
-        "--profile-diversify",
-        action="store_true",
-        help="with --profile: also time diversify's parts (its `# div k:` exits)",
+        help="with --speed: also time the SGR of git revision REV (the package of that revision, "
+        "exported and renamed as benchmarks/tools/ab_compare.py does) in the same process",
     )
     ap.add_argument(
         "--profile", action="store_true", help="per-stage breakdown of the query path at 1 thread (early exits)"
     )
+    ap.add_argument(
+        "--ab",
+        default=None,
+        metavar="REV",
+        help="A/B only: the SGR of git revision REV vs the working tree in one process (SciFact, all "
+        "queries, text in -> top-10 out at 1 and 2 threads, and one query per call), interleaved, best of --repeats",
+    )
     args = ap.parse_args(argv)
+    if args.ab:
+        out = ab(args)
+        _dump(out, args.json)
+        return 0
     if args.profile:
         out = profile(args)
         _dump(out, args.json)
@@ -354,100 +366,89 @@ def speed(args) -> dict:
     return out
 
 
+# --profile: the stage kernels of ``jkofast.kernels.sgr.query.sgr_one_query``, run in its order
+# by ``_one_query_upto`` (a profiling driver that stops after stage ``stop``): the time up to
+# stage k minus the time up to stage k-1 is the cost of stage k (cache effects of the skipped
+# stages included).  ``profile`` checks that the full run returns the production outputs, so
+# this driver cannot drift from ``sgr_one_query`` unnoticed.
 STAGES = (
-    "setup (marks, query values)",
-    "1 routing (B.6)",
-    "2 local scores + consensus (B.7)",
-    "3 BM25 extension (off)",
-    "4 tail, gate, semantic vector, rare terms",
-    "5 rescue: lex1/lexadj/rare of U",
-    "6 shortlist z-scores + top-P (B.8)",
-    "7 semantic presence of the pool",
-    "8 final features, relevance, plain order (B.9)",
-    "9 diversity (B.10)",
-    "10 outputs",
+    "1 routing (B.6): stage_route",
+    "2 local scores + consensus (B.7): stage_local_score",
+    "3 BM25 extension (off): stage_bm25",
+    "4 tail + optional gate: stage_tail",
+    "5 semantic vector, rare terms: stage_query_tables",
+    "6 rescue lex1/lexadj/rare of U (B.8): stage_rescue",
+    "7 shortlist z-scores + top-P (B.8): stage_shortlist",
+    "8 semantic presence of the pool: stage_pool_semantic",
+    "9 final features, relevance, plain order (B.9)",
+    "10 diversity (B.10): diversify",
+    "11 outputs: stage_outputs",
 )
 
 
-def _profiled_kernels():
-    """An instrumented copy of ``jkofast.kernels.sgr.query``: every ``# stage k:`` comment
-    of ``sgr_one_query`` gets an early exit taken when ``ip[I_STOP] == k``; the time up to
-    stage k minus the time up to stage k-1 is the cost of stage k-1 (cache effects of the
-    skipped stages included)."""
-    import importlib.util
-    import re
-    import tempfile
+@kernel()
+def _one_query_upto(stop, gen, qt, qv, ix, prm, ws, out_doc, out_comp):
+    """``sgr_one_query``'s stages 1..``stop`` for one query (0: none); marks cleared after."""
+    n = 0
+    if stop >= 1 and qt.shape[0] > 0:
+        nr = Q.stage_route(gen, qt, qv, ix, prm, ws)
+        nu = Q.stage_local_score(gen, qt, nr, ix, prm, ws) if stop >= 2 else 0
+        use_bm25 = prm.bm25_candidates > 0 or prm.w_bm25 != 0.0 or prm.w_bm25_rescue != 0.0
+        if stop >= 3 and use_bm25:
+            nu = Q.stage_bm25(gen, qt, nu, ix, prm, ws)
+        if stop >= 4 and nu > 0:
+            n = _rest_upto(stop, gen, qt, qv, nu, nr, use_bm25, ix, prm, ws, out_doc, out_comp)
+        Q._clear_marks(qt, ix.sem_indptr, ix.sem_idx, ws.mark, ws.sval)
+    return n
 
-    from jkofast.kernels.sgr import query as geometric
 
-    with open(geometric.__file__, encoding="utf-8") as f:
-        src = f.read()
-    src = re.sub(r"N_IP = (\d+)", lambda m: f"N_IP = {int(m.group(1)) + 1}\nI_STOP = {m.group(1)}", src, count=1)
-    # diversify: stop = 100 + k exits at its `# div k:` comment (then sgr_one_query returns),
-    # 106 runs it whole, 200 computes every cosine column twice (the second copy's time is
-    # the cosine columns' cost)
-    src = src.replace("def diversify(pool, n_pool,", "def diversify(stop, pool, n_pool,", 1)
-    src = src.replace("diversify(pp, npool, pre,", "diversify(ip[I_STOP], pp, npool, pre,", 1)
-    lines = []
-    for line in src.split("\n"):
-        ind = line[: len(line) - len(line.lstrip())]
-        m = re.search(r"# stage (\d+):", line)
-        if m:
-            ks = [">= 100", f"== {m.group(1)}"] if m.group(1) == "10" else [f"== {m.group(1)}"]
-            for k in ks:
-                lines += [
-                    f"{ind}if ip[I_STOP] {k}:",
-                    f"{ind}    _clear_marks(qt, sem_indptr, sem_idx, mark, sval)",
-                    f"{ind}    return 0, 0",
-                ]
-        m = re.search(r"# div (\d+):", line)
-        if m:
-            lines += [f"{ind}if stop == {100 + int(m.group(1))}:", f"{ind}    return"]
-        if line.lstrip().startswith("_cos_column("):
-            line = line.replace("_cos_column(", "_cos_column_x(stop, ", 1)
-        lines.append(line)
-    lines += [
-        "",
-        "",
-        "@kernel()",
-        "def _cos_column_x(stop, s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos):",
-        "    if stop == 200:",
-        "        _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)",
-        "    _cos_column(s, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)",
-        "",
-    ]
-    d = os.path.join(tempfile.gettempdir(), "jkofast_sgr_profile")
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, "sgr_geometric_profiled.py")
-    text = "\n".join(lines)
-    if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    spec = importlib.util.spec_from_file_location("sgr_geometric_profiled", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # Numba's on-disk cache re-imports it by name
-    spec.loader.exec_module(mod)
-    return mod
+@kernel()
+def _rest_upto(stop, gen, qt, qv, nu, nr, use_bm25, ix, prm, ws, out_doc, out_comp):
+    """Stages 4..``stop`` of ``_one_query_upto``."""
+    nuse, live = Q.stage_tail(gen, nu, use_bm25, prm, ws)
+    if stop < 5:
+        return 0
+    n_sem, n_rare = Q.stage_query_tables(qt, qv, ix, prm, ws)
+    if stop < 6:
+        return 0
+    Q.stage_rescue(qt, nuse, live, n_sem, n_rare, ix, prm, ws)
+    if stop < 7:
+        return 0
+    npool = Q.stage_shortlist(nuse, prm, ws)
+    if stop < 8:
+        return 0
+    Q.stage_pool_semantic(npool, n_sem, ix, prm, ws)
+    if stop < 9:
+        return 0
+    Q.stage_final_features(npool, use_bm25, prm, ws)
+    if stop < 10:
+        return 0
+    Q.diversify(npool, nr, ix, prm, ws)
+    if stop < 11:
+        return 0
+    return Q.stage_outputs(npool, use_bm25, ws, out_doc, out_comp)
+
+
+@kernel()
+def _profile_batch(stop, q_indptr, q_terms, q_vals, ix, prm, sc, gen_base, out_doc, out_comp):
+    """Every query of the batch through ``_one_query_upto`` on one thread (scratch slab 0)."""
+    sizes = Q._batch_sizes(q_indptr, q_terms, ix.sem_indptr, prm, sc.dmr.shape[2])
+    ws = Q.chunk_work(0, sc, sizes, ix.dl.shape[0])
+    n = 0
+    for i in range(q_indptr.shape[0] - 1):
+        s = q_indptr[i]
+        e = q_indptr[i + 1]
+        n += _one_query_upto(stop, gen_base + i, q_terms[s:e], q_vals[s:e], ix, prm, ws, out_doc[i], out_comp[i])
+    return n
 
 
 HOT = 8
-# `# div k:` parts of diversify (--profile-diversify): exit 100+k is at `# div k:`, 106 runs it
-# whole; part k = time to exit 100+k+1 minus time to exit 100+k (part 0 from stage 9's exit)
-DIV_PARTS = (
-    "0 call + entry checks",
-    "1 H_j top-3 evidence loop (incl. its table init)",
-    "2 H_j means + eligible top-k",
-    "3 elig_of, relp / eb per plain position",
-    "4 greedy ranks 2..n_div (incl. cosine columns)",
-    "5 tail in plain order",
-)
-DIV_STOPS = (101, 102, 103, 104, 105, 106)
 
 
 def profile(args) -> dict:
-    """Stage-by-stage query time at 1 thread (SciFact, published defaults): the Python
-    side (tokeniser + TF-IDF, wrapper), the kernel by early exits, and per-call overhead
-    (one batch call vs one call per query).  Interleaved, best of ``--repeats``."""
+    """Stage-by-stage query time at 1 thread (SciFact, published defaults): the Python side
+    (tokeniser + TF-IDF, wrapper), the stage kernels (``_one_query_upto``), and per-call
+    overhead (one batch call vs one call per query).  Interleaved, best of ``--repeats``."""
     import jkofast.sgr.retriever as S
     from jkofast._threads import numba_threads
 
@@ -455,17 +456,17 @@ def profile(args) -> dict:
     test_q = [queries[q] for q in sorted(qrels["test"], key=lambda x: int(x))]
     all_q = list(queries.values())
     r = S.SparseGeometricRetriever().fit(texts)
-    prof = _profiled_kernels()
-    stops = [*range(1, len(STAGES)), 99]
-    div_stops = [*DIV_STOPS, 200] if args.profile_diversify else []
+    stops = list(range(len(STAGES) + 1))
     out: dict = {}
-    real_q, real_pa = S._q, S.SparseGeometricRetriever._param_arrays
-    stop = [99]
 
-    def pa(self, P, *more):  # called while S._q is the instrumented module (N_IP + 1 slots)
-        fp, ip = real_pa(self, P, *more)
-        ip[prof.I_STOP] = stop[0]
-        return fp, ip
+    def upto(stop, qi, qt, qv, prm, k=10):
+        nq = qi.shape[0] - 1
+        od = np.full((nq, k), -1, np.int64)
+        oc = np.full((nq, 7, k), np.nan)
+        gen = r._gen
+        r._gen += nq
+        _profile_batch(stop, qi, qt, qv, r._index(), prm, r._get_scratch(1), gen, od, oc)
+        return od, oc
 
     # "all1109_hot": every query run HOT times in a row, so its index rows are cache-resident
     # from the second run on -- the floor that any memory-layout change could reach
@@ -473,28 +474,21 @@ def profile(args) -> dict:
     for label, qs in (("test300", test_q), ("all1109", all_q), (f"all1109_hot{HOT}", hot)):
         nq = len(qs)
         qi, qt, qv = r.transform_queries(qs)
-        empty = (np.zeros(nq + 1, np.int64), qt[:0], qv[:0])
         P = r.params["pool_size"]
-        ts: dict = {k: [] for k in ["tok", "kernel", "search", "empty", *stops, *div_stops]}
+        prm = r._params(P, qi)
+        ts: dict = {k: [] for k in ["tok", "kernel", "search", *stops]}
         with numba_threads(1):
-            try:
-                S._q, S.SparseGeometricRetriever._param_arrays = prof, pa
-                for s_ in stops + div_stops:
-                    stop[0] = s_
-                    r._run(qi, qt, qv, P, 1, n_out=10)
-                for _ in range(args.repeats):
-                    stop[0] = 99
-                    t = time.perf_counter()
-                    r._run(*empty, P, 1, n_out=10)
-                    ts["empty"].append(time.perf_counter() - t)
-                    for s_ in stops + div_stops:
-                        stop[0] = s_
-                        t = time.perf_counter()
-                        r._run(qi, qt, qv, P, 1, n_out=10)
-                        ts[s_].append(time.perf_counter() - t)
-            finally:
-                S._q, S.SparseGeometricRetriever._param_arrays = real_q, real_pa
+            got = upto(len(STAGES), qi, qt, qv, prm)
+            want = r._run(qi, qt, qv, P, 1, n_out=10)
+            if not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)):
+                raise RuntimeError("the profiling driver no longer matches sgr_one_query: update _one_query_upto")
+            for s_ in stops:
+                upto(s_, qi, qt, qv, prm)
             for _ in range(args.repeats):
+                for s_ in stops:
+                    t = time.perf_counter()
+                    upto(s_, qi, qt, qv, prm)
+                    ts[s_].append(time.perf_counter() - t)
                 t = time.perf_counter()
                 r.transform_queries(qs)
                 ts["tok"].append(time.perf_counter() - t)
@@ -507,25 +501,18 @@ def profile(args) -> dict:
         us = {k: 1e6 * min(v) / nq for k, v in ts.items()}
         rows = {
             "tokenise + query TF-IDF (analysis kernel)": us["tok"],
-            "wrapper + kernel call, empty batch": us["empty"],
+            "profiling driver, no stage (call + loop)": us[0],
         }
-        prev = us["empty"]
-        for name, s_ in zip(STAGES, stops, strict=True):
-            rows[name] = us[s_] - prev
-            prev = us[s_]
-        if div_stops:  # diversify's parts: from the start of stage 9 to each `# div k:`
-            prev = us[9]
-            for name, s_ in zip(DIV_PARTS, DIV_STOPS, strict=True):
-                rows[f"  9.{name}"] = us[s_] - prev
-                prev = us[s_]
-            rows["  9.x cosine columns (second copy of each)"] = us[200] - us[DIV_STOPS[-1]]
+        for name, s_ in zip(STAGES, stops[1:], strict=True):
+            rows[name] = us[s_] - us[s_ - 1]
+        rows["profiling driver, all stages"] = us[len(STAGES)]
         rows["kernel call total (_run)"] = us["kernel"]
         rows["search() end to end"] = us["search"]
         rows["search() minus tokeniser minus kernel call"] = us["search"] - us["tok"] - us["kernel"]
         out[label] = rows
         print(f"{label} ({nq} queries, one batch call, 1 thread), µs/query:")
         for k_, v in rows.items():
-            print(f"  {k_:48s} {v:8.2f}")
+            print(f"  {k_:52s} {v:8.2f}")
     # one call per query (per-call overhead), 1 thread
     lat = {"search": [], "tok": [], "kernel": []}
     for q in test_q:
@@ -549,32 +536,78 @@ def profile(args) -> dict:
     return out
 
 
+def ab(args) -> dict:
+    """Ratios old / new (> 1: the working tree is faster) of the SGR query path, both sides in
+    this process: batch wall time and, at 1 thread, CPU time (``time.process_time``, less
+    sensitive to other jobs on a shared host), best of ``--repeats`` with the two sides
+    alternating; one query per call: per query best of 3 per side (alternating), median."""
+    from jkofast._threads import numba_threads
+    from jkofast.sgr.retriever import SparseGeometricRetriever
+
+    _, texts, queries, qrels = load_scifact(args.data)
+    all_q = list(queries.values())
+    test_q = [queries[q] for q in sorted(qrels["test"], key=lambda x: int(x))]
+    sides = {"old": _load_revision(args.ab)().fit(texts), "new": SparseGeometricRetriever().fit(texts)}
+    a, b = (r.search(all_q, k=10) for r in sides.values())
+    out: dict = {"rev": args.ab, "identical": bool(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]))}
+    print(f"{args.ab} vs working tree, {len(all_q)} queries: ids and scores identical = {out['identical']}")
+    for nt in (1, 2):
+        ts: dict = {(k, c): [] for k in sides for c in ("wall", "cpu")}
+        with numba_threads(nt):
+            for r in sides.values():
+                r.search(all_q, k=10, n_threads=nt)
+            for _ in range(args.repeats):
+                for k, r in sides.items():
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    r.search(all_q, k=10, n_threads=nt)
+                    ts[k, "wall"].append(time.perf_counter() - t0)
+                    ts[k, "cpu"].append(time.process_time() - c0)
+        for c in ("wall", "cpu") if nt == 1 else ("wall",):
+            o, n = min(ts["old", c]), min(ts["new", c])
+            out[f"all{len(all_q)}_{nt}t_{c}"] = {
+                "old_ms_q": 1e3 * o / len(all_q),
+                "new_ms_q": 1e3 * n / len(all_q),
+                "old/new": o / n,
+            }
+            print(
+                f"all {len(all_q)} queries, {nt} thread(s), {c}: old {1e3 * o / len(all_q):.4f} ms/q, "
+                f"new {1e3 * n / len(all_q):.4f} ms/q, old/new {o / n:.3f}",
+                flush=True,
+            )
+    lat: dict = {k: [] for k in sides}
+    for q in test_q:
+        best = {k: np.inf for k in sides}
+        for _ in range(3):
+            for k, r in sides.items():
+                t0 = time.perf_counter()
+                r.search([q], k=10, n_threads=1)
+                best[k] = min(best[k], time.perf_counter() - t0)
+        for k in sides:
+            lat[k].append(best[k])
+    o, n = float(np.median(lat["old"])), float(np.median(lat["new"]))
+    out["one_query_per_call_median"] = {"old_ms": 1e3 * o, "new_ms": 1e3 * n, "old/new": o / n}
+    print(
+        f"one query per call ({len(test_q)} test queries), median: old {1e3 * o:.4f} ms, "
+        f"new {1e3 * n:.4f} ms, old/new {o / n:.3f}"
+    )
+    return out
+
+
 def _load_revision(rev: str):
-    """``SparseGeometricRetriever`` of git revision ``rev``: its ``jkofast/sgr/retriever.py`` and
-    ``jkofast/kernels/sgr/query.py`` imported under private names (the rest of the
-    package is the working tree's)."""
-    import importlib.util
-    import subprocess
+    """``SparseGeometricRetriever`` of git revision ``rev``, the whole package of that revision
+    exported and renamed by ``ab_compare.export_package`` (``jkofast_<sha12>``), so an old
+    layout (``jkofast/sgr.py`` + ``kernels/geometric.py``, e.g. feaac95) and the working tree
+    run side by side in one process.  Both layouts expose ``<package>.sgr.SparseGeometricRetriever``."""
+    import importlib
     import tempfile
 
-    root = os.path.abspath(os.path.join(HERE, "..", ".."))
-    d = os.path.join(tempfile.gettempdir(), f"jkofast_sgr_{rev}")
-    os.makedirs(d, exist_ok=True)
-    mods = {}
-    for name, rel in (("geometric", "jkofast/kernels/sgr/query.py"), ("sgr", "jkofast/sgr/retriever.py")):
-        src = subprocess.run(
-            ["git", "show", f"{rev}:{rel}"], cwd=root, check=True, capture_output=True, text=True
-        ).stdout
-        path = os.path.join(d, f"{name}_{rev}.py")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(src)
-        spec = importlib.util.spec_from_file_location(f"{name}_{rev}", path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # Numba's on-disk cache re-imports it by name
-        spec.loader.exec_module(mod)
-        mods[name] = mod
-    mods["sgr"]._q = mods["geometric"]
-    return mods["sgr"].SparseGeometricRetriever
+    from ab_compare import export_package
+
+    cache = os.path.join(tempfile.gettempdir(), "jkofast_ab")
+    name = export_package(rev, cache)
+    if cache not in sys.path:
+        sys.path.insert(0, cache)
+    return importlib.import_module(f"{name}.sgr").SparseGeometricRetriever
 
 
 def _dump(out, path):

@@ -11,7 +11,7 @@ relevance, lex1, bm25, n_routed_docs, n_routed_terms, status; at 1 and 2 threads
 configurations in ``CONFIGS``: the defaults, the published row, the train-selected
 fusion, the tail gate, and each ``rescue_mode`` (``"auto"`` is the default).  Fitted indexes are cached (``save`` /
 ``load``) under the temp directory, keyed by the build sources, so a check takes
-seconds; the query kernels (``kernels/geometric.py``) are not part of that key.
+seconds; the query kernels (``jkofast/kernels/sgr/query.py``) are not part of that key.
 ``--synthetic N`` checks the same way on the asv synthetic corpus of N documents
 (``benchmarks.bench_sgr.synthetic_texts``, 300 queries + the extra three) with the
 configurations of ``SYN_CONFIGS`` (query parameters on one fitted index: the defaults, the

@@ -11,9 +11,9 @@ included for both, at 1 and 2 threads, SGR with the tail gate off (the default, 
 method) and on (the optional gate of the post-benchmark variant), all contenders
 interleaved, best of ``--repeats``.  Also reports the median number of routed documents
 per query and the median Σ df of the query terms (the postings bm25s adds).  ``--before
-REV`` also times that revision's SGR (its ``sgr.py`` + ``kernels/geometric.py``, imported as
-``sgr_eval.py --before`` does) in the same interleaved loop, and checks that both return the
-same ids and scores.
+REV`` also times that revision's SGR (its whole package exported and renamed, as
+``sgr_eval.py --before`` does, so older layouts work too) in the same interleaved loop, and
+checks that both return the same ids and scores.
 """
 
 from __future__ import annotations
