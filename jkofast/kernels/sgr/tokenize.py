@@ -192,7 +192,7 @@ def _row_regions(q_off):
     return cap_off, np.empty(cap_off[nq], np.int32), np.empty(cap_off[nq], np.float32), np.zeros(nq, np.int64)
 
 
-@kernel()
+@kernel(inline="always")  # one body, inlined into both drivers: no extra compiled level
 def _analyse_chunk(c, n_chunks, cp, q_off, wtab, table, voc_off, voc_cp, idf32, cap_off, out_terms, out_vals, out_n):
     """Analyse the queries of chunk ``c`` of ``n_chunks`` contiguous chunks.
 
