@@ -38,6 +38,7 @@ from jkofast.kernels.ot.sinkhorn_log import (
     matvec,
     matvec_lp,
     sinkhorn_log_solve,
+    vec_copy,
 )
 from jkofast.kernels.ot.transport import (
     FLAG_CG,
@@ -53,6 +54,35 @@ from jkofast.kernels.ot.transport import (
     w_unrolled_log,
     w_unrolled_scaled,
 )
+
+__all__ = [
+    "GRAD_IMPLICIT",
+    "GRAD_UNROLLED",
+    "MODE_BREGMAN",
+    "MODE_KL",
+    "MODE_NOPROX",
+    "MODE_W",
+    "Flow",
+    "JKOOperators",
+    "JKOParams",
+    "WarmStart",
+    "adam_step",
+    "add_transport_grad",
+    "dual_readout",
+    "energy_terms",
+    "implicit_warm_start",
+    "jko_query",
+    "jko_work",
+    "kl_term",
+    "log_softmax",
+    "outer_start",
+    "prox_weights",
+    "rerank_pools",
+    "softmax",
+    "transport_implicit",
+    "transport_operators",
+    "transport_unrolled",
+]
 
 MODE_W, MODE_KL, MODE_NOPROX, MODE_BREGMAN = 0, 1, 2, 3
 GRAD_UNROLLED, GRAD_IMPLICIT = 0, 1
@@ -467,7 +497,7 @@ def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
     op = transport_operators(C, C_T, Ks, prm, use_w, implicit)
     fl, sk, w, tr, ws = jko_work(p0.shape[0], max(n_grad, 1))
     theta, a, p, b, q, gh, kp, mom, vel, abar = fl
-    q[:] = p0
+    vec_copy(p0, q)
     diag[0] = 0
     diag[1] = 0
     step_idx = 0

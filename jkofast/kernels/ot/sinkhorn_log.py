@@ -47,6 +47,9 @@ __all__ = [
     "sinkhorn_log_solve",
     "sinkhorn_log_update_cols",
     "sinkhorn_log_update_rows",
+    "vec_copy",
+    "vec_fill",
+    "vec_scale",
 ]
 
 _ARITH = set(FASTMATH_ARITH)  # numba wants a set, _config holds a frozenset
@@ -347,6 +350,27 @@ def gibbs_cost(C, C_T, eps):
 
 
 @kernel()
+def vec_copy(src, dst):
+    """``dst[:] = src`` as a plain loop (a slice assignment costs far more compile time)."""
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
+@kernel()
+def vec_fill(x, value):
+    """``x[:] = value`` as a plain loop."""
+    for i in range(x.shape[0]):
+        x[i] = value
+
+
+@kernel()
+def vec_scale(x, c):
+    """``x *= c`` as a plain loop."""
+    for i in range(x.shape[0]):
+        x[i] *= c
+
+
+@kernel()
 def _check_due(it, max_iter, tol, check_every):
     """Whether the row-marginal error is computed after ``it`` pairs."""
     return it > 0 and (it >= max_iter or (tol > 0 and it % check_every == 0))
@@ -380,7 +404,7 @@ def _solve_log(C, C_T, eps, log_a, log_b, f, g, it, max_iter, tol, check_every, 
             err = row_marginal_error(log_a, f, tmp_m, eps)
             if err < tol or it >= max_iter:
                 break
-        f[:] = tmp_m
+        vec_copy(tmp_m, f)
         sinkhorn_log_update_cols(C_T, eps, log_b, f, g)
         it += 1
     return it, err
@@ -429,7 +453,7 @@ def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny,
                     break
             if not ok:
                 break
-            u[:] = tmp_m
+            vec_copy(tmp_m, u)
             # f_i = eps*(a_i - log s_i) - (G - cmin) = eps*log(u_i) + F
             F = eps * np.log(smax) - G + cmin
             ok, vmax = scaled_half_step(Kg, True, qb, u, t, tmp_n, tiny)
@@ -441,7 +465,7 @@ def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny,
                 it += 1
                 col_fail = True
                 break
-            v[:] = tmp_n
+            vec_copy(tmp_n, v)
             G = eps * np.log(vmax) - F + cmin
             it += 1
         # done, or left the loop on a row underflow: (u, F), (v, G) form the last complete pair

@@ -37,6 +37,9 @@ from jkofast.kernels.ot.sinkhorn_log import (
     sinkhorn_log_solve,
     sinkhorn_log_update_cols,
     sinkhorn_log_update_rows,
+    vec_copy,
+    vec_fill,
+    vec_scale,
 )
 
 __all__ = [
@@ -223,19 +226,19 @@ def w_unrolled_log(gc, a, b, n_warm, n_grad, tr, sk, w, abar):
     gbar = w[1]
     m = a.shape[0]
     inv = 1.0 / eps
-    f[:] = 0.0
-    g[:] = 0.0
+    vec_fill(f, 0.0)
+    vec_fill(g, 0.0)
     for _ in range(n_warm):
         sinkhorn_log_update_rows(C, eps, a, g, f)
         sinkhorn_log_update_cols(gc.C_T, eps, b, f, g)
-    Gs[0] = g
+    vec_copy(g, Gs[0])
     for k in range(n_grad):
         sinkhorn_log_update_rows(C, eps, a, g, f)
         sinkhorn_log_update_cols(gc.C_T, eps, b, f, g)
-        Fs[k] = f
-        Gs[k + 1] = g
+        vec_copy(f, Fs[k])
+        vec_copy(g, Gs[k + 1])
     loss = 0.0
-    gbar[:] = 0.0
+    vec_fill(gbar, 0.0)
     for i in range(m):
         r = 0.0
         for j in range(m):
@@ -245,7 +248,7 @@ def w_unrolled_log(gc, a, b, n_warm, n_grad, tr, sk, w, abar):
         loss += r
         fbar[i] = r * inv
         abar[i] = 0.0
-    gbar *= inv
+    vec_scale(gbar, inv)
     for k in range(n_grad - 1, -1, -1):
         for i in range(m):
             s = 0.0
