@@ -463,9 +463,10 @@ def profile(args) -> dict:
         nq = qi.shape[0] - 1
         od = np.full((nq, k), -1, np.int64)
         oc = np.full((nq, 7, k), np.nan)
+        sc = r._get_scratch(1)  # first: allocating the scratch restarts the stamps at 0
         gen = r._gen
         r._gen += nq
-        _profile_batch(stop, qi, qt, qv, r._index(), prm, r._get_scratch(1), gen, od, oc)
+        _profile_batch(stop, qi, qt, qv, r._index(), prm, sc, gen, od, oc)
         return od, oc
 
     # "all1109_hot": every query run HOT times in a row, so its index rows are cache-resident
@@ -481,7 +482,11 @@ def profile(args) -> dict:
             got = upto(len(STAGES), qi, qt, qv, prm)
             want = r._run(qi, qt, qv, P, 1, n_out=10)
             if not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)):
-                raise RuntimeError("the profiling driver no longer matches sgr_one_query: update _one_query_upto")
+                bad = int((got[0] != want[0]).any(axis=1).sum())
+                raise RuntimeError(
+                    f"the profiling driver no longer matches sgr_one_query ({bad} queries differ in their "
+                    "documents): update _one_query_upto"
+                )
             for s_ in stops:
                 upto(s_, qi, qt, qv, prm)
             for _ in range(args.repeats):
