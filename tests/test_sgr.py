@@ -257,8 +257,8 @@ def test_thread_invariance(retr):
 
 
 def test_serial_and_parallel_kernels_agree(retr):
-    """One query per call and one thread run ``sgr_query_serial``; a batch at 2 threads runs
-    ``sgr_query_batch``: same ids, scores and pool components, bit for bit."""
+    """One query per call runs ``sgr_query_serial``; a batch runs ``sgr_query_batch`` (one chunk
+    at one thread, two at 2 threads): same ids, scores and pool components, bit for bit."""
     qs = QUERIES * 3
     batch = retr.pool(qs, n_threads=2)
     one_thread = retr.pool(qs, n_threads=1)
