@@ -17,6 +17,8 @@ from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
 from jkofast.kernels.sparse.cosine import row_dot
 
+__all__ = ["PoolRows", "cost_kernel", "cost_kernel_csr", "cost_kernel_dense"]
+
 _ARITH = set(FASTMATH_ARITH)
 
 

@@ -11,6 +11,8 @@ import numpy as np
 
 from jkofast._numba import kernel
 
+__all__ = ["centred_potential", "entropic_value"]
+
 
 @kernel()
 def centred_potential(f, out):
