@@ -1,16 +1,9 @@
 """SparseGeometricRAG: the training-free first-stage retriever over sparse TF-IDF geometry (SPEC B).
 
-Public names are re-exported lazily: importing this package imports none of its modules.
+The ``__all__`` of each module below is re-exported lazily (PEP 562): importing this package
+imports none of them.
 """
 
 from jkofast._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(
-    __name__,
-    {
-        "COMPONENTS": "jkofast.sgr.retriever",
-        "SGRPool": "jkofast.sgr.retriever",
-        "SparseGeometricRetriever": "jkofast.sgr.retriever",
-        "TOKEN_PATTERN": "jkofast.sgr.retriever",
-    },
-)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, ["retriever"])
