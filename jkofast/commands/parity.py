@@ -10,7 +10,6 @@ import json
 import os
 
 from jkofast.datasets.beir import parity_fixture_path
-from jkofast.jko.parity import fixture_pool  # noqa: F401  (transitional: benchmarks/tools/ab_compare.py imports it from here)
 
 _FIXTURE = parity_fixture_path()
 
