@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import numbers
+import os
 
 import numpy as np
 
@@ -23,6 +25,7 @@ __all__ = [
     "check_simplex",
     "keep_segments",
     "normalise_mass",
+    "read_json_file",
     "rescale_rows_csr",
     "rescale_rows_dense",
     "segment_any",
@@ -308,3 +311,34 @@ def keep_segments(offsets: np.ndarray, keep: np.ndarray, *arrays):
     np.cumsum(sizes[keep], out=new_off[1:])
     mask = np.repeat(keep, sizes)
     return new_off, tuple([x for x, k in zip(a, mask) if k] if isinstance(a, list) else a[mask] for a in arrays)
+
+
+def read_json_file(path: str, *, missing: str, invalid: str):
+    """Parse the JSON file ``path``; a missing or unreadable file raises ``ValueError``.
+
+    Parameters
+    ----------
+    path : str
+        The file to read (UTF-8 JSON).
+    missing : str
+        The message when ``path`` is not a file.
+    invalid : str
+        The message when it does not parse; `` (<parser error>)`` is appended.
+
+    Returns
+    -------
+    object
+        The parsed JSON value.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a file, or not valid UTF-8 JSON.
+    """
+    if not os.path.isfile(path):
+        raise ValueError(missing)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{invalid} ({exc})") from None

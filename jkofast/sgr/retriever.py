@@ -27,7 +27,7 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
-from jkofast._validation import check_bool, check_int, check_positive
+from jkofast._validation import check_bool, check_int, check_positive, read_json_file
 from jkofast.kernels.sgr import build as _b
 from jkofast.kernels.sgr import query as _q
 from jkofast.kernels.sgr import tokenize as _tok
@@ -1112,13 +1112,11 @@ class SparseGeometricRetriever:
         path = os.fspath(path)
         mpath = os.path.join(path, "meta.json")
         zpath = os.path.join(path, "index.npz")
-        if not os.path.isfile(mpath):
-            raise ValueError(f"{path}: not a SparseGeometricRetriever index (meta.json missing)")
-        try:
-            with open(mpath, encoding="utf-8") as f:
-                meta = json.load(f)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{mpath}: not a readable index description ({exc})") from None
+        meta = read_json_file(
+            mpath,
+            missing=f"{path}: not a SparseGeometricRetriever index (meta.json missing)",
+            invalid=f"{mpath}: not a readable index description",
+        )
         _check_meta(meta, mpath)
         try:
             self = cls(**meta["params"])

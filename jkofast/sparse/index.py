@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_csr, check_csr, check_int, check_positive, rescale_rows_csr
+from jkofast._validation import as_csr, check_csr, check_int, check_positive, read_json_file, rescale_rows_csr
 from jkofast.kernels.sparse import cosine as _kc
 from jkofast.kernels.sparse import scoring as _ks
 from jkofast.kernels.sparse import weights as _kw
@@ -483,13 +483,9 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
 def _read_manifest(path: str) -> dict:
     """Return the parsed ``manifest.json`` of ``path`` after checking the format name and version."""
     mpath = os.path.join(path, "manifest.json")
-    if not os.path.isfile(mpath):
-        raise ValueError(f"{path}: not a jkofast index (manifest.json missing)")
-    try:
-        with open(mpath, encoding="utf-8") as fh:
-            man = json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{mpath}: invalid manifest ({e})") from None
+    man = read_json_file(
+        mpath, missing=f"{path}: not a jkofast index (manifest.json missing)", invalid=f"{mpath}: invalid manifest"
+    )
     if man.get("format") != FORMAT_NAME:
         raise ValueError(f"{mpath}: not a jkofast sparse index (format={man.get('format')!r})")
     if man.get("format_version") != FORMAT_VERSION:
