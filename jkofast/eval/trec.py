@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 
+# QrelsArrays repeats this shape on purpose: two public types (float ``scores`` / int ``labels``), shared helpers
 @dataclass
 class RunArrays:
     """A run in ragged-array form.
@@ -66,6 +67,7 @@ class RunArrays:
         return cls(*_dict_to_ragged(run, np.float64))
 
 
+# same shape as RunArrays on purpose: two public types (float ``scores`` / int ``labels``), one pair of helpers below
 @dataclass
 class QrelsArrays:
     """Qrels in ragged-array form (``query_ids``, ``offsets``, ``doc_ids``, int64 ``labels``)."""
@@ -130,26 +132,46 @@ def _is_int(s: str) -> bool:
     return True
 
 
-def _read_run_rows(path):
-    """Yield (qid, docid, score) triples, validating every line."""
+def _fields(path, widths: tuple, expected: str, is_value):
+    """Yield (lineno, stripped fields, ncol) per line; every line has the first line's column count.
+
+    The first line fixes ``ncol`` (one of ``widths``, else ``ValueError`` with ``expected``); a
+    first line of 3 columns whose third is not a value (``is_value``) is a header and is skipped.
+    """
     ncol = None
-    first = True
     for lineno, f in iter_rows(path):
         f = [x.strip() for x in f]
-        if first:
-            first = False
+        if ncol is None:
             ncol = len(f)
-            if ncol not in (3, 6):
-                raise ValueError(
-                    f"{path}:{lineno}: expected 6 columns (qid Q0 docid rank score tag) "
-                    f"or 3 columns (qid docid score), got {ncol}"
-                )
-            if ncol == 3 and not _is_float(f[2]):
+            if ncol not in widths:
+                raise ValueError(f"{path}:{lineno}: {expected}, got {ncol}")
+            if ncol == 3 and not is_value(f[2]):
                 continue  # header line
-            if ncol == 6 and not _is_float(f[4]):
-                raise ValueError(f"{path}:{lineno}: score {f[4]!r} is not a number")
         if len(f) != ncol:
             raise ValueError(f"{path}:{lineno}: expected {ncol} columns, got {len(f)}")
+        yield lineno, f, ncol
+
+
+def _rows_to_dict(rows) -> dict:
+    """(qid, docid, value) rows -> ``{qid: {docid: value}}`` in row order (a repeated pair keeps its last value)."""
+    out: dict = {}
+    for qid, docid, v in rows:
+        d = out.get(qid)
+        if d is None:
+            d = out[qid] = {}
+        d[docid] = v
+    return out
+
+
+def _read_run_rows(path):
+    """Yield (qid, docid, score) triples, validating every line."""
+    first = True
+    expected = "expected 6 columns (qid Q0 docid rank score tag) or 3 columns (qid docid score)"
+    for lineno, f, ncol in _fields(path, (3, 6), expected, _is_float):
+        if first:
+            first = False
+            if ncol == 6 and not _is_float(f[4]):
+                raise ValueError(f"{path}:{lineno}: score {f[4]!r} is not a number")
         if ncol == 6:
             qid, docid, score = f[0], f[2], f[4]
             if not _is_int(f[3]):
@@ -189,13 +211,7 @@ def read_run(path) -> dict[str, dict[str, float]]:
     FileNotFoundError
         Missing file.
     """
-    run: dict[str, dict[str, float]] = {}
-    for qid, docid, s in _read_run_rows(path):
-        d = run.get(qid)
-        if d is None:
-            d = run[qid] = {}
-        d[docid] = s
-    return run
+    return _rows_to_dict(_read_run_rows(path))
 
 
 def read_run_arrays(path) -> RunArrays:
@@ -227,21 +243,8 @@ def read_run_arrays(path) -> RunArrays:
 
 
 def _read_qrels_rows(path):
-    ncol = None
-    first = True
-    for lineno, f in iter_rows(path):
-        f = [x.strip() for x in f]
-        if first:
-            first = False
-            ncol = len(f)
-            if ncol not in (3, 4):
-                raise ValueError(
-                    f"{path}:{lineno}: expected 4 columns (qid iter docid rel) or 3 columns (qid docid rel), got {ncol}"
-                )
-            if ncol == 3 and not _is_int(f[2]):
-                continue  # header line
-        if len(f) != ncol:
-            raise ValueError(f"{path}:{lineno}: expected {ncol} columns, got {len(f)}")
+    expected = "expected 4 columns (qid iter docid rel) or 3 columns (qid docid rel)"
+    for lineno, f, ncol in _fields(path, (3, 4), expected, _is_int):
         if ncol == 4:
             qid, docid, rel = f[0], f[2], f[3]
         else:
@@ -266,13 +269,7 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
     ValueError
         Malformed line (wrong column count, non-integer label), naming file and line.
     """
-    qrels: dict[str, dict[str, int]] = {}
-    for qid, docid, r in _read_qrels_rows(path):
-        d = qrels.get(qid)
-        if d is None:
-            d = qrels[qid] = {}
-        d[docid] = r
-    return qrels
+    return _rows_to_dict(_read_qrels_rows(path))
 
 
 def read_qrels_arrays(path) -> QrelsArrays:
