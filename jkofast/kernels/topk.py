@@ -82,6 +82,7 @@ def _topk_core(scores, cand, use_cand, n_cand, k, out_idx, out_val, hv, hi, by_p
             break
         s = hv[n]
         d = hi[n]
+        # sift-down twin of the insert loop's, inline for the same reason (a call per item is ~10x slower)
         pos = 0
         while True:
             left = 2 * pos + 1

@@ -287,6 +287,7 @@ def outer_start(q, b, qb, theta, mom, vel):
         vel[i] = 0.0
 
 
+# softmax below shares the max/sum sweep but divides by the sum: other rounding, and it gives the iterate
 @kernel(inline="always")
 def log_softmax(theta, a, p):
     """Set ``a = log_softmax(θ)``, ``p = exp(a)``."""
@@ -304,6 +305,7 @@ def log_softmax(theta, a, p):
         p[i] = np.exp(a[i])
 
 
+# not log_softmax's p: exp(t - max)/sum rounds unlike exp(t - lse); the outer iterate is pinned bitwise
 @kernel(inline="always")
 def softmax(theta, q):
     """``q = softmax(θ)`` (the iterate after an outer step)."""

@@ -39,6 +39,7 @@ __all__ = ["gibbs_fill", "plan_cost", "sinkhorn_fixed_log", "update_duals"]
 _ARITH = set(FASTMATH_ARITH)  # numba wants a set, _config holds a frozenset
 
 
+# copy of sinkhorn_log.matvec (same bits): local so retuning that one cannot move the pinned published loss
 @kernel(fastmath=_ARITH)
 def _matvec(A, x, out):
     """``out = A @ x``, four rows per sweep (each ``x_j`` load feeds four multiply-adds); serial."""
@@ -68,6 +69,7 @@ def _matvec(A, x, out):
         i += 1
 
 
+# sinkhorn_log.gibbs_kernel plus the Kg_T fill this module's column half-step reads (one pass, no copy)
 @kernel()
 def gibbs_fill(C, eps, Kg, Kg_T):
     """Fill ``Kg = exp(-(C - min C)/eps)`` and ``Kg_T`` its transpose (entries in (0, 1]); return ``min C``."""
@@ -103,6 +105,7 @@ def update_duals(Kg, C, cmin, eps, tiny, log_w, other, v, s, out):
             omax = other[j]
     for j in range(n):
         v[j] = np.exp((other[j] - omax) * inv)
+    # plan_cost repeats this max-shifted v prologue; inline in both (then Kg@v here, (Kg*C)@v there)
     _matvec(Kg, v, s)
     shift = (omax - cmin) * inv
     for i in range(m):
@@ -111,6 +114,7 @@ def update_duals(Kg, C, cmin, eps, tiny, log_w, other, v, s, out):
         elif s[i] > tiny:
             out[i] = eps * (log_w[i] - shift - np.log(s[i]))
         else:
+            # exact LSE row as in sinkhorn_log_update_rows, here only for rows whose scaled sum underflows
             mx = -np.inf
             for j in range(n):
                 t = (other[j] - C[i, j]) * inv
@@ -149,6 +153,7 @@ def plan_cost(C, Kg, cmin, f, g, eps, tiny, v, s):
             gmax = g[j]
     for j in range(n):
         v[j] = np.exp((g[j] - gmax) * inv)
+    # same max-shifted v as update_duals; the sweep after it differs ((Kg*C)@v, a scalar total)
     _matvec_hadamard(Kg, C, v, s)
     total = 0.0
     for i in range(m):

@@ -61,6 +61,7 @@ OK, NOT_CONVERGED, NON_FINITE = _codes.OK, _codes.NOT_CONVERGED, _codes.NON_FINI
 # ----------------------------------------------------------------------------------------
 # LOW LEVEL: matvecs (pure arithmetic leaves) and the Gibbs kernel
 # ----------------------------------------------------------------------------------------
+# fixed._matvec copies this (kept apart: fixed.py pins the published loss; this one may be retuned)
 @kernel(fastmath=_ARITH)
 def matvec(A, x, out):
     """``out = A @ x``: dot products, four rows at a time so each ``x_j`` load feeds 4 FMAs.
@@ -115,6 +116,7 @@ def rmatvec(A, x, out):
         i += 1
 
 
+# twin of matvec: sums start from the first product (float32 stays float32), matvec's from 0.0 in float64
 @kernel(fastmath=_ARITH)
 def matvec_lp(A, x, out):
     """``out = A @ x`` summed in the dtype of ``A[i, j] * x[j]`` (float32 when both are float32).
@@ -149,6 +151,7 @@ def matvec_lp(A, x, out):
         i += 1
 
 
+# fixed.gibbs_fill is this plus a Kg_T fill (the solver here never needs Kg_T); kept as two kernels
 @kernel()
 def gibbs_kernel(C, eps, Kg):
     """Fill ``Kg = exp(-(C - min C)/eps)`` (entries in (0, 1]); return ``min C``."""
@@ -274,6 +277,7 @@ def sinkhorn_log_update_rows(C, eps, log_a, g, f_out):
         if log_a[i] == -np.inf:
             f_out[i] = -np.inf
             continue
+        # exact LSE row, also fixed.update_duals' underflow fallback; here every row (strict IEEE path)
         mx = -np.inf
         for j in range(n):
             x = (g[j] - C[i, j]) * inv

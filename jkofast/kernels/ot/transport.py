@@ -270,6 +270,7 @@ def w_unrolled_log(gc, a, b, n_warm, n_grad, tr, sk, w, abar):
 # ----------------------------------------------------------------------------------------
 # Converged plan: implicit gradient (CG) and entropic value
 # ----------------------------------------------------------------------------------------
+# mirrored by _pit_apply (Pi.T through KT, u and v swapped)
 @kernel()
 def _pi_apply(pl, x, xs, out):
     """``out = Pi @ x`` (``xs``: scratch in ``pl.K``'s dtype)."""
@@ -281,6 +282,7 @@ def _pi_apply(pl, x, xs, out):
         out[i] *= sc * uu[i]
 
 
+# mirror of _pi_apply (KT, u/v swapped): Pi and Pi.T kept as two named kernels, as the CG code calls them
 @kernel()
 def _pit_apply(pl, x, xs, out):
     """``out = Pi.T @ x`` (through the stored transpose ``pl.KT``)."""

@@ -186,6 +186,7 @@ def inpool_rrf_segments(sparse, dense, offsets, k_rrf, k, out_idx, out_val):
     ``out_idx`` (nq, k) int64 pre-filled with -1; ``out_val`` (nq, k) float64.
     """
     nq = offsets.shape[0] - 1
+    # per-pool head (bounds, skip empty) of every *_segments kernel: prange must sit in each kernel itself
     for q in prange(nq):
         a = offsets[q]
         b = offsets[q + 1]
@@ -213,6 +214,7 @@ def mmr_segments(rel, emb, offsets, lam, k, out_idx):
     """
     nq = offsets.shape[0] - 1
     d = emb.shape[1]
+    # per-pool head (bounds, skip empty) of every *_segments kernel: prange must sit in each kernel itself
     for q in prange(nq):
         a = offsets[q]
         b = offsets[q + 1]
@@ -264,6 +266,7 @@ def dpp_map_segments(rel, emb, offsets, k, delta, out_idx):
     """
     nq = offsets.shape[0] - 1
     dim = emb.shape[1]
+    # per-pool head (bounds, skip empty) of every *_segments kernel: prange must sit in each kernel itself
     for q in prange(nq):
         a = offsets[q]
         b = offsets[q + 1]

@@ -79,6 +79,7 @@ def branch_centres(
     Accumulation is float64, serial over the branch's documents in ascending id order.
     """
     n_branches = b_indptr.shape[0] - 1
+    # per-chunk scratch as in the other chunked builders: allocated inside prange so each chunk owns it
     for c in prange(n_chunks):
         lo, hi = _chunk_bounds(n_branches, n_chunks, c)
         if lo >= hi:
@@ -216,6 +217,7 @@ def reliability_weights(
     chunks write disjoint rows.
     """
     n_branches = b_indptr.shape[0] - 1
+    # per-chunk scratch as in branch_centres: allocated inside prange so each chunk owns it
     for c in prange(n_chunks):
         lo, hi = _chunk_bounds(n_branches, n_chunks, c)
         if lo >= hi:
@@ -292,6 +294,7 @@ def ppmi_graph(
     largest (ties: lowest term id) and written sorted by term id.  Blockwise: one stamped
     accumulator per chunk, never a dense V×V matrix.
     """
+    # per-chunk scratch as in branch_centres: allocated inside prange so each chunk owns it
     for c in prange(n_chunks):
         lo, hi = _chunk_bounds(n_terms, n_chunks, c)
         if lo >= hi:
@@ -333,6 +336,7 @@ def ppmi_graph(
                         tt[npos] = t
                         vals[npos] = v
                         npos += 1
+            # top-n_keep write-out as in second_order_graph and branch_centres (six lines, inline per row)
             n = topk_select(vals[:npos], n_keep, pos, kv)
             sel = np.sort(pos[:n])
             for a in range(n):
@@ -352,6 +356,7 @@ def second_order_graph(
     the columns of Â, self excluded; the ``n_keep`` largest positive values (ties: lowest
     term id) are written sorted by term id.
     """
+    # per-chunk scratch as in ppmi_graph (no stamp table here): allocated inside prange, one per chunk
     for c in prange(n_chunks):
         lo, hi = _chunk_bounds(n_terms, n_chunks, c)
         if lo >= hi:
@@ -386,6 +391,7 @@ def second_order_graph(
                     npos += 1
             for a in range(nt):
                 acc[touched[a]] = 0.0
+            # top-n_keep write-out as in ppmi_graph and branch_centres (six lines, inline per row)
             n = topk_select(vals[:npos], n_keep, pos, kv)
             sel = np.sort(pos[:n])
             for a in range(n):

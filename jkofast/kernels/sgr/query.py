@@ -513,6 +513,7 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, b_indptr, b_mem, mem_doc, mem_
                     qsum += qt_ * qt_
                 if qsum > 0.0:
                     e = mr * lsum * math.pow(qsum, gamma)
+            # opens a U slot as bm25_candidates does: inline in this per-membership hot loop
             if dp[d, 0] != gen:
                 dp[d, 0] = gen
                 dp[d, 1] = nu
@@ -587,6 +588,7 @@ def bm25_candidates(gen, qt, nu, n_cand, t_indptr, t_docs, t_tf, bm25_idf, dl, b
         nc = topk_ids(bval, blist, nb, nc, bsel, bsv, heap_v, heap_i)
         for a in range(nc):
             d = bsel[a]
+            # opens a U slot as local_score does (inline there in its hot loop); once per BM25 candidate here
             if dp[d, 0] != gen:
                 dp[d, 0] = gen
                 dp[d, 1] = nu
@@ -1485,6 +1487,7 @@ def _query_chunk(
         out_status[i] = st
 
 
+# sgr_query_serial is this with range for prange (one-query calls skip the parallel launch)
 @kernel(parallel=True)
 def sgr_query_batch(
     q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out_doc, out_comp, out_n, out_info, out_status
@@ -1526,6 +1529,7 @@ def sgr_query_batch(
         )
 
 
+# twin of sgr_query_batch, range for prange: the parallel launch costs several us per one-query call
 @kernel()
 def sgr_query_serial(
     q_indptr, q_terms, q_vals, ix, prm, sc, n_chunks, gen_base, out_doc, out_comp, out_n, out_info, out_status

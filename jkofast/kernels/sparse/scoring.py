@@ -45,6 +45,7 @@ for _i in range(64):
 del _i
 
 
+# _accumulate_touched repeats this loop plus the touched list (a flag tested in the hot loop costs speed)
 @kernel()
 def _accumulate_dense(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc):
     """Scatter-add query ``q`` into the dense float64 accumulator ``acc`` (n_docs,), in place."""
@@ -86,6 +87,7 @@ def _accumulate_touched(term_ptr, post_docs, post_w, q_ptr, q_terms, q_w, q, acc
     return np.int64(nt)
 
 
+# its insertion step is written out again twice in _select_dense_small: a call per offer costs more
 @kernel()
 def _select_small(acc, touched, nt, kk, out_idx, out_val):
     """Top-kk of ``acc[touched[:nt]]`` for small kk (<= 16) into ``out_*``; returns the count.
@@ -382,6 +384,7 @@ def _topk_chunk(
             out_val[q, r] = -np.inf
 
 
+# chunked prange head as in score_dense_batch: each parallel kernel must hold its own prange loop
 @kernel(parallel=True)
 def score_topk_batch(
     term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, k, positive, dense_ratio, chunk, out_idx, out_val
@@ -431,6 +434,7 @@ def _dense_chunk(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, q_sta
             acc[d] = 0.0
 
 
+# chunked prange head as in score_topk_batch: each parallel kernel must hold its own prange loop
 @kernel(parallel=True)
 def score_dense_batch(term_ptr, post_docs, post_w, n_docs, q_ptr, q_terms, q_w, chunk, out):
     """Full score vectors: ``out`` (nq, n_docs) float32/float64, every entry written.
