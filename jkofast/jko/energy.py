@@ -91,6 +91,7 @@ def softmax_tau(x, offsets=None, tau: float = 1.0, *, n_threads: int | None = No
     return out
 
 
+# keyword signature alike to energy_and_p0's (and pools_from_lists'): defaults differ (0 here, the main blend there)
 def blend(
     offsets,
     *,
@@ -136,6 +137,7 @@ def blend(
     return r
 
 
+# signature repeats blend's keywords with the main-table defaults (0.4, 0, 0.6); the body delegates to blend
 def energy_and_p0(
     offsets,
     *,

@@ -224,6 +224,7 @@ def mmr(
     lam = check_positive(lam, "lam", strict=False)
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be in [0, 1], got {lam}")
+    # steps as in dpp_map, own kernel/params; a shared wrapper would shift _run_pools' stacklevel=3 warning
     off = _offsets(offsets, rel)
     r = _scores(rel, off, "rel", np.float64)
     Z = _emb(embeddings, off)
@@ -247,6 +248,7 @@ def dpp_map(
     """
     k = check_int(k, "k", min_value=1)
     delta = check_positive(delta, "delta", strict=False)
+    # steps as in mmr, own kernel/params; a shared wrapper would shift _run_pools' stacklevel=3 warning
     off = _offsets(offsets, rel)
     r = _scores(rel, off, "rel", np.float64)
     Z = _emb(embeddings, off)

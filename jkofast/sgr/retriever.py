@@ -115,6 +115,7 @@ class SGRPool:
     status: np.ndarray
 
 
+# alike in shape to _BUILD_PARAMS below, which names the subset of these that changes the index
 def _defaults() -> dict:
     return dict(
         max_features=50_000,
@@ -162,6 +163,7 @@ def _defaults() -> dict:
     )
 
 
+# a hand-picked list of _defaults() names (which ones shape the index is a choice, not derivable)
 # parameters that change the index (the others only change the query path)
 _BUILD_PARAMS = (
     "max_features",
