@@ -116,20 +116,21 @@ def _str_array(ids) -> np.ndarray:
     return np.asarray(ids, dtype=str) if len(ids) else np.empty(0, dtype="<U1")
 
 
-def _is_float(s: str) -> bool:
+def _parses(s: str, conv) -> bool:
+    """Whether ``conv(s)`` (``float`` or ``int``) accepts ``s``."""
     try:
-        float(s)
+        conv(s)
     except ValueError:
         return False
     return True
+
+
+def _is_float(s: str) -> bool:
+    return _parses(s, float)
 
 
 def _is_int(s: str) -> bool:
-    try:
-        int(s)
-    except ValueError:
-        return False
-    return True
+    return _parses(s, int)
 
 
 def _fields(path, widths: tuple, expected: str, is_value):
@@ -178,6 +179,7 @@ def _read_run_rows(path):
                 raise ValueError(f"{path}:{lineno}: rank {f[3]!r} is not an integer")
         else:
             qid, docid, score = f
+        # value check alike in shape to _read_qrels_rows' (float + NaN test here, int there): messages differ
         try:
             s = float(score)
         except ValueError:
@@ -249,6 +251,7 @@ def _read_qrels_rows(path):
             qid, docid, rel = f[0], f[2], f[3]
         else:
             qid, docid, rel = f
+        # value check alike in shape to _read_run_rows' (int here, float + NaN test there): messages differ
         try:
             r = int(rel)
         except ValueError:
