@@ -55,6 +55,7 @@ COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
 
 # a padded (nq, k) output wider than the corpus is refused beyond this many slots (1 GiB of int64)
 _MAX_PADDED_SLOTS = 2**27
+# a list of names like _BUILD_PARAMS below (same shape, other data): nothing to share
 _INDEX_ARRAYS = (
     "idf",
     "dl",
