@@ -69,7 +69,7 @@ def _matvec(A, x, out):
         i += 1
 
 
-# sinkhorn_log.gibbs_kernel plus the Kg_T fill this module's column half-step reads (one pass, no copy)
+# sinkhorn_log.gibbs_kernel plus a Kg_T fill, which this module's column half-step reads; kept as two kernels
 @kernel()
 def gibbs_fill(C, eps, Kg, Kg_T):
     """Fill ``Kg = exp(-(C - min C)/eps)`` and ``Kg_T`` its transpose (entries in (0, 1]); return ``min C``."""
