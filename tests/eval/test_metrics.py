@@ -20,7 +20,7 @@ from jkofast.eval.metrics import (
 )
 from jkofast.eval.trec import QrelsArrays, RunArrays, read_qrels, read_run, read_run_arrays
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 SCIFACT_RUN = os.path.join(DATA, "metrics_scifact_bm25_top30.tsv.gz")
 SCIFACT_QRELS = os.path.join(DATA, "metrics_scifact_qrels_test.tsv")
 

@@ -19,7 +19,7 @@ from jkofast.eval.trec import (
     write_run,
 )
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 
 
 def _write(path, text, gz=False):

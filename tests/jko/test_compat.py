@@ -34,8 +34,8 @@ import reference as ref
 from jkofast import compat, numba_threads
 from jkofast.jko import compat as jko_compat
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
-PUBLISHED = os.path.join(os.path.dirname(__file__), "data", "published_sinkhorn.npz")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+PUBLISHED = os.path.join(os.path.dirname(__file__), "..", "data", "published_sinkhorn.npz")
 
 
 def _script():

@@ -587,7 +587,7 @@ def test_real_core_workqueue_layer_many_chunks(tmp_path):
     ]
     assert main([*args, "--out", str(tmp_path / "a.trec")]) == 0
     env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
-    root = os.path.join(os.path.dirname(__file__), "..")
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
     r = subprocess.run(
         [sys.executable, "-m", "jkofast", *args, "--out", str(tmp_path / "b.trec")],
         env=env,

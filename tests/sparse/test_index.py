@@ -214,7 +214,7 @@ def test_load_rejects_postings_outside_the_document_range(tmp_path):
 def test_search_cli_rejects_a_tag_with_whitespace(tmp_path, capsys):
     from jkofast.cli import main
 
-    tiny = os.path.join(os.path.dirname(__file__), "data", "beir_tiny")
+    tiny = os.path.join(os.path.dirname(__file__), "..", "data", "beir_tiny")
     out = tmp_path / "s.trec"
     args = ["search", "--dataset", tiny, *"--method bm25 --split test --k 3".split(), "--out", str(out)]
     assert main([*args, "--tag", "a b"]) == 2
