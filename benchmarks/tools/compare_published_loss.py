@@ -29,7 +29,7 @@ stability scripts; the value report also runs them on float64 tensors (same inpu
 the published float32 rounding from any difference of method.
 
 ``--write-fixture`` stores the inputs that are not cheap to rebuild exactly (the float32 log
-vectors), a checksum of each C, and the published outputs; ``tests/test_compat.py`` reads it.
+vectors), a checksum of each C, and the published outputs; ``tests/jko/test_compat.py`` reads it.
 
 **Speed**: ``log_sinkhorn_loss`` at M = 200, eps 0.1, 80 iterations (the W_C setting), one pool
 after another over the 30 pools, each library on its native inputs (torch tensors / NumPy

@@ -18,7 +18,7 @@ library implementing ``__array__`` (PyTorch, JAX, CuPy-on-host, ...); no such li
 What differs from the published module: outputs are NumPy arrays and Python floats (no tensors),
 there is no autograd (a tensor that requires grad is rejected with a clear error instead of being
 silently detached), ``device`` is accepted and ignored, and arithmetic is float64 (the published
-module runs float32; ``tests/test_parity.py`` and ``tests/test_compat.py`` state the agreement).
+module runs float32; ``tests/jko/test_parity.py`` and ``tests/jko/test_compat.py`` state the agreement).
 
 ``JKOConfig`` is :class:`jkofast.jko.solver.JKOConfig` (a superset of the published fields with
 the same defaults), so ``objective=`` / ``grad=`` also work here.

@@ -18,7 +18,7 @@ the transport term and its gradient by ``objective`` / ``grad``:
   dual potential f.  A *different objective* (the paper's formula), not the reference.
 
 All arithmetic is float64 (the reference runs float32; see SPEC C.2 and
-``tests/test_parity.py`` for the agreement reached).
+``tests/jko/test_parity.py`` for the agreement reached).
 """
 
 from __future__ import annotations
