@@ -44,12 +44,6 @@ def test_registry_params_and_defaults():
 
 
 def test_sgr_is_lazy():
-    try:
-        import jkofast.sgr.retriever as sgr
-    except ImportError:
-        pytest.skip("jkofast.sgr.retriever not available")
-    if not hasattr(sgr, "SparseGeometricRetriever"):
-        pytest.skip("SparseGeometricRetriever not available yet")
     r = get_retriever("sgr")
     assert type(r).__name__ == "SparseGeometricRetriever"
 
