@@ -33,40 +33,11 @@ import numpy as np
 from jkofast import _codes
 from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
+from jkofast.kernels.ot.sinkhorn_log import matvec as _matvec
 
 __all__ = ["gibbs_fill", "plan_cost", "sinkhorn_fixed_log", "update_duals"]
 
 _ARITH = set(FASTMATH_ARITH)  # numba wants a set, _config holds a frozenset
-
-
-# copy of sinkhorn_log.matvec (same bits): local so retuning that one cannot move the pinned published loss
-@kernel(fastmath=_ARITH)
-def _matvec(A, x, out):
-    """``out = A @ x``, four rows per sweep (each ``x_j`` load feeds four multiply-adds); serial."""
-    m, n = A.shape
-    i = 0
-    while i + 4 <= m:
-        s0 = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        s3 = 0.0
-        for j in range(n):
-            xj = x[j]
-            s0 += A[i, j] * xj
-            s1 += A[i + 1, j] * xj
-            s2 += A[i + 2, j] * xj
-            s3 += A[i + 3, j] * xj
-        out[i] = s0
-        out[i + 1] = s1
-        out[i + 2] = s2
-        out[i + 3] = s3
-        i += 4
-    while i < m:
-        s = 0.0
-        for j in range(n):
-            s += A[i, j] * x[j]
-        out[i] = s
-        i += 1
 
 
 # sinkhorn_log.gibbs_kernel plus a Kg_T fill, which this module's column half-step reads; kept as two kernels
