@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from benchmarks.common import zipf_corpus
 
 
 def best_time(fn, repeat):
@@ -35,23 +40,6 @@ def best_time(fn, repeat):
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
-
-
-def zipf_corpus(n_docs, n_terms, mean_len, seed=0, n_queries=1000, q_len=(3, 8), q_skip=50):
-    """Seeded synthetic corpus: doc lengths ~ Poisson(mean_len) (>= 1), tokens ~ Zipf(1.07) over
-    ``n_terms`` ranks; queries draw 3-8 tokens from the same law restricted to ranks >= q_skip
-    (the most frequent ranks act as stop-words)."""
-    rng = np.random.default_rng(seed)
-    p = 1.0 / np.arange(1, n_terms + 1) ** 1.07
-    p /= p.sum()
-    lens = np.maximum(rng.poisson(mean_len, n_docs), 1).astype(np.int64)
-    offsets = np.zeros(n_docs + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    flat = rng.choice(n_terms, size=int(offsets[-1]), p=p).astype(np.int64)
-    pq = p[q_skip:] / p[q_skip:].sum()
-    qlens = rng.integers(q_len[0], q_len[1] + 1, n_queries)
-    queries = [q_skip + rng.choice(n_terms - q_skip, size=int(m), p=pq) for m in qlens]
-    return flat, offsets, queries
 
 
 def best_pair(fa, fb, repeat):

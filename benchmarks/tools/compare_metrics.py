@@ -23,9 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from benchmarks.common import make_metric_data as make_data
 
 METRICS = ("ndcg@10", "recall@10", "p@10", "mrr", "map")
 PYTREC = {
@@ -36,18 +41,6 @@ PYTREC = {
     "map": ("map", "map"),
 }
 RANX = {"ndcg@10": "ndcg@10", "recall@10": "recall@10", "p@10": "precision@10", "mrr": "mrr", "map": "map"}
-
-
-def make_data(n_queries: int, depth: int, n_docs: int = 200_000, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    run, qrels = {}, {}
-    for q in range(n_queries):
-        docs = rng.choice(n_docs, depth, replace=False)
-        scores = np.sort(np.round(rng.gamma(2.0, 2.0, depth), 4))[::-1]
-        run[f"q{q}"] = {f"doc{d}": float(s) for d, s in zip(docs, scores)}
-        judged = np.concatenate([docs[rng.choice(depth, 3, replace=False)], rng.choice(n_docs, 2)])
-        qrels[f"q{q}"] = {f"doc{d}": int(rng.integers(1, 3)) for d in judged}
-    return run, qrels
 
 
 def best_of(fn, repeat: int) -> float:
