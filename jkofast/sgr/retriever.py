@@ -1072,6 +1072,26 @@ class SparseGeometricRetriever:
             doc=out_doc, n=out_n, n_routed_docs=info[:, 0].copy(), n_routed_terms=info[:, 1].copy(), status=st, **comps
         )
 
+    def ppmi_graph(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return the PPMI term graph A of the index (SPEC B.5) as CSR arrays.
+
+        Returns
+        -------
+        indptr, indices, data : numpy.ndarray
+            The index's own arrays (read-only views: int64 row pointers over the V terms,
+            int32 neighbour term ids, float32 weights).
+
+        Raises
+        ------
+        RuntimeError
+            The retriever is not fitted.
+        """
+        self._check_fitted()
+        out = tuple(self._ix[k].view() for k in ("a_indptr", "a_idx", "a_val"))
+        for a in out:
+            a.flags.writeable = False
+        return out
+
     # ------------------------------------------------------------------ storage
     def index_nbytes(self, query_path_only: bool = True) -> int:
         """Return the bytes of the index arrays.

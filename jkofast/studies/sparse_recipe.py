@@ -192,8 +192,8 @@ class SparseRecipeCorpus:
 
     def ppmi_graph(self) -> sp.csr_matrix:
         """Return the PPMI term graph A of the fitted SGR index as (V, V) float64 CSR."""
-        ix = self.sgr._ix  # the index arrays of the fit (no public accessor for A yet)
-        return sp.csr_matrix((ix["a_val"].astype(np.float64), ix["a_idx"], ix["a_indptr"]), shape=(self.V, self.V))
+        indptr, idx, val = self.sgr.ppmi_graph()
+        return sp.csr_matrix((val.astype(np.float64), idx, indptr), shape=(self.V, self.V))
 
     def ppmi_geometry(self, n_terms: int = 12, weight: float = 0.5) -> sp.csr_matrix:
         """PPMI-smoothed TF-IDF rows (n_docs, V), float32 canonical CSR (cached per argument pair).
