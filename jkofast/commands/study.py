@@ -1,0 +1,62 @@
+"""``jkofast study NAME``: one published experiment, its table printed beside the published numbers.
+
+Studies are registered in :data:`jkofast.studies.common.STUDIES`; each runs on the bundled
+SciFact by default (``--dataset`` any BEIR folder with saved MiniLM embeddings), ``--quick`` is
+CI-sized, ``--json`` prints the machine-readable summary, ``--out DIR`` also writes
+``DIR/<study>.json`` and ``DIR/<study>.md``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    """Register ``jkofast study``."""
+    from jkofast.studies.common import STUDIES
+
+    p = sub.add_parser(
+        "study",
+        help="run a published experiment (extensions, evaluators) and print its table",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument(
+        "name",
+        choices=sorted(STUDIES),
+        metavar="NAME",
+        help="; ".join(f"{k}: {v[1]}" for k, v in sorted(STUDIES.items())),
+    )
+    p.add_argument("--dataset", default="scifact", help="bundled name or BEIR folder with MiniLM embeddings")
+    p.add_argument("--quick", action="store_true", help="CI-sized run (a few queries)")
+    p.add_argument("--scores", default=None, help="rerank scores file 'query-id doc-id score' (default: BM25)")
+    p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
+    p.add_argument("--out", default=None, help="also write OUT/<study>.json and OUT/<study>.md")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Run the study and print its table (exit status)."""
+    import os
+
+    from jkofast._threads import resolve_threads
+    from jkofast.commands._common import emit
+    from jkofast.studies.common import StudyOptions, run_study
+
+    resolve_threads(args.threads)
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out!r} exists and is not a folder")
+    if args.scores and not os.path.isfile(args.scores):
+        raise ValueError(f"--scores {args.scores!r} is not a file")
+    opts = StudyOptions(
+        dataset=args.dataset,
+        quick=args.quick,
+        scores_file=args.scores,
+        n_threads=args.threads,
+        progress=not (args.quiet or args.json),
+        out=args.out,
+    )
+    res = run_study(args.name, opts)
+    emit(res.summary(), args.json, res.table())
+    return 0

@@ -1,0 +1,415 @@
+"""What every ``jkofast study`` shares: options, the SciFact-style inputs, per-method rows, the result.
+
+A study is a function ``study(opts: StudyOptions) -> StudyResult`` registered by name in
+:data:`STUDIES` (``"module:function"``, imported only when the study runs). Its inputs come from
+:func:`study_inputs`: the hybrid pools of SPEC A.2.6 (BM25 top-500 + dense top-500, global RRF,
+first 200) of a split, the "rerank" term (the BM25 pool score unless the user gives a score file:
+no cross-encoder is loaded), the pool rows' MiniLM embeddings. A study reports one row per method
+(:func:`method_row`: nDCG@10 with its 95 % bootstrap CI, Recall@10, ms/query, the paired
+difference against a baseline, the published number beside it) plus its own extra tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+__all__ = [
+    "STUDIES",
+    "StudyInputs",
+    "StudyOptions",
+    "StudyResult",
+    "diversity_at_k",
+    "method_row",
+    "run_study",
+    "study_inputs",
+    "topk_metrics",
+]
+
+# name -> ("module:function", one-line description)
+STUDIES: dict[str, tuple[str, str]] = {
+    "dual-rank": ("jkofast.studies.dual_rank:study", "Dual-Rank: OT duals as confidence, selective coverage, ECE"),
+    "mr-jko": ("jkofast.studies.multires:study", "MR-JKO / SAM-JKO multi-resolution vs vanilla (speed, nDCG)"),
+    "nm-jko": ("jkofast.studies.nm_jko:study", "NM-JKO: learned low-rank ground metric (InfoNCE) vs vanilla"),
+    "bw-sweep": ("jkofast.studies.bw_sweep:study", "BW-JKO: Bregman-Wasserstein proximal, alpha sweep 0..1"),
+}
+
+K_READ = 20
+K_EVAL = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyOptions:
+    """Options of one study run (the ``jkofast study`` flags).
+
+    Attributes
+    ----------
+    dataset : str
+        ``"scifact"`` (bundled) or a BEIR folder with saved MiniLM embeddings.
+    quick : bool
+        CI-sized run (a few test queries; each study says what it shrinks).
+    scores_file : str or None
+        User rerank scores (``query-id doc-id score``); default: the BM25 pool score.
+    n_threads : int or None
+        Numba threads.
+    progress : bool
+        Progress lines on stderr.
+    out : str or None
+        Folder for ``<study>.json`` and ``<study>.md``.
+    """
+
+    dataset: str = "scifact"
+    quick: bool = False
+    scores_file: str | None = None
+    n_threads: int | None = None
+    progress: bool = True
+    out: str | None = None
+
+    def log(self, study: str, msg: str) -> None:
+        """Write a progress line ``jkofast study STUDY: msg`` on stderr (when ``progress``)."""
+        if self.progress:
+            print(f"jkofast study {study}: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass
+class StudyInputs:
+    """The per-query inputs of a study on one split (flat arrays aligned with ``pools``).
+
+    Attributes
+    ----------
+    dataset, split : str
+    query_ids : list of str
+    qrels : dict
+        ``qid -> {doc_id: label}`` of the split.
+    doc_ids : list of str
+        Corpus ids by row.
+    pools : jkofast.pools.candidates.Pools
+        Hybrid pools (``doc_idx`` corpus rows, ``sparse`` BM25 and ``dense`` cosine scores, ``offsets``).
+    rerank : ndarray float64 (n_total,)
+        The rerank term (BM25 pool score, or the user's scores).
+    Z : ndarray float32 (n_total, d)
+        MiniLM embedding of every pool entry.
+    query_emb : ndarray float32 (n_queries, d)
+    doc_emb : ndarray (n_docs, d)
+    notes : list of str
+        What stands in for what (the rerank term).
+    """
+
+    dataset: str
+    split: str
+    query_ids: list
+    qrels: dict
+    doc_ids: list
+    pools: object
+    rerank: np.ndarray
+    Z: np.ndarray
+    query_emb: np.ndarray
+    doc_emb: np.ndarray
+    notes: list
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Pool offsets (``n_queries + 1``)."""
+        return self.pools.offsets
+
+    @property
+    def n_queries(self) -> int:
+        """Number of queries."""
+        return len(self.query_ids)
+
+    def blend(self, alpha: float = 0.4, gamma: float = 0.6) -> np.ndarray:
+        """Return ``r = alpha·minmax(dense) + gamma·minmax(rerank)`` per pool (SPEC A.3, β = 0)."""
+        from jkofast.jko.energy import blend
+
+        return blend(self.offsets, dense=self.pools.dense, rerank=self.rerank, alpha=alpha, gamma=gamma)
+
+
+_INPUTS_CACHE: dict = {}
+
+
+def study_inputs(
+    dataset: str = "scifact",
+    split: str = "test",
+    *,
+    query_ids=None,
+    n_queries: int | None = None,
+    scores_file: str | None = None,
+    n_threads: int | None = None,
+    log=None,
+) -> StudyInputs:
+    """Build (or reuse, within the process) the hybrid pools and inputs of a split.
+
+    Parameters
+    ----------
+    dataset : str
+        Bundled name or BEIR folder with saved MiniLM embeddings.
+    split : str
+        Qrels split whose queries are used (``"test"``, ``"train"``).
+    query_ids : list of str, optional
+        Exactly these queries (in this order) instead of the split's.
+    n_queries : int, optional
+        Only the first n queries.
+    scores_file : str, optional
+        User rerank scores; default: the BM25 pool score.
+    n_threads : int, optional
+    log : callable, optional
+        ``log(message)`` for progress.
+
+    Returns
+    -------
+    StudyInputs
+
+    Raises
+    ------
+    ValueError
+        A dataset without embeddings (names how to make them), an unknown query id, no query.
+    """
+    from jkofast._validation import check_int
+
+    if n_queries is not None:
+        n_queries = check_int(n_queries, "n_queries", min_value=1)
+    if scores_file and not os.path.isfile(scores_file):
+        raise FileNotFoundError(f"scores_file {scores_file!r} not found")
+    key = (dataset, split, None if query_ids is None else tuple(query_ids), n_queries, scores_file)
+    if key in _INPUTS_CACHE:
+        return _INPUTS_CACHE[key]
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.jko.energy import align_scores, read_score_file
+    from jkofast.pools.candidates import build_pools, dense_scores
+    from jkofast.sparse.retriever import get_retriever
+
+    say = log or (lambda m: None)
+    t0 = time.perf_counter()
+    ds = load_dataset(dataset)
+    emb = ds.embeddings()
+    if emb is None:
+        raise ValueError(
+            f"dataset {dataset!r} has no saved MiniLM embeddings (embeddings/minilm-l6-v2/docs.npy, queries.npy); "
+            "this study needs them"
+        )
+    qrels = ds.qrels(split)
+    if query_ids is None:
+        qids = ds.split_query_ids(split)
+    else:
+        qids = [str(q) for q in query_ids]
+        unknown = [q for q in qids if q not in ds.queries]
+        if unknown:
+            raise ValueError(f"query_ids: {len(unknown)} unknown query ids, e.g. {unknown[0]!r}")
+    if n_queries is not None:
+        qids = qids[:n_queries]
+    if not qids:
+        raise ValueError(f"no queries in split {split!r} of {dataset!r}")
+    doc_emb, q_emb_all = emb
+    qrow = {q: i for i, q in enumerate(ds.query_ids)}
+    q_emb = np.ascontiguousarray(q_emb_all[[qrow[q] for q in qids]], dtype=np.float32)
+    texts = [ds.queries[q] for q in qids]
+    say(f"pools for {len(qids)} {split} queries ...")
+    bm25 = get_retriever("bm25").fit(ds.doc_texts(". "))
+    S = bm25.score_all(texts, n_threads=n_threads)
+    D = dense_scores(doc_emb, q_emb)
+    P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=n_threads)
+    notes = []
+    if scores_file:
+        user = read_score_file(scores_file)
+        rer, missing = align_scores(user, qids, P.offsets, [ds.doc_ids[i] for i in P.doc_idx])
+        notes.append(f"rerank term = user scores from {scores_file} ({missing} pool pairs missing)")
+    else:
+        rer = np.asarray(P.sparse, np.float64)
+        notes.append(
+            "rerank term = BM25 pool score: no cross-encoder is loaded (the published runs use "
+            "ms-marco-MiniLM-L-6-v2); pass --scores FILE for your own"
+        )
+    Z = np.ascontiguousarray(doc_emb[P.doc_idx], dtype=np.float32)
+    say(f"pools ready ({time.perf_counter() - t0:.1f} s)")
+    out = StudyInputs(dataset, split, qids, qrels, ds.doc_ids, P, np.asarray(rer, np.float64), Z, q_emb, doc_emb, notes)
+    _INPUTS_CACHE[key] = out
+    return out
+
+
+def topk_metrics(p, inputs: StudyInputs, k_read: int = K_READ) -> dict:
+    """Per-query nDCG@10 (linear/exponential gain) and Recall@10 of the top-``k_read`` read-out of ``p``.
+
+    Returns the dict of :func:`jkofast.studies.main_job.evaluate_topk` plus ``"top"``: the corpus
+    rows read out (``(n_queries, k_read)``, ties -> pool order).
+    """
+    from jkofast.studies.main_job import evaluate_topk, readout_topk
+
+    top = readout_topk(np.asarray(p, np.float64), inputs.pools, k_read)
+    m = evaluate_topk(top, inputs.query_ids, inputs.qrels, inputs.doc_ids, K_EVAL)
+    m["top"] = top
+    return m
+
+
+def diversity_at_k(top_rows, doc_emb, k: int = K_EVAL) -> np.ndarray:
+    """Per-query Diversity@k: mean pairwise ``1 - z_i·z_j`` over the top-k embeddings (SPEC A.7.1).
+
+    ``-1`` padding is ignored; a list with fewer than two documents scores 0.
+    """
+    top = np.asarray(top_rows)
+    out = np.zeros(top.shape[0])
+    for q in range(top.shape[0]):
+        rows = [int(i) for i in top[q, :k] if i >= 0]
+        n = len(rows)
+        if n < 2:
+            continue
+        Zq = np.asarray(doc_emb[rows], np.float64)
+        G = Zq @ Zq.T
+        out[q] = float((1.0 - G)[np.triu_indices(n, 1)].mean())
+    return out
+
+
+def _ci(x) -> list:
+    from jkofast.eval.metrics import bootstrap_ci
+
+    m, lo, hi = bootstrap_ci(np.asarray(x, np.float64))
+    return [float(m), float(lo), float(hi)]
+
+
+def method_row(
+    method: str,
+    metrics: dict,
+    ms_per_query: float | None,
+    *,
+    baseline: tuple[str, np.ndarray] | None = None,
+    published: dict | None = None,
+    **extra,
+) -> dict:
+    """Return one study row: ``method``, ``ndcg10`` (+ ``ndcg10_ci``), ``recall10``, ``ms_per_query``.
+
+    Parameters
+    ----------
+    method : str
+    metrics : dict
+        Per-query arrays ``"ndcg"`` and ``"recall"`` (as :func:`topk_metrics` returns).
+    ms_per_query : float or None
+    baseline : (name, per-query nDCG@10), optional
+        Adds ``diff_vs_<name>``: ``[mean, lo, hi]`` of the paired difference (bootstrap, seed 0).
+    published : dict, optional
+        The published figures of this method (e.g. ``{"ndcg10": 0.7103}``), stored as ``published``.
+    **extra
+        More JSON-able fields of the row.
+    """
+    nd = np.asarray(metrics["ndcg"], np.float64)
+    mean, lo, hi = _ci(nd)
+    row = {
+        "method": method,
+        "ndcg10": mean,
+        "ndcg10_ci": [lo, hi],
+        "recall10": float(np.mean(metrics["recall"])),
+        "ms_per_query": None if ms_per_query is None else float(ms_per_query),
+    }
+    if baseline is not None:
+        name, base = baseline
+        row[f"diff_vs_{name}"] = _ci(nd - np.asarray(base, np.float64))
+    if published:
+        row["published"] = dict(published)
+    row.update(extra)
+    return row
+
+
+@dataclasses.dataclass
+class StudyResult:
+    """A study's output: rows per method, extra tables, notes; JSON and text renderings.
+
+    Attributes
+    ----------
+    study : str
+    dataset : str
+    n_queries : int
+    rows : list of dict
+        :func:`method_row` dicts.
+    extra : dict
+        Study-specific JSON sections (``coverage``, ``ece``, ``scaling`` ...).
+    blocks : list of str
+        Extra text tables printed after the main one.
+    notes : list of str
+    wall_s : float
+    """
+
+    study: str
+    dataset: str
+    n_queries: int
+    rows: list
+    extra: dict = dataclasses.field(default_factory=dict)
+    blocks: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
+    wall_s: float = 0.0
+
+    def summary(self) -> dict:
+        """Return the JSON document (``study``, ``dataset``, ``n_queries``, ``rows``, extras, ``notes``)."""
+        out = {"study": self.study, "dataset": self.dataset, "n_queries": self.n_queries, "rows": self.rows}
+        out.update(self.extra)
+        out["notes"] = list(self.notes)
+        out["wall_s"] = self.wall_s
+        return out
+
+    def table(self) -> str:
+        """Return the text report: the per-method table (published beside ours), extra blocks, notes."""
+        diffs = sorted({k for r in self.rows for k in r if k.startswith("diff_vs_")})
+        head = f"{'method':<16} {'nDCG@10 [95% CI]':<25} {'published':>9} {'R@10':>6} {'ms/q':>9}"
+        for d in diffs:
+            head += f"  {d.replace('diff_', ''):<27}"
+        lines = [f"jkofast study {self.study}: {self.dataset}, {self.n_queries} queries", "", head, "-" * len(head)]
+        for r in self.rows:
+            pub = (r.get("published") or {}).get("ndcg10")
+            ms = r.get("ms_per_query")
+            line = (
+                f"{r['method']:<16} {r['ndcg10']:.4f} [{r['ndcg10_ci'][0]:.3f}, {r['ndcg10_ci'][1]:.3f}]    "
+                f"{(f'{pub:9.4f}' if pub is not None else '       --')} {r['recall10']:>6.3f} "
+                f"{(f'{ms:9.2f}' if ms is not None else '       --')}"
+            )
+            for d in diffs:
+                if d in r:
+                    m, lo, hi = r[d]
+                    sig = "*" if lo > 0 or hi < 0 else " "
+                    line += f"  {m:+.4f} [{lo:+.4f}, {hi:+.4f}]{sig}"
+                else:
+                    line += f"  {'--':<27}"
+            lines.append(line)
+        lines.append("-" * len(head))
+        if diffs:
+            lines.append("* = paired-difference 95% bootstrap CI excludes 0")
+        for b in self.blocks:
+            lines += ["", b]
+        lines.append("")
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(f"wall time: {self.wall_s:.1f} s")
+        return "\n".join(lines)
+
+    def write(self, out_dir: str) -> list[str]:
+        """Write ``<study>.json`` and ``<study>.md`` into ``out_dir`` (created); return the paths."""
+        os.makedirs(out_dir, exist_ok=True)
+        js = os.path.join(out_dir, f"{self.study}.json")
+        md = os.path.join(out_dir, f"{self.study}.md")
+        with open(js, "w", encoding="utf-8") as fh:
+            json.dump(self.summary(), fh, indent=2, default=float)
+        with open(md, "w", encoding="utf-8") as fh:
+            fh.write(f"# jkofast study {self.study}\n\n```\n{self.table()}\n```\n")
+        return [js, md]
+
+
+def run_study(name: str, opts: StudyOptions | None = None) -> StudyResult:
+    """Run the registered study ``name`` (see :data:`STUDIES`) and return its result.
+
+    Raises
+    ------
+    ValueError
+        An unknown study name.
+    """
+    import importlib
+
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; choose from {', '.join(sorted(STUDIES))}")
+    opts = opts or StudyOptions()
+    mod, fn = STUDIES[name][0].split(":")
+    t0 = time.perf_counter()
+    res = getattr(importlib.import_module(mod), fn)(opts)
+    res.wall_s = time.perf_counter() - t0
+    if opts.out:
+        res.write(opts.out)
+    return res
