@@ -520,21 +520,104 @@ def _batch_p0(p0, E: np.ndarray, off: np.ndarray, tau0: float, status: np.ndarra
     return P0
 
 
-def _pool_rows(embeddings, csr, off: np.ndarray, normalise: bool, reject) -> _geo.PoolRows:
-    """Return the kernels' ``PoolRows`` of ``rerank_batch`` (dense or CSR; the other side empty).
+def _user_blocks(blocks, off: np.ndarray, name: str, reject, *, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(flat, boff)``: the float64 blocks of ``blocks``, row-major, pool ``q`` at ``boff[q]``.
 
-    Queries with NaN/inf rows are passed to ``reject``.
+    ``blocks``: a sequence of one M_q x M_q array per pool, or the flat concatenation. A block of
+    the wrong shape, with NaN/inf or (``symmetric``) not symmetric rejects its pool; kernel blocks
+    (``symmetric=False``) are symmetrised ``(K + Kᵀ)/2`` as ``run_jko`` does.
+    """
+    sizes = np.diff(off)
+    nq = sizes.shape[0]
+    boff = np.zeros(nq + 1, np.int64)
+    np.cumsum(sizes * sizes, out=boff[1:])
+    flat = np.zeros(int(boff[-1]))
+    if isinstance(blocks, np.ndarray) and blocks.ndim == 1:
+        arr = as_float_array(blocks, name, dtype=np.float64, ndim=1, allow_empty=True, finite=False)
+        if arr.shape[0] != boff[-1]:
+            raise ValueError(
+                f"{name} (flat) must hold one M x M block per pool ({int(boff[-1])} values), got {arr.shape[0]}"
+            )
+        parts = [arr[boff[q] : boff[q + 1]].reshape(sizes[q], sizes[q]) for q in range(nq)]
+    elif isinstance(blocks, (list, tuple)):
+        if len(blocks) != nq:
+            raise ValueError(f"{name} must hold one block per pool ({nq}), got {len(blocks)}")
+        parts = list(blocks)
+    else:
+        raise TypeError(f"{name} must be a list of M x M arrays (one per pool) or a flat 1-D array")
+    for q, blk in enumerate(parts):
+        b = np.asarray(blk)
+        if b.dtype.kind not in "fiu" or b.dtype == np.bool_:
+            raise TypeError(f"{name}[{q}] must be a real array, got dtype {b.dtype}")
+        m = int(sizes[q])
+        if b.shape != (m, m):
+            reject(np.arange(nq) == q, _status.BAD_INPUT, f"{name}[{q}] must be square ({m}, {m}), got {b.shape}")
+            continue
+        b = b.astype(np.float64)
+        if not np.isfinite(b).all():
+            reject(np.arange(nq) == q, _status.BAD_INPUT, f"{name}[{q}] contains NaN or inf")
+            continue
+        if symmetric:
+            scale = max(1.0, float(np.abs(b).max(initial=0.0)))
+            if not np.allclose(b, b.T, rtol=0.0, atol=1e-5 * scale):
+                reject(np.arange(nq) == q, _status.BAD_INPUT, f"{name}[{q}] is not symmetric (a ground cost)")
+                continue
+        else:
+            b = 0.5 * (b + b.T)
+        flat[boff[q] : boff[q + 1]] = b.ravel()
+    return flat, boff
+
+
+def _projection(projection, d: int) -> np.ndarray:
+    """Return the validated float64 projection ``W`` (r x d) of the cost rows."""
+    W = as_float_array(projection, "projection", dtype=np.float64, ndim=2)
+    if W.shape[1] != d or W.shape[0] < 1:
+        raise ValueError(f"projection must have shape (r, {d}) for {d}-dimensional embeddings, got {W.shape}")
+    return np.ascontiguousarray(W)
+
+
+def _pool_rows(embeddings, csr, off: np.ndarray, normalise: bool, reject, custom=None) -> _geo.PoolRows:
+    """Return the kernels' ``PoolRows`` of ``rerank_batch`` (dense or CSR rows, custom geometry).
+
+    ``custom``: ``(projection, cost_blocks, kernel_blocks)`` or None. Queries with NaN/inf rows
+    or bad blocks are passed to ``reject``.
     """
     n = int(off[-1])
+    projection, cost_blocks, kernel_blocks = custom or (None, None, None)
+    boff = np.zeros(1, np.int64)
+    cblk = kblk = np.empty(0)
+    if cost_blocks is not None:
+        cblk, boff = _user_blocks(cost_blocks, off, "cost_blocks", reject, symmetric=True)
+    if kernel_blocks is not None:
+        kblk, boff = _user_blocks(kernel_blocks, off, "kernel_blocks", reject, symmetric=False)
+    no_w = np.empty((0, 0))
     if embeddings is not None:
         Z = as_float_array(embeddings, "embeddings", ndim=2, allow_empty=True, finite=False)
         if not Z.flags.writeable:
             Z = Z.copy()
         if Z.shape[0] != n:
             raise ValueError(f"embeddings must have one row per candidate ({n}), got {Z.shape[0]}")
+        W = no_w if projection is None else _projection(projection, Z.shape[1])
         reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT, "embeddings contain NaN or inf")
         Z = _checked_rows(Z, normalise)
-        return _geo.PoolRows(True, Z, normalise, np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0))
+        return _geo.PoolRows(
+            True, Z, normalise, np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0), W, cblk, kblk, boff
+        )
+    if projection is not None:
+        raise ValueError("projection needs dense embeddings (it projects the embedding rows)")
+    if csr is None:  # both blocks given: no rows needed
+        return _geo.PoolRows(
+            True,
+            np.empty((0, 0)),
+            True,
+            np.zeros(1, np.int64),
+            np.empty(0, np.int64),
+            np.empty(0),
+            no_w,
+            cblk,
+            kblk,
+            boff,
+        )
     from jkofast._validation import as_csr
 
     ipt, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
@@ -546,7 +629,7 @@ def _pool_rows(embeddings, csr, off: np.ndarray, normalise: bool, reject) -> _ge
         if nf.any():
             rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
     reject(segment_any(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
-    return _geo.PoolRows(False, np.empty((0, 0)), True, ipt, ix, rescale_rows_csr(ipt, dt))
+    return _geo.PoolRows(False, np.empty((0, 0)), True, ipt, ix, rescale_rows_csr(ipt, dt), no_w, cblk, kblk, boff)
 
 
 def rerank_batch(
@@ -561,6 +644,9 @@ def rerank_batch(
     n_threads: int | None = None,
     normalise: bool = True,
     warn_unconverged: bool = True,
+    projection=None,
+    cost_blocks=None,
+    kernel_blocks=None,
 ) -> RerankResult:
     """Rerank many candidate pools (ragged: flat arrays + offsets) in parallel.
 
@@ -593,6 +679,15 @@ def rerank_batch(
         Emit one ``ConvergenceWarning`` when inner steps of the converged-plan paths stopped
         at ``sinkhorn_max_iter`` / ``cg_max_iter`` above tolerance (the counts are in
         ``RerankResult.unconverged`` either way; the rerank CLI sums them over the run).
+    projection : array_like (r, d), optional
+        Learned low-rank metric (NM-JKO, SPEC A.6.2): the cost is built from the projected
+        rows, ``C^W = (1 - clip(cos(W z_i, W z_j)))^2`` (projected norms floored at 1e-8);
+        K, the energy and p0 stay on the raw rows. Dense ``embeddings`` only.
+    cost_blocks, kernel_blocks : list of (M_q, M_q) arrays or flat 1-D array, optional
+        User geometry, one block per pool (e.g. the ablations' random / identity cost): a
+        cost block replaces C (it must be symmetric and finite), a kernel block replaces K
+        (symmetrised). A geometry not given comes from ``embeddings``/``csr``; with both
+        blocks neither is needed. A bad block rejects only its pool.
 
     Returns
     -------
@@ -606,8 +701,11 @@ def rerank_batch(
         Inconsistent lengths, bad offsets, both/neither of ``embeddings``/``csr``.
     """
     cfg = _resolve_config(config)
-    if (embeddings is None) == (csr is None):
+    both_blocks = cost_blocks is not None and kernel_blocks is not None
+    if embeddings is not None and csr is not None:
         raise ValueError("pass exactly one of embeddings or csr")
+    if embeddings is None and csr is None and not both_blocks:
+        raise ValueError("pass exactly one of embeddings or csr (or both cost_blocks and kernel_blocks)")
     E = as_float_array(energy, "energy", dtype=np.float64, ndim=1, allow_empty=True, finite=False)
     n = E.shape[0]
     off = check_offsets(offsets, n)
@@ -626,7 +724,7 @@ def rerank_batch(
     with np.errstate(invalid="ignore"):
         reject(segment_any(np.abs(E) > E_MAX, off), _status.BAD_INPUT, f"energy magnitude exceeds {E_MAX:.0e}")
     P0 = _batch_p0(p0, E, off, cfg.tau0, status, reject)
-    rows = _pool_rows(embeddings, csr, off, bool(normalise), reject)
+    rows = _pool_rows(embeddings, csr, off, bool(normalise), reject, (projection, cost_blocks, kernel_blocks))
     p = np.zeros(n)
     f = np.zeros(n)
     g = np.zeros(n)

@@ -5,6 +5,14 @@ rows ``lo:hi`` of ``(indptr, indices, data)`` (sparse cosine by merge-join; indi
 and unique within rows, int64 — ``check_csr`` guarantees it). Both matrices come out
 exactly symmetric (each pair is computed once and mirrored). Zero rows have cosine 0
 with everything (and 0 with themselves).
+
+Custom geometries (SPEC A.6.2, the ablations of A.7.8), per pool in the same kernel:
+
+* a **projected cost** ``C^W = (1 − clip(cos(W z_i, W z_j), −1, 1))²`` from the dense rows
+  projected by ``W`` (r x d; projected row norms floored at 1e-8, as published); K stays on
+  the raw rows' cosine;
+* **user blocks**: one M x M cost block and/or kernel block per pool, flat (row-major) at
+  ``boff[q]``; a missing one comes from the rows.
 """
 
 from __future__ import annotations
@@ -17,7 +25,9 @@ from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
 from jkofast.kernels.sparse.cosine import row_dot
 
-__all__ = ["PoolRows", "cost_kernel", "cost_kernel_csr", "cost_kernel_dense"]
+__all__ = ["PoolRows", "cost_kernel", "cost_kernel_csr", "cost_kernel_dense", "projected_cost"]
+
+NORM_FLOOR = 1e-8  # projected row norms (published: clamp(min=1e-8))
 
 _ARITH = set(FASTMATH_ARITH)
 
@@ -81,11 +91,51 @@ def cost_kernel_csr(indptr, indices, data, lo, hi, C, K):
     _fill_from_sim(C, C, K)
 
 
+@kernel()
+def projected_cost(Z, W, lo, hi, C):
+    """``C^W`` of the pool ``Z[lo:hi]`` projected by ``W`` (r x d) into ``C`` (M x M float64).
+
+    ``y_i = W z_i`` (float64 accumulation), ``S_ij = y_i·y_j / (max(|y_i|, 1e-8) max(|y_j|, 1e-8))``,
+    ``C_ij = (1 − clip(S_ij, −1, 1))²``; exactly symmetric.
+    """
+    m = hi - lo
+    r = W.shape[0]
+    d = W.shape[1]
+    Y = np.zeros((m, r))
+    nrm = np.empty(m)
+    for i in range(m):
+        s2 = 0.0
+        for k in range(r):
+            acc = 0.0
+            for t in range(d):
+                acc += W[k, t] * np.float64(Z[lo + i, t])
+            Y[i, k] = acc
+            s2 += acc * acc
+        nrm[i] = max(np.sqrt(s2), NORM_FLOOR)
+    for i in range(m):
+        for j in range(i, m):
+            s = 0.0
+            for k in range(r):
+                s += Y[i, k] * Y[j, k]
+            s /= nrm[i] * nrm[j]
+            if s > 1.0:
+                s = 1.0
+            elif s < -1.0:
+                s = -1.0
+            c = (1.0 - s) * (1.0 - s)
+            C[i, j] = c
+            C[j, i] = c
+
+
 class PoolRows(NamedTuple):
-    """The geometry rows of a flat candidate list.
+    """The geometry of a flat candidate list.
 
     Dense ``Z`` (``dense`` True; ``normalise`` as in ``cost_kernel_dense``) or CSR
-    ``(indptr, indices, data)``; the other side empty.
+    ``(indptr, indices, data)``; the other side empty (both empty when user blocks give C
+    and K). ``W``: the cost's projection (r x d float64; 0 x 0 = none, dense rows only).
+    ``cblk`` / ``kblk``: flat float64 user cost / kernel blocks (empty = from the rows), pool
+    ``q``'s M x M block row-major at ``boff[q]`` (int64, nq + 1); the kernel blocks are
+    symmetric (the wrapper symmetrises them, as ``run_jko`` does).
     """
 
     dense: bool
@@ -94,12 +144,37 @@ class PoolRows(NamedTuple):
     indptr: np.ndarray
     indices: np.ndarray
     data: np.ndarray
+    W: np.ndarray
+    cblk: np.ndarray
+    kblk: np.ndarray
+    boff: np.ndarray
 
 
 @kernel()
-def cost_kernel(rows, lo, hi, C, K):
-    """C, K of the candidates ``lo:hi`` of ``rows`` (a ``PoolRows``), dense or CSR."""
-    if rows.dense:
-        cost_kernel_dense(rows.Z, lo, hi, rows.normalise, C, K)
-    else:
-        cost_kernel_csr(rows.indptr, rows.indices, rows.data, lo, hi, C, K)
+def _copy_block(blk, start, M):
+    m = M.shape[0]
+    for i in range(m):
+        for j in range(m):
+            M[i, j] = blk[start + i * m + j]
+
+
+@kernel()
+def cost_kernel(rows, qi, lo, hi, C, K):
+    """C, K of pool ``qi`` (candidates ``lo:hi``) of ``rows`` (a ``PoolRows``).
+
+    Cosine geometry of the dense or CSR rows; then the projected cost (``rows.W``) replaces
+    C, and user blocks replace C and/or K.
+    """
+    user_c = rows.cblk.shape[0] > 0
+    user_k = rows.kblk.shape[0] > 0
+    if not (user_c and user_k):
+        if rows.dense:
+            cost_kernel_dense(rows.Z, lo, hi, rows.normalise, C, K)
+            if rows.W.shape[0] > 0 and not user_c:
+                projected_cost(rows.Z, rows.W, lo, hi, C)
+        else:
+            cost_kernel_csr(rows.indptr, rows.indices, rows.data, lo, hi, C, K)
+    if user_c:
+        _copy_block(rows.cblk, rows.boff[qi], C)
+    if user_k:
+        _copy_block(rows.kblk, rows.boff[qi], K)

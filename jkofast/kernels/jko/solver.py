@@ -543,7 +543,8 @@ def rerank_pools(E, p0, offsets, rows, prm, p_out, f_out, g_out, status, diag):
     """Rerank a ragged batch of pools, ``prange`` over queries.
 
     Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``; its C, K come from the
-    candidate rows (``rows``: a ``PoolRows``, dense or CSR) in its own scratch.
+    candidate rows (``rows``: a ``PoolRows``: dense or CSR rows, a projected cost, user
+    blocks) in its own scratch.
 
     Queries with ``status[q] != 0`` on entry are skipped (rejected by the wrapper); pools of
     size 1 get ``p = [1]``. Each query writes its row of ``diag`` (int64, (nq, 2); see
@@ -563,7 +564,7 @@ def rerank_pools(E, p0, offsets, rows, prm, p_out, f_out, g_out, status, diag):
             continue
         C = np.empty((m, m))
         K = np.empty((m, m))
-        cost_kernel(rows, lo, hi, C, K)
+        cost_kernel(rows, qi, lo, hi, C, K)
         losses = np.empty(prm.T * prm.inner)
         status[qi] = jko_query(
             p0[lo:hi], E[lo:hi], C, C, K, prm, p_out[lo:hi], losses, f_out[lo:hi], g_out[lo:hi], diag[qi]
