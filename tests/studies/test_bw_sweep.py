@@ -1,0 +1,83 @@
+"""``jkofast study bw-sweep`` and the study framework it runs in (registry, CLI, outputs)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import jkofast.studies.bw_sweep as bw
+from jkofast.cli import main
+from jkofast.studies.common import STUDIES, StudyOptions, diversity_at_k, method_row, run_study
+
+
+@pytest.fixture
+def three_queries(monkeypatch):
+    monkeypatch.setattr(bw, "QUICK_QUERIES", 3)
+
+
+def test_bw_sweep_ends_are_kl_and_wasserstein(three_queries, tmp_path):
+    res = run_study("bw-sweep", StudyOptions(quick=True, progress=False, out=str(tmp_path)))
+    names = [r["method"] for r in res.rows]
+    assert names == ["kl_blend", "bw_jko_a00", "bw_jko_a25", "bw_jko_a50", "bw_jko_a75", "bw_jko_a100", "jko_blend"]
+    assert res.extra["ends_identical"] == {"alpha0_equals_kl": True, "alpha1_equals_wasserstein": True}
+    for r in res.rows:
+        assert {"method", "ndcg10", "recall10", "ms_per_query"} <= set(r)
+        assert 0.0 <= r["ndcg10"] <= 1.0 and r["ms_per_query"] > 0
+    a0 = res.rows[1]
+    assert a0["diff_vs_kl_blend"] == [0.0, 0.0, 0.0]
+    assert res.rows[2]["published"]["ndcg10"] == bw.PUBLISHED["bw_jko_a25"]["ndcg10"]
+    doc = json.loads((tmp_path / "bw-sweep.json").read_text())
+    assert doc["study"] == "bw-sweep" and doc["n_queries"] == 3 and len(doc["rows"]) == 7
+    assert "BM25" in (tmp_path / "bw-sweep.md").read_text()
+
+
+def test_study_cli_json(three_queries, capsys):
+    assert main(["study", "bw-sweep", "--quick", "--json", "--threads", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in doc["rows"]][-1] == "jko_blend"
+    assert any("rerank term" in n for n in doc["notes"])
+
+
+def test_study_cli_unknown_name_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["study", "nope"])
+    assert e.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["study", "bw-sweep", "--threads", "0"], "n_threads must be >= 1"),
+        (["study", "bw-sweep", "--scores", "/nonexistent/scores.txt"], "--scores"),
+    ],
+)
+def test_study_cli_bad_input_exits_2_before_work(capsys, argv, match):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and "jkofast study: error" in err and "pools for" not in err
+
+
+def test_study_cli_out_must_be_a_folder(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["study", "bw-sweep", "--quick", "--out", str(f)]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+
+
+def test_registry_and_unknown_study():
+    assert {"dual-rank", "mr-jko", "nm-jko", "bw-sweep"} <= set(STUDIES)
+    with pytest.raises(ValueError, match="unknown study 'x'"):
+        run_study("x")
+
+
+def test_method_row_and_diversity_hand_cases():
+    m = {"ndcg": np.array([1.0, 0.0, 0.5]), "recall": np.array([1.0, 0.0, 1.0])}
+    row = method_row("a", m, 2.0, baseline=("b", np.array([1.0, 0.0, 0.5])), published={"ndcg10": 0.7})
+    assert row["ndcg10"] == pytest.approx(0.5) and row["recall10"] == pytest.approx(2 / 3)
+    assert row["diff_vs_b"] == [0.0, 0.0, 0.0] and row["published"] == {"ndcg10": 0.7}
+    assert row["ndcg10_ci"][0] <= 0.5 <= row["ndcg10_ci"][1]
+    emb = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    div = diversity_at_k(np.array([[0, 1, 2], [0, -1, -1]]), emb, k=3)
+    # pairs (0,1): 1, (0,2): 0, (1,2): 1 -> mean 2/3; one document -> 0
+    assert div == pytest.approx([2 / 3, 0.0])
