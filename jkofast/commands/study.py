@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("--scores", default=None, help="rerank scores file 'query-id doc-id score' (default: BM25)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
     p.add_argument("--out", default=None, help="also write OUT/<study>.json and OUT/<study>.md")
+    p.add_argument("--plot", action="store_true", help="also write the study's figures as PNG (matplotlib)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -42,9 +43,11 @@ def run(args) -> int:
 
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
-    from jkofast.studies.common import StudyOptions, run_study
+    from jkofast.studies.common import StudyOptions, require_matplotlib, run_study
 
     resolve_threads(args.threads)
+    if args.plot:
+        require_matplotlib()
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out {args.out!r} exists and is not a folder")
     if args.scores and not os.path.isfile(args.scores):
@@ -56,6 +59,7 @@ def run(args) -> int:
         n_threads=args.threads,
         progress=not (args.quiet or args.json),
         out=args.out,
+        plot=args.plot,
     )
     res = run_study(args.name, opts)
     emit(res.summary(), args.json, res.table())

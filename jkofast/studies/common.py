@@ -26,6 +26,7 @@ __all__ = [
     "StudyResult",
     "diversity_at_k",
     "method_row",
+    "require_matplotlib",
     "run_study",
     "study_inputs",
     "topk_metrics",
@@ -37,6 +38,15 @@ STUDIES: dict[str, tuple[str, str]] = {
     "mr-jko": ("jkofast.studies.multires:study", "MR-JKO / SAM-JKO multi-resolution vs vanilla (speed, nDCG)"),
     "nm-jko": ("jkofast.studies.nm_jko:study", "NM-JKO: learned low-rank ground metric (InfoNCE) vs vanilla"),
     "bw-sweep": ("jkofast.studies.bw_sweep:study", "BW-JKO: Bregman-Wasserstein proximal, alpha sweep 0..1"),
+    "stability": ("jkofast.studies.stability:study", "paraphrase stability: W_C (biased, as published) and debiased"),
+    "distractors": ("jkofast.studies.distractors:study", "distractor injection: Leakage@10 and nDCG@10"),
+    "theory": ("jkofast.studies.theory:study", "theory E1-E4: descent, band responses, h-sweep, certified radius"),
+    "linear-response": (
+        "jkofast.studies.linear_response:study",
+        "linear response: implicit JVP of a JKO step vs finite differences",
+    ),
+    "ablations": ("jkofast.studies.ablations:study", "ablations of the JKO-RAG energy, proximal term and geometry"),
+    "report": ("jkofast.studies.report:study", "every study above, one Markdown report with tables and figures"),
 }
 
 K_READ = 20
@@ -60,7 +70,10 @@ class StudyOptions:
     progress : bool
         Progress lines on stderr.
     out : str or None
-        Folder for ``<study>.json`` and ``<study>.md``.
+        Folder for ``<study>.json`` and ``<study>.md`` (and the figures).
+    plot : bool
+        Also write the study's figures as PNG (a module-level ``plot(result, out_dir)`` of the
+        study; matplotlib, the ``plot`` extra).
     """
 
     dataset: str = "scifact"
@@ -69,6 +82,7 @@ class StudyOptions:
     n_threads: int | None = None
     progress: bool = True
     out: str | None = None
+    plot: bool = False
 
     def log(self, study: str, msg: str) -> None:
         """Write a progress line ``jkofast study STUDY: msg`` on stderr (when ``progress``)."""
@@ -329,6 +343,8 @@ class StudyResult:
         Extra text tables printed after the main one.
     notes : list of str
     wall_s : float
+    figures : list of str
+        PNG files written (``plot``), relative to the output folder.
     """
 
     study: str
@@ -339,6 +355,7 @@ class StudyResult:
     blocks: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
+    figures: list = dataclasses.field(default_factory=list)
 
     def summary(self) -> dict:
         """Return the JSON document (``study``, ``dataset``, ``n_queries``, ``rows``, extras, ``notes``)."""
@@ -346,6 +363,8 @@ class StudyResult:
         out.update(self.extra)
         out["notes"] = list(self.notes)
         out["wall_s"] = self.wall_s
+        if self.figures:
+            out["figures"] = list(self.figures)
         return out
 
     def table(self) -> str:
@@ -390,26 +409,52 @@ class StudyResult:
             json.dump(self.summary(), fh, indent=2, default=float)
         with open(md, "w", encoding="utf-8") as fh:
             fh.write(f"# jkofast study {self.study}\n\n```\n{self.table()}\n```\n")
+            for fig in self.figures:
+                fh.write(f"\n![{os.path.splitext(os.path.basename(fig))[0]}]({fig})\n")
         return [js, md]
+
+
+def require_matplotlib():
+    """Return ``matplotlib.pyplot`` (Agg backend), or raise ``ValueError`` naming the extra to install."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ValueError('--plot needs matplotlib: pip install "jkofast[plot]"') from exc
+    return plt
 
 
 def run_study(name: str, opts: StudyOptions | None = None) -> StudyResult:
     """Run the registered study ``name`` (see :data:`STUDIES`) and return its result.
 
+    With ``opts.plot`` the study module's ``plot(result, out_dir)`` writes its figures into
+    ``opts.out`` (default: the current folder) and returns their file names.
+
     Raises
     ------
     ValueError
-        An unknown study name.
+        An unknown study name; ``plot`` without matplotlib (before any work).
     """
     import importlib
 
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose from {', '.join(sorted(STUDIES))}")
     opts = opts or StudyOptions()
+    if opts.plot:
+        require_matplotlib()
     mod, fn = STUDIES[name][0].split(":")
+    module = importlib.import_module(mod)
     t0 = time.perf_counter()
-    res = getattr(importlib.import_module(mod), fn)(opts)
+    res = getattr(module, fn)(opts)
     res.wall_s = time.perf_counter() - t0
+    if opts.plot and hasattr(module, "plot"):
+        out_dir = opts.out or "."
+        os.makedirs(out_dir, exist_ok=True)
+        res.figures = list(module.plot(res, out_dir))
+    elif opts.plot:
+        res.notes.append(f"study {name} has no figures")
     if opts.out:
         res.write(opts.out)
     return res
