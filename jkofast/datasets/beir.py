@@ -22,25 +22,33 @@ Data model (all lists follow the *file order*):
 
 Malformed input (bad JSON line, invalid UTF-8, missing ``_id``, an ``_id`` that is not a
 non-empty string or integer without whitespace, duplicate ids, an empty corpus or queries file,
-qrels lines without exactly 3 tab-separated fields, empty ids, non-integer labels, qrels doc ids
-not in the corpus, a repeated (query, document) judgement) raises ``ValueError`` naming the file
-and the 1-based line number.  The qrels header line is skipped when it is one (a first line that
-parses as a judgement is kept).  Saved embeddings must be 2-D, finite and of one dimension.
+qrels lines without exactly 3 tab-separated fields, empty ids, non-integer labels, a repeated
+(query, document) judgement) raises ``ValueError`` naming the file and the 1-based line number.
+The qrels header line is skipped when it is one (a first line that parses as a judgement is
+kept).  Saved embeddings must be 2-D, finite and of one dimension.
+
+Data that other BEIR tooling tolerates is dropped with one :class:`DataWarning` per file giving
+the count and the first line: qrels judgements on documents absent from the corpus (a query
+left without judgements leaves the qrels) and queries without text (empty or missing
+``text``).  ``strict=True`` (``--strict`` on the CLI) makes both an error naming file and line.
 """
 
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
+import warnings
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from jkofast._validation import check_bool
+
 __all__ = [
     "BeirDataset",
+    "DataWarning",
     "bundled_path",
     "load_dataset",
     "parity_fixture_path",
@@ -50,6 +58,22 @@ __all__ = [
 ]
 
 BUNDLED = ("scifact",)
+
+
+class DataWarning(UserWarning):
+    """Records of a BEIR file were dropped (unknown documents in qrels, queries without text).
+
+    One warning per file, giving the count; ``strict=True`` turns the first one into a ``ValueError``.
+    """
+
+
+def _warn_dropped(path: str, n: int, what: str, first: str) -> None:
+    """Emit the one :class:`DataWarning` of a file that dropped ``n`` records (``first`` describes the first)."""
+    warnings.warn(
+        f"{path}: dropped {n} {what} (first: {first}); strict=True / --strict makes this an error",
+        DataWarning,
+        stacklevel=3,
+    )
 
 
 def bundled_path(name: str) -> str:
@@ -77,31 +101,33 @@ def _find(folder: str, stem: str) -> str:
     raise FileNotFoundError(f"{os.path.join(folder, stem)}(.gz) not found")
 
 
-def _open_text(path: str):
-    """Open a UTF-8 text file, gunzipping ``.gz`` files on the fly."""
+def _open_bytes(path: str):
+    """Open a file for reading bytes, gunzipping ``.gz`` files on the fly."""
     if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def _lines(fh, path: str):
-    """Yield ``enumerate(fh, 1)``, reporting decoding errors as ``ValueError`` naming the file.
+    """Yield ``(line number, text)`` of the byte lines of ``fh``, decoding each as UTF-8.
 
-    Invalid UTF-8 or corrupt gzip data name the first line not read (decoding runs in blocks)
-    instead of raising a bare ``UnicodeDecodeError`` / ``BadGzipFile``.
+    Lines are decoded one at a time, so invalid UTF-8 names its exact line (``ValueError``
+    instead of a bare ``UnicodeDecodeError``); corrupt gzip data names the first line not read.
     """
     lineno = 0
     it = iter(fh)
     while True:
         try:
-            line = next(it)
+            raw = next(it)
         except StopIteration:
             return
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: invalid UTF-8 at or after line {lineno + 1} ({e.reason})") from None
         except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # was a bare BadGzipFile without the path
             raise ValueError(f"{path}: corrupted gzip data at or after line {lineno + 1} ({e})") from None
         lineno += 1
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start} of the line ({e.reason})") from None
         yield lineno, line
 
 
@@ -123,7 +149,7 @@ def _check_id(v, what: str, path: str, lineno: int) -> str:
 
 def _iter_jsonl(path: str):
     """Yield ``(line_number, dict)``; blank lines are skipped."""
-    with _open_text(path) as fh:
+    with _open_bytes(path) as fh:
         for lineno, line in _lines(fh, path):
             if not line.strip():
                 continue
@@ -148,24 +174,36 @@ def _str_field(obj: dict, key: str, path: str, lineno: int) -> str:
     return v
 
 
-def _read_records(path: str, what: str, kind: str, fields: tuple[str, ...]) -> tuple[list[str], ...]:
+def _read_records(
+    path: str, what: str, kind: str, fields: tuple[str, ...], *, need: str | None = None, strict: bool = False
+) -> tuple[list[str], ...]:
     """Read the JSONL records of ``path`` as ``(ids, *field columns)`` in file order.
 
     ``what`` names one record in messages (``"document"``), ``kind`` the file (``"corpus"``);
     ids are checked (:func:`_check_id`) and unique, string fields default to ``""``; an empty
-    file is an error.
+    file is an error.  A record whose field ``need`` is empty or blank is dropped with one
+    :class:`DataWarning` for the file (``strict``: a ``ValueError`` naming file and line).
     """
     ids: list[str] = []
     cols: tuple[list[str], ...] = tuple([] for _ in fields)
     seen: set[str] = set()
+    dropped: list[str] = []
     for lineno, obj in _iter_jsonl(path):
         rid = _check_id(obj["_id"], "_id", path, lineno)
         if rid in seen:
             raise ValueError(f"{path}:{lineno}: duplicate {what} id {rid!r}")
         seen.add(rid)
+        vals = [_str_field(obj, key, path, lineno) for key in fields]
+        if need is not None and not vals[fields.index(need)].strip():
+            if strict:
+                raise ValueError(f"{path}:{lineno}: {what} {rid!r} has no {need}")
+            dropped.append(f"line {lineno}, {what} {rid!r}")
+            continue
         ids.append(rid)
-        for col, key in zip(cols, fields):
-            col.append(_str_field(obj, key, path, lineno))
+        for col, v in zip(cols, vals):
+            col.append(v)
+    if dropped:
+        _warn_dropped(path, len(dropped), f"{what} record(s) without {need}", dropped[0])
     if not ids:
         raise ValueError(f"{path}: no {what} (empty {kind} file)")
     return (ids, *cols)
@@ -185,18 +223,28 @@ def read_corpus(path: str) -> tuple[list[str], list[str], list[str]]:
     return _read_records(path, "document", "corpus", ("title", "text"))
 
 
-def read_queries(path: str) -> tuple[list[str], list[str]]:
+def read_queries(path: str, strict: bool = False) -> tuple[list[str], list[str]]:
     """Read a BEIR ``queries.jsonl(.gz)`` -> ``(query_ids, texts)`` in file order.
+
+    A query whose ``text`` is missing, empty or blank is dropped, with one :class:`DataWarning`
+    giving the count (it could only retrieve nothing or fail later).
+
+    Parameters
+    ----------
+    path : str
+        The ``.jsonl`` (or ``.jsonl.gz``) file.
+    strict : bool
+        Raise ``ValueError`` naming file and line for a query without text instead.
 
     Raises
     ------
     ValueError
-        As :func:`read_corpus`.
+        As :func:`read_corpus`; with ``strict``, a query without text.
     """
-    return _read_records(path, "query", "queries", ("text",))
+    return _read_records(path, "query", "queries", ("text",), need="text", strict=strict)
 
 
-def read_qrels_beir(path: str, known_docs=None) -> dict[str, dict[str, int]]:
+def read_qrels_beir(path: str, known_docs=None, strict: bool = False) -> dict[str, dict[str, int]]:
     """Read BEIR qrels ``query-id<TAB>corpus-id<TAB>score`` (first line = header, skipped).
 
     Parameters
@@ -204,7 +252,11 @@ def read_qrels_beir(path: str, known_docs=None) -> dict[str, dict[str, int]]:
     path : str
         The ``.tsv`` file.
     known_docs : container of str, optional
-        When given, a doc id not in it raises ``ValueError``.
+        The corpus ids.  A judgement on a doc id not in it is dropped (as BEIR tooling
+        ignores it), with one :class:`DataWarning` for the file giving the count; a query
+        left without judgements is dropped too.
+    strict : bool
+        Raise ``ValueError`` naming the line for a judgement on an unknown doc id instead.
 
     Returns
     -------
@@ -215,33 +267,53 @@ def read_qrels_beir(path: str, known_docs=None) -> dict[str, dict[str, int]]:
     ------
     ValueError
         Naming ``path:line`` for a line without exactly 3 tab-separated fields, a
-        non-integer label or an unknown doc id.
+        non-integer label, a repeated judgement, or (``strict``) an unknown doc id.
     """
     qrels: dict[str, dict[str, int]] = {}
-    with _open_text(path) as fh:
+    dropped: list[str] = []
+    dropped_q: set[str] = set()
+    with _open_bytes(path) as fh:
         for lineno, line in _lines(fh, path):
             line = line.rstrip("\r\n")
             if lineno == 1 and not _is_judgement(line):
                 continue  # the header (a file without one lost its first judgement)
             if not line.strip():
                 continue
-            parts = line.split("\t")
-            if len(parts) != 3:
-                raise ValueError(f"{path}:{lineno}: expected 3 tab-separated fields, got {len(parts)}")
-            qid, did, lab = (p.strip() for p in parts)
-            if not qid or not did:
-                raise ValueError(f"{path}:{lineno}: empty {'query' if not qid else 'document'} id")
-            try:
-                label = int(lab)
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: label {lab!r} is not an integer") from None
+            qid, did, label = _judgement(line, path, lineno)
             if known_docs is not None and did not in known_docs:
-                raise ValueError(f"{path}:{lineno}: unknown document id {did!r} (not in the corpus)")
+                if strict:
+                    raise ValueError(f"{path}:{lineno}: unknown document id {did!r} (not in the corpus)")
+                dropped.append(f"line {lineno}, document {did!r}")
+                dropped_q.add(qid)
+                continue
             q = qrels.setdefault(qid, {})
             if did in q:  # the last label won silently
                 raise ValueError(f"{path}:{lineno}: duplicate judgement for query {qid!r} and document {did!r}")
             q[did] = label
+    if dropped:
+        gone = sorted(q for q in dropped_q if q not in qrels)
+        _warn_dropped(
+            path,
+            len(dropped),
+            "judgement(s) on documents not in the corpus" + (f" and so {len(gone)} query(ies)" if gone else ""),
+            dropped[0],
+        )
     return qrels
+
+
+def _judgement(line: str, path: str, lineno: int) -> tuple[str, str, int]:
+    """Parse one qrels line ``qid<TAB>docid<TAB>label`` (``ValueError`` naming ``path:lineno``)."""
+    parts = line.split("\t")
+    if len(parts) != 3:
+        raise ValueError(f"{path}:{lineno}: expected 3 tab-separated fields, got {len(parts)}")
+    qid, did, lab = (p.strip() for p in parts)
+    if not qid or not did:
+        raise ValueError(f"{path}:{lineno}: empty {'query' if not qid else 'document'} id")
+    try:
+        label = int(lab)
+    except ValueError:
+        raise ValueError(f"{path}:{lineno}: label {lab!r} is not an integer") from None
+    return qid, did, label
 
 
 def _is_judgement(line: str) -> bool:
@@ -275,6 +347,7 @@ class BeirDataset:
     texts: list[str]
     query_ids: list[str]
     query_texts: list[str]
+    strict: bool = False  # qrels on unknown documents: an error instead of one DataWarning (see read_qrels_beir)
     _qrels: dict = field(default_factory=dict, repr=False)
     _doc_pos: dict | None = field(default=None, repr=False)
 
@@ -303,12 +376,16 @@ class BeirDataset:
         return sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".tsv"))
 
     def qrels(self, split: str = "test") -> dict[str, dict[str, int]]:
-        """Relevance judgements of a split (cached); unknown doc ids raise ``ValueError``."""
+        """Relevance judgements of a split (cached).
+
+        Judgements on documents absent from the corpus are dropped with one :class:`DataWarning`
+        (``strict``: ``ValueError``), see :func:`read_qrels_beir`.
+        """
         if split not in self._qrels:
             p = os.path.join(self.path, "qrels", f"{split}.tsv")
             if not os.path.isfile(p):
                 raise ValueError(f"split {split!r} not found in {self.path}; available: {self.splits()}")
-            self._qrels[split] = read_qrels_beir(p, known_docs=self.doc_index)
+            self._qrels[split] = read_qrels_beir(p, known_docs=self.doc_index, strict=self.strict)
         return self._qrels[split]
 
     def split_query_ids(self, split: str = "test") -> list[str]:
@@ -363,7 +440,7 @@ class BeirDataset:
         return doc, qry
 
 
-def load_dataset(name_or_path: str) -> BeirDataset:
+def load_dataset(name_or_path: str, strict: bool = False) -> BeirDataset:
     """Load a BEIR dataset: ``"scifact"`` (bundled) or a folder path.
 
     Parameters
@@ -371,6 +448,10 @@ def load_dataset(name_or_path: str) -> BeirDataset:
     name_or_path : str
         A bundled name or a folder holding ``corpus.jsonl(.gz)``, ``queries.jsonl(.gz)``
         and ``qrels/``.
+    strict : bool
+        Queries without text and qrels judgements on documents absent from the corpus raise
+        ``ValueError`` (naming file and line) instead of being dropped with one
+        :class:`DataWarning` per file.
 
     Returns
     -------
@@ -382,6 +463,8 @@ def load_dataset(name_or_path: str) -> BeirDataset:
         When the folder or a required file is missing.
     ValueError
         For malformed files (message names ``file:line``).
+    TypeError
+        ``strict`` not a bool.
 
     Examples
     --------
@@ -392,6 +475,7 @@ def load_dataset(name_or_path: str) -> BeirDataset:
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(f"name_or_path must be a str or path, got {type(name_or_path).__name__}")
     name_or_path = os.fspath(name_or_path)
+    strict = check_bool(strict, "strict")
     if name_or_path in BUNDLED and not os.path.isdir(name_or_path):
         path, name = bundled_path(name_or_path), name_or_path
     else:
@@ -400,7 +484,14 @@ def load_dataset(name_or_path: str) -> BeirDataset:
         if not os.path.isdir(path):
             raise FileNotFoundError(f"dataset folder {path!r} not found (bundled: {', '.join(BUNDLED)})")
     doc_ids, titles, texts = read_corpus(_find(path, "corpus.jsonl"))
-    query_ids, query_texts = read_queries(_find(path, "queries.jsonl"))
+    query_ids, query_texts = read_queries(_find(path, "queries.jsonl"), strict=strict)
     return BeirDataset(
-        path=path, name=name, doc_ids=doc_ids, titles=titles, texts=texts, query_ids=query_ids, query_texts=query_texts
+        path=path,
+        name=name,
+        doc_ids=doc_ids,
+        titles=titles,
+        texts=texts,
+        query_ids=query_ids,
+        query_texts=query_texts,
+        strict=strict,
     )

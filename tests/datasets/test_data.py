@@ -1,11 +1,12 @@
 import gzip
 import os
 import shutil
+import warnings
 
 import numpy as np
 import pytest
 
-from jkofast.datasets.beir import load_dataset, read_corpus, read_qrels_beir
+from jkofast.datasets.beir import DataWarning, load_dataset, read_corpus, read_qrels_beir, read_queries
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def test_malformed_names_file_and_line(tiny_copy, fname, line, content, match):
     lines[line - 1] = content
     p.write_text("".join(lines))
     with pytest.raises(ValueError, match=match):
-        ds = load_dataset(str(tiny_copy))
+        ds = load_dataset(str(tiny_copy), strict=True)  # strict: an unknown document id is an error
         ds.qrels("test")
 
 
@@ -149,8 +150,8 @@ def test_empty_files_and_bad_utf8(tiny_copy):
         p.write_bytes(keep)
     p = tiny_copy / "corpus.jsonl"
     p.write_bytes(p.read_bytes() + b'{"_id": "d9", "text": "\xff\xfe"}\n')
-    # was a bare UnicodeDecodeError
-    with pytest.raises(ValueError, match=r"corpus\.jsonl: invalid UTF-8 at or after line"):
+    # was a bare UnicodeDecodeError, then a line 'at or after' the bad byte: lines are decoded one by one
+    with pytest.raises(ValueError, match=r"corpus\.jsonl:6: invalid UTF-8"):
         load_dataset(str(tiny_copy))
 
 
@@ -190,4 +191,71 @@ def test_corrupted_gzip_names_the_file(tiny_copy):
         load_dataset(str(tiny_copy))
     gz.write_bytes(gzip.compress(data)[:-12])  # truncated stream: EOFError
     with pytest.raises(ValueError, match=r"corpus\.jsonl\.gz"):
+        load_dataset(str(tiny_copy))
+
+
+# ------------------------------------------------------------ issue 14: robust data
+
+
+def _edit(path, keep, extra=""):
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[i] for i in keep) + extra)
+
+
+def test_unknown_documents_dropped_with_one_warning(tiny_copy):
+    p = tiny_copy / "qrels" / "test.tsv"
+    # two judgements on absent documents; query 3's only judgement is one of them
+    p.write_text(p.read_text().replace("3\td4\t1", "3\tgone\t1") + "2\talso-gone\t1\n")
+    ds = load_dataset(str(tiny_copy))
+    with pytest.warns(DataWarning) as rec:
+        q = ds.qrels("test")
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert "test.tsv: dropped 2 judgement(s)" in msg and "1 query(ies)" in msg and "line 6" in msg
+    assert q["2"] == {"d2": 2, "d3": 1} and "3" not in q
+    assert ds.split_query_ids("test") == ["2", "10"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds.qrels("test")  # cached: warned once
+    with pytest.raises(ValueError, match=r"test\.tsv:6: unknown document id 'gone'"):
+        load_dataset(str(tiny_copy), strict=True).qrels("test")
+    with pytest.raises(ValueError, match=r"test\.tsv:6: unknown document id"):
+        read_qrels_beir(str(p), known_docs={"d1", "d2", "d3", "d5"}, strict=True)
+
+
+def test_queries_without_text_dropped_with_one_warning(tiny_copy):
+    p = tiny_copy / "queries.jsonl"
+    p.write_text(p.read_text() + '{"_id": "5"}\n{"_id": "6", "text": "  "}\n{"_id": "7", "text": null}\n')
+    with pytest.warns(DataWarning, match=r"queries\.jsonl: dropped 3 query record\(s\) without text \(first: line 5"):
+        ds = load_dataset(str(tiny_copy))
+    assert ds.query_ids == ["10", "2", "3", "4"]
+    with pytest.raises(ValueError, match=r"queries\.jsonl:5: query '5' has no text"):
+        load_dataset(str(tiny_copy), strict=True)
+    with pytest.raises(ValueError, match=r"queries\.jsonl:5: query '5' has no text"):
+        read_queries(str(p), strict=True)
+    with pytest.raises(TypeError, match="strict"):
+        load_dataset(str(tiny_copy), strict="yes")
+
+
+def test_clean_folder_warns_nothing(tiny):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = load_dataset(tiny)
+        ds.qrels("test")  # query 99 is absent from queries.jsonl, its document d1 exists: no warning
+
+
+def test_corpus_bad_utf8_and_json_name_file_and_line(tiny_copy):
+    p = tiny_copy / "corpus.jsonl"
+    good = p.read_bytes()
+    lines = good.splitlines(keepends=True)
+    p.write_bytes(b"".join(lines[:2]) + b'{"_id": "dx", "text": "caf\xe9"}\n' + b"".join(lines[2:]))
+    with pytest.raises(ValueError, match=r"corpus\.jsonl:3: invalid UTF-8"):
+        load_dataset(str(tiny_copy))
+    p.write_bytes(b"".join(lines[:3]) + b"{not json\n" + b"".join(lines[3:]))
+    with pytest.raises(ValueError, match=r"corpus\.jsonl:4: invalid JSON"):
+        load_dataset(str(tiny_copy))
+    gz = tiny_copy / "corpus.jsonl.gz"
+    gz.write_bytes(gzip.compress(b"".join(lines[:4]) + b"\xff\n"))
+    p.unlink()
+    with pytest.raises(ValueError, match=r"corpus\.jsonl\.gz:5: invalid UTF-8"):
         load_dataset(str(tiny_copy))
