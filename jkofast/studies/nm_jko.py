@@ -49,8 +49,9 @@ W_FILE = "nm_jko_W.npz"
 def train_split_metric(opts: StudyOptions, n_tuning: int, epochs: int, log=None):
     """Train W on the train split of ``opts.dataset`` (SPEC A.6.2); return ``(metric, selection, info)``.
 
-    ``info``: ``n_tuning`` (train queries whose pools were built), ``pool_seconds``. Returns
-    ``(None, None, info)`` when the dataset has no train split (NM-JKO then falls back to vanilla).
+    ``info``: ``n_tuning`` (train queries whose pools were built), ``pool_seconds``, ``inputs`` (the
+    train :class:`~jkofast.studies.common.StudyInputs`). Returns ``(None, None, info)`` when the
+    dataset has no train split (NM-JKO then falls back to vanilla).
     """
     from jkofast.datasets.beir import load_dataset
     from jkofast.jko.metric import select_training_queries, train_metric
@@ -59,7 +60,7 @@ def train_split_metric(opts: StudyOptions, n_tuning: int, epochs: int, log=None)
     say = log or (lambda m: None)
     ds = load_dataset(opts.dataset)
     if "train" not in ds.splits():
-        return None, None, {"n_tuning": 0, "pool_seconds": 0.0}
+        return None, None, {"n_tuning": 0, "pool_seconds": 0.0, "inputs": None}
     tuning = train_queries(ds.qrels("train"), ds.query_ids, n=n_tuning, seed=0)
     t0 = time.perf_counter()
     tr = study_inputs(
@@ -74,7 +75,7 @@ def train_split_metric(opts: StudyOptions, n_tuning: int, epochs: int, log=None)
         tr.query_emb, tr.offsets, tr.Z, sel.gold_mask, queries=sel.index, epochs=epochs, order_rng=rng
     )
     say(f"trained in {metric.train_seconds:.1f} s, loss {metric.loss_history[0]:.4f} -> {metric.final_loss:.4f}")
-    return metric, sel, {"n_tuning": len(tuning), "pool_seconds": pool_s}
+    return metric, sel, {"n_tuning": len(tuning), "pool_seconds": pool_s, "inputs": tr}
 
 
 def _gold_mask(inp) -> np.ndarray:
