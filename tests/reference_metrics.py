@@ -21,7 +21,7 @@ def _dcg(gains) -> float:
 def metric_one(ranked: list, qrels_q: dict, kind: str, k: int, *, gain: str = "linear", clamp: bool = True) -> float:
     """One metric of one ranked list (doc ids, duplicates allowed) by the formulas.
 
-    ``kind`` in ndcg/recall/p/mrr/map; ``k = 0`` = whole list.  ``clamp``: negative labels
+    ``kind`` in ndcg/recall/p/mrr/map/hit; ``k = 0`` = whole list.  ``clamp``: negative labels
     give gain 0 (trec_eval); otherwise literal gains (SPEC A.7.1).
     """
     top = ranked if k == 0 else ranked[:k]
@@ -49,6 +49,8 @@ def metric_one(ranked: list, qrels_q: dict, kind: str, k: int, *, gain: str = "l
             if x > 0:
                 return 1.0 / (i + 1)
         return 0.0
+    if kind == "hit":
+        return 1.0 if any(x > 0 for x in labels) else 0.0
     if kind == "map":
         if not num_rel:
             return 0.0
@@ -121,3 +123,12 @@ def pytrec_measure(name: str) -> tuple[str, str]:
         raise ValueError("mrr@k has no trec_eval measure; truncate the run instead")
     base = PYTREC_NAMES[kind]
     return f"{base}.{k}", f"{base}_{k}"
+
+
+def diversity_one(ranked: list, emb: dict, k: int) -> float:
+    """Diversity@k of one ranked list: mean over pairs i < j of ``1 - z_i . z_j`` (0 below two docs)."""
+    top = ranked[:k]
+    pairs = [(i, j) for i in range(len(top)) for j in range(i + 1, len(top))]
+    if not pairs:
+        return 0.0
+    return sum(1.0 - float(np.dot(emb[top[i]], emb[top[j]])) for i, j in pairs) / len(pairs)

@@ -60,7 +60,16 @@ __all__ = [
 
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "p@10", "mrr@10", "map")
 
-_KIND_NAMES = {_k.NDCG: "ndcg", _k.RECALL: "recall", _k.PRECISION: "p", _k.RR: "mrr", _k.AP: "map"}
+DIVERSITY = -1  # computed from document embeddings (not a label metric): mean pairwise 1 - z_i·z_j
+_KIND_NAMES = {
+    _k.NDCG: "ndcg",
+    _k.RECALL: "recall",
+    _k.PRECISION: "p",
+    _k.RR: "mrr",
+    _k.AP: "map",
+    _k.HIT: "hit",
+    DIVERSITY: "diversity",
+}
 _ALIASES = {
     "ndcg": _k.NDCG,
     "ndcg_cut": _k.NDCG,
@@ -74,6 +83,11 @@ _ALIASES = {
     "map": _k.AP,
     "ap": _k.AP,
     "map_cut": _k.AP,
+    "hit": _k.HIT,
+    "hits": _k.HIT,
+    "success": _k.HIT,
+    "diversity": DIVERSITY,
+    "div": DIVERSITY,
 }
 _METRIC_RE = re.compile(r"^([a-z_]+?)(?:(?:@|_|\.)(\d+))?$")
 
@@ -97,7 +111,8 @@ def parse_metric(name: str) -> tuple[str, int, int]:
 
     Accepted: ``ndcg@10``, ``ndcg_cut_10``, ``ndcg_cut.10``, ``ndcg``; ``recall@k``,
     ``recall_k``; ``p@k``, ``precision@k``, ``P_10``; ``mrr@k``, ``rr@k``, ``mrr``,
-    ``recip_rank``; ``map``, ``map@k``, ``map_cut_k``.  Case-insensitive.
+    ``recip_rank``; ``map``, ``map@k``, ``map_cut_k``; ``hit@k`` (``success_k``);
+    ``diversity@k`` (``div@k``; needs document embeddings).  Case-insensitive.
 
     Raises
     ------
@@ -115,12 +130,12 @@ def parse_metric(name: str) -> tuple[str, int, int]:
         raise TypeError(f"metric names must be strings, got {type(name).__name__}")
     m = _METRIC_RE.match(name.strip().lower())
     if not m or m.group(1) not in _ALIASES:
-        raise ValueError(f"unknown metric {name!r}; use ndcg@k, recall@k, p@k, mrr@k, map or map@k")
+        raise ValueError(f"unknown metric {name!r}; use ndcg@k, recall@k, p@k, mrr@k, map, map@k, hit@k or diversity@k")
     kind = _ALIASES[m.group(1)]
     k = int(m.group(2)) if m.group(2) else 0
     if m.group(2) and k < 1:
         raise ValueError(f"metric {name!r}: the cutoff must be >= 1")
-    if kind in (_k.RECALL, _k.PRECISION) and k == 0:
+    if kind in (_k.RECALL, _k.PRECISION, _k.HIT, DIVERSITY) and k == 0:
         raise ValueError(f"metric {name!r} needs a cutoff, e.g. {m.group(1)}@10")
     if k > _K_MAX:
         raise ValueError(f"metric {name!r}: the cutoff must be <= {_K_MAX}")
@@ -627,8 +642,9 @@ def evaluate(
     missing: str = "skip",
     errors: str = "raise",
     n_threads: int | None = None,
+    embeddings=None,
 ) -> EvalResult:
-    """Evaluate a run against qrels: per-query nDCG / recall / precision / MRR / MAP.
+    """Evaluate a run against qrels: per-query nDCG / recall / precision / MRR / MAP / Hit / Diversity.
 
     Parameters
     ----------
@@ -645,7 +661,10 @@ def evaluate(
         accepted.  Cutoff ``k``: nDCG@k = DCG@k / IDCG@k (0 when IDCG = 0); recall@k =
         relevant in top k / relevant in qrels (0 when none); P@k = relevant in top k / k;
         MRR@k = 1 / rank of the first relevant doc within k; MAP@k = Σ_{relevant rank
-        r ≤ k} P@r / relevant in qrels (trec_eval ``map_cut``).
+        r ≤ k} P@r / relevant in qrels (trec_eval ``map_cut``); hit@k = 1 when a relevant
+        doc is in the top k (trec_eval ``success_k``); diversity@k = mean over pairs i < j
+        of the top k of ``1 − z_iᵀz_j`` (SPEC A.7.1; 0 with fewer than two docs; needs
+        ``embeddings``).
     gain : {"linear", "exponential"}
         nDCG gain: ``label`` or ``2**label - 1``.
     tie_break : {"trec_eval", "given"}
@@ -663,6 +682,9 @@ def evaluate(
         result with a :class:`BadQueryWarning`.  The other queries are evaluated either way.
     n_threads : int, optional
         Numba threads (queries are evaluated in parallel; results do not depend on it).
+    embeddings : (doc_ids, matrix) or dict, optional
+        Document embeddings for ``diversity@k`` (L2-normalised rows, e.g. MiniLM): a pair of
+        a doc id sequence and an ``(n_docs, d)`` array, or ``{doc_id: vector}``.
 
     Returns
     -------
@@ -674,7 +696,8 @@ def evaluate(
     ------
     ValueError
         Unknown metric, gain or tie_break; malformed arrays; :class:`BadQueryError` for
-        NaN scores (``errors="raise"``).
+        NaN scores (``errors="raise"``); ``diversity@k`` without ``embeddings`` or with a
+        ranked doc that has none.
     TypeError
         Unsupported run / qrels types or non-integer labels.
 
@@ -690,6 +713,8 @@ def evaluate(
     if errors not in ("raise", "skip"):
         raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
     names, kinds, ks = _parse_metrics(metrics)
+    is_div = kinds == DIVERSITY
+    emb_lookup = _check_diversity(is_div.any(), embeddings)
     lex = tie_mode == _k.TIE_TREC_EVAL
 
     if isinstance(qrels, QrelsArrays):
@@ -732,10 +757,15 @@ def evaluate(
     if rows is None:  # very long ids: one-word rows of integer codes instead
         rc, qc = _codes(list(run_ids), qrels_ids, lex)
         rows = (rc.astype(np.uint64).reshape(-1, 1), qc.astype(np.uint64).reshape(-1, 1))
+    lab_kinds, lab_ks = kinds[~is_div], ks[~is_div]
+    if not lab_kinds.size:  # only diversity asked: the kernel still gives n_ret
+        lab_kinds, lab_ks = np.array([_k.HIT], np.int64), np.array([1], np.int64)
     values, n_ret = _run_kernel(
-        roff, rows[0], scores, qoff, rows[1], labels, kinds, ks, gain_mode, tie_mode, dedupe, n_threads
+        roff, rows[0], scores, qoff, rows[1], labels, lab_kinds, lab_ks, gain_mode, tie_mode, dedupe, n_threads
     )
-    per_query = {n: values[i] for i, n in enumerate(names)}
+    per_query = _per_query(
+        names, kinds, ks, values, lambda k: _diversity(roff, run_ids, scores, k, tie_mode, emb_lookup)
+    )
     res = EvalResult(all_q, per_query, n_ret, gain=gain, tie_break=tie_break)
     if bad:
         msg = summarise_errors(bad, len(all_q) + len(bad), "queries")
@@ -743,6 +773,71 @@ def evaluate(
             raise BadQueryError(msg + "; the other queries' metrics are in this error's .result", res, bad)
         warnings.warn(msg + "; left out of the result", BadQueryWarning, stacklevel=2)
     return res
+
+
+def _embedding_lookup(embeddings) -> tuple[dict, np.ndarray]:
+    """Return ``(doc_id -> row, matrix)`` from ``(doc_ids, matrix)`` or ``{doc_id: vector}`` (validated)."""
+    if isinstance(embeddings, Mapping):
+        ids = [str(k) for k in embeddings]
+        Z = np.array([np.asarray(v, np.float64).ravel() for v in embeddings.values()]) if ids else np.zeros((0, 0))
+    elif isinstance(embeddings, tuple) and len(embeddings) == 2:
+        ids = [str(d) for d in embeddings[0]]
+        Z = np.asarray(embeddings[1])
+    else:
+        raise TypeError("embeddings must be (doc_ids, matrix) or {doc_id: vector}")
+    if Z.ndim != 2 or Z.shape[0] != len(ids):
+        raise ValueError(f"embeddings: the matrix must have one row per doc id ({len(ids)}), got shape {Z.shape}")
+    if Z.dtype.kind not in "fiu" or not np.isfinite(Z).all():
+        raise ValueError("embeddings must be finite real numbers")
+    return {d: i for i, d in enumerate(ids)}, Z
+
+
+def _check_diversity(wanted: bool, embeddings):
+    """Return the embedding lookup when a diversity metric is asked (None otherwise)."""
+    if not wanted:
+        return None
+    if embeddings is None:
+        raise ValueError("diversity@k needs embeddings=(doc_ids, matrix) or {doc_id: vector}")
+    return _embedding_lookup(embeddings)
+
+
+def _ranked_ids(ids, scores, tie_mode: int) -> list:
+    """Return the ranking the label kernel uses: list order (``given``) or trec_eval's (score desc, id desc)."""
+    ids = [str(d) for d in ids]
+    if tie_mode == _k.TIE_GIVEN:
+        return ids
+    last = {d: i for i, d in enumerate(ids)}  # a repeated doc keeps its last score
+    by_id = sorted(last, reverse=True)
+    return sorted(by_id, key=lambda d: -float(np.float32(scores[last[d]])))  # stable: ties keep id desc
+
+
+def _diversity(roff, run_ids, scores, k: int, tie_mode: int, lookup) -> np.ndarray:
+    """Per-query Diversity@k of the ranked run (SPEC A.7.1): mean pairwise ``1 − z_iᵀz_j`` of the top k."""
+    rows, Z = lookup
+    out = np.zeros(roff.shape[0] - 1)
+    for q in range(out.shape[0]):
+        top = _ranked_ids(run_ids[roff[q] : roff[q + 1]], scores[roff[q] : roff[q + 1]], tie_mode)[:k]
+        if len(top) < 2:
+            continue
+        missing = [d for d in top if d not in rows]
+        if missing:
+            raise ValueError(f"diversity@{k}: no embedding for ranked document {missing[0]!r}")
+        Zq = np.asarray(Z[[rows[d] for d in top]], np.float64)
+        out[q] = float((1.0 - Zq @ Zq.T)[np.triu_indices(len(top), 1)].mean())
+    return out
+
+
+def _per_query(names, kinds, ks, values, diversity) -> dict:
+    """Name -> per-query values: the label kernel's ``values`` rows in order, diversity metrics computed."""
+    out = {}
+    j = 0
+    for i, n in enumerate(names):
+        if kinds[i] == DIVERSITY:
+            out[n] = diversity(int(ks[i]))
+        else:
+            out[n] = values[j]
+            j += 1
+    return out
 
 
 class BadQueryError(PartialBatchError):

@@ -15,7 +15,8 @@ with (doc id *descending*).  Integer codes fit the same interface as one-word ro
 stores ``sim`` as a C ``float`` (ties are decided at float32 precision).
 
 Metric kinds (``metric_kinds``) and cutoffs (``metric_ks``; ``k <= 0`` = whole list):
-``NDCG, RECALL, PRECISION, RR, AP`` (AP with a cutoff is trec_eval's ``map_cut``).
+``NDCG, RECALL, PRECISION, RR, AP, HIT`` (AP with a cutoff is trec_eval's ``map_cut``; HIT@k is
+trec_eval's ``success_k``: 1 when a relevant document is in the top k).
 Gains: ``GAIN_LINEAR`` (label) or ``GAIN_EXPONENTIAL`` (2**label - 1).
 
 Conventions, per ``tie_mode``:
@@ -44,6 +45,7 @@ __all__ = [
     "AP",
     "GAIN_EXPONENTIAL",
     "GAIN_LINEAR",
+    "HIT",
     "NDCG",
     "PRECISION",
     "RECALL",
@@ -63,6 +65,7 @@ RECALL = 1
 PRECISION = 2
 RR = 3
 AP = 4
+HIT = 5
 
 GAIN_LINEAR = 0
 GAIN_EXPONENTIAL = 1
@@ -156,6 +159,8 @@ def query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, cl
         elif kind == AP:
             if num_rel > 0:
                 val = _precision_sum(labels, kk) / num_rel
+        elif kind == HIT:
+            val = 1.0 if _hits(labels, kk) > 0 else 0.0
         out[m] = val
 
 
