@@ -78,6 +78,12 @@ def add_method_args(p) -> None:
     )
     p.add_argument("--max-features", type=int, default=None, help="keep the most frequent terms only")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default all)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a qrels judgement on a document absent from the corpus or a query without text is an error "
+        "(default: dropped with one warning giving the count)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -123,7 +129,7 @@ def build_retriever(args):
     from jkofast.datasets.beir import load_dataset
     from jkofast.sparse.retriever import DOC_SEP, get_retriever
 
-    ds = load_dataset(args.dataset)
+    ds = load_dataset(args.dataset, strict=getattr(args, "strict", False))
     retr = get_retriever(args.method, **method_params(args))
     texts = ds.doc_texts(DOC_SEP[args.method])
     t0 = time.perf_counter()

@@ -18,6 +18,12 @@ def add_parser(sub) -> None:
     src.add_argument("--dataset", help='bundled name ("scifact") or a BEIR folder path')
     src.add_argument("--qrels", help="qrels file (TREC 4-column or BEIR 3-column TSV)")
     p.add_argument("--split", default="test", help="qrels split with --dataset (default test)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --dataset: a judgement on a document absent from the corpus or a query without text is an "
+        "error (default: dropped with one warning giving the count)",
+    )
     p.add_argument("--run", required=True, help="run file (TREC 6-column or qid/docid/score TSV; .gz ok)")
     p.add_argument(
         "--metrics",
@@ -60,7 +66,7 @@ def _load_qrels(args: argparse.Namespace):
     if args.dataset:
         from jkofast.datasets.beir import load_dataset
 
-        return load_dataset(args.dataset).qrels(args.split), f"{args.dataset}:{args.split}"
+        return load_dataset(args.dataset, strict=args.strict).qrels(args.split), f"{args.dataset}:{args.split}"
     raise ValueError("give --dataset NAME_OR_PATH (with --split) or --qrels FILE")
 
 

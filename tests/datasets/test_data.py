@@ -248,7 +248,7 @@ def test_corpus_bad_utf8_and_json_name_file_and_line(tiny_copy):
     p = tiny_copy / "corpus.jsonl"
     good = p.read_bytes()
     lines = good.splitlines(keepends=True)
-    p.write_bytes(b"".join(lines[:2]) + b'{"_id": "dx", "text": "caf\xe9"}\n' + b"".join(lines[2:]))
+    p.write_bytes(b"".join(lines[:2]) + b'{"_id": "dx", "text": "na\xefve"}\n' + b"".join(lines[2:]))
     with pytest.raises(ValueError, match=r"corpus\.jsonl:3: invalid UTF-8"):
         load_dataset(str(tiny_copy))
     p.write_bytes(b"".join(lines[:3]) + b"{not json\n" + b"".join(lines[3:]))
