@@ -163,10 +163,13 @@ def confidence_signals(p, f, logits, offsets, *, status=None, n_threads: int | N
             errors[int(q)] = msg
 
     reject(np.diff(off) == 0, _status.EMPTY, "empty pool")
-    reject(segment_any(~np.isfinite(pa), off), _status.BAD_INPUT, "p contains NaN or inf")
-    reject(segment_any(pa < 0, off), _status.BAD_INPUT, "p has negative entries")
-    reject(segment_any(~np.isfinite(fa), off), _status.BAD_INPUT, "f contains NaN or inf")
-    if has_logits:
+    # fast path: one vectorised pass per array; the per-pool reductions only when something is off
+    if not (np.isfinite(pa).all() and (pa >= 0).all()):
+        reject(segment_any(~np.isfinite(pa), off), _status.BAD_INPUT, "p contains NaN or inf")
+        reject(segment_any(pa < 0, off), _status.BAD_INPUT, "p has negative entries")
+    if not np.isfinite(fa).all():
+        reject(segment_any(~np.isfinite(fa), off), _status.BAD_INPUT, "f contains NaN or inf")
+    if has_logits and not np.isfinite(la).all():
         reject(segment_any(np.isnan(la) | (la == np.inf), off), _status.BAD_INPUT, "logits contain NaN or +inf")
         finite_any = segment_any(np.isfinite(la), off)
         reject(~finite_any & (np.diff(off) > 0), _status.BAD_INPUT, "logits are all -inf")
