@@ -345,6 +345,8 @@ class StudyResult:
     wall_s : float
     figures : list of str
         PNG files written (``plot``), relative to the output folder.
+    markdown : str or None
+        The ``<study>.md`` document when the study writes its own (default: the text table).
     """
 
     study: str
@@ -356,6 +358,7 @@ class StudyResult:
     notes: list = dataclasses.field(default_factory=list)
     wall_s: float = 0.0
     figures: list = dataclasses.field(default_factory=list)
+    markdown: str | None = None
 
     def summary(self) -> dict:
         """Return the JSON document (``study``, ``dataset``, ``n_queries``, ``rows``, extras, ``notes``)."""
@@ -408,6 +411,9 @@ class StudyResult:
         with open(js, "w", encoding="utf-8") as fh:
             json.dump(self.summary(), fh, indent=2, default=float)
         with open(md, "w", encoding="utf-8") as fh:
+            if self.markdown is not None:
+                fh.write(self.markdown)
+                return [js, md]
             fh.write(f"# jkofast study {self.study}\n\n```\n{self.table()}\n```\n")
             for fig in self.figures:
                 fh.write(f"\n![{os.path.splitext(os.path.basename(fig))[0]}]({fig})\n")
