@@ -46,6 +46,7 @@ def check_against_oracle(s, p, f, lg, off, queries):
         sl = slice(off[q], off[q + 1])
         t, tf, cd, cs, cm = confidence_naive(p[sl], f[sl], lg[sl])
         assert s.status[q] == 0 and s.top1[q] == t
+        assert s.conf_dual[q] == cd  # same selection, same (a + b)/2 as np.median
         assert_allclose(
             [s.top1_f[q], s.conf_dual[q], s.conf_softmax[q], s.conf_margin[q]], [tf, cd, cs, cm], rtol=1e-12
         )
