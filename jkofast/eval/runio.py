@@ -13,7 +13,9 @@ module:
   (rerank-score files: malformed lines raise), and :func:`open_text` / :func:`iter_rows`
   (the line source of :mod:`jkofast.eval.trec`'s strict readers);
 * **formatting** -- :func:`format_run`: ``qid Q0 docid rank score tag`` lines of a ragged
-  batch in one ``%`` over preformatted columns;
+  batch in one ``%`` over preformatted columns; scores by default as the shortest decimal that
+  reads back to the same value of their dtype (:func:`shortest_repr`: float32 or float64), so
+  a run re-read (and re-sorted by score, as trec_eval does) keeps its exact scores and order;
 * **writing** -- :func:`atomic_open`: a temporary file in the target's folder, renamed over
   the target (``os.replace``) only when the ``with`` block succeeds.
 
@@ -46,6 +48,7 @@ __all__ = [
     "open_text",
     "parse_score_fields",
     "read_scores",
+    "shortest_repr",
     "topk_to_ragged",
 ]
 
@@ -601,7 +604,56 @@ def iter_rows(path):
 # ---------------------------------------------------------------------------------------------
 # formatting and atomic writing
 # ---------------------------------------------------------------------------------------------
-def format_run(query_ids, offsets, doc_ids, scores, tag: str, *, score_format: str = "%.9g", verbatim=None) -> str:
+def shortest_repr(scores, dtype=None) -> list:
+    """Return the shortest decimal strings that read back (``float``) to the same value of ``dtype``.
+
+    Parameters
+    ----------
+    scores : array_like of float
+        The values.
+    dtype : {None, numpy.float32, numpy.float64}
+        The dtype to round-trip; ``None``: the array's own (float32 or float64; anything else,
+        including a list of Python floats, is float64).
+
+    Returns
+    -------
+    list of str
+        float32: numpy's shortest unique repr (Dragon4, ``str(np.float32(x))``), e.g. ``0.1``
+        for ``np.float32(0.1)`` where ``%.9g`` writes ``0.100000001`` and ``%.6f`` ``0.100000``;
+        float64: Python's ``repr``.  ``float(s)`` gives back the value exactly (float32 after
+        ``np.float32(float(s))``), and distinct values give distinct strings whose order is the
+        values' order: rounding creates no ties.
+
+    Examples
+    --------
+    >>> shortest_repr(np.array([0.1, 1 / 3, 2.0], np.float32))
+    ['0.1', '0.33333334', '2.0']
+    >>> shortest_repr([0.1, 1 / 3])
+    ['0.1', '0.3333333333333333']
+    """
+    a = np.asarray(scores)
+    if dtype is None:
+        dtype = np.float32 if a.dtype == np.float32 else np.float64
+    if np.dtype(dtype) == np.float32:
+        # vectorised Dragon4 in numpy's C loop (float32 -> str); Python's repr would give float64 digits
+        return a.astype(np.float32, copy=False).astype(str).tolist()
+    if np.dtype(dtype) != np.float64:
+        raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
+    vals = a.astype(np.float64, copy=False).tolist()
+    return ("%r\n" * len(vals) % tuple(vals)).split("\n")[:-1] if vals else []
+
+
+def format_run(
+    query_ids,
+    offsets,
+    doc_ids,
+    scores,
+    tag: str,
+    *,
+    score_format: str = "shortest",
+    score_dtype=None,
+    verbatim=None,
+) -> str:
     r"""Return the TREC lines ``qid Q0 docid rank score tag`` of a ragged batch, ranks from 1.
 
     Parameters
@@ -612,24 +664,35 @@ def format_run(query_ids, offsets, doc_ids, scores, tag: str, *, score_format: s
         Row boundaries.
     doc_ids : sequence, length offsets[-1]
         Document ids (written with ``str``).
-    scores : sequence, length offsets[-1]
-        Python floats written with ``score_format`` (a ``%`` spec: ``"%.9g"``, ``"%.6f"``,
-        ``"%r"`` for ``repr``), or, for the queries flagged in ``verbatim``, strings written
-        as given.
+    scores : sequence or ndarray, length offsets[-1]
+        Floats, or, for the queries flagged in ``verbatim``, strings written as given.
     tag : str
         Run tag (last column), written as given.
+    score_format : str
+        ``"shortest"`` (default): :func:`shortest_repr` of ``score_dtype`` -- the shortest string
+        that reads back to the same float32 / float64, so re-reading gives the exact scores and
+        rounding creates no ties; or a ``%`` spec (``"%.9g"``, ``"%.6f"``, ``"%r"``).
+    score_dtype : {None, numpy.float32, numpy.float64}
+        With ``"shortest"``: the dtype the scores round-trip (``None``: a float32 array's
+        float32, else float64).  Pass ``numpy.float32`` when float32 scores come as a list of
+        Python floats.
     verbatim : ndarray of bool, shape (nq,), optional
         Queries whose scores are strings (e.g. input score strings passed through).
 
     Returns
     -------
     str
-        The lines; byte-identical to ``f"{q} Q0 {d} {rank} {s:<spec>} {tag}\\n"`` per line.
+        The lines; byte-identical to ``f"{q} Q0 {d} {rank} {s:<spec>} {tag}\\n"`` per line (with
+        ``s`` the :func:`shortest_repr` string for ``"shortest"``).
     """
     lens = np.diff(np.asarray(offsets, np.int64))
     m = int(lens.sum())
     if m == 0:
         return ""
+    if score_format == "shortest":
+        scores, score_format = _shortest_column(scores, score_dtype, lens, verbatim), "%s"
+    elif isinstance(scores, np.ndarray):
+        scores = scores.tolist()
     args: list = [None] * (4 * m)
     args[0::4] = np.repeat(np.array(query_ids, object), lens).tolist()
     args[1::4] = doc_ids
@@ -645,6 +708,20 @@ def format_run(query_ids, offsets, doc_ids, scores, tag: str, *, score_format: s
             [(raw if v else line) * c for v, c in zip(np.asarray(verbatim).tolist(), lens.tolist(), strict=True)]
         )
     return fmt % tuple(args)
+
+
+def _shortest_column(scores, dtype, lens, verbatim) -> list:
+    """Return the score column of :func:`format_run` as :func:`shortest_repr` strings (verbatim rows as given)."""
+    if verbatim is None or not np.any(verbatim):
+        return shortest_repr(scores, dtype)
+    if dtype is None and isinstance(scores, np.ndarray) and scores.dtype == np.float32:
+        dtype = np.float32
+    out = list(scores)
+    rows = np.repeat(np.asarray(verbatim, bool), lens)
+    num = np.flatnonzero(~rows)
+    for j, v in zip(num.tolist(), shortest_repr([float(out[j]) for j in num.tolist()], dtype or np.float64)):
+        out[j] = v
+    return out
 
 
 def topk_to_ragged(indices, scores, doc_ids):

@@ -405,8 +405,11 @@ def write_run(path, run, tag: str = "jkofast", *, query_ids=None, doc_ids=None) 
 
     Notes
     -----
-    float32 scores are written with 9 significant digits, float64 with ``repr``, so both
-    read back to the same value.  Ranks start at 1.
+    Scores are written as the shortest decimal that reads back to the same value of their dtype
+    (:func:`jkofast.eval.runio.shortest_repr`: float32 ``RunArrays`` / ``(indices, scores)``
+    scores as float32, everything else as float64 ``repr``), so :func:`read_run` gives the exact
+    scores back and distinct scores stay distinct (no ties made by rounding: re-sorting by score,
+    as trec_eval does, keeps the written order).  Ranks start at 1.
     """
     if not tag or any(c.isspace() for c in tag):
         raise ValueError(f"tag must be a non-empty string without whitespace, got {tag!r}")
@@ -428,10 +431,12 @@ def _maybe_gzip(raw, path: str):
 
 
 def _format_batch(batch: list, tag: str, is32: bool) -> str:
-    """TREC lines of ``[(qid, [(docid, score)])]``: float32 scores as ``%.9g``, float64 as ``repr``."""
+    """TREC lines of ``[(qid, [(docid, score)])]``, scores as the shortest repr of float32 (``is32``) or float64."""
     lens = [len(items) for _, items in batch]
     off = np.zeros(len(batch) + 1, np.int64)
     np.cumsum(lens, out=off[1:])
     docs = [d for _, items in batch for d, _ in items]
     scores = [float(s) for _, items in batch for _, s in items]
-    return format_run([q for q, _ in batch], off, docs, scores, tag, score_format="%.9g" if is32 else "%r")
+    return format_run(
+        [q for q, _ in batch], off, docs, scores, tag, score_format="shortest", score_dtype=np.float32 if is32 else None
+    )
