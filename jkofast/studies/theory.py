@@ -1,0 +1,641 @@
+"""``jkofast study theory``: the theory experiments E1–E4 of JKO-RAG, exactly as published (SPEC A.7.7).
+
+Shared set-up (SciFact test, fixed pools): queries = the split's queries with >= 1 qrels
+document of label > 0, ``default_rng(0).choice(eligible, n, replace=False)``, sorted (pool
+order); energy from the rerank term only, ``r = minmax(rerank)`` (float32), ``E = −r``,
+``p0 = softmax_{0.1}(r)``; C, K from the pool's MiniLM rows; base config (h 0.5, λ 0.05, ρ 0.05,
+ε 0.1, inner 25, the reference-faithful unrolled gradient), overridden per experiment. Perturbed
+energies ``E + s·v`` keep the pool, C, K and p0.
+
+* **E1 descent** (n 40, T 5, W and KL): ``F(p_t)``, t = 0..5, and the velocity
+  ``wc(p_{t−1}, p_t)``; ``monotone_frac``, ``total_drop_mean``.
+* **E2 band response** (n 30, 4 bands × 2 directions, s 0.25, T 2): one ``default_rng(0)``
+  consumed query → mode (W, KL) → band → direction (W and KL get different directions);
+  gain = mean over directions of ``wc(p_T(E), p_T(E + s v))/s`` and ``‖Δp‖₂/s``.
+* **E3 h-sweep** (n 20, h ∈ {0.1 … 4}, s 0.3, T 3): one full-spectrum direction per query drawn
+  before the sweep (paired across h and modes); gap = paired bootstrap of KL − W.
+* **E4 certified radius** (n 25, 2 top-band directions per query drawn before the mode loop,
+  T 3, k 10): ``wc`` and top-10 preservation on the s-grid; s = 0 is set (wc 0, preservation
+  1), not computed; radius per (query, direction) by :func:`jkofast.jko.theory.certified_radius`.
+
+The flows of one configuration run as one batch (``prange`` over query × perturbation items,
+:class:`jkofast.jko.theory.TheoryBatch`). Published numbers: SPEC A.9.12 (cross-encoder rerank
+term; here BM25 stands in unless ``--scores`` is given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from jkofast.studies.common import StudyOptions, StudyResult, study_inputs
+
+__all__ = [
+    "H_GRID",
+    "N_QUERIES",
+    "PUBLISHED",
+    "QUICK_QUERIES",
+    "TheoryResult",
+    "plot",
+    "select_queries",
+    "single_blas",
+    "study",
+    "theory_energy",
+]
+
+N_QUERIES = {"E1": 40, "E2": 30, "E3": 20, "E4": 25}
+QUICK_QUERIES = {"E1": 4, "E2": 3, "E3": 3, "E4": 3}
+MODES = ("wasserstein", "kl")
+H_GRID = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
+N_BANDS = 4
+E1_T, E2_T, E3_T, E4_T = 5, 2, 3, 3
+E2_S, E3_S = 0.25, 0.3
+E2_DIRS, E4_DIRS = 2, 2
+TOP_K = 10
+MONOTONE_TOL = 1e-6
+
+# SPEC A.9.12 (SciFact, cross-encoder rerank term)
+PUBLISHED = {
+    "E1": {
+        "wasserstein": {
+            "F": [-0.9585, -0.9819, -0.9840, -0.9845, -0.9848, -0.9851],
+            "monotone_frac": 0.625,
+            "total_drop_mean": 0.0266,
+            "velocity": [0.0672, 0.0324, 0.0245, 0.0211, 0.0191],
+        },
+        "kl": {
+            "F": [-0.9585, -0.9647, -0.9694, -0.9730, -0.9759, -0.9781],
+            "monotone_frac": 1.0,
+            "total_drop_mean": 0.0196,
+            "velocity": [0.0697, 0.0640, 0.0594, 0.0555, 0.0523],
+        },
+    },
+    "E2": {
+        "wasserstein": {
+            "wc_gain": [0.1026, 0.1031, 0.1055, 0.1036],
+            "wc_gain_ci": [[0.075, 0.131], [0.075, 0.132], [0.078, 0.135], [0.076, 0.133]],
+            "l2_gain": [0.0819, 0.1208, 0.1568, 0.1237],
+            "high_low": 1.011,
+        },
+        "kl": {
+            "wc_gain": [0.2529, 0.2533, 0.2536, 0.2532],
+            "wc_gain_ci": [[0.202, 0.304], [0.202, 0.304], [0.203, 0.305], [0.203, 0.304]],
+            "l2_gain": [0.0282, 0.0262, 0.0339, 0.0284],
+            "high_low": 1.001,
+        },
+        "cross_band_w_over_kl": 0.409,
+    },
+    "E3": {
+        "wc_w": [0.0239, 0.0238, 0.0235, 0.0236, 0.0246, 0.0254],
+        "wc_kl": [0.0658, 0.0610, 0.0546, 0.0475, 0.0391, 0.0327],
+        "gap": [0.0420, 0.0372, 0.0311, 0.0239, 0.0145, 0.0074],
+        "rel_gap": [0.638, 0.609, 0.569, 0.503, 0.370, 0.225],
+    },
+    "E4": {
+        "wasserstein": {
+            "wc": [0.0, 0.0235, 0.0242, 0.0250, 0.0275, 0.0316, 0.0360, 0.0465],
+            "preserved": [1.0, 0.986, 0.964, 0.942, 0.896, 0.848, 0.794, 0.704],
+            "radius_mean": 0.288,
+            "radius_ci": [0.217, 0.365],
+            "radius_median": 0.2,
+        },
+        "kl": {
+            "wc": [0.0, 0.0566, 0.0570, 0.0574, 0.0587, 0.0607, 0.0625, 0.0665],
+            "preserved": [1.0, 1.0, 0.998, 0.988, 0.966, 0.952, 0.938, 0.916],
+            "radius_mean": 0.877,
+            "radius_ci": [0.736, 1.028],
+            "radius_median": 1.0,
+        },
+        "w_over_kl": 0.328,
+    },
+}
+
+
+def _ci(x) -> list:
+    from jkofast.eval.metrics import bootstrap_ci
+
+    m, lo, hi = bootstrap_ci(np.asarray(x, np.float64))
+    return [float(m), float(lo), float(hi)]
+
+
+class single_blas:
+    """Context manager pinning BLAS to one thread (threadpoolctl; a no-op without it).
+
+    The dense 200 x 200 eigendecompositions and 400 x 400 solves of the studies run between
+    Numba-parallel kernels; oversubscribed OpenBLAS threads made them ~50x slower on 2 cores.
+    """
+
+    def __enter__(self):
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+            self._ctx = None
+            return self
+        self._ctx = threadpool_limits(limits=1, user_api="blas")
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.unregister()
+        return False
+
+
+def select_queries(query_ids, qrels: dict, n: int) -> np.ndarray:
+    """Row indices of the theory sample (SPEC A.7.7), ascending.
+
+    ``eligible`` = positions of the queries with at least one qrels document of label > 0;
+    ``default_rng(0).choice(eligible, min(n, len(eligible)), replace=False)``, sorted.
+
+    Raises
+    ------
+    ValueError
+        No eligible query.
+    """
+    eligible = [i for i, q in enumerate(query_ids) if any(int(v) > 0 for v in qrels.get(q, {}).values())]
+    if not eligible:
+        raise ValueError("no query with a relevant (label > 0) document: empty query sample")
+    pick = np.random.default_rng(0).choice(np.asarray(eligible, np.int64), min(n, len(eligible)), replace=False)
+    return np.sort(pick)
+
+
+def theory_energy(rerank, offsets) -> tuple[np.ndarray, np.ndarray]:
+    """``E = −minmax(rerank)`` (float32) and ``p0 = softmax_{0.1}(minmax(rerank))`` per pool (A.7.7)."""
+    from jkofast.jko.energy import minmax, softmax_tau
+
+    r = minmax(np.asarray(rerank, np.float32), offsets)
+    return -r, softmax_tau(r, offsets, 0.1)
+
+
+@dataclasses.dataclass
+class _Setup:
+    """The pools of the union of the four samples, geometry built once."""
+
+    batch: object  # TheoryBatch
+    E: list  # per pool: float32 energy
+    p0: list  # per pool: float64 p0
+    rows: dict  # experiment -> pool indices in the batch
+    eig: dict = dataclasses.field(default_factory=dict)
+
+    def laplacian(self, q: int):
+        from jkofast.jko.theory import gibbs_laplacian
+
+        if q not in self.eig:
+            self.eig[q] = gibbs_laplacian(self.batch.cost(q))[1]
+        return self.eig[q]
+
+
+def _flows(st: _Setup, pools, energies, cfg, T: int) -> np.ndarray:
+    """``p_0 .. p_T`` of items (pool, energy): (T + 1, n) flat."""
+    po = np.asarray(pools, np.int64)
+    E = np.concatenate([np.asarray(e, np.float64) for e in energies])
+    p0 = np.concatenate([st.p0[q] for q in po])
+    return st.batch.trajectories(E, p0, po, cfg, T)
+
+
+def _split(x: np.ndarray, ioff: np.ndarray) -> list:
+    return [x[ioff[b] : ioff[b + 1]] for b in range(ioff.shape[0] - 1)]
+
+
+def _e1(st: _Setup, cfg0) -> list:
+    rows = []
+    pools = st.rows["E1"]
+    for mode in MODES:
+        cfg = cfg0.replace(mode=mode, h=0.5)
+        P = _flows(st, pools, [st.E[q] for q in pools], cfg, E1_T)
+        Ecat = np.concatenate([st.E[q] for q in pools]).astype(np.float64)
+        F = st.batch.free_energy(P, Ecat, pools, cfg.lam, cfg.rho)  # (T+1, nq)
+        V = st.batch.wc(P[:-1], P[1:], pools)  # (T, nq)
+        mono = np.all(F[1:] <= F[:-1] + MONOTONE_TOL, axis=0)
+        pub = PUBLISHED["E1"][mode]
+        rows.append(
+            {
+                "method": f"E1_{mode}",
+                "experiment": "E1",
+                "mode": mode,
+                "n": len(pools),
+                "F_mean": [float(x) for x in F.mean(axis=1)],
+                "F_ci": [_ci(F[t])[1:] for t in range(F.shape[0])],
+                "monotone_frac": float(mono.mean()),
+                "total_drop_mean": float(np.mean(F[0] - F[-1])),
+                "velocity": [float(x) for x in V.mean(axis=1)],
+                "velocity_ci": [_ci(V[t])[1:] for t in range(V.shape[0])],
+                "published": pub,
+            }
+        )
+    return rows
+
+
+def _response(st: _Setup, pools, items_sv, cfg, T: int, k: int | None = None):
+    """Flows of ``E`` and of ``E + s v`` for every ``(s, v)`` of each query, in one batch.
+
+    ``items_sv[i]`` = list of ``(s, v)`` of ``pools[i]`` (same length for every query). Returns
+    ``W`` = ``wc(p_T(E), p_T(E + s v))``, ``L2`` = ``‖p_T(E + s v) − p_T(E)‖₂`` and (with ``k``)
+    the top-k preservation, each (nq, n_per_query).
+    """
+    from jkofast.jko.theory import topk_preserved
+
+    nper = len(items_sv[0])
+    items, energies = [], []
+    for i, q in enumerate(pools):
+        items.append(q)
+        energies.append(st.E[q])
+        for s, v in items_sv[i]:
+            items.append(q)
+            energies.append(st.E[q] + np.float32(s) * v)
+    po = np.asarray(items, np.int64)
+    pT = _flows(st, po, energies, cfg, T)[-1]
+    ioff = st.batch.items(po)
+    base = np.empty_like(pT)
+    for i in range(len(pools)):
+        b0 = i * (nper + 1)
+        for b in range(b0, b0 + nper + 1):
+            base[ioff[b] : ioff[b + 1]] = pT[ioff[b0] : ioff[b0 + 1]]
+    shape = (len(pools), nper + 1)
+    W = st.batch.wc(base, pT, po)[0].reshape(shape)[:, 1:]
+    L2 = np.array([np.linalg.norm(d) for d in _split(pT - base, ioff)]).reshape(shape)[:, 1:]
+    pres = None
+    if k is not None:
+        pl = _split(pT, ioff)
+        pres = np.array(
+            [
+                [topk_preserved(pl[i * (nper + 1)], pl[i * (nper + 1) + 1 + j], k) for j in range(nper)]
+                for i in range(len(pools))
+            ]
+        )
+    return W, L2, pres
+
+
+def _e2(st: _Setup, cfg0) -> tuple[list, dict]:
+    from jkofast.jko.theory import band_direction, band_edges
+
+    pools = st.rows["E2"]
+    rng = np.random.default_rng(0)
+    dirs = {m: [] for m in MODES}  # mode -> per query: N_BANDS * E2_DIRS directions (band-major)
+    for q in pools:
+        U = st.laplacian(q)
+        edges = band_edges(U.shape[0], N_BANDS)
+        for mode in MODES:
+            dirs[mode].append(
+                [band_direction(U, edges[b], edges[b + 1], rng) for b in range(N_BANDS) for _ in range(E2_DIRS)]
+            )
+    rows, gains = [], {}
+    for mode in MODES:
+        cfg = cfg0.replace(mode=mode, h=0.5)
+        W, L2, _ = _response(st, pools, [[(E2_S, v) for v in d] for d in dirs[mode]], cfg, E2_T)
+        Wg = (W / E2_S).reshape(len(pools), N_BANDS, E2_DIRS).mean(axis=2)
+        Lg = (L2 / E2_S).reshape(len(pools), N_BANDS, E2_DIRS).mean(axis=2)
+        gains[mode] = Wg
+        pub = PUBLISHED["E2"][mode]
+        for b in range(N_BANDS):
+            m, lo, hi = _ci(Wg[:, b])
+            rows.append(
+                {
+                    "method": f"E2_{mode}_band{b}",
+                    "experiment": "E2",
+                    "mode": mode,
+                    "band": b,
+                    "n": len(pools),
+                    "wc_gain": m,
+                    "wc_gain_ci": [lo, hi],
+                    "l2_gain": float(Lg[:, b].mean()),
+                    "published": {
+                        "wc_gain": pub["wc_gain"][b],
+                        "wc_gain_ci": pub["wc_gain_ci"][b],
+                        "l2_gain": pub["l2_gain"][b],
+                    },
+                }
+            )
+    ratios = {f"{mode}_high_low": float(gains[mode][:, -1].mean() / gains[mode][:, 0].mean()) for mode in MODES}
+    ratios["cross_band_w_over_kl"] = float(gains["wasserstein"].mean() / gains["kl"].mean())
+    return rows, ratios
+
+
+def _e3(st: _Setup, cfg0) -> list:
+    from jkofast.eval.metrics import paired_bootstrap_diff
+    from jkofast.jko.theory import band_direction
+
+    pools = st.rows["E3"]
+    rng = np.random.default_rng(0)
+    dirs = []
+    for q in pools:
+        U = st.laplacian(q)
+        dirs.append(band_direction(U, 0, U.shape[0], rng))
+    rows = []
+    pub = PUBLISHED["E3"]
+    for i, h in enumerate(H_GRID):
+        w = {}
+        for mode in MODES:
+            W, _, _ = _response(st, pools, [[(E3_S, d)] for d in dirs], cfg0.replace(mode=mode, h=h), E3_T)
+            w[mode] = W[:, 0]
+        gap = paired_bootstrap_diff(w["kl"], w["wasserstein"])
+        mkl = float(w["kl"].mean())
+        rows.append(
+            {
+                "method": f"E3_h{h:g}",
+                "experiment": "E3",
+                "h": h,
+                "n": len(pools),
+                "wc_w": float(w["wasserstein"].mean()),
+                "wc_w_ci": _ci(w["wasserstein"])[1:],
+                "wc_kl": mkl,
+                "wc_kl_ci": _ci(w["kl"])[1:],
+                "gap": [float(x) for x in gap],
+                "rel_gap": float(gap[0] / mkl) if mkl > 0 else float("nan"),
+                "published": {k: v[i] for k, v in pub.items()},
+            }
+        )
+    return rows
+
+
+def _e4(st: _Setup, cfg0) -> list:
+    from jkofast.jko.theory import RADIUS_GRID, band_direction, band_edges, certified_radius
+
+    pools = st.rows["E4"]
+    rng = np.random.default_rng(0)
+    dirs = []
+    for q in pools:
+        U = st.laplacian(q)
+        e = band_edges(U.shape[0], N_BANDS)
+        dirs.append([band_direction(U, e[-2], e[-1], rng) for _ in range(E4_DIRS)])
+    grid = RADIUS_GRID
+    rows = []
+    for mode in MODES:
+        cfg = cfg0.replace(mode=mode, h=0.5)
+        # items per query: base, then the s-grid (s > 0) of direction 0, then of direction 1
+        sv = [[(s, v) for v in d for s in grid[1:]] for d in dirs]
+        W, _, pres = _response(st, pools, sv, cfg, E4_T, TOP_K)
+        ns = len(grid) - 1
+        W = W.reshape(len(pools), E4_DIRS, ns)
+        pres = pres.reshape(len(pools), E4_DIRS, ns)
+        wc_curve = [0.0] + [float(W[:, :, k].mean()) for k in range(ns)]
+        pr_curve = [1.0] + [float(pres[:, :, k].mean()) for k in range(ns)]
+        radii = np.array(
+            [[certified_radius([1.0, *pres[i, j]], grid) for j in range(E4_DIRS)] for i in range(len(pools))]
+        )
+        m, lo, hi = _ci(radii.ravel())
+        rows.append(
+            {
+                "method": f"E4_{mode}",
+                "experiment": "E4",
+                "mode": mode,
+                "n": len(pools),
+                "s": list(grid),
+                "wc": wc_curve,
+                "preserved": pr_curve,
+                "radius_mean": m,
+                "radius_ci": [lo, hi],
+                "radius_median": float(np.median(radii)),
+                "radii": radii.tolist(),
+                "published": PUBLISHED["E4"][mode],
+            }
+        )
+    return rows
+
+
+class TheoryResult(StudyResult):
+    """A :class:`StudyResult` whose text report is the E1–E4 tables (rows carry no nDCG)."""
+
+    def table(self) -> str:
+        """Return the text report: one block per experiment (published beside ours), notes."""
+        lines = [f"jkofast study {self.study}: {self.dataset}, {self.n_queries} queries (union of the samples)"]
+        for b in self.blocks:
+            lines += ["", b]
+        lines.append("")
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(f"wall time: {self.wall_s:.1f} s")
+        return "\n".join(lines)
+
+
+def _fmt(xs, f="{:.4f}") -> str:
+    return ", ".join(f.format(x) for x in xs)
+
+
+def _blocks(rows: list, ratios: dict) -> list:
+    by = {}
+    for r in rows:
+        by.setdefault(r["experiment"], []).append(r)
+    out = []
+    if "E1" in by:
+        t = ["E1 descent (F(p_t) means, t = 0..T; W_C velocity per step)  [published in brackets]"]
+        for r in by["E1"]:
+            p = r["published"]
+            t += [
+                f"  {r['mode']:<11} n {r['n']}",
+                f"    F            {_fmt(r['F_mean'])}",
+                f"    [published]  {_fmt(p['F'])}",
+                f"    monotone_frac {r['monotone_frac']:.3f} [{p['monotone_frac']:.3f}]   "
+                f"total_drop_mean {r['total_drop_mean']:.4f} [{p['total_drop_mean']:.4f}]",
+                f"    velocity     {_fmt(r['velocity'])}",
+                f"    [published]  {_fmt(p['velocity'])}",
+            ]
+        out.append("\n".join(t))
+    if "E2" in by:
+        t = [
+            "E2 response by band (gain = W_C(p_T(E), p_T(E+sv))/s; ||dp||/s)  [published in brackets]",
+            f"  {'mode':<11} {'band':>4}  {'W_C gain [95% CI]':<26} {'published':<26} {'||dp||/s':>8} {'[pub]':>8}",
+        ]
+        for r in by["E2"]:
+            p = r["published"]
+            t.append(
+                f"  {r['mode']:<11} {r['band']:>4}  {r['wc_gain']:.4f} "
+                f"[{r['wc_gain_ci'][0]:.3f}, {r['wc_gain_ci'][1]:.3f}]"
+                f"     {p['wc_gain']:.4f} [{p['wc_gain_ci'][0]:.3f}, {p['wc_gain_ci'][1]:.3f}]"
+                f"     {r['l2_gain']:8.4f} {p['l2_gain']:8.4f}"
+            )
+        pub = PUBLISHED["E2"]
+        t.append(
+            f"  high/low: W {ratios.get('wasserstein_high_low', float('nan')):.3f} "
+            f"[{pub['wasserstein']['high_low']:.3f}], KL {ratios.get('kl_high_low', float('nan')):.3f} "
+            f"[{pub['kl']['high_low']:.3f}]; cross-band W/KL {ratios.get('cross_band_w_over_kl', float('nan')):.3f} "
+            f"[{pub['cross_band_w_over_kl']:.3f}]"
+        )
+        out.append("\n".join(t))
+    if "E3" in by:
+        t = [
+            "E3 h-sweep (mean W_C(p_T(E), p_T(E+sv)); gap = paired KL - W)  [published in brackets]",
+            f"  {'h':>5}  {'W':>7} {'[pub]':>7}  {'KL':>7} {'[pub]':>7}  {'gap [95% CI]':<27} {'[pub]':>7}  "
+            f"{'rel_gap':>7} {'[pub]':>6}",
+        ]
+        for r in by["E3"]:
+            p = r["published"]
+            g = r["gap"]
+            t.append(
+                f"  {r['h']:>5g}  {r['wc_w']:.4f} {p['wc_w']:.4f}   {r['wc_kl']:.4f} {p['wc_kl']:.4f}   "
+                f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] {p['gap']:+.4f}   {r['rel_gap']:.3f} {p['rel_gap']:.3f}"
+            )
+        out.append("\n".join(t))
+    if "E4" in by:
+        t = ["E4 certified radius (s-grid; s = 0 set, not computed)  [published in brackets]"]
+        for r in by["E4"]:
+            p = r["published"]
+            t += [
+                f"  {r['mode']:<11} n {r['n']} x {E4_DIRS} directions; s = {_fmt(r['s'], '{:g}')}",
+                f"    W_C          {_fmt(r['wc'])}",
+                f"    [published]  {_fmt(p['wc'])}",
+                f"    preserved    {_fmt(r['preserved'], '{:.3f}')}",
+                f"    [published]  {_fmt(p['preserved'], '{:.3f}')}",
+                f"    radius mean {r['radius_mean']:.3f} [{r['radius_ci'][0]:.3f}, {r['radius_ci'][1]:.3f}] "
+                f"median {r['radius_median']:.2f}   [published {p['radius_mean']:.3f} "
+                f"[{p['radius_ci'][0]:.3f}, {p['radius_ci'][1]:.3f}] median {p['radius_median']:.2f}]",
+            ]
+        rw = [r for r in by["E4"] if r["mode"] == "wasserstein"]
+        rk = [r for r in by["E4"] if r["mode"] == "kl"]
+        if rw and rk and rk[0]["radius_mean"] > 0:
+            t.append(
+                f"  radius W/KL {rw[0]['radius_mean'] / rk[0]['radius_mean']:.3f} [{PUBLISHED['E4']['w_over_kl']:.3f}]"
+            )
+        out.append("\n".join(t))
+    return out
+
+
+def _setup(opts: StudyOptions, n_by_exp: dict) -> tuple[_Setup, object]:
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.jko.theory import TheoryBatch
+
+    ds = load_dataset(opts.dataset)
+    qids = list(ds.split_query_ids("test"))
+    sel = {e: select_queries(qids, ds.qrels("test"), n) for e, n in n_by_exp.items()}
+    union = sorted(set().union(*[set(v.tolist()) for v in sel.values()]))
+    inp = study_inputs(
+        opts.dataset,
+        "test",
+        query_ids=[qids[i] for i in union],
+        scores_file=opts.scores_file,
+        n_threads=opts.n_threads,
+        log=lambda m: opts.log("theory", m),
+    )
+    pos = {int(i): k for k, i in enumerate(union)}
+    batch = TheoryBatch.from_embeddings(inp.Z, inp.offsets, n_threads=opts.n_threads)
+    E, p0 = theory_energy(inp.rerank, inp.offsets)
+    off = inp.offsets
+    st = _Setup(
+        batch,
+        [E[off[q] : off[q + 1]] for q in range(len(union))],
+        [p0[off[q] : off[q + 1]] for q in range(len(union))],
+        {e: [pos[int(i)] for i in v] for e, v in sel.items()},
+    )
+    return st, inp
+
+
+def study(opts: StudyOptions) -> StudyResult:
+    """Run E1–E4 (see the module docstring) and return their rows.
+
+    Rows (JSON ``rows``): ``E1_<mode>`` (``F_mean``, ``monotone_frac``, ``total_drop_mean``,
+    ``velocity``), ``E2_<mode>_band<b>`` (``wc_gain`` + CI, ``l2_gain``), ``E3_h<h>``
+    (``wc_w``, ``wc_kl``, ``gap`` [mean, lo, hi], ``rel_gap``), ``E4_<mode>`` (``wc`` and
+    ``preserved`` curves, ``radius_mean`` + CI, ``radius_median``); each with ``published``
+    (SPEC A.9.12). ``extra``: ``e2_ratios``, ``timings_s`` per experiment, ``query_ids``.
+    """
+    from jkofast.jko.solver import operating_point
+
+    n_by_exp = QUICK_QUERIES if opts.quick else N_QUERIES
+    t0 = time.perf_counter()
+    st, inp = _setup(opts, n_by_exp)
+    timings = {"inputs": time.perf_counter() - t0}
+    cfg0 = operating_point("base")
+    rows: list = []
+    ratios: dict = {}
+    for name, fn in (("E1", _e1), ("E2", _e2), ("E3", _e3), ("E4", _e4)):
+        t = time.perf_counter()
+        with single_blas():
+            out = fn(st, cfg0)
+        if name == "E2":
+            out, ratios = out
+        rows += out
+        timings[name] = time.perf_counter() - t
+        opts.log("theory", f"{name} done ({timings[name]:.1f} s)")
+    timings["E1-E4"] = sum(timings[e] for e in ("E1", "E2", "E3", "E4"))
+    notes = [
+        *inp.notes,
+        "energy from the rerank term only: r = minmax(rerank) (float32), E = -r, p0 = softmax_0.1(r); base config "
+        f"(h {cfg0.h}, lam {cfg0.lam}, rho {cfg0.rho}, eps {cfg0.sinkhorn_eps}, inner {cfg0.inner_steps}, "
+        f"grad={cfg0.grad}), float64 solver (the reference runs float32)",
+        "F(p) has no proximal term; W-mode descent is not monotone by construction (SPEC C.2); wc is the biased "
+        "transport cost (clip 1e-12, no renormalisation, eps 0.1, 80 pairs): wc(p, p) > 0",
+        "E4 radii are per (query, direction) walk (mean/CI/median over n x 2); s = 0 entries are set, not computed",
+        "published: SPEC A.9.12 (cross-encoder rerank term); with BM25 as the rerank term the flows differ, so "
+        "compare shapes and orderings (W vs KL, bands, h), not digits",
+    ]
+    if opts.quick:
+        notes.append(f"--quick: {', '.join(f'{e} n={n}' for e, n in QUICK_QUERIES.items())}")
+    extra = {
+        "e2_ratios": ratios,
+        "timings_s": timings,
+        "n_threads": opts.n_threads,
+        "samples": {e: [inp.query_ids[q] for q in v] for e, v in st.rows.items()},
+    }
+    return TheoryResult(
+        "theory", inp.dataset, inp.n_queries, rows, extra=extra, blocks=_blocks(rows, ratios), notes=notes
+    )
+
+
+def plot(result: StudyResult, out_dir: str) -> list:
+    """Write the E1–E4 figures (paper style, published dashed) into ``out_dir``; return the file names."""
+    import os
+
+    from jkofast.studies.common import require_matplotlib
+
+    plt = require_matplotlib()
+    by: dict = {}
+    for r in result.rows:
+        by.setdefault(r["experiment"], []).append(r)
+    colors = {"wasserstein": "C0", "kl": "C3"}
+    fig, ax = plt.subplots(2, 2, figsize=(10, 7.5))
+    if "E1" in by:
+        a = ax[0, 0]
+        for r in by["E1"]:
+            c = colors[r["mode"]]
+            a.plot(range(len(r["F_mean"])), r["F_mean"], "o-", color=c, label=f"{r['mode']} (ours)")
+            a.plot(
+                range(len(r["published"]["F"])),
+                r["published"]["F"],
+                "s--",
+                color=c,
+                alpha=0.5,
+                label=f"{r['mode']} (published)",
+            )
+        a.set(title="E1: free energy F(p_t)", xlabel="outer step t", ylabel="mean F")
+        a.legend(fontsize=7)
+    if "E2" in by:
+        a = ax[0, 1]
+        for k, mode in enumerate(("wasserstein", "kl")):
+            rs = [r for r in by["E2"] if r["mode"] == mode]
+            x = np.arange(len(rs)) + (k - 0.5) * 0.35
+            y = [r["wc_gain"] for r in rs]
+            err = np.array([[r["wc_gain"] - r["wc_gain_ci"][0], r["wc_gain_ci"][1] - r["wc_gain"]] for r in rs]).T
+            a.bar(x, y, 0.35, yerr=err, color=colors[mode], alpha=0.8, label=f"{mode} (ours)")
+            a.plot(x, [r["published"]["wc_gain"] for r in rs], "k_", markersize=14)
+        a.set(title="E2: W_C gain by Laplacian band (— published)", xlabel="band (low → high)", ylabel="W_C / s")
+        a.legend(fontsize=7)
+    if "E3" in by:
+        a = ax[1, 0]
+        hs = [r["h"] for r in by["E3"]]
+        for mode, key in (("wasserstein", "wc_w"), ("kl", "wc_kl")):
+            a.plot(hs, [r[key] for r in by["E3"]], "o-", color=colors[mode], label=f"{mode} (ours)")
+            a.plot(
+                hs,
+                [r["published"][key] for r in by["E3"]],
+                "s--",
+                color=colors[mode],
+                alpha=0.5,
+                label=f"{mode} (published)",
+            )
+        a.set(xscale="log", title="E3: response vs step size h", xlabel="h", ylabel="mean W_C")
+        a.legend(fontsize=7)
+    if "E4" in by:
+        a = ax[1, 1]
+        for r in by["E4"]:
+            c = colors[r["mode"]]
+            a.plot(r["s"], r["preserved"], "o-", color=c, label=f"{r['mode']} r̄={r['radius_mean']:.2f} (ours)")
+            a.plot(r["s"], r["published"]["preserved"], "s--", color=c, alpha=0.5,
+                   label=f"{r['mode']} r̄={r['published']['radius_mean']:.2f} (published)")  # fmt: skip
+        a.set(title="E4: top-10 preserved vs s", xlabel="s", ylabel="fraction preserved")
+        a.legend(fontsize=7)
+    fig.suptitle(f"JKO-RAG theory experiments ({result.dataset}; BM25 rerank term unless --scores)", fontsize=10)
+    fig.tight_layout()
+    name = "theory_e1_e4.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=120)
+    plt.close(fig)
+    return [name]
