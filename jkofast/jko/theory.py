@@ -378,13 +378,13 @@ def certified_radius(preserved, grid=RADIUS_GRID) -> float:
     1.5
     """
     g = [float(x) for x in grid]
-    pres = [float(x) for x in preserved]
-    if len(pres) != len(g):
-        raise ValueError(f"preserved must have one entry per grid value ({len(g)}), got {len(pres)}")
+    kept = [float(x) for x in preserved]
+    if len(kept) != len(g):
+        raise ValueError(f"preserved must have one entry per grid value ({len(g)}), got {len(kept)}")
     if not g or g[0] != 0.0 or any(g[i + 1] <= g[i] for i in range(len(g) - 1)):
         raise ValueError("grid must be ascending and start at 0")
     for i in range(1, len(g)):
-        if pres[i] < 1.0:
+        if kept[i] < 1.0:
             return g[i - 1]
     return g[-1]
 

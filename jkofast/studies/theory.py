@@ -255,16 +255,16 @@ def _response(st: _Setup, pools, items_sv, cfg, T: int, k: int | None = None):
     shape = (len(pools), nper + 1)
     W = st.batch.wc(base, pT, po)[0].reshape(shape)[:, 1:]
     L2 = np.array([np.linalg.norm(d) for d in _split(pT - base, ioff)]).reshape(shape)[:, 1:]
-    pres = None
+    kept = None
     if k is not None:
         pl = _split(pT, ioff)
-        pres = np.array(
+        kept = np.array(
             [
                 [topk_preserved(pl[i * (nper + 1)], pl[i * (nper + 1) + 1 + j], k) for j in range(nper)]
                 for i in range(len(pools))
             ]
         )
-    return W, L2, pres
+    return W, L2, kept
 
 
 def _e2(st: _Setup, cfg0) -> tuple[list, dict]:
@@ -365,14 +365,14 @@ def _e4(st: _Setup, cfg0) -> list:
         cfg = cfg0.replace(mode=mode, h=0.5)
         # items per query: base, then the s-grid (s > 0) of direction 0, then of direction 1
         sv = [[(s, v) for v in d for s in grid[1:]] for d in dirs]
-        W, _, pres = _response(st, pools, sv, cfg, E4_T, TOP_K)
+        W, _, kept = _response(st, pools, sv, cfg, E4_T, TOP_K)
         ns = len(grid) - 1
         W = W.reshape(len(pools), E4_DIRS, ns)
-        pres = pres.reshape(len(pools), E4_DIRS, ns)
+        kept = kept.reshape(len(pools), E4_DIRS, ns)
         wc_curve = [0.0] + [float(W[:, :, k].mean()) for k in range(ns)]
-        pr_curve = [1.0] + [float(pres[:, :, k].mean()) for k in range(ns)]
+        pr_curve = [1.0] + [float(kept[:, :, k].mean()) for k in range(ns)]
         radii = np.array(
-            [[certified_radius([1.0, *pres[i, j]], grid) for j in range(E4_DIRS)] for i in range(len(pools))]
+            [[certified_radius([1.0, *kept[i, j]], grid) for j in range(E4_DIRS)] for i in range(len(pools))]
         )
         m, lo, hi = _ci(radii.ravel())
         rows.append(

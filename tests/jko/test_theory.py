@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+import reference_theory as ref
 from numpy.testing import assert_allclose, assert_array_equal
 
-import reference_theory as ref
 from jkofast.jko.solver import JKOConfig, jko_step, pool_geometry, rerank_batch, run_jko
 from jkofast.jko.theory import (
     RADIUS_GRID,
