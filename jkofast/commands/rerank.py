@@ -70,12 +70,15 @@ def add_parser(sub) -> None:
     p.add_argument("--k", type=int, default=0, help="keep the top-k per query (0 = whole pool)")
     p.add_argument("--tag", default="jkofast", help="run tag (6th column)")
     p.add_argument("--chunk-size", type=int, default=1000, help="queries per chunk (1000)")
-    p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
+    p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all; per worker with --dask: 1)")
     p.add_argument("--keep-parts", action="store_true", help="keep OUT.parts/ after success")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
     # test hook: raise before processing chunk N (simulates an interruption)
     p.add_argument("--fail-after-chunks", type=int, default=None, help=argparse.SUPPRESS)
+    from jkofast.distributed.cluster import add_dask_args
+
+    add_dask_args(p)  # --dask SCHEDULER, --dask-timeout
     p.set_defaults(func=run)
 
 
@@ -92,8 +95,15 @@ def run(args) -> int:
     from jkofast.jko.stream import RerankOptions, rerank_stream
 
     opts = RerankOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(RerankOptions)})
-    prog = Progress(None, "rerank", enabled=not (args.quiet or args.json), unit="queries")
-    summ = rerank_stream(opts, report=_say, progress=lambda n: prog.update(n) if n else prog.start())
+    if args.dask:
+        from jkofast.distributed.cluster import DistributedProgress
+        from jkofast.distributed.rerank import rerank_on_dask
+
+        prog = DistributedProgress("rerank", enabled=not (args.quiet or args.json))
+        summ = rerank_on_dask(opts, args.dask, timeout=args.dask_timeout, report=_say, progress=prog)
+    else:
+        prog = Progress(None, "rerank", enabled=not (args.quiet or args.json), unit="queries")
+        summ = rerank_stream(opts, report=_say, progress=lambda n: prog.update(n) if n else prog.start())
     prog.close()
     if summ.missing_scores:
         _say(
@@ -120,6 +130,8 @@ def run(args) -> int:
         "config": args.config,
         "out": args.out,
     }
+    if args.dask:
+        out["workers"] = summ.workers
     text = (
         f"reranked {summ.reranked_now} queries ({summ.skipped_finished} from finished chunks, "
         f"{summ.passed_through} passed through, {summ.malformed_lines} malformed lines"
@@ -128,6 +140,11 @@ def run(args) -> int:
         + (f", {qps:.1f} queries/s" if qps else "")
         + f"; peak RSS {peak_mb:.0f} MB -> {args.out}"
     )
+    if args.dask:
+        text += "; per worker: " + ", ".join(
+            f"{w} {c['queries']} queries in {c['chunks']} chunks (peak RSS {c['peak_rss_mb']:.0f} MB)"
+            for w, c in sorted(summ.workers.items())
+        )
     if n_unconv[0]:
         from jkofast._status import unconverged_summary
 

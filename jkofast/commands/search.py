@@ -19,6 +19,10 @@ def add_parser(sub) -> None:
     p.add_argument("--index", default=None, help="load a saved index (from `jkofast index`) instead of building")
     p.add_argument("--out", required=True, help="TREC run file to write")
     p.add_argument("--tag", default=None, help="run tag (default jkofast-<method>)")
+    from jkofast.distributed.cluster import add_dask_args
+
+    add_dask_args(p)  # --dask SCHEDULER (needs --index: loaded once per worker), --dask-timeout
+    p.add_argument("--chunk-size", type=int, default=1000, help="queries per Dask task (1000; with --dask)")
     p.set_defaults(func=run)
 
 
@@ -39,13 +43,54 @@ def _load_index(args):
         if retr.method != args.method:
             raise ValueError(f"--index holds a {retr.method} index, not {args.method}")
     build_s = time.perf_counter() - t0
+    _check_index(ds, retr.n_docs, getattr(retr, "ids_", None))
+    return ds, retr, build_s
+
+
+def _check_index(ds, n_docs, saved_ids) -> None:
     # (an SGR index had no n_docs, so one built on another corpus wrote wrong doc ids silently)
-    if retr.n_docs != ds.n_docs:
-        raise ValueError(f"--index has {retr.n_docs} docs but dataset {ds.name} has {ds.n_docs}")
-    saved_ids = getattr(retr, "ids_", None)
+    if n_docs != ds.n_docs:
+        raise ValueError(f"--index has {n_docs} docs but dataset {ds.name} has {ds.n_docs}")
     if saved_ids is not None and list(saved_ids) != list(ds.doc_ids):
         raise ValueError(f"--index was built with other document ids than dataset {ds.name}'s")
-    return ds, retr, build_s
+
+
+def _search_on_dask(args):
+    """Search the split on Dask, the saved index loaded once per worker.
+
+    Returns ``(dataset, query ids, indices, scores, workers, index check seconds, search seconds)``.
+    """
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.distributed.cluster import dask_client
+    from jkofast.distributed.search import index_info, search_on_dask
+
+    if args.index is None:
+        raise ValueError("--dask needs --index (a saved index from `jkofast index`, loaded once per worker)")
+    if not os.path.isdir(args.index):
+        raise ValueError(f"--index {args.index!r} is not a folder")
+    if args.chunk_size < 1:
+        raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    ds = load_dataset(args.dataset)
+    with dask_client(args.dask, timeout=args.dask_timeout, warm=False) as client:
+        t0 = time.perf_counter()
+        info = client.submit(index_info, os.path.abspath(args.index), args.method, pure=False).result()
+        if info["method"] != args.method:
+            raise ValueError(f"--index holds a {info['method']} index, not {args.method}")
+        _check_index(ds, info["n_docs"], info["ids"])
+        build_s = time.perf_counter() - t0
+        qmap = ds.queries
+        qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
+        t0 = time.perf_counter()
+        idx, sc, workers = search_on_dask(
+            client,
+            args.index,
+            args.method,
+            [qmap[q] for q in qids],
+            min(args.k, ds.n_docs),
+            threads=args.threads or 1,
+            chunk_size=args.chunk_size,
+        )
+        return ds, qids, idx, sc, workers, build_s, time.perf_counter() - t0
 
 
 def run(args) -> int:
@@ -66,14 +111,18 @@ def run(args) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # an unwritable folder fails now
     resolve_threads(args.threads)
     method_params(args)
-    prepare()  # the sparse kernels only
-    ds, retr, build_s = _load_index(args) if args.index else build_retriever(args)
-    qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
-    qmap = ds.queries
-    t0 = time.perf_counter()
-    # ranks past the corpus are padding that is never written: k = 10**12 asked for 7 TiB
-    idx, sc = retr.search([qmap[q] for q in qids], min(args.k, ds.n_docs), n_threads=args.threads)
-    search_s = time.perf_counter() - t0
+    workers = None
+    if args.dask:
+        ds, qids, idx, sc, workers, build_s, search_s = _search_on_dask(args)
+    else:
+        prepare()  # the sparse kernels only
+        ds, retr, build_s = _load_index(args) if args.index else build_retriever(args)
+        qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
+        qmap = ds.queries
+        t0 = time.perf_counter()
+        # ranks past the corpus are padding that is never written: k = 10**12 asked for 7 TiB
+        idx, sc = retr.search([qmap[q] for q in qids], min(args.k, ds.n_docs), n_threads=args.threads)
+        search_s = time.perf_counter() - t0
     tag = args.tag or f"jkofast-{args.method}"
     off, docs, scores = topk_to_ragged(idx, sc, ds.doc_ids)  # each row up to its first padding entry
     with atomic_open(args.out, fsync=False) as fh:
@@ -91,6 +140,8 @@ def run(args) -> int:
         "lines": n,
         "out": args.out,
     }
+    if workers is not None:
+        info["workers"] = workers
     emit(
         info,
         args.json,

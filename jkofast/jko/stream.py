@@ -24,12 +24,16 @@ input order, with its input scores -- never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
+import socket
 import sys
+import threading
 import time
+import uuid
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -38,9 +42,21 @@ from operator import itemgetter
 
 import numpy as np
 
-from jkofast.eval.runio import ScoreStream, atomic_open, format_run, iter_chunks, read_scores
+from jkofast.eval.runio import Chunk, ScoreStream, atomic_open, format_run, iter_chunks, read_scores
 
-__all__ = ["DenseGeometry", "RerankOptions", "RerankSummary", "TfidfGeometry", "format_lines", "rerank_stream"]
+__all__ = [
+    "DenseGeometry",
+    "RerankOptions",
+    "RerankSummary",
+    "TfidfGeometry",
+    "format_lines",
+    "pack_chunk",
+    "rerank_chunk",
+    "rerank_chunk_task",
+    "rerank_stream",
+    "unpack_chunk",
+    "write_part",
+]
 
 FMT_VERSION = 1  # of the chunk store (manifest + parts)
 
@@ -120,6 +136,7 @@ class RerankSummary:
     wall_s: float = 0.0
     compute_s: float = 0.0
     jko_config: object = None
+    workers: dict = dataclasses.field(default_factory=dict)  # client runs: worker -> queries, chunks, peak RSS
 
     @property
     def queries_per_s(self) -> float | None:
@@ -440,12 +457,7 @@ class _ChunkStore:
 
     def write(self, ci: int, text: str, dist: dict) -> None:
         """Store chunk ``ci``; its ``.trec`` is written last: it marks the chunk finished."""
-        base = os.path.join(self.dir, f"chunk_{ci:06d}")
-        if self.dist:
-            with atomic_open(base + ".npz") as fh:
-                np.savez(fh, **dist)
-        with atomic_open(base + ".trec") as fh:
-            fh.write(text.encode("utf-8"))
+        write_part(self.dir, ci, text, dist if self.dist else None)
 
     def concat(self, out: str, dist: str | None) -> None:
         """Write the final output (and dist) from the parts, atomically."""
@@ -468,6 +480,20 @@ class _ChunkStore:
             os.rmdir(self.dir)
         except OSError:
             pass
+
+
+def write_part(parts_dir: str, ci: int, text: str, dist: dict | None) -> None:
+    """Write chunk ``ci``'s part files atomically: ``.npz`` (when ``dist``) first, then the ``.trec``.
+
+    The ``.trec`` marks the chunk finished; a chunk written twice (a retried task) is replaced
+    by identical bytes.
+    """
+    base = os.path.join(parts_dir, f"chunk_{ci:06d}")
+    if dist is not None:
+        with atomic_open(base + ".npz") as fh:
+            np.savez(fh, **dist)
+    with atomic_open(base + ".trec") as fh:
+        fh.write(text.encode("utf-8"))
 
 
 def _write_npz_streaming(path: str, parts: list[str]) -> None:
@@ -549,6 +575,203 @@ class _Stages:
 
 
 # ---------------------------------------------------------------------------------------------
+# chunks as tasks (a Dask client): the worker side, then the client side
+# ---------------------------------------------------------------------------------------------
+_WORKER_GEOMETRY: dict = {}  # per process: the geometry of the last job, loaded once (memory-mapped rows)
+_WORKER_LOCK = threading.Lock()  # one kernel launch at a time per process (workqueue layer), one geometry load
+_WORKER_WARM: list = []
+
+
+def _load_geometry(opts: RerankOptions) -> _Geometry:
+    return DenseGeometry(opts.embeddings, opts.ids) if opts.embeddings else TfidfGeometry(opts.tfidf_corpus)
+
+
+def _worker_geometry(opts: RerankOptions) -> _Geometry:
+    """Return the job's geometry in this process, loaded on first use and kept for the next chunks."""
+    paths = (opts.embeddings, opts.ids, opts.tfidf_corpus)
+    key = tuple((p, os.stat(p).st_mtime_ns) if p else None for p in paths)
+    geom = _WORKER_GEOMETRY.get(key)
+    if geom is None:
+        _WORKER_GEOMETRY.clear()  # one job's geometry at a time
+        geom = _WORKER_GEOMETRY[key] = _load_geometry(opts)
+    return geom
+
+
+def pack_chunk(chunk: Chunk) -> tuple:
+    """Return a chunk as five flat objects (doc ids and score strings joined by line feeds) for a task.
+
+    One string per column pickles as a copy of its bytes, where a list of strings costs one
+    object per line; ids and score strings hold no whitespace, so the join is reversible.
+    """
+    return (chunk.qids, chunk.off, "\n".join(chunk.docs), "\n".join(chunk.sstr), chunk.vals)
+
+
+def unpack_chunk(packed: tuple) -> Chunk:
+    """Inverse of :func:`pack_chunk`."""
+    qids, off, docs, sstr, vals = packed
+    n = int(off[-1]) if len(off) else 0
+    return Chunk(qids, off, docs.split("\n") if n else [], sstr.split("\n") if n else [], vals)
+
+
+def rerank_chunk(opts: RerankOptions, cfg, chunk: Chunk, user_scores, say) -> tuple:
+    """Rerank one chunk in this process with the job's cached geometry.
+
+    Returns
+    -------
+    text : str
+        The chunk's TREC lines (as the single-machine job writes them).
+    dist : dict
+        Its part of ``--dist`` (query ids, pool sizes, p as float32, status).
+    n_passed : int
+        Queries written unchanged (reported through ``say``).
+    unconverged : tuple of int
+        Queries with a capped inner step, capped Sinkhorn steps, capped CG steps.
+    """
+    from jkofast._threads import numba_threads
+
+    with _WORKER_LOCK:
+        geom = _worker_geometry(opts)
+        if not _WORKER_WARM:
+            _warm_needed(say)
+            _WORKER_WARM.append(True)
+        pr = prepare_chunk(chunk, geom, user_scores, cfg, opts)
+        with numba_threads(opts.threads):  # the energy kernels too: the worker's thread budget
+            res = solve_chunk(pr, geom, cfg, opts)
+    unconv = (0, 0, 0)
+    if res is not None and res.unconverged is not None:
+        capped = res.unconverged.sum(axis=0)
+        unconv = (int(np.count_nonzero(res.unconverged.any(axis=1))), int(capped[0]), int(capped[1]))
+    text, dist, nbad = finish_chunk(pr, res, opts, say)
+    return text, dist, nbad, unconv
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):  # not inside a Dask worker
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def rerank_chunk_task(opts: RerankOptions, cfg, ci: int, packed: tuple, user_scores) -> dict:
+    """Rerank chunk ``ci`` (packed by :func:`pack_chunk`) and write its part atomically: one Dask task.
+
+    ``opts`` carries absolute paths and ``opts.threads`` (this worker's Numba threads).
+    Returns the chunk's counts, its messages (in order) and this worker's name and peak RSS.
+    """
+    import resource
+
+    messages: list = []
+    text, dist, nbad, unconv = rerank_chunk(opts, cfg, unpack_chunk(packed), user_scores, messages.append)
+    write_part(opts.out + ".parts", ci, text, dist if opts.dist else None)
+    return {
+        "ci": ci,
+        "queries": len(packed[0]),
+        "passed": nbad,
+        "unconverged": unconv,
+        "messages": messages,
+        "worker": _worker_name(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def _client_checks(opts: RerankOptions) -> None:
+    """Check what the client can of the geometry without loading it (the workers load it)."""
+    if opts.embeddings and opts.ids is None:
+        raise ValueError("--embeddings needs --ids (one doc id per row)")
+    for flag, path in (("--embeddings", opts.embeddings), ("--ids", opts.ids), ("--tfidf-corpus", opts.tfidf_corpus)):
+        if path and not os.path.isfile(path):
+            raise FileNotFoundError(f"{flag} file not found: {path}")
+
+
+def _worker_options(opts: RerankOptions) -> RerankOptions:
+    """Return the options a task needs, with absolute paths (a worker's working folder is its own)."""
+    fields = ("pools", "out", "embeddings", "ids", "tfidf_corpus", "dist")
+    absp = {f: os.path.abspath(getattr(opts, f)) for f in fields if getattr(opts, f)}
+    return dataclasses.replace(opts, **absp, scores=None)
+
+
+class _ClientStages:
+    """Chunks as tasks on a Dask client, at most ``window`` in flight; results collected as they finish.
+
+    Messages (passed-through queries) are reported in input order; a task that fails (e.g.
+    its workers kept dying: Dask's ``allowed-failures``) cancels the rest and raises -- the
+    finished parts stay for a resume.
+    """
+
+    def __init__(self, client, cfg, opts, store, summ, say, tick):
+        from distributed import as_completed
+
+        self.client, self.cfg, self.store, self.summ, self.say, self.tick = client, cfg, store, summ, say, tick
+        self.wopts = _worker_options(opts)
+        self.window = max(2, 2 * sum(client.nthreads().values()))
+        self.ac = as_completed()
+        self.ci_of: dict = {}  # future key -> chunk index
+        self.order: list = []  # submitted chunks, in input order
+        self.messages: dict = {}  # finished chunk -> its messages, until reported
+        self.n_said = 0
+        self.n_unconv = np.zeros(3, np.int64)
+        self.job = uuid.uuid4().hex[:8]
+
+    def submit_chunk(self, ci: int, chunk: Chunk, user_scores) -> None:
+        """Submit chunk ``ci`` as a task; first wait while ``window`` tasks are in flight."""
+        while len(self.ci_of) >= self.window:
+            self._collect(next(self.ac))
+        fut = self.client.submit(
+            rerank_chunk_task,
+            self.wopts,
+            self.cfg,
+            ci,
+            pack_chunk(chunk),
+            user_scores,
+            key=f"jkofast-rerank-{self.job}-{ci:06d}",
+            pure=False,
+        )
+        self.ci_of[fut.key] = ci
+        self.order.append(ci)
+        self.ac.add(fut)
+
+    def flush(self) -> None:
+        """Wait for every task in flight."""
+        while self.ci_of:
+            self._collect(next(self.ac))
+
+    def _collect(self, fut) -> None:
+        ci = self.ci_of.pop(fut.key)
+        try:
+            r = fut.result()
+        except Exception as exc:
+            self.client.cancel([f for f in self.ac.futures if f.key in self.ci_of])
+            self.ci_of.clear()
+            if isinstance(exc, ValueError | TypeError | OSError):  # bad input or settings, as without a client
+                raise
+            raise RuntimeError(
+                f"chunk {ci} failed on the cluster ({type(exc).__name__}: {exc}); the finished chunks "
+                f"are kept in {self.store.dir}: run the same job again to resume"
+            ) from exc
+        if not os.path.exists(os.path.join(self.store.dir, f"chunk_{ci:06d}.trec")):
+            raise RuntimeError(
+                f"a worker wrote chunk {ci} but this client does not see it in {self.store.dir}: the "
+                "output folder must be on a filesystem shared by the client and the workers"
+            )
+        summ = self.summ
+        summ.reranked_now += r["queries"]
+        summ.passed_through += r["passed"]
+        self.n_unconv += r["unconverged"]
+        w = summ.workers.setdefault(r["worker"], {"queries": 0, "chunks": 0, "peak_rss_mb": 0.0})
+        w["queries"] += r["queries"]
+        w["chunks"] += 1
+        w["peak_rss_mb"] = max(w["peak_rss_mb"], r["peak_rss_mb"])
+        self.messages[ci] = r["messages"]
+        while self.n_said < len(self.order) and self.order[self.n_said] in self.messages:
+            for msg in self.messages.pop(self.order[self.n_said]):
+                self.say(msg)
+            self.n_said += 1
+        self.tick(r["queries"])
+
+
+# ---------------------------------------------------------------------------------------------
 # the job
 # ---------------------------------------------------------------------------------------------
 def _check(opts: RerankOptions) -> None:
@@ -607,8 +830,15 @@ def rerank_stream(
     *,
     report: Callable[[str], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    client=None,
 ) -> RerankSummary:
     """Rerank every query of ``opts.pools`` with JKO-RAG; write ``opts.out`` (and ``opts.dist``).
+
+    With a Dask ``client`` the calling process parses the input into the same chunks and each
+    chunk becomes a task: a worker prepares it, runs ``rerank_batch`` with ``opts.threads``
+    Numba threads and writes its part atomically into ``OUT.parts/`` (a folder the client and
+    the workers share); the client concatenates the parts in input order.  The output is
+    byte-identical to the run without a client, and the parts of either resume the other.
 
     Parameters
     ----------
@@ -620,6 +850,10 @@ def rerank_stream(
     progress : callable, optional
         ``progress(n)``: called with 0 when the streaming starts, then with the number of
         queries of each finished or skipped chunk.
+    client : dask.distributed.Client, optional
+        Run the chunks as tasks on this client's workers (jkofast installed there, one task
+        thread per worker; see :mod:`jkofast.distributed`).  A worker lost mid-chunk costs a
+        retry of that chunk (Dask reschedules it); finished chunks are never redone.
 
     Returns
     -------
@@ -634,6 +868,9 @@ def rerank_stream(
         geometry id.
     FileNotFoundError
         A missing input.
+    RuntimeError
+        A chunk failed on the cluster (e.g. its workers kept dying); the finished parts are
+        kept, and the same call resumes from them.
     """
     say = report or _stderr
     _check(opts)
@@ -657,7 +894,7 @@ def rerank_stream(
         summ.malformed_lines += 1
         say(f"{opts.pools}:{ln}: malformed line skipped: {msg}")
 
-    geom = DenseGeometry(opts.embeddings, opts.ids) if opts.embeddings else TfidfGeometry(opts.tfidf_corpus)
+    geom = _client_checks(opts) if client is not None else _load_geometry(opts)
     all_scores = stream = None
     if opts.scores and opts.scores_in_memory:
         all_scores = read_scores(opts.scores)
@@ -665,6 +902,8 @@ def rerank_stream(
         stream = ScoreStream(opts.scores)
 
     def chunk_scores(chunk):
+        if all_scores is not None and client is not None:  # a task gets its chunk's queries only
+            return {q: all_scores[q] for q in chunk.qids if q in all_scores}
         if all_scores is not None or stream is None:
             return all_scores
         out = {}
@@ -674,15 +913,21 @@ def rerank_stream(
                 out[qid] = block
         return out
 
-    _warm_needed(say)  # compile / load the kernels a chunk needs before the worker starts
+    if client is None:
+        _warm_needed(say)  # compile / load the kernels a chunk needs before the worker starts
     if opts.dist:  # like --out's folder: created now, not found missing after all the work
         os.makedirs(os.path.dirname(os.path.abspath(opts.dist)), exist_ok=True)
     store = _ChunkStore(opts)
     tick = progress or (lambda n: None)
     tick(0)
     t_first = None
-    with ThreadPoolExecutor(max_workers=1) as kex, ThreadPoolExecutor(max_workers=1) as wex:
-        stages = _Stages(kex, wex, geom, cfg, opts, store, summ, say, tick)
+    with contextlib.ExitStack() as stack:
+        if client is None:
+            kex = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+            wex = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+            stages = _Stages(kex, wex, geom, cfg, opts, store, summ, say, tick)
+        else:
+            stages = _ClientStages(client, cfg, opts, store, summ, say, tick)
         for ci, chunk in enumerate(iter_chunks(opts.pools, opts.chunk_size, malformed)):
             summ.queries += len(chunk)
             check_split(chunk)
@@ -696,7 +941,10 @@ def rerank_stream(
                 raise RuntimeError(f"injected failure before chunk {ci}")
             if t_first is None:
                 t_first = time.perf_counter()
-            stages.submit(ci, prepare_chunk(chunk, geom, scores_c, cfg, opts))
+            if client is None:
+                stages.submit(ci, prepare_chunk(chunk, geom, scores_c, cfg, opts))
+            else:
+                stages.submit_chunk(ci, chunk, scores_c)
         stages.flush()
     summ.compute_s = time.perf_counter() - t_first if t_first is not None else 0.0
     summ.missing_scores = stream.missing if stream is not None else 0
