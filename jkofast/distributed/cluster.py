@@ -151,7 +151,7 @@ def dask_client(scheduler: str, *, timeout: float = 10.0, warm: bool = True):
         Seconds to reach the scheduler and to wait for its first worker.
     warm : bool
         Load the rerank kernels on every worker up front (from the Numba cache the workers inherit
-        through ``NUMBA_CACHE_DIR``).
+        through ``NUMBA_CACHE_DIR``; for ``local:N`` this process compiles them into it first).
 
     Raises
     ------
@@ -167,6 +167,8 @@ def dask_client(scheduler: str, *, timeout: float = 10.0, warm: bool = True):
     distributed = require_dask()
     with contextlib.ExitStack() as stack:
         if kind == "local":
+            if warm:  # fill the Numba cache here first: N workers then load it instead of all compiling at once
+                _warm_worker()
             cluster = distributed.LocalCluster(
                 n_workers=value,
                 threads_per_worker=1,
