@@ -1,0 +1,96 @@
+"""``jkofast study stability``: the paraphrase-stability protocol on a few bundled SciFact queries."""
+
+import json
+
+import numpy as np
+import pytest
+
+import jkofast.studies.stability as st
+from jkofast.studies.common import StudyOptions, run_study, study_inputs
+from jkofast.studies.perturb import PERTURBATIONS
+
+
+@pytest.fixture
+def three_queries(monkeypatch):
+    monkeypatch.setattr(st, "QUICK_QUERIES", 3)
+
+
+def _fake_encoder(monkeypatch):
+    """A deterministic stand-in query encoder (unit rows from the text's hash): the study's wiring only."""
+
+    def enc(texts, nt):
+        out = np.empty((len(texts), 384), np.float32)
+        for i, t in enumerate(texts):
+            v = np.random.default_rng(sum(map(ord, t))).normal(size=384)
+            out[i] = v / np.linalg.norm(v)
+        return out
+
+    monkeypatch.setattr(st, "_query_encoder", lambda log: (enc, None))
+
+
+def test_sample_is_the_seed0_choice_in_draw_order():
+    ids = [str(i) for i in range(1, 101)]
+    pick = np.random.default_rng(0).choice(ids, size=60, replace=False)
+    assert st.sample_queries(ids) == [str(x) for x in pick]
+    assert st.sample_queries(ids[:5], 60) == [ids[int(i)] for i in np.random.default_rng(0).choice(5, 5, False)]
+    with pytest.raises(ValueError, match="query sample is empty"):
+        st.sample_queries([])
+
+
+def test_stability_rows_and_decomposition(three_queries, monkeypatch, tmp_path):
+    _fake_encoder(monkeypatch)
+    res = run_study("stability", StudyOptions(quick=True, progress=False, out=str(tmp_path), n_threads=2))
+    assert [r["method"] for r in res.rows] == list(st.METHODS)
+    for r in res.rows:
+        # the headline is the mean of the per-perturbation means; debiased = W_C - floor exactly, per cell
+        per = r["per_perturbation"]
+        have = [k for k in PERTURBATIONS if per[k]["wc"]["n"]]
+        assert r["wc_mean"] == pytest.approx(np.mean([per[k]["wc"]["mean"] for k in have]), rel=1e-12)
+        assert r["wc_debiased_mean"] == pytest.approx(r["wc_mean"] - r["self_floor_mean"], abs=1e-12)
+        assert r["self_floor_mean"] > 0  # W_C(p, p) > 0
+        assert r["published"]["wc_mean"] == st.PUBLISHED["scifact"][r["method"]]
+        for k in have:
+            c = per[k]["wc"]
+            assert c["q25"] <= c["median"] <= c["q75"] and c["n"] == res.extra["n_per_perturbation"][k]
+    # hedge never leaves a query unchanged
+    assert res.extra["n_per_perturbation"]["hedge"] == 3
+    assert res.extra["pools"] == "hybrid"
+    doc = json.loads((tmp_path / "stability.json").read_text())
+    assert doc["rows"][0]["wc_mean"] == res.rows[0]["wc_mean"]
+    assert any("BM25" in n for n in res.notes)
+
+
+def test_bm25_only_fallback_without_an_encoder(three_queries, monkeypatch):
+    monkeypatch.setattr(st, "_query_encoder", lambda log: (None, "no encoder in this test"))
+    res = run_study("stability", StudyOptions(quick=True, progress=False))
+    assert "dense_topk" not in [r["method"] for r in res.rows]
+    assert res.extra["pools"] == "bm25-only"
+    assert any("no query encoder (no encoder in this test): BM25-only pools" in n for n in res.notes)
+
+
+def test_original_pools_are_the_cached_hybrid_pools(monkeypatch):
+    _fake_encoder(monkeypatch)
+    from jkofast.datasets.beir import load_dataset
+
+    ds = load_dataset("scifact")
+    doc_emb, q_all = ds.embeddings()
+    qids = st.sample_queries(ds.split_query_ids("test"))[:2]
+    row = {q: i for i, q in enumerate(ds.query_ids)}
+    opts = StudyOptions(progress=False)
+    pp = st._build_pools(ds, doc_emb, q_all[[row[q] for q in qids]], qids, opts, lambda m: None)
+    ref = study_inputs("scifact", "test", query_ids=qids)
+    n0 = int(ref.offsets[-1])
+    np.testing.assert_array_equal(pp.pools.offsets[: len(qids) + 1], ref.offsets)
+    np.testing.assert_array_equal(pp.pools.doc_idx[:n0], ref.pools.doc_idx)
+    np.testing.assert_array_equal(pp.rerank[:n0], ref.rerank)
+    assert [c[0] for c in pp.cases if c[1] == "hedge"] == qids
+
+
+def test_dataset_without_embeddings(tmp_path):
+    d = tmp_path / "tiny"
+    (d / "qrels").mkdir(parents=True)
+    (d / "corpus.jsonl").write_text('{"_id": "d1", "title": "t", "text": "x"}\n')
+    (d / "queries.jsonl").write_text('{"_id": "1", "text": "q"}\n')
+    (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n")
+    with pytest.raises(ValueError, match="no saved MiniLM embeddings"):
+        st.study(StudyOptions(dataset=str(d), progress=False))
