@@ -4,6 +4,13 @@
 and records the dispatcher in ``REGISTRY`` (``tests/test_numba_hygiene.py`` checks that every
 ``@njit`` in ``jkofast.kernels`` came from here and that nothing compiles at import).
 
+Cache location: compiled kernels go to ``_config.CACHE_DIR`` (``~/.cache/jkofast/numba`` by
+default, one sub-folder per source folder, so an installed copy and an editable checkout never
+share or shadow entries) through a cache locator of jkofast's own — never into
+``site-packages/jkofast/**/__pycache__``, whose leftovers once survived ``pip uninstall`` and
+turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
+when set, wins (Numba's own locator).
+
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
 runs their kernels on 3-element inputs of every supported dtype; ``jkofast.warmup()``
 imports the wrapper modules and calls them all.
@@ -11,6 +18,7 @@ imports the wrapper modules and calls them all.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numba
@@ -21,6 +29,48 @@ __all__ = ["REGISTRY", "WARMUPS", "kernel", "register_warmup"]
 
 REGISTRY: dict[str, object] = {}
 WARMUPS: dict[str, Callable[[], None]] = {}
+
+
+def _function_cache_class():
+    """Return Numba's ``FunctionCache`` subclass whose first locator is jkofast's cache folder (or None)."""
+    try:
+        from numba.core import caching
+    except ImportError:  # pragma: no cover - numba without the caching module
+        return None
+    base = getattr(caching, "UserProvidedCacheLocator", None)
+    impl = getattr(caching, "CompileResultCacheImpl", None)
+    if base is None or impl is None:  # pragma: no cover - numba internals moved: Numba's default places
+        return None
+
+    class JkofastCacheLocator(base):
+        """Cache files in ``_config.CACHE_DIR/<source folder>_<hash>`` (yields to ``NUMBA_CACHE_DIR``)."""
+
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(_config.CACHE_DIR, self.get_suitable_cache_subpath(py_file))
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if numba.config.CACHE_DIR or not os.path.exists(py_file):
+                return None
+            self = cls(py_func, py_file)
+            try:
+                self.ensure_cache_path()
+            except OSError:  # not writable: Numba's own locators decide
+                return None
+            return self
+
+    class JkofastCacheImpl(impl):
+        _locator_classes = (JkofastCacheLocator, *impl._locator_classes)
+
+    class JkofastFunctionCache(caching.FunctionCache):
+        _impl_class = JkofastCacheImpl
+
+    return JkofastFunctionCache
+
+
+_FUNCTION_CACHE = _function_cache_class()
 
 
 def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str = "never"):
@@ -54,13 +104,16 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
     fm = set(fastmath) if isinstance(fastmath, frozenset | set) else fastmath
 
     def deco(fn):
+        own_cache = _config.CACHE and _FUNCTION_CACHE is not None
         disp = numba.njit(
-            cache=_config.CACHE,
+            cache=_config.CACHE and not own_cache,
             nogil=True,
             parallel=parallel,
             fastmath=fm,
             inline=inline,
         )(fn)
+        if own_cache:
+            disp._cache = _FUNCTION_CACHE(fn)  # what enable_caching() does, with jkofast's locator first
         REGISTRY[f"{fn.__module__}.{fn.__name__}"] = disp
         return disp
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The README's two commands in one environment: `pip install .`, a run (kernels compiled and
+# cached), then `pip install -e .` -- jkofast must still import and run (issue #16: Numba cache
+# files written inside site-packages/jkofast once survived the uninstall and shadowed the
+# editable install as a namespace package). Uses a throw-away venv on top of the current
+# interpreter's packages (numpy, numba, ... are not reinstalled) and a throw-away cache root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+unset NUMBA_CACHE_DIR JKOFAST_CACHE_DIR
+export XDG_CACHE_HOME="$work/cache"
+python3 -m venv --system-site-packages "$work/venv"
+py="$work/venv/bin/python"
+# a copy of the tree: `pip install .` must not write build/ or *.egg-info into the checkout
+git ls-files -z | tar --null -cf - -T - | (mkdir -p "$work/src" && tar -xf - -C "$work/src")
+probe='import numpy as np, jkofast; from jkofast.jko.energy import minmax
+assert jkofast.__version__, "no __version__"
+print("jkofast", jkofast.__version__, "from", jkofast.__file__, minmax(np.array([1.0, 3.0])))'
+"$py" -m pip install -q --no-deps "$work/src"
+(cd "$work" && "$py" -c "$probe" | tee "$work/probe1")
+grep -q "from $work/venv/" "$work/probe1" || { echo "FAIL: the installed copy was not the one imported" >&2; exit 1; }
+site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if find "$site/jkofast" -name '*.nbi' | grep -q .; then
+  echo "FAIL: Numba cache files inside the installed package" >&2
+  exit 1
+fi
+"$py" -m pip install -q --no-deps -e "$work/src"
+if [ -d "$site/jkofast" ]; then
+  echo "FAIL: $site/jkofast left behind after the editable install" >&2
+  exit 1
+fi
+(cd "$work" && "$py" -c "$probe" | tee "$work/probe2")
+grep -q "from $work/src/" "$work/probe2" || { echo "FAIL: the editable install was not the one imported" >&2; exit 1; }
+echo "reinstall check: ok"
