@@ -43,18 +43,16 @@ class InfoNCEStep(Benchmark):
         self.W = init_projection(R, D)
         self.m1 = np.zeros_like(self.W)
         self.m2 = np.zeros_like(self.W)
-        self.D = np.empty((M, D))
-        self.P = np.empty((R, M))
-        self.s = np.empty(M)
-        self.c = np.empty(M)
-        self.G = np.empty((R, D))
+        from jkofast.kernels.jko import metric as k
+
+        self.work = k.infonce_work(R, D, M)
 
     def run(self, threads):
         from jkofast.kernels.jko import metric as k
 
         with numba_threads(threads):
-            k.infonce_grad(self.W, self.Q[0], self.Z, 0, M, self.gold, True, self.D, self.P, self.s, self.c, self.G)
-            k.adamw_step(self.W, self.G, self.m1, self.m2, 1, 5e-3, 1e-4, 0.9, 0.999, 1e-8)
+            k.infonce_grad(self.W, self.Q[0], self.Z, 0, M, self.gold, True, self.work)
+            k.adamw_step(self.W, self.work.G, self.m1, self.m2, 1, 5e-3, 1e-4, 0.9, 0.999, 1e-8)
 
     def time_infonce_grad_adamw_step(self, threads):
         self.run(threads)
@@ -67,14 +65,13 @@ class InfoNCEStep(Benchmark):
         W, zq, Zp = rng.standard_normal((3, 6)), rng.standard_normal(6), rng.standard_normal((8, 6))
         gold = np.zeros(8, bool)
         gold[[2, 5]] = True
-        scratch = (np.empty((8, 6)), np.empty((3, 8)), np.empty(8), np.empty(8))
-        G = np.empty((3, 6))
+        work = k.infonce_work(3, 6, 8)
 
         def loss(Wx, want=False):
-            return k.infonce_grad(Wx, zq, Zp, 0, 8, gold, want, *scratch, G)[0]
+            return k.infonce_grad(Wx, zq, Zp, 0, 8, gold, want, work)[0]
 
         loss(W, True)
-        g = G.copy()
+        g = work.G.copy()
         fd = np.zeros_like(W)
         h = 1e-6
         for i in np.ndindex(W.shape):

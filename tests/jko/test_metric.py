@@ -102,13 +102,10 @@ def _batch(seed=0, d=6, sizes=(5, 7, 4, 6)):
 
 
 def _kernel_grad(W, zq, Zp, gold):
-    m, d = Zp.shape
-    r = W.shape[0]
-    G = np.zeros((r, d))
-    loss, st = K.infonce_grad(
-        W, zq, Zp, 0, m, gold, True, np.empty((m, d)), np.empty((r, m)), np.empty(m), np.empty(m), G
-    )
-    return loss, st, G
+    m = Zp.shape[0]
+    work = K.infonce_work(W.shape[0], W.shape[1], m)
+    loss, st = K.infonce_grad(W, zq, Zp, 0, m, gold, True, work)
+    return loss, st, work.G.copy()
 
 
 # ----------------------------------------------------------------------------- InfoNCE value
@@ -126,9 +123,10 @@ def test_infonce_hand_worked():
     np.testing.assert_allclose(got2, [np.log(np.exp(-1.0) + 1.0 + np.exp(-4.0)) + 2.5], rtol=1e-14)
 
 
-def test_infonce_matches_oracle_per_query():
+@pytest.mark.parametrize("r", [3, 6])
+def test_infonce_matches_oracle_per_query(r):
     Q, off, Z, gold = _batch(1)
-    W = init_projection(3, Q.shape[1], seed=4) * 1.7
+    W = init_projection(r, Q.shape[1], seed=4) * 1.7
     got = infonce_loss(W, Q, off, Z, gold)
     want = [oracle_infonce(W, Q[q], Z[off[q] : off[q + 1]], gold[off[q] : off[q + 1]]) for q in range(len(Q))]
     np.testing.assert_allclose(got, want, rtol=1e-12)
@@ -160,10 +158,11 @@ def test_infonce_invariants():
 # ----------------------------------------------------------------------------- gradient
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_gradient_matches_central_differences(seed):
+# r = 2: the row-by-row remainder only; 4: one block of four rows; 7: a block and three remainder rows
+@pytest.mark.parametrize(("seed", "r"), [(0, 2), (1, 4), (2, 7)])
+def test_gradient_matches_central_differences(seed, r):
     rng = np.random.default_rng(seed)
-    r, d, m = 2, 4, 5
+    d, m = 8, 5
     W = rng.standard_normal((r, d))
     zq = rng.standard_normal(d)
     Zp = rng.standard_normal((m, d))
@@ -223,11 +222,12 @@ def test_adamw_first_step_moves_each_entry_by_about_lr():
 # ----------------------------------------------------------------------------- training
 
 
-def test_training_matches_naive_procedure():
+@pytest.mark.parametrize("r", [3, 5])
+def test_training_matches_naive_procedure(r):
     Q, off, Z, gold = _batch(8)
     queries = np.array([2, 0, 3, 1])
-    m = train_metric(Q, off, Z, gold, queries=queries, r=3, epochs=4, seed=3)
-    W, hist = oracle_train(Q, off, Z, gold, queries, r=3, epochs=4, seed=3)
+    m = train_metric(Q, off, Z, gold, queries=queries, r=r, epochs=4, seed=3)
+    W, hist = oracle_train(Q, off, Z, gold, queries, r=r, epochs=4, seed=3)
     np.testing.assert_allclose(m.W, W, rtol=1e-11, atol=1e-13)
     np.testing.assert_allclose(m.loss_history, hist, rtol=1e-11)
     final = [oracle_infonce(W, Q[q], Z[off[q] : off[q + 1]], gold[off[q] : off[q + 1]]) for q in queries]
