@@ -70,7 +70,7 @@ def sample_queries(query_ids, n: int = N_QUERIES) -> list[str]:
     Examples
     --------
     >>> sample_queries(["1", "2", "3"], 2)
-    ['3', '2']
+    ['2', '3']
     """
     ids = list(query_ids)
     if not ids:
