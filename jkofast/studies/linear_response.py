@@ -297,6 +297,7 @@ def plot(result: StudyResult, out_dir: str) -> list:
               ylabel="max relative error")  # fmt: skip
     ax[1].set(title="gain ||A v|| / ||v|| (— finite differences)", xlabel="Laplacian band (low → high)", ylabel="gain")
     for a in ax:
+        a.set_xticks(range(N_BANDS))
         a.legend(fontsize=8)
     fig.tight_layout()
     name = "linear_response.png"

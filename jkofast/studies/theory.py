@@ -606,8 +606,10 @@ def plot(result: StudyResult, out_dir: str) -> list:
             y = [r["wc_gain"] for r in rs]
             err = np.array([[r["wc_gain"] - r["wc_gain_ci"][0], r["wc_gain_ci"][1] - r["wc_gain"]] for r in rs]).T
             a.bar(x, y, 0.35, yerr=err, color=colors[mode], alpha=0.8, label=f"{mode} (ours)")
-            a.plot(x, [r["published"]["wc_gain"] for r in rs], "k_", markersize=14)
-        a.set(title="E2: W_C gain by Laplacian band (— published)", xlabel="band (low → high)", ylabel="W_C / s")
+            a.plot(x, [r["published"]["wc_gain"] for r in rs], "kD", markersize=4, label=None if k else "published")
+        a.set(
+            title="E2: W_C gain by Laplacian band", xlabel="band (low → high)", ylabel="W_C / s", xticks=range(N_BANDS)
+        )
         a.legend(fontsize=7)
     if "E3" in by:
         a = ax[1, 0]
