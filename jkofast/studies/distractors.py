@@ -349,8 +349,8 @@ def study(opts: StudyOptions) -> StudyResult:
         "distractors: nearest neighbours of the gold docs (bundled MiniLM corpus embeddings), known-relevant "
         "skipped; injected rerank = midpoint of the pool's rerank scores (with the BM25 stand-in: of its BM25 scores)",
         "nDCG@10 exponential gain over the read-out list as is (a distractor already in the pool can appear twice)",
-        f"{_in_pool(inp, dis, max(ns))} of the N={max(ns)} distractors per query (all queries together) were "
-        "already in their query's pool",
+        f"{_in_pool(inp, dis, max(ns))} of the {len(qids) * max(ns)} injected distractors at N={max(ns)} were "
+        "already in their query's pool (leakage counts both copies)",
         "stage seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()),
     ]
     if opts.quick:
