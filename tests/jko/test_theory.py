@@ -258,3 +258,15 @@ def test_batch_bad_input():
         TheoryBatch.from_embeddings(np.full((3, 2), np.nan), [0, 3])
     with pytest.raises(ValueError, match="square"):
         wc([0.5, 0.5], [0.5, 0.5], np.zeros((2, 3)))
+
+
+def test_free_energy_and_wc_thread_invariant():
+    Z, off, E, p0 = pools()
+    rng = np.random.default_rng(4)
+    P = rng.uniform(size=(3, off[-1]))
+    out = []
+    for n in (1, 2):
+        b = TheoryBatch.from_embeddings(Z, off, n_threads=n)
+        out.append((b.free_energy(P, E, [0, 1], 0.05, 0.05), b.wc(P, P[::-1], [0, 1], n_iter=10)))
+    assert_array_equal(out[0][0], out[1][0])
+    assert_array_equal(out[0][1], out[1][1])

@@ -86,3 +86,75 @@ def test_theory_plot(tiny_study, tmp_path):
     res = run_study("theory", StudyOptions(quick=True, progress=False, out=str(tmp_path), plot=True, n_threads=1))
     assert res.figures == ["theory_e1_e4.png"]
     assert (tmp_path / "theory_e1_e4.png").stat().st_size > 1000
+
+
+def _fake_setup(sizes=(8, 8)):
+    from jkofast.jko.theory import TheoryBatch
+
+    rng = np.random.default_rng(5)
+    Z = rng.normal(size=(sum(sizes), 4)).astype(np.float32)
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    b = TheoryBatch.from_embeddings(Z, off)
+    E = [-rng.uniform(size=m).astype(np.float32) for m in sizes]
+    p0 = [np.full(m, 1.0 / m) for m in sizes]
+    return th._Setup(b, E, p0, {"E2": [0, 1], "E3": [0, 1], "E4": [0, 1]})
+
+
+def _capture(monkeypatch):
+    seen = []
+
+    def fake_response(st, pools, items_sv, cfg, T, k=None):
+        seen.append((cfg.mode, cfg.h, T, [[(s, np.array(v)) for s, v in it] for it in items_sv]))
+        n = len(items_sv[0])
+        z = np.zeros((len(pools), n))
+        return z + 0.01, z + 0.02, (np.ones((len(pools), n)) if k else None)
+
+    monkeypatch.setattr(th, "_response", fake_response)
+    return seen
+
+
+def test_e2_draws_query_mode_band_direction(monkeypatch):
+    from jkofast.jko.theory import band_direction, band_edges, gibbs_laplacian
+
+    st = _fake_setup()
+    seen = _capture(monkeypatch)
+    th._e2(st, _base())
+    rng = np.random.default_rng(0)
+    expected = {"wasserstein": [], "kl": []}
+    for q in (0, 1):
+        U = gibbs_laplacian(st.batch.cost(q))[1]
+        e = band_edges(8, 4)
+        for mode in ("wasserstein", "kl"):
+            expected[mode].append([band_direction(U, e[b], e[b + 1], rng) for b in range(4) for _ in range(2)])
+    assert [x[0] for x in seen] == ["wasserstein", "kl"]
+    for mode, h, T, items in seen:
+        assert (h, T) == (0.5, 2)
+        for q in (0, 1):
+            assert [s for s, _ in items[q]] == [0.25] * 8
+            for (_, v), w in zip(items[q], expected[mode][q], strict=True):
+                np.testing.assert_array_equal(v, w)  # W and KL get different (unpaired) directions
+
+
+def test_e3_e4_directions_are_paired(monkeypatch):
+    st = _fake_setup()
+    seen = _capture(monkeypatch)
+    th._e3(st, _base())
+    th._e4(st, _base())
+    e3 = [x for x in seen if x[2] == 3 and len(x[3][0]) == 1]
+    assert len(e3) == 2 * len(th.H_GRID)  # every h, both modes
+    for x in e3:
+        np.testing.assert_array_equal(x[3][0][0][1], e3[0][3][0][0][1])  # one direction reused everywhere
+        assert x[3][0][0][0] == 0.3
+    e4 = [x for x in seen if len(x[3][0]) == 14]
+    assert [x[0] for x in e4] == ["wasserstein", "kl"]
+    for q in (0, 1):
+        s_w = [s for s, _ in e4[0][3][q]]
+        assert s_w == list(RADIUS_GRID[1:]) * 2  # direction-major s-grid, s = 0 not run
+        for (_, a), (_, b) in zip(e4[0][3][q], e4[1][3][q], strict=True):
+            np.testing.assert_array_equal(a, b)  # paired across modes
+
+
+def _base():
+    from jkofast.jko.solver import operating_point
+
+    return operating_point("base")
