@@ -101,10 +101,11 @@ def mr_jko_naive(Z, rel, G, G_keep, coarse, fine, clustering="kmeans", beta=1.0,
     if G >= M:
         G = max(2, M // 4)
     init = np.random.default_rng(0).choice(M, G, replace=False)
+    Zc = Z.astype(np.float32).astype(np.float64)  # the rows are clustered in float32 (as published)
     if clustering == "sam":
-        assign, cent, passes = mr_sam_kmeans_naive(Z, rel, beta, init, n_iter)
+        assign, cent, passes = mr_sam_kmeans_naive(Zc, rel, beta, init, n_iter)
     else:
-        assign, cent, passes = mr_spherical_kmeans_naive(Z, init, n_iter)
+        assign, cent, passes = mr_spherical_kmeans_naive(Zc, init, n_iter)
     grel = np.array([rel[assign == g].mean() if np.any(assign == g) else 0.0 for g in range(G)])
     pc = _stage_naive(grel, coarse.tau0, cent, coarse)
     top = np.argsort(-pc, kind="stable")[: min(G_keep, G)]

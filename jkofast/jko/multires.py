@@ -377,6 +377,9 @@ def cluster_rows(
     normalise : bool
         L2-normalise the rows first.
 
+    The rows are clustered in float32 (as in :func:`multires_rerank` and the published code);
+    means and centroids are float64.
+
     Returns
     -------
     assign : ndarray int64 (M,)
@@ -411,7 +414,7 @@ def cluster_rows(
     _k.gather_rows(Z, 0, M, bool(normalise), X)
     assign = np.empty(M, np.int64)
     cent = np.empty((G, d))
-    passes = _kc.cluster_pool(X, r, clustering == "sam", beta, ini, max_lloyd, assign, cent)
+    passes = _kc.cluster_pool(X.astype(np.float32), r, clustering == "sam", beta, ini, max_lloyd, assign, cent)
     return assign, cent, int(passes)
 
 

@@ -13,10 +13,13 @@ def _blobs(n_per, centres, spread, seed):
     rng = np.random.default_rng(seed)
     c = rng.normal(size=(centres, 6))
     Z = np.repeat(c, n_per, axis=0) + spread * rng.normal(size=(centres * n_per, 6))
-    return Z / np.linalg.norm(Z, axis=1, keepdims=True), rng.random(centres * n_per)
+    Z = Z / np.linalg.norm(Z, axis=1, keepdims=True)
+    return Z.astype(np.float32).astype(np.float64), rng.random(centres * n_per)
 
 
 def _run(kind, X, rel, beta, init, n_iter=30):
+    # float32 rows, as multires_rerank clusters them (the oracles get the same values in float64)
+    X = np.asarray(X, np.float32)
     assign = np.empty(X.shape[0], np.int64)
     cent = np.empty((init.shape[0], X.shape[1]))
     if kind == "sam":
