@@ -105,3 +105,49 @@ class CompatLogSinkhornLoss(Benchmark):
 
     def time_log_sinkhorn_loss_80_pairs(self, m):
         self.run(m)
+
+
+class PotSinkhornLog(Benchmark):
+    """POT's ``ot.bregman.sinkhorn_log`` on the same inputs as ``SinkhornIteration`` (the peer, float64).
+
+    ``N_ITER`` iterations, no stopping threshold (``stopThr=0``); ``track_speedup_vs_pot`` times
+    both libraries side by side in one process (best of 3) and returns POT / jkofast. Skipped
+    when POT is not installed (``pip install POT``; it is in the ``bench`` extra).
+    """
+
+    params = ([200] if PROFILE == "fast" else [200, 1000],)
+    param_names = ["M"]
+
+    def make_inputs(self, m):
+        try:
+            import ot
+        except ImportError as exc:  # asv skips a benchmark whose setup raises NotImplementedError
+            raise NotImplementedError("POT is not installed") from exc
+        self.ot = ot
+        rng = np.random.default_rng(SEED)
+        _, self.C, _ = clustered_pool(m)
+        a = rng.random(m) + 0.01
+        self.a = a / a.sum()
+        self.b = np.full(m, 1.0 / m)
+
+    def run(self, m):
+        return self.ot.bregman.sinkhorn_log(self.a, self.b, self.C, 0.1, numItermax=N_ITER, stopThr=0.0)
+
+    def time_pot_sinkhorn_log_100_iterations(self, m):
+        self.run(m)
+
+    def track_speedup_vs_pot(self, m):
+        """POT time / jkofast time for ``N_ITER`` iterations, same inputs, measured back to back."""
+        import timeit
+
+        from jkofast import sinkhorn_log
+
+        def mine():
+            sinkhorn_log(self.a, self.b, self.C, 0.1, max_iter=N_ITER, tol=None)
+
+        mine()
+        t_pot = min(timeit.repeat(lambda: self.run(m), number=1, repeat=3))
+        t_jk = min(timeit.repeat(mine, number=1, repeat=3))
+        return t_pot / t_jk
+
+    track_speedup_vs_pot.unit = "x"

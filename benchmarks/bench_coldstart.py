@@ -1,0 +1,92 @@
+"""Compile-time tracking: the main entry points' first call in a fresh process, cold and cached.
+
+Each ``track_`` value is the wall time (seconds) of a new interpreter that imports jkofast and
+makes one call of the entry point: ``cold`` with an empty Numba cache folder
+(``NUMBA_CACHE_DIR`` = a new temporary folder: every kernel the call needs is compiled) and
+``cached`` with the folder the cold run filled (kernels loaded from disk). ``track_import``
+is the bare ``import jkofast``. The regular profile tracks every entry point; the fast profile
+(CI) only the smallest, so a broken suite still fails quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchmarks.common import PROFILE
+
+POOL = (
+    "import numpy as np\nrng = np.random.default_rng(0)\nZ = rng.normal(size=(200, 384))\n"
+    "Z /= np.linalg.norm(Z, axis=1, keepdims=True)\nE = -rng.random(200)\n"
+)
+ENTRY = {
+    # the drop-in: published signature, tuned point, float32 pool (what a torch user calls)
+    "compat_run_jko": POOL
+    + "import jkofast.compat as c\nS = np.clip(Z @ Z.T, -1, 1)\n"
+    + "c.run_jko(np.exp(-E) / np.exp(-E).sum(), E, (1 - S) ** 2, np.maximum(S, 0), "
+    + "c.JKOConfig(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=5, inner_steps=40))\n",
+    "rerank_batch_implicit": POOL
+    + "from jkofast.jko.solver import rerank_batch\n"
+    + "rerank_batch(E, None, np.array([0, 200]), embeddings=Z.astype(np.float32), config='tuned', n_threads=1)\n",
+    "evaluate": "from jkofast.eval.metrics import evaluate\n"
+    + "evaluate({'q': {'a': 1.0, 'b': 0.5}}, {'q': {'a': 1}}, ['ndcg@10', 'map'])\n",
+    "bm25_search": "from jkofast.sparse.retriever import get_retriever\n"
+    + "get_retriever('bm25').fit(['a b c', 'b c d', 'c d e']).search(['b d'], 2)\n",
+    "minmax": "import numpy as np\nfrom jkofast.jko.energy import minmax\nminmax(np.array([1.0, 2.0, 3.0]))\n",
+}
+NAMES = ["minmax"] if PROFILE == "fast" else list(ENTRY)
+
+
+def _fresh_process(code: str, cache_dir: str) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "JKOFAST_CACHE_DIR"}
+    env.update(NUMBA_CACHE_DIR=cache_dir, NUMBA_NUM_THREADS=env.get("NUMBA_NUM_THREADS", "1"))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True)
+    return time.perf_counter() - t0
+
+
+class ColdStart:
+    """Fresh-process wall time of one call per entry point (seconds), empty and filled cache."""
+
+    params = (NAMES,)
+    param_names = ["entry"]
+    timeout = 900
+    number = 1
+    repeat = 1
+
+    def setup(self, entry):
+        self.cache = tempfile.mkdtemp(prefix="jkofast-coldstart-")
+
+    def teardown(self, entry):
+        shutil.rmtree(self.cache, ignore_errors=True)
+
+    def track_cold_seconds(self, entry):
+        """Import + first call with an empty Numba cache (compilation included)."""
+        return _fresh_process(ENTRY[entry], self.cache)
+
+    track_cold_seconds.unit = "s"
+
+    def track_cached_seconds(self, entry):
+        """Import + first call with the cache the cold run filled."""
+        _fresh_process(ENTRY[entry], self.cache)
+        return _fresh_process(ENTRY[entry], self.cache)
+
+    track_cached_seconds.unit = "s"
+
+
+class ImportTime:
+    """``import jkofast`` in a fresh interpreter (seconds; nothing compiles at import)."""
+
+    number = 1
+    repeat = 1
+
+    def track_import(self):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import jkofast, jkofast.cli"], check=True)
+        return time.perf_counter() - t0
+
+    track_import.unit = "s"
