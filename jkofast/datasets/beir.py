@@ -400,6 +400,9 @@ class BeirDataset:
     def embeddings(self, name: str = "minilm-l6-v2"):
         """Load the saved embeddings ``embeddings/<name>``.
 
+        Row counts and id lists are checked against the corpus and queries first (from the
+        ``.npy`` headers, before the arrays are read), so a stale folder fails before any work.
+
         Returns
         -------
         tuple of ndarray or None
@@ -408,18 +411,53 @@ class BeirDataset:
 
         Raises
         ------
+        FileNotFoundError
+            The folder exists without ``docs.npy`` or ``queries.npy``.
         ValueError
-            Not 2-D, a non-finite row, different dimensions, or saved id lists / row counts that
-            do not match the corpus / queries.
+            Not 2-D, a non-finite row, different dimensions, a row count other than the corpus's /
+            queries', or a saved id list that differs from the dataset's file order (naming the
+            first differing line).
         """
         d = os.path.join(self.path, "embeddings", name)
         if not os.path.isdir(d):
             return None
-        doc = np.load(os.path.join(d, "docs.npy")).astype(np.float32)
-        qry = np.load(os.path.join(d, "queries.npy")).astype(np.float32)
+
+        def check_saved_ids(path: str, ids: list[str]) -> None:
+            """Check a saved id list (one id a line; optional file) against the dataset's ids in file order."""
+            if not os.path.isfile(path):
+                return
+            with open(path, encoding="utf-8") as fh:
+                saved = [ln.strip() for ln in fh if ln.strip()]
+            if saved == ids:
+                return
+            for i, (a, b) in enumerate(zip(saved, ids)):
+                if a != b:
+                    raise ValueError(
+                        f"{path}:{i + 1}: id {a!r} where the dataset has {b!r} (ids do not match its file order)"
+                    )
+            raise ValueError(f"{path}: {len(saved)} ids for {len(ids)} in the dataset (ids do not match)")
+
+        arrays = {}
+        for fname, idname, ids, what in (
+            ("docs.npy", "docs_ids.txt", self.doc_ids, "corpus documents"),
+            ("queries.npy", "query_ids.txt", self.query_ids, "queries"),
+        ):
+            p = os.path.join(d, fname)
+            if not os.path.isfile(p):
+                raise FileNotFoundError(f"{p} not found (make the folder with: jkofast embed --dataset {self.path})")
+            head = np.load(p, mmap_mode="r")  # header only: shapes are checked before the data is read
+            if head.ndim != 2:
+                raise ValueError(f"{p}: expected a 2-D (rows, dim) array, got shape {head.shape}")
+            if head.shape[0] != len(ids):
+                raise ValueError(
+                    f"{p}: {head.shape[0]} rows for {len(ids)} {what} (stale embeddings? "
+                    f"jkofast embed --dataset {self.path} --force)"
+                )
+            check_saved_ids(os.path.join(d, idname), ids)
+            arrays[fname] = p
+        doc = np.load(arrays["docs.npy"]).astype(np.float32)
+        qry = np.load(arrays["queries.npy"]).astype(np.float32)
         for fname, emb in (("docs.npy", doc), ("queries.npy", qry)):
-            if emb.ndim != 2:
-                raise ValueError(f"{os.path.join(d, fname)}: expected a 2-D (rows, dim) array, got shape {emb.shape}")
             bad = ~np.isfinite(emb).all(axis=1)
             if bad.any():  # flowed into NaN dense scores and pools
                 raise ValueError(
@@ -428,15 +466,6 @@ class BeirDataset:
                 )
         if doc.shape[1] != qry.shape[1]:
             raise ValueError(f"{d}: docs.npy has dimension {doc.shape[1]}, queries.npy {qry.shape[1]}")
-        for fname, ids, emb in (("docs_ids.txt", self.doc_ids, doc), ("query_ids.txt", self.query_ids, qry)):
-            p = os.path.join(d, fname)
-            if os.path.isfile(p):
-                with open(p, encoding="utf-8") as fh:
-                    saved = [ln.strip() for ln in fh if ln.strip()]
-                if saved != ids:
-                    raise ValueError(f"{p}: ids do not match the dataset's file order")
-            if emb.shape[0] != len(ids):
-                raise ValueError(f"{d}: {fname[:-8]} embeddings have {emb.shape[0]} rows, expected {len(ids)}")
         return doc, qry
 
 

