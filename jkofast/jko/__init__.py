@@ -1,7 +1,9 @@
 """JKO-RAG set-level reranking.
 
 Configuration, the single-pool solver, batched and streaming (resumable, file-to-file) reranking,
-energies, the parity check, and the drop-in API of the published solver (:mod:`jkofast.jko.compat`).
+energies, the parity check, the drop-in API of the published solver (:mod:`jkofast.jko.compat`),
+and the extensions and analyses: Dual-Rank confidence, MR-/SAM-JKO, NM-JKO's learned metric,
+the theory evaluators and the linear response of a JKO step.
 
 The ``__all__`` of each module below is re-exported lazily (PEP 562): importing this package
 imports none of them.
@@ -9,4 +11,7 @@ imports none of them.
 
 from jkofast._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, ["solver", "stream", "energy", "parity", "compat"])
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    ["solver", "stream", "energy", "parity", "compat", "confidence", "multires", "metric", "theory", "linear_response"],
+)
