@@ -357,6 +357,8 @@ def solve_step(E, q, C, K, cfg, *, tol: float = 1e-12, max_newton: int = 100, st
         np.inf, 0,
     )  # fmt: skip
     W = s.mode == "wasserstein"
+    if start is not None and (not isinstance(start, StepSolution) or start.p.shape != E.shape):
+        raise ValueError(f"start must be a StepSolution of a pool of {E.shape[0]} items")
     p = q.copy() if start is None else start.p.copy()
     f = g = None
     if W:

@@ -172,5 +172,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="lam"):
         lr.solve_step(E, q, C, K, KL_CFG.replace(lam=0.0))
     sol = lr.solve_step(E, q, C, K, KL_CFG)
+    with pytest.raises(ValueError, match="start must be a StepSolution"):
+        lr.solve_step(E[:5], q[:5], C[:5, :5], K[:5, :5], KL_CFG, start=sol)
     with pytest.raises(ValueError, match="V must have shape"):
         lr.jvp(sol, np.ones(5))
