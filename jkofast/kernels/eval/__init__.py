@@ -1,3 +1,3 @@
-"""Ranking-metric kernels over ragged batches."""
+"""Evaluation kernels: ranking metrics over ragged batches, run-file parsing, the stability metric W_C."""
 
-__all__ = ["metrics"]  # kernel modules
+__all__ = ["metrics", "parse", "wc"]  # kernel modules
