@@ -63,9 +63,8 @@ def train_split_metric(opts: StudyOptions, n_tuning: int, epochs: int, log=None)
         return None, None, {"n_tuning": 0, "pool_seconds": 0.0, "inputs": None}
     tuning = train_queries(ds.qrels("train"), ds.query_ids, n=n_tuning, seed=0)
     t0 = time.perf_counter()
-    tr = study_inputs(
-        opts.dataset, "train", query_ids=tuning, scores_file=opts.scores_file, n_threads=opts.n_threads, log=say
-    )
+    # InfoNCE uses only the embeddings and the pools: the rerank term (and --scores) plays no part
+    tr = study_inputs(opts.dataset, "train", query_ids=tuning, n_threads=opts.n_threads, log=say)
     pool_s = time.perf_counter() - t0
     pool_docs = [tr.doc_ids[i] for i in tr.pools.doc_idx]
     rng = np.random.default_rng(0)  # one stream: selection shuffle, then one shuffle per epoch
