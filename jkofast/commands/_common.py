@@ -6,10 +6,13 @@ import json
 import sys
 import time
 
-__all__ = ["METHODS", "Progress", "add_method_args", "build_retriever", "emit", "method_params"]
+__all__ = ["METHODS", "Progress", "add_method_args", "build_retriever", "emit", "method_params", "parse_param"]
 
 # = jkofast.sparse.retriever.METHODS, spelled out: building the parser must not import the retriever (numba)
 METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
+# = jkofast.sparse.text.STOPWORD_LISTS (+ "none") and the keys of jkofast.sgr.retriever.PRESETS, likewise
+STOPWORD_CHOICES = ("english", "sklearn", "lucene", "bm25s", "none")
+PRESET_CHOICES = ("published",)
 
 
 class Progress:
@@ -66,15 +69,32 @@ def add_method_args(p) -> None:
     p.add_argument("--b", type=float, default=None, help="BM25 b (default 0.75)")
     p.add_argument(
         "--stopwords",
-        choices=("english", "none"),
+        choices=STOPWORD_CHOICES,
         default=None,
-        help="stop-word list (default: english for bm25-lucene, none otherwise)",
+        help="stop-word list: english = sklearn (scikit-learn's 318 words), lucene or bm25s (the same 33 "
+        "words), none (default: english for bm25-lucene, none otherwise)",
     )
     p.add_argument(
         "--stemmer",
-        choices=("porter", "none"),
         default=None,
-        help="stem tokens (Porter 1980) after stop-word removal (default none)",
+        metavar="{porter,snowball-LANG,none}",
+        help="stem tokens after stop-word removal: porter (Porter 1980, the published recipe's) or "
+        'snowball-LANG (PyStemmer\'s Snowball stemmer of LANG, e.g. snowball-english; pip install "jkofast[bench]") '
+        "(default none)",
+    )
+    p.add_argument(
+        "--preset",
+        choices=PRESET_CHOICES,
+        default=None,
+        help="named retriever parameters; sgr: published = semantic_neighbours=lowest_term_id "
+        "ppmi_include_self=True (the published SciFact row)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any retriever parameter (repeatable; typed by the parameter's default; applied after --preset)",
     )
     p.add_argument("--max-features", type=int, default=None, help="keep the most frequent terms only")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default all)")
@@ -88,10 +108,11 @@ def add_method_args(p) -> None:
 
 
 def method_params(args) -> dict:
-    """Return the retriever parameters of the shared options.
+    """Return the retriever parameters of the shared options, ``--preset`` and ``--param``.
 
     An option the method does not take is an error (``--method sgr --stemmer porter`` used to
-    build an unstemmed index silently).
+    build an unstemmed index silently); so are an unknown ``--param`` key (the message lists the
+    valid ones) and a value that does not parse as the parameter's type.
     """
     ignored = []
     if args.method not in ("bm25", "bm25-lucene"):
@@ -116,12 +137,62 @@ def method_params(args) -> dict:
             params["b"] = args.b
     if args.method != "sgr":
         if args.stopwords is not None:
-            params["stopwords"] = None if args.stopwords == "none" else "english"
+            params["stopwords"] = None if args.stopwords == "none" else args.stopwords
         if args.max_features is not None:
             params["max_features"] = args.max_features
         if getattr(args, "stemmer", None) not in (None, "none"):
             params["stemmer"] = args.stemmer
+    params.update(_preset_and_params(args))
     return params
+
+
+def _preset_and_params(args) -> dict:
+    """``--preset`` then ``--param KEY=VALUE`` of ``args`` as retriever parameters."""
+    preset, pairs = getattr(args, "preset", None), getattr(args, "param", None) or []
+    if preset is None and not pairs:
+        return {}
+    from jkofast.sparse.retriever import param_types, presets
+
+    out = {}
+    if preset is not None:
+        known = presets(args.method)
+        if preset not in known:
+            have = ", ".join(known) or "none"
+            raise ValueError(f"--preset {preset} does not apply to --method {args.method} (its presets: {have})")
+        out.update(known[preset])
+    types = param_types(args.method)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ValueError(f"--param {pair!r}: expected KEY=VALUE")
+        if key not in types:
+            raise ValueError(
+                f"--param {key}: not a parameter of --method {args.method}; valid keys: {', '.join(sorted(types))}"
+            )
+        out[key] = parse_param(key, value.strip(), types[key])
+    return out
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def parse_param(key: str, value: str, kind: type):
+    """Parse ``--param KEY=VALUE`` as ``kind`` (bool / int / float / str; ``none`` is None for str and int)."""
+    if kind is str:
+        return None if value.lower() == "none" else value
+    if kind is bool:
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise ValueError(f"--param {key}={value}: expected a boolean (true/false)")
+    if kind is int and value.lower() == "none":
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"--param {key}={value}: expected {kind.__name__}") from None
 
 
 def build_retriever(args):

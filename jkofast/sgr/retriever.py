@@ -31,11 +31,11 @@ from jkofast._validation import check_bool, check_int, check_positive, read_json
 from jkofast.kernels.sgr import build as _b
 from jkofast.kernels.sgr import query as _q
 from jkofast.kernels.sgr import tokenize as _tok
+from jkofast.sgr.scripts import fold_script, script_tokenizer, script_word_table
 
-__all__ = ["COMPONENTS", "TOKEN_PATTERN", "SGRPool", "SparseGeometricRetriever"]
+__all__ = ["COMPONENTS", "PRESETS", "TOKEN_PATTERN", "SGRPool", "SparseGeometricRetriever", "default_params"]
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
-_TOKEN_RE = re.compile(TOKEN_PATTERN)
 # which code points ``\w`` matches, for the query-analysis kernel: ASCII at import, every
 # code point (1.1 MB, from the regex engine itself) on the first non-ASCII batch
 _WORD_RE = re.compile(r"(?u)\w")
@@ -162,6 +162,16 @@ def _defaults() -> dict:
         bm25_b=0.75,
         rescue_mode="auto",
     )
+
+
+def default_params() -> dict:
+    """Return the default parameters of :class:`SparseGeometricRetriever` (a fresh dict)."""
+    return _defaults()
+
+
+# named parameter sets (``jkofast index/search --method sgr --preset NAME``): "published" reproduces
+# the published SciFact row (test nDCG@10 0.5680 vs the paper's 0.5685; SPEC B.9)
+PRESETS = {"published": {"semantic_neighbours": "lowest_term_id", "ppmi_include_self": True}}
 
 
 # a hand-picked list of _defaults() names (which ones shape the index is a choice, not derivable)
@@ -402,9 +412,10 @@ class SparseGeometricRetriever:
             raise ValueError("texts must not be empty")
         ids = self._check_ids(ids, len(texts))
         p = self.params
-        cv = CountVectorizer(
-            lowercase=True, token_pattern=TOKEN_PATTERN, max_features=p["max_features"], dtype=np.float32
-        )
+        # TOKEN_PATTERN on lowercased text; non-ASCII text folded first (jkofast.sgr.scripts): ASCII
+        # texts and every SciFact text give the same tokens as CountVectorizer(token_pattern=TOKEN_PATTERN)
+        self.scripts_ = True
+        cv = CountVectorizer(analyzer=script_tokenizer(TOKEN_PATTERN), max_features=p["max_features"], dtype=np.float32)
         try:
             counts = cv.fit_transform(texts)
         except ValueError as exc:  # empty vocabulary
@@ -817,7 +828,7 @@ class SparseGeometricRetriever:
     def _term_counts_each(self, query_texts):
         """Per-query analysis: ``(indptr, sorted unique term ids int32, counts)``."""
         get = self.vocabulary_.get
-        findall = _TOKEN_RE.findall
+        findall = script_tokenizer(TOKEN_PATTERN, True, getattr(self, "scripts_", False))
         nq = len(query_texts)
         indptr = np.zeros(nq + 1, np.int64)
         terms: list[int] = []
@@ -826,7 +837,7 @@ class SparseGeometricRetriever:
             if not isinstance(q, str):
                 raise TypeError(f"query_texts[{i}] must be str, got {type(q).__name__}")
             cnt: dict[int, int] = {}
-            for w in findall(q.lower()):
+            for w in findall(q):
                 t = get(w)
                 if t is not None:
                     cnt[t] = cnt.get(t, 0) + 1
@@ -858,6 +869,11 @@ class SparseGeometricRetriever:
             low = joined.lower() + " "
             lens = np.fromiter(map(len, query_texts), np.int64, nq)
             wtab = _WTAB_ASCII
+        elif getattr(self, "scripts_", False):  # folded as the documents were (jkofast.sgr.scripts)
+            lows = [fold_script(q).lower() for q in query_texts]
+            low = " ".join(lows) + " "
+            lens = np.fromiter(map(len, lows), np.int64, nq)
+            wtab = script_word_table()
         else:
             lows = [q.lower() for q in query_texts]
             low = " ".join(lows) + " "
@@ -1117,6 +1133,7 @@ class SparseGeometricRetriever:
             os.path.join(path, "index.npz"), **{k: v for k, v in self._ix.items() if not k.startswith(("sem_", "tb_"))}
         )
         meta = {"params": self.params, "terms": self.terms_, "ids": self.ids_, "n_docs": self.n_docs_, "format": 1}
+        meta["scripts"] = bool(getattr(self, "scripts_", False))  # absent in older indexes: no folding
         with open(os.path.join(path, "meta.json"), "w", encoding="utf-8") as f:
             json.dump(meta, f)
 
@@ -1158,6 +1175,7 @@ class SparseGeometricRetriever:
         self.terms_ = None if terms is None else list(terms)
         self.vocabulary_ = None if terms is None else {t: i for i, t in enumerate(self.terms_)}
         self.ids_ = meta["ids"]
+        self.scripts_ = meta.get("scripts", False) is True
         self.n_docs_ = int(meta["n_docs"])
         self.n_terms_ = int(self._ix["idf"].shape[0])
         self._scratch = None

@@ -33,7 +33,7 @@ import numpy as np
 from jkofast.sparse.index import BM25Index, SparseIndex, TfidfIndex, load_index
 from jkofast.sparse.text import SKLEARN, WORD, Analyzer
 
-__all__ = ["METHODS", "SparseRetriever", "get_retriever"]
+__all__ = ["METHODS", "SparseRetriever", "get_retriever", "param_types", "presets"]
 
 METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
 DOC_SEP = {"bm25": ". ", "bm25-lucene": " ", "tfidf": " ", "sgr": " "}
@@ -101,7 +101,56 @@ def _analyzer(params: dict, default_pattern: str, default_stop):
         params.pop("lowercase", True),
         params.pop("stopwords", default_stop),
         params.pop("stemmer", None),
+        params.pop("compounds", False),
+        params.pop("scripts", True),
     )
+
+
+# the analyser's parameters (jkofast.sparse.text.Analyzer) and their types; None-valued settings
+# (stopwords, stemmer, max_features) are given as these types, "none" meaning None
+_ANALYSER_TYPES = {
+    "token_pattern": str,
+    "lowercase": bool,
+    "stopwords": str,
+    "stemmer": str,
+    "compounds": bool,
+    "scripts": bool,
+    "max_features": int,
+}
+_SPARSE_TYPES = {
+    "bm25": {"k1": float, "b": float, "epsilon": float, **_ANALYSER_TYPES},
+    "bm25-lucene": {"k1": float, "b": float, **_ANALYSER_TYPES},
+    "tfidf": dict(_ANALYSER_TYPES),
+}
+
+
+def param_types(method: str) -> dict:
+    """Return ``{parameter: type}`` of what ``get_retriever(method, **params)`` accepts (the CLI's ``--param``).
+
+    SGR: every :class:`jkofast.sgr.retriever.SparseGeometricRetriever` parameter, typed by its
+    default (``bool``, ``int``, ``float`` or ``str``).
+
+    Raises
+    ------
+    ValueError
+        Unknown method.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if method == "sgr":
+        from jkofast.sgr.retriever import default_params
+
+        return {k: type(v) for k, v in default_params().items()}
+    return dict(_SPARSE_TYPES[method])
+
+
+def presets(method: str) -> dict:
+    """Return the named parameter sets of ``method`` (SGR: ``"published"``; the others: none)."""
+    if method == "sgr":
+        from jkofast.sgr.retriever import PRESETS
+
+        return {k: dict(v) for k, v in PRESETS.items()}
+    return {}
 
 
 def get_retriever(method: str, **params):
@@ -112,9 +161,12 @@ def get_retriever(method: str, **params):
     method : {"bm25", "bm25-lucene", "tfidf", "sgr"}
     **params
         ``bm25``/``bm25-lucene``: ``k1``, ``b``, ``epsilon`` (okapi), ``token_pattern``,
-        ``lowercase``, ``stopwords``, ``stemmer`` (``None`` or ``"porter"``), ``max_features``
-        or a full ``analyzer``.
-        ``tfidf``: ``token_pattern``, ``lowercase``, ``stopwords``, ``stemmer``, ``max_features``.
+        ``lowercase``, ``stopwords`` (``None``, ``"english"`` = ``"sklearn"``, ``"lucene"``,
+        ``"bm25s"`` or a list), ``stemmer`` (``None``, ``"porter"`` or ``"snowball-<language>"``,
+        PyStemmer), ``compounds``, ``scripts`` (:class:`jkofast.sparse.text.Analyzer`),
+        ``max_features`` or a full ``analyzer``.
+        ``tfidf``: ``token_pattern``, ``lowercase``, ``stopwords``, ``stemmer``, ``compounds``,
+        ``scripts``, ``max_features``.
         ``sgr``: passed to ``jkofast.sgr.retriever.SparseGeometricRetriever``.
 
     Returns

@@ -417,8 +417,51 @@ ODD_QUERIES = [
 ]
 
 
+def _naive_script_tokens(text: str) -> list:
+    """Maximal runs of >= 2 word characters of the folded, lowercased text, character by character.
+
+    A word character is what ``\\w`` matches (``str.isalnum()`` or ``_``) or a combining mark (Mn,
+    Mc, Me): the analysis of jkofast.sgr.scripts (``"İ".lower()`` is ``i`` + U+0307, one word).
+    """
+    import unicodedata
+
+    from jkofast.sgr.scripts import fold_script
+
+    toks, cur = [], []
+    for c in fold_script(text).lower() + " ":
+        if c.isalnum() or c == "_" or unicodedata.category(c) in ("Mn", "Mc", "Me"):
+            cur.append(c)
+        else:
+            if len(cur) >= 2:
+                toks.append("".join(cur))
+            cur = []
+    return toks
+
+
+def _naive_query_tfidf(texts, vocabulary, idf32):
+    """``ref.sgr_query_tfidf`` with :func:`_naive_script_tokens` as the tokeniser (same numerics)."""
+    import math
+    from collections import Counter
+
+    indptr, terms, vals = [0], [], []
+    for text in texts:
+        cnt = Counter(t for t in (vocabulary.get(w) for w in _naive_script_tokens(text)) if t is not None)
+        ts = sorted(cnt)
+        v = np.array([cnt[t] for t in ts], np.float32) * idf32[ts]
+        nrm = np.float32(math.sqrt(sum(float(x) ** 2 for x in v)))
+        terms += ts
+        vals += [np.float32(x / nrm) for x in v]
+        indptr.append(len(terms))
+    return np.array(indptr, np.int64), np.array(terms, np.int32), np.array(vals, np.float32)
+
+
 def _check_analysis(r, batch):
-    want = ref.sgr_query_tfidf(batch, r.vocabulary_, r._idf32)
+    # ASCII text: the literal regex oracle; the index folds non-ASCII text (jkofast.sgr.scripts:
+    # full-width "Ｗ０１" -> "w01", combining marks inside words): the character-by-character oracle
+    if all(q.isascii() for q in batch):
+        want = ref.sgr_query_tfidf(batch, r.vocabulary_, r._idf32)
+    else:
+        want = _naive_query_tfidf(batch, r.vocabulary_, r._idf32)
     for nt in (1, 2):
         got = r.transform_queries(batch, n_threads=nt)
         for g, w in zip(got, want, strict=True):
