@@ -24,6 +24,7 @@ import argparse
 import filecmp
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -50,12 +51,17 @@ def rerank(a, variant: str, out: str) -> dict:
     cmd += ["--config", a.config, "--grad", a.grad, "--chunk-size", str(a.chunk_size), "--out", out, "--json"]
     cmd += {"single2": ["--threads", "2"], "local1": ["--dask", "local:1"], "local2": ["--dask", "local:2"]}[variant]
     t0 = time.perf_counter()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"{variant} failed ({r.returncode}):\n{r.stderr[-3000:]}")
     res = json.loads(r.stdout)
     res["process_wall_s"] = wall
+    # CPU seconds of the command and every process it waited for (LocalCluster nannies and workers):
+    # on a loaded machine wall-clock ratios measure the CPU share won, CPU per query measures the cost
+    res["cpu_s"] = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     return res
 
 
@@ -104,6 +110,7 @@ def main() -> None:
             results[v].append(res)
             print(
                 f"{v:8s} rep {rep}: {res['queries_per_s']:7.1f} q/s, wall {res['process_wall_s']:6.1f} s, "
+                f"CPU {res['cpu_s']:6.1f} s ({1e3 * res['cpu_s'] / res['queries']:.1f} ms/query), "
                 f"client peak RSS {res['peak_rss_mb']:.0f} MB, {uptime()}",
                 flush=True,
             )
@@ -115,15 +122,18 @@ def main() -> None:
     same = all(filecmp.cmp(outs[0], o, shallow=False) for o in outs[1:])
     print(f"outputs byte-identical: {same}")
     best = {v: max(r["queries_per_s"] for r in rs) for v, rs in results.items()}
-    print(f"\n| variant | q/s (best of {a.repeats}) | wall s | peak RSS per worker, MB |")
-    print("|---|---|---|---|")
+    cpu = {v: min(r["cpu_s"] / r["queries"] for r in rs) for v, rs in results.items()}
+    print(f"\n| variant | q/s, best of {a.repeats} | wall s | CPU ms/query, all processes | peak RSS per worker, MB |")
+    print("|---|---|---|---|---|")
     for v, rs in results.items():
         rss = sorted({round(c["peak_rss_mb"]) for r in rs for c in r.get("workers", {}).values()})
-        print(f"| {v} | {best[v]:.1f} | {min(r['process_wall_s'] for r in rs):.1f} | {rss or '-'} |")
+        wall = min(r["process_wall_s"] for r in rs)
+        print(f"| {v} | {best[v]:.1f} | {wall:.1f} | {1e3 * cpu[v]:.2f} | {rss or '-'} |")
     if "local1" in best and "local2" in best:
         print(f"local:2 / local:1 = {best['local2'] / best['local1']:.2f} (target >= 1.8)")
     if "single2" in best and "local2" in best:
         print(f"local:2 / single-process 2 threads = {best['local2'] / best['single2']:.2f} (target >= 0.9)")
+        print(f"CPU per query, local:2 / single-process: {cpu['local2'] / cpu['single2']:.3f}")
     cs = client_share(a)
     print(
         f"client share: parse + pack {cs['parse_pack_q_per_s']:,.0f} queries/s on one core; "
