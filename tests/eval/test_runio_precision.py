@@ -131,7 +131,6 @@ def test_sgr_ranking_survives_a_written_run(tmp_path):
         got = np.array(list(back[f"q{i}"].values())).astype(np.float32)
         keep = idx[i] >= 0
         assert_array_equal(got, sc[i][keep])
-        # distinct scores (the run's own tie-break applies only to exact float32 ties)
-        distinct = np.all(np.diff(sc[i][keep]) < 0)
-        if distinct:
-            assert _trec_resort({"q": back[f"q{i}"]})["q"] == [ids[j] for j in idx[i][keep]]
+        # SGR caps its scores strictly decreasing in rank (often 1 float32 ulp apart: %.6f made them ties)
+        assert np.all(np.diff(sc[i][keep]) < 0)
+        assert _trec_resort({"q": back[f"q{i}"]})["q"] == [ids[j] for j in idx[i][keep]]
