@@ -410,11 +410,13 @@ def cluster_rows(
         ini = np.ascontiguousarray(init, dtype=np.int64)
         if ini.shape != (G,) or ini.min() < 0 or ini.max() >= M or np.unique(ini).size != G:
             raise ValueError(f"init must hold {G} distinct row indices in [0, {M})")
-    X = np.empty((M, d))
-    _k.gather_rows(Z, 0, M, bool(normalise), X)
+    inv = np.empty(M)
+    _k.row_scales(Z, 0, M, bool(normalise), inv)
+    X = np.empty((M, d), np.float32)
+    _k.gather_rows(Z, 0, np.arange(M), inv, X)
     assign = np.empty(M, np.int64)
     cent = np.empty((G, d))
-    passes = _kc.cluster_pool(X.astype(np.float32), r, clustering == "sam", beta, ini, max_lloyd, assign, cent)
+    passes = _kc.cluster_pool(X, r, clustering == "sam", beta, ini, max_lloyd, assign, cent)
     return assign, cent, int(passes)
 
 

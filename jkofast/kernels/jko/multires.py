@@ -42,6 +42,7 @@ __all__ = [
     "minmax_into",
     "multires_pools",
     "multires_query",
+    "row_scales",
     "select_groups",
     "softmax_tau_into",
     "stage_inputs",
@@ -156,20 +157,28 @@ def select_groups(pc, g_keep, keep):
 
 
 @kernel()
-def gather_rows(Z, lo, hi, normalise, X):
-    """``X[i] = Z[lo + i]`` as float64, divided by its L2 norm when ``normalise`` (zero rows stay 0)."""
+def row_scales(Z, lo, hi, normalise, inv):
+    """``inv[i] = 1/‖Z[lo + i]‖`` (0 for a zero row) when ``normalise``, else 1."""
     d = Z.shape[1]
     for i in range(hi - lo):
+        if not normalise:
+            inv[i] = 1.0
+            continue
         s = 0.0
         for k in range(d):
             v = np.float64(Z[lo + i, k])
-            X[i, k] = v
             s += v * v
-        if normalise:
-            n = np.sqrt(s)
-            inv = 1.0 / n if n > 0.0 else 0.0
-            for k in range(d):
-                X[i, k] = X[i, k] * inv
+        n = np.sqrt(s)
+        inv[i] = 1.0 / n if n > 0.0 else 0.0
+
+
+@kernel()
+def gather_rows(Z, lo, rows, inv, X):
+    """``X[j] = Z[lo + rows[j]] · inv[rows[j]]`` (products in float64, stored in ``X``'s dtype)."""
+    for j in range(rows.shape[0]):
+        r = rows[j]
+        for k in range(Z.shape[1]):
+            X[j, k] = np.float64(Z[lo + r, k]) * inv[r]
 
 
 @kernel()
@@ -196,25 +205,26 @@ def _run_stage(r, tau0, Xs, prm, p_out, diag):
 
 
 @kernel()
-def multires_query(X, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag, info):
+def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag, info):
     """Two-stage flow of one pool (module docstring); returns the status.
 
-    ``X`` (M, d) float64 rows (as the geometry should see them), ``rel`` (M,) float64,
+    The pool's rows are ``Z[lo + i] · inv[i]`` (``Z`` float32/float64, ``inv`` (M,) from
+    ``row_scales``; the geometry sees them in float64, the clustering in float32),
+    ``rel`` (M,) float64,
     ``init`` (G,) int64 distinct rows (G >= 1, G <= M), ``mp`` an ``MRParams``, ``prm_c`` /
     ``prm_f`` the ``JKOParams`` of the stages. Writes ``p_out`` (M,), ``in_pool`` (M,) bool
     and ``info`` (2,) int64 (refined pool size, clustering passes), and adds the capped inner
     steps of both stages to ``diag`` (2,) int64.
     """
-    m, d = X.shape
+    m = rel.shape[0]
+    d = Z.shape[1]
     G = init.shape[0]
     assign = np.empty(m, np.int64)
     cent = np.empty((G, d))
     # the clustering reads float32 rows (as the published float32 code): half the bytes and
     # twice the lanes of its dot products; centroids and means stay float64
     X32 = np.empty((m, d), np.float32)
-    for i in range(m):
-        for k in range(d):
-            X32[i, k] = X[i, k]
+    gather_rows(Z, lo, np.arange(m), inv, X32)
     info[0] = 0
     info[1] = cluster_pool(X32, rel, mp.sam, mp.beta, init, mp.max_lloyd, assign, cent)
     # coarse stage on the centroids
@@ -245,11 +255,10 @@ def multires_query(X, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag, info):
             j += 1
     # fine stage on the refined pool
     Xf = np.empty((n_sel, d))
+    gather_rows(Z, lo, pool, inv, Xf)
     rf = np.empty(n_sel)
     for j in range(n_sel):
         rf[j] = rel[pool[j]]
-        for k in range(d):
-            Xf[j, k] = X[pool[j], k]
     pf = np.empty(n_sel)
     st = _run_stage(rf, mp.tau0_fine, Xf, prm_f, pf, diag)
     p_out[:] = 0.0
@@ -270,7 +279,6 @@ def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out):
     skipped; a pool of one row gets ``p = [1]`` (no clustering). ``out``: an ``MROutputs``.
     """
     nq = offsets.shape[0] - 1
-    d = Z.shape[1]
     p_o, in_pool_o, info_o, diag_o, status_o = out
     for qi in prange(nq):
         if status_o[qi] != 0:
@@ -284,10 +292,12 @@ def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out):
             info_o[qi, 0] = 1
             info_o[qi, 1] = 0
             continue
-        X = np.empty((m, d))
-        gather_rows(Z, lo, hi, mp.normalise, X)
+        inv = np.empty(m)
+        row_scales(Z, lo, hi, mp.normalise, inv)
         status_o[qi] = multires_query(
-            X,
+            Z,
+            lo,
+            inv,
             rel[lo:hi],
             init[init_off[qi] : init_off[qi + 1]],
             mp,
