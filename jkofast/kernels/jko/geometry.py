@@ -91,18 +91,12 @@ def cost_kernel_csr(indptr, indices, data, lo, hi, C, K):
     _fill_from_sim(C, C, K)
 
 
-@kernel()
-def projected_cost(Z, W, lo, hi, C):
-    """``C^W`` of the pool ``Z[lo:hi]`` projected by ``W`` (r x d) into ``C`` (M x M float64).
-
-    ``y_i = W z_i`` (float64 accumulation), ``S_ij = y_i·y_j / (max(|y_i|, 1e-8) max(|y_j|, 1e-8))``,
-    ``C_ij = (1 − clip(S_ij, −1, 1))²``; exactly symmetric.
-    """
-    m = hi - lo
+@kernel(fastmath=_ARITH)
+def _project_rows(Z, W, lo, Y, nrm):
+    """``Y[i] = W z_{lo+i}`` (float64 accumulation) and ``nrm[i] = max(|Y[i]|, 1e-8)`` (an arithmetic leaf)."""
+    m = Y.shape[0]
     r = W.shape[0]
     d = W.shape[1]
-    Y = np.zeros((m, r))
-    nrm = np.empty(m)
     for i in range(m):
         s2 = 0.0
         for k in range(r):
@@ -112,12 +106,30 @@ def projected_cost(Z, W, lo, hi, C):
             Y[i, k] = acc
             s2 += acc * acc
         nrm[i] = max(np.sqrt(s2), NORM_FLOOR)
+
+
+@kernel(fastmath=_ARITH)
+def _dot_rows(Y, i, j):
+    s = 0.0
+    for k in range(Y.shape[1]):
+        s += Y[i, k] * Y[j, k]
+    return s
+
+
+@kernel()
+def projected_cost(Z, W, lo, hi, C):
+    """``C^W`` of the pool ``Z[lo:hi]`` projected by ``W`` (r x d) into ``C`` (M x M float64).
+
+    ``y_i = W z_i`` (float64 accumulation), ``S_ij = y_i·y_j / (max(|y_i|, 1e-8) max(|y_j|, 1e-8))``,
+    ``C_ij = (1 − clip(S_ij, −1, 1))²``; exactly symmetric.
+    """
+    m = hi - lo
+    Y = np.zeros((m, W.shape[0]))
+    nrm = np.empty(m)
+    _project_rows(Z, W, lo, Y, nrm)
     for i in range(m):
         for j in range(i, m):
-            s = 0.0
-            for k in range(r):
-                s += Y[i, k] * Y[j, k]
-            s /= nrm[i] * nrm[j]
+            s = _dot_rows(Y, i, j) / (nrm[i] * nrm[j])
             if s > 1.0:
                 s = 1.0
             elif s < -1.0:
