@@ -172,4 +172,23 @@ def test_failed_solves_pass_through_identically(tmp_path, capsys, monkeypatch):
     assert sorted(said_a) == sorted(said_b) and any("solver status 3" in m for m in said_b)
     # a task's reports come in input order (after the parse-time reports of the client)
     assert [m for m in said_a if "passed through" in m] == [m for m in said_b if "passed through" in m]
-    assert summ.passed_through == 1 + 4  # the unknown doc + the second query of each of the 4 chunks
+    assert summ.passed_through == 1 + 3  # the unknown doc + the second query of the 3 chunks of 3 (the 4th has 1)
+
+
+def test_worker_side_input_error_is_exit_2(tmp_path, dask_client, capsys):
+    """An error of the input found on a worker (a repeated geometry id) ends as without --dask."""
+    run = write_pools(tmp_path)
+    (tmp_path / "ids.txt").write_text("".join(f"d{min(i, 38)}\n" for i in range(40)))  # d38 twice
+    args = [*rerank_args(run, str(tmp_path / "x.trec")), "--dask", dask_client.scheduler.address]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "jkofast rerank: error:" in err and "document id 'd38' is repeated" in err
+
+
+def test_progress_and_per_worker_summary(tmp_path, dask_client, capsys):
+    run = write_pools(tmp_path)
+    args = [a for a in rerank_args(run, str(tmp_path / "x.trec"), "--chunk-size", "2") if a != "--quiet"]
+    assert main([*args, "--dask", dask_client.scheduler.address]) == 0
+    cap = capsys.readouterr()
+    assert "rerank: 10/10 queries (" in cap.err and "q/s, ETA 0 s)" in cap.err
+    assert "; per worker: tcp://127.0.0.1:" in cap.out and "peak RSS" in cap.out
