@@ -11,12 +11,14 @@ For a batch of token sequences (packed without padding: the tokens of sequence `
 * pooling: the mean of each sequence's token rows (or its first row for CLS pooling), then
   ``v / max(|v|, 1e-12)``.
 
-Dense products are NumPy BLAS ``sgemm`` on weights transposed once at load; bias + GELU,
-bias + residual + LayerNorm, the softmax and the pooling are fused Numba kernels
-(:mod:`jkofast.kernels.encode.bert`).  :func:`encode` tokenises (``tokenizers``; text stripped
-as sentence-transformers does, truncated to ``max_seq_length`` tokens including [CLS] and
-[SEP]), sorts the texts by token count and runs batches of ``batch_size`` sequences, so a batch
-holds sequences of similar length; packing leaves no padding at all.
+Dense products are BLAS ``sgemm`` calls on weights transposed once at load, one per row block
+inside a Numba ``prange`` (BLAS itself runs one thread, so every thread is Numba's: the count
+is :func:`jkofast.numba_threads`'s); bias + GELU, bias + residual + LayerNorm, the attention
+softmax and the pooling are fused Numba kernels (:mod:`jkofast.kernels.encode.bert`).
+:func:`encode` tokenises (``tokenizers``; text stripped as sentence-transformers does,
+truncated to ``max_seq_length`` tokens including [CLS] and [SEP]), sorts the texts by token
+count and runs batches of ``batch_size`` sequences, so a batch holds sequences of similar
+length; packing leaves no padding at all.
 
 An empty text is encoded as ``[CLS] [SEP]``: a defined, finite unit vector (the same for every
 empty text).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
 from jkofast._numba import register_warmup
@@ -77,7 +80,7 @@ def forward(model, ids, offsets, types=None, n_threads: int | None = None) -> np
     from jkofast._threads import numba_threads
 
     ids, off, lengths, types = _check_batch(model, ids, offsets, types)
-    with numba_threads(n_threads) as nt, _blas_threads(nt):
+    with numba_threads(n_threads), _blas_threads(1):  # Numba runs the BLAS calls side by side
         return _forward(model, ids, off, lengths, types)
 
 
@@ -92,16 +95,16 @@ def _forward(model, ids, off, lengths, types):
     tmp = np.empty((n, h), np.float32)
     ff = np.empty((n, model.layers[0].w_ff1.shape[1]), np.float32) if model.layers else None
     scale = np.float32(1.0 / math.sqrt(h // model.n_heads))
+    nb = numba.get_num_threads()  # row blocks of the dense products: one per thread
     for L in model.layers:
-        np.matmul(x, L.w_qkv, out=qkv)
+        _k.matmul_rows(x, L.w_qkv, qkv, nb)
         _k.add_bias_inplace(qkv, L.b_qkv)
-        with _blas_threads(1):  # one BLAS thread per (sequence, head) pair; Numba runs the pairs in parallel
-            _k.attention_packed(qkv, off, model.n_heads, scale, ctx)
-        np.matmul(ctx, L.w_out, out=tmp)
+        _k.attention_packed(qkv, off, model.n_heads, scale, ctx)
+        _k.matmul_rows(ctx, L.w_out, tmp, nb)
         _k.add_bias_residual_layernorm(tmp, L.b_out, x, L.ln1_g, L.ln1_b, model.eps, x)
-        np.matmul(x, L.w_ff1, out=ff)
+        _k.matmul_rows(x, L.w_ff1, ff, nb)
         _k.add_bias_gelu(ff, L.b_ff1)
-        np.matmul(ff, L.w_ff2, out=tmp)
+        _k.matmul_rows(ff, L.w_ff2, tmp, nb)
         _k.add_bias_residual_layernorm(tmp, L.b_ff2, x, L.ln2_g, L.ln2_b, model.eps, x)
     return x
 
@@ -189,7 +192,7 @@ def encode(
     out = np.empty((len(toks), model.dim), np.float32)
     order = np.argsort([-t.size for t in toks], kind="stable")
     mode = 1 if model.pooling == "cls" else 0
-    with numba_threads(nt), _blas_threads(nt):
+    with numba_threads(nt), _blas_threads(1):  # Numba runs the BLAS calls side by side
         for a in range(0, len(order), batch_size):
             sel = order[a : a + batch_size]
             lengths = np.array([toks[i].size for i in sel], np.int64)
@@ -216,4 +219,5 @@ def _warmup() -> None:
     _k.add_bias_gelu(f.copy(), g)
     _k.add_bias_residual_layernorm(f.copy(), g, f.copy(), g, g, 1e-12, f.copy())
     _k.attention_packed(np.ones((3, 6), np.float32), np.array([0, 1, 3], np.int64), 2, np.float32(1.0), f.copy())
+    _k.matmul_rows(f, np.ones((2, 2), np.float32), f.copy(), 2)
     _k.pool_normalize(f, np.array([0, 3], np.int64), 0, True, np.empty((1, 2), np.float32))

@@ -99,6 +99,15 @@ def test_attention_packed_matches_masked_padded_attention():
         np.testing.assert_allclose(ctx[off[s] : off[s + 1]], ref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("n_blocks", [1, 2, 7])
+def test_matmul_rows_blocks(n_blocks):
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    out = np.full((5, 3), np.nan, np.float32)
+    K.matmul_rows(x, w, out, n_blocks)  # 7 blocks for 5 rows: the empty blocks write nothing
+    np.testing.assert_allclose(out, x.astype(np.float64) @ w, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("mode", [0, 1])
 def test_pool_normalize(mode):
     rng = np.random.default_rng(4)

@@ -24,6 +24,7 @@ __all__ = [
     "attention_packed",
     "embed_layernorm",
     "exp_inplace",
+    "matmul_rows",
     "pool_normalize",
 ]
 
@@ -222,3 +223,20 @@ def attention_packed(qkv, offsets, n_heads, scale, ctx):
         for i in range(m):
             for t in range(d):
                 ctx[a + i, hd * d + t] = o[i, t]
+
+
+@kernel(parallel=True)
+def matmul_rows(x, w, out, n_blocks):
+    """``out = x @ w`` as ``n_blocks`` row blocks in ``prange``, each one BLAS ``sgemm`` (``np.dot``).
+
+    float32, C-contiguous ``x`` (N, K), ``w`` (K, M), ``out`` (N, M).  The caller limits BLAS to
+    one thread: all parallelism is Numba's, so no BLAS worker spins beside the element-wise
+    kernels (that spinning halved the two-thread speed on a loaded machine).
+    """
+    n = x.shape[0]
+    step = (n + n_blocks - 1) // n_blocks
+    for b in prange(n_blocks):
+        a = b * step
+        e = min(n, a + step)
+        if a < e:
+            np.dot(x[a:e], w, out[a:e])
