@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the rows to this file")
     a = ap.parse_args(argv)
 
-    from jkofast.studies.multires import _scaling_block, scaling_inputs, scaling_run
+    from jkofast.studies.multires import scaling_inputs, scaling_run, scaling_table
 
     data = scaling_inputs(tuple(a.m))
     rows = []
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
             )
     with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as fh:
         load = fh.read().split()[:3]
-    print(_scaling_block(rows))
+    print(scaling_table(rows))
     print(f"threads {a.threads}, best of {a.repeats}; load average {' '.join(load) or 'n/a'}")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:

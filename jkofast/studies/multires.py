@@ -51,6 +51,7 @@ __all__ = [
     "G",
     "scaling_inputs",
     "scaling_run",
+    "scaling_table",
     "study",
 ]
 
@@ -350,7 +351,8 @@ def _scifact_block(rows) -> str:
     return "\n".join(lines)
 
 
-def _scaling_block(rows) -> str:
+def scaling_table(rows) -> str:
+    """Return the text table of :func:`scaling_run` rows with the published figures beside them."""
     head = (
         f"{'M':>5} {'grad':<9} {'van ms':>8} {'MR ms':>8} {'speed-up':>9} {'CPU x':>7} {'pub':>6} "
         f"{'mass gold van/MR':>17} "
@@ -424,5 +426,5 @@ def study(opts: StudyOptions) -> StudyResult:
         "G": G,
         "G_keep": G_KEEP,
     }
-    blocks = [_scifact_block(rows), _scaling_block(scaling)]
+    blocks = [_scifact_block(rows), scaling_table(scaling)]
     return StudyResult(STUDY, inp.dataset, inp.n_queries, rows, extra=extra, blocks=blocks, notes=notes)
