@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -718,16 +719,20 @@ class _ClientStages:
         """Submit chunk ``ci`` as a task; first wait while ``window`` tasks are in flight."""
         while len(self.ci_of) >= self.window:
             self._collect(next(self.ac))
-        fut = self.client.submit(
-            rerank_chunk_task,
-            self.wopts,
-            self.cfg,
-            ci,
-            pack_chunk(chunk),
-            user_scores,
-            key=f"jkofast-rerank-{self.job}-{ci:06d}",
-            pure=False,
-        )
+        with warnings.catch_warnings():
+            # a chunk of ~2,000+ pools passes Dask's 10 MB "large graph" mark: it travels once, by design
+            # (inside the task, so a worker lost mid-chunk costs a rerun, not a lost input)
+            warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+            fut = self.client.submit(
+                rerank_chunk_task,
+                self.wopts,
+                self.cfg,
+                ci,
+                pack_chunk(chunk),
+                user_scores,
+                key=f"jkofast-rerank-{self.job}-{ci:06d}",
+                pure=False,
+            )
         self.ci_of[fut.key] = ci
         self.order.append(ci)
         self.ac.add(fut)
