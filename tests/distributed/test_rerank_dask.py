@@ -192,3 +192,16 @@ def test_progress_and_per_worker_summary(tmp_path, dask_client, capsys):
     cap = capsys.readouterr()
     assert "rerank: 10/10 queries (" in cap.err and "q/s, ETA 0 s)" in cap.err
     assert "; per worker: tcp://127.0.0.1:" in cap.out and "peak RSS" in cap.out
+
+
+def test_count_queries_for_the_eta(tmp_path):
+    import gzip
+
+    from jkofast.distributed.rerank import count_queries
+
+    run = write_pools(tmp_path, nq=300, m=6)  # + the split q0: 301 blocks; malformed lines are not counted
+    assert count_queries(run) == 301
+    with open(run, "rb") as src, gzip.open(tmp_path / "run.trec.gz", "wb") as dst:
+        dst.write(src.read())
+    assert count_queries(str(tmp_path / "run.trec.gz")) == 301
+    assert abs(count_queries(run, sample_bytes=16 << 10) - 301) <= 15  # scaled from the first 16 kB
