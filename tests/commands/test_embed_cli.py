@@ -66,6 +66,10 @@ def test_embed_writes_the_bundled_layout(folders, capsys):
     assert "wrote" in capsys.readouterr().out
     assert main(["embed", "--dataset", ds_path, "--model", model]) == 0  # exists: kept
     assert "exists (pass --force" in capsys.readouterr().out
+    # then the main job on the folder, from the saved embeddings
+    assert main(["run", "--dataset", ds_path, "--embeddings", "tiny-bert", "--config", "fast", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["methods"]
+    assert {"bm25", "dense", "hybrid_rrf", "jko_blend", "sgr", "jko_sparse"} <= set(rows)
 
 
 def test_embed_resumes_by_chunk(folders, monkeypatch):
