@@ -19,6 +19,11 @@ runs, on the 300 test queries:
   selected on train queries (:data:`jkofast.studies.sparse_recipe.SPARSE_RECIPE`; the searches
   are in ``experiments/``, docs/sparse_only.md).
 
+Any BEIR folder works the same way: its saved embeddings (``embeddings/minilm-l6-v2``, made by
+``jkofast embed`` or ``run_main_job(..., embed=True)``) feed the rows marked dense in
+:data:`DENSE_METHODS`; without them ``bm25``, ``sgr`` and ``jko_sparse`` run and a note names
+the skipped rows and the command that makes the embeddings.
+
 No cross-encoder is loaded: the "rerank" term is the BM25 pool score (as in the parity
 fixtures) unless the user passes ``scores_file`` (``query-id doc-id score``).
 
