@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
     p.add_argument("--name", default=None, help="folder name under embeddings/ (default: the model's)")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass (default 32)")
     p.add_argument("--chunk-size", type=int, default=1024, help="texts per saved part, the unit of resuming")
-    p.add_argument("--threads", type=int, default=None, help="Numba and BLAS threads (default: all)")
+    p.add_argument("--threads", type=int, default=None, help="Numba threads (BLAS one per thread; default all)")
     p.add_argument("--force", action="store_true", help="re-embed when the folder exists")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)

@@ -71,7 +71,7 @@ def forward(model, ids, offsets, types=None, n_threads: int | None = None) -> np
     types : int ndarray (N,), optional
         Token-type ids (default 0).
     n_threads : int or None
-        Numba and BLAS threads for the call.
+        Numba threads for the call (BLAS runs one thread inside each).
 
     Returns
     -------
@@ -168,7 +168,7 @@ def encode(
     batch_size : int
         Sequences per forward pass (texts are sorted by token count first).
     n_threads : int or None
-        Numba and BLAS threads (default: all / ``JKOFAST_NUM_THREADS``).
+        Numba threads (default: all / ``JKOFAST_NUM_THREADS``); BLAS runs one thread inside each.
     progress : callable or None
         Called with the number of texts done after each batch.
 
