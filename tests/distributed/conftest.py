@@ -7,9 +7,13 @@ import logging
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dask_client():
-    """A client of a 2-worker LocalCluster on 127.0.0.1 (spawned processes; the workers inherit NUMBA_CACHE_DIR)."""
+    """A client of a 2-worker LocalCluster on 127.0.0.1 (spawned processes; the workers inherit NUMBA_CACHE_DIR).
+
+    Module scope: not kept through the rest of the suite (package scope lasts the session for a folder
+    without ``__init__.py``).
+    """
     distributed = pytest.importorskip("distributed")
     with (
         distributed.LocalCluster(
