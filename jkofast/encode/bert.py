@@ -85,6 +85,16 @@ def forward(model, ids, offsets, types=None, n_threads: int | None = None) -> np
 
 
 def _forward(model, ids, off, lengths, types):
+    # Dynamic scheduling (chunks of one iteration) and several row blocks per thread: on a
+    # shared machine a descheduled thread no longer holds up every parallel region.
+    with numba.parallel_chunksize(1):
+        return _forward_layers(model, ids, off, lengths, types)
+
+
+_BLOCKS_PER_THREAD = 4
+
+
+def _forward_layers(model, ids, off, lengths, types):
     n, h = ids.size, model.dim
     positions = np.arange(n, dtype=np.int64) - np.repeat(off[:-1], lengths)
     x = np.empty((n, h), np.float32)
@@ -95,7 +105,7 @@ def _forward(model, ids, off, lengths, types):
     tmp = np.empty((n, h), np.float32)
     ff = np.empty((n, model.layers[0].w_ff1.shape[1]), np.float32) if model.layers else None
     scale = np.float32(1.0 / math.sqrt(h // model.n_heads))
-    nb = numba.get_num_threads()  # row blocks of the dense products: one per thread
+    nb = _BLOCKS_PER_THREAD * numba.get_num_threads()  # row blocks of the dense products
     for L in model.layers:
         _k.matmul_rows(x, L.w_qkv, qkv, nb)
         _k.add_bias_inplace(qkv, L.b_qkv)
