@@ -67,6 +67,15 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, help="output TREC run")
     p.add_argument("--dist", help="also write the final distributions p_T (.npz)")
+    p.add_argument(
+        "--confidence",
+        help="also write the Dual-Rank confidence per query: 'qid conf_dual conf_softmax conf_margin' "
+        "(route or abstain on low-confidence queries; mode wasserstein or bregman)",
+    )
+    p.add_argument(
+        "--projection",
+        help="learned metric W.npz (NM-JKO, jkofast study nm-jko --out): cost from the projected rows",
+    )
     p.add_argument("--k", type=int, default=0, help="keep the top-k per query (0 = whole pool)")
     p.add_argument("--tag", default="jkofast", help="run tag (6th column)")
     p.add_argument("--chunk-size", type=int, default=1000, help="queries per chunk (1000)")

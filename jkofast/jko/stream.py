@@ -84,6 +84,14 @@ class RerankOptions:
         ``mode``, ``alpha_prox`` and ``grad`` override its fields when given.
     dist : str, optional
         Also write the final distributions p_T (``.npz``: query_ids, offsets, p, status).
+    confidence : str, optional
+        Also write the Dual-Rank confidence of every query (SPEC A.6.4): one line
+        ``qid conf_dual conf_softmax conf_margin`` per query in input order (``nan`` for a
+        query passed through); needs a transport term (mode ``wasserstein`` or ``bregman``).
+        ``conf_softmax`` reads the user scores when given, else the run scores.
+    projection : str, optional
+        ``.npz`` of a learned metric (:func:`jkofast.jko.metric.save_metric`, NM-JKO): the cost
+        is built from the projected rows (dense ``embeddings`` only).
     k : int
         Keep the top-k lines per query (0 = the whole pool).
     tag : str
@@ -112,6 +120,8 @@ class RerankOptions:
     alpha_prox: float | None = None
     grad: str | None = None
     dist: str | None = None
+    confidence: str | None = None
+    projection: str | None = None
     k: int = 0
     tag: str = "jkofast"
     chunk_size: int = 1000
@@ -183,20 +193,31 @@ class _Geometry:
 
 
 class DenseGeometry(_Geometry):
-    """Dense document rows (cosine geometry): ``embeddings.npy`` with one doc id per row in ``ids``."""
+    """Dense document rows (cosine geometry): ``embeddings.npy`` with one doc id per row in ``ids``.
 
-    def __init__(self, npy: str, ids_path: str | None):
+    ``projection``: a learned metric's ``.npz`` (NM-JKO): the cost comes from the projected rows.
+    """
+
+    def __init__(self, npy: str, ids_path: str | None, projection: str | None = None):
         from jkofast.pools.candidates import load_embeddings
 
         if ids_path is None:
             raise ValueError("--embeddings needs --ids (one doc id per row)")
         self.emb, ids = load_embeddings(npy, ids_path)
         self.row = _id_rows(ids, ids_path)
+        self.W = None
+        if projection:
+            from jkofast.jko.metric import load_metric
+
+            self.W = load_metric(projection, d=self.emb.shape[1]).W
 
     def gather(self, rows):
         """``rerank_batch`` geometry keywords of the given rows."""
         r = np.asarray(rows, np.int64)
-        return {"embeddings": np.ascontiguousarray(self.emb[r], dtype=np.float32)}
+        out = {"embeddings": np.ascontiguousarray(self.emb[r], dtype=np.float32)}
+        if self.W is not None:
+            out["projection"] = self.W
+        return out
 
 
 class TfidfGeometry(_Geometry):
@@ -289,7 +310,7 @@ def format_lines(qids, off, docs, sstr, p, ok, k: int, tag: str) -> str:
 class _Prepared:
     """A chunk after the Python-side preparation, ready for the kernel stage."""
 
-    __slots__ = ("bad", "chunk", "line_ok", "off_ok", "ok", "rows", "rr", "run_s")
+    __slots__ = ("bad", "chunk", "line_ok", "off_ok", "ok", "ok_before", "rows", "rr", "run_s")
 
 
 def prepare_chunk(chunk, geom, user_scores, cfg, opts) -> _Prepared:
@@ -357,13 +378,42 @@ def solve_chunk(pr: _Prepared, geom, cfg, opts):
     energy, p0 = energy_p0(pr, cfg, opts)
     # no per-chunk ConvergenceWarning: the counts are summed over the run and reported once
     return rerank_batch(
-        energy, p0, pr.off_ok, config=cfg, n_threads=opts.threads, warn_unconverged=False, **geom.gather(pr.rows)
+        energy,
+        p0,
+        pr.off_ok,
+        config=cfg,
+        n_threads=opts.threads,
+        warn_unconverged=False,
+        return_duals=bool(opts.confidence),
+        **geom.gather(pr.rows),
     )
 
 
+def _confidence_text(pr: _Prepared, res, ok) -> str:
+    """Return the chunk's confidence lines (no header): the three signals of each reranked query, else ``nan``."""
+    from jkofast.jko.confidence import dual_confidence, format_confidence_lines
+
+    nq = len(pr.chunk.qids)
+    cols = {c: np.full(nq, np.nan) for c in ("conf_dual", "conf_softmax", "conf_margin")}
+    if res is not None:
+        logits = pr.rr.astype(np.float64) if pr.rr is not None else np.asarray(pr.run_s, np.float64)
+        sig = dual_confidence(res, logits, n_threads=1)
+        ok_q = np.flatnonzero(pr.ok_before)
+        good = np.asarray(sig.status) == 0
+        for c in cols:
+            cols[c][ok_q[good]] = np.asarray(getattr(sig, c))[good]
+    for c in cols:
+        cols[c][~ok] = np.nan
+    return format_confidence_lines(pr.chunk.qids, cols, header=False)
+
+
 def finish_chunk(pr: _Prepared, res, opts, say):
-    """Turn solver statuses into pass-throughs; return (TREC text, dist arrays, number passed through)."""
+    """Turn solver statuses into pass-throughs; return (TREC text, dist arrays, number passed through).
+
+    With ``opts.confidence`` the dist dict also carries the chunk's confidence lines (``"_conf"``).
+    """
     chunk, bad, ok = pr.chunk, pr.bad, pr.ok
+    pr.ok_before = ok.copy()
     qids, off = chunk.qids, chunk.off
     lens = np.diff(off)
     p = np.full(int(off[-1]), np.nan, np.float64)
@@ -392,6 +442,8 @@ def finish_chunk(pr: _Prepared, res, opts, say):
         "p": pf,
         "status": (~ok).astype(np.int32),
     }
+    if opts.confidence:
+        dist["_conf"] = _confidence_text(pr, res, ok)
     return text, dist, len(bad)
 
 
@@ -427,6 +479,9 @@ def _fingerprint(opts: RerankOptions) -> dict:
         "gamma": opts.gamma,
         "dist": bool(opts.dist),
     }
+    if opts.confidence or opts.projection:  # absent keys keep the hash of older manifests
+        d["confidence"] = bool(opts.confidence)
+        d["projection"] = os.path.abspath(opts.projection) if opts.projection else None
     d["hash"] = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
     return d
 
@@ -437,6 +492,7 @@ class _ChunkStore:
     def __init__(self, opts: RerankOptions):
         self.dir = opts.out + ".parts"
         self.dist = bool(opts.dist)
+        self.conf = bool(opts.confidence)
         self.bases: list[str] = []
         os.makedirs(self.dir, exist_ok=True)
         fp = _fingerprint(opts)
@@ -454,26 +510,32 @@ class _ChunkStore:
         """Register chunk ``ci`` (in order); True when it is finished already."""
         base = os.path.join(self.dir, f"chunk_{ci:06d}")
         self.bases.append(base)
-        return os.path.exists(base + ".trec") and (not self.dist or os.path.exists(base + ".npz"))
+        return (
+            os.path.exists(base + ".trec")
+            and (not self.dist or os.path.exists(base + ".npz"))
+            and (not self.conf or os.path.exists(base + ".conf"))
+        )
 
     def write(self, ci: int, text: str, dist: dict) -> None:
         """Store chunk ``ci``; its ``.trec`` is written last: it marks the chunk finished."""
-        write_part(self.dir, ci, text, dist if self.dist else None)
+        conf = dist.pop("_conf", None)
+        write_part(self.dir, ci, text, dist if self.dist else None, conf)
 
-    def concat(self, out: str, dist: str | None) -> None:
-        """Write the final output (and dist) from the parts, atomically."""
-        with atomic_open(out, fsync=False) as dst:
-            for base in self.bases:
-                with open(base + ".trec", "rb") as fh:
-                    while buf := fh.read(1 << 20):
-                        dst.write(buf)
+    def concat(self, out: str, dist: str | None, confidence: str | None = None) -> None:
+        """Write the final output (and dist, confidence) from the parts, atomically."""
+        _concat_parts(out, [b + ".trec" for b in self.bases])
         if dist:
             _write_npz_streaming(dist, [b + ".npz" for b in self.bases])
+        if confidence:
+            from jkofast.jko.confidence import format_confidence_lines
+
+            head = format_confidence_lines([], {c: [] for c in ("conf_dual", "conf_softmax", "conf_margin")})
+            _concat_parts(confidence, [b + ".conf" for b in self.bases], head.encode("utf-8"))
 
     def remove(self) -> None:
         """Delete the parts, the manifest and the folder."""
         for base in self.bases:
-            for ext in (".trec", ".npz"):
+            for ext in (".trec", ".npz", ".conf"):
                 if os.path.exists(base + ext):
                     os.remove(base + ext)
         os.remove(self.manifest)
@@ -483,14 +545,28 @@ class _ChunkStore:
             pass
 
 
-def write_part(parts_dir: str, ci: int, text: str, dist: dict | None) -> None:
-    """Write chunk ``ci``'s part files atomically: ``.npz`` (when ``dist``) first, then the ``.trec``.
+def _concat_parts(path: str, parts: list, head: bytes = b"") -> None:
+    """Write ``head`` then the bytes of every part file, in order, to ``path`` (atomically)."""
+    with atomic_open(path, fsync=False) as dst:
+        dst.write(head)
+        for part in parts:
+            with open(part, "rb") as fh:
+                while buf := fh.read(1 << 20):
+                    dst.write(buf)
+
+
+def write_part(parts_dir: str, ci: int, text: str, dist: dict | None, conf: str | None = None) -> None:
+    """Write chunk ``ci``'s part files atomically: ``.npz`` / ``.conf`` (when given) first, then the ``.trec``.
 
     The ``.trec`` marks the chunk finished; a chunk written twice (a retried task) is replaced
     by identical bytes.
     """
     base = os.path.join(parts_dir, f"chunk_{ci:06d}")
+    if conf is not None:
+        with atomic_open(base + ".conf") as fh:
+            fh.write(conf.encode("utf-8"))
     if dist is not None:
+        dist = {k: v for k, v in dist.items() if k != "_conf"}
         with atomic_open(base + ".npz") as fh:
             np.savez(fh, **dist)
     with atomic_open(base + ".trec") as fh:
@@ -584,12 +660,14 @@ _WORKER_WARM: list = []
 
 
 def _load_geometry(opts: RerankOptions) -> _Geometry:
-    return DenseGeometry(opts.embeddings, opts.ids) if opts.embeddings else TfidfGeometry(opts.tfidf_corpus)
+    if opts.embeddings:
+        return DenseGeometry(opts.embeddings, opts.ids, opts.projection)
+    return TfidfGeometry(opts.tfidf_corpus)
 
 
 def _worker_geometry(opts: RerankOptions) -> _Geometry:
     """Return the job's geometry in this process, loaded on first use and kept for the next chunks."""
-    paths = (opts.embeddings, opts.ids, opts.tfidf_corpus)
+    paths = (opts.embeddings, opts.ids, opts.tfidf_corpus, opts.projection)
     key = tuple((p, os.stat(p).st_mtime_ns) if p else None for p in paths)
     geom = _WORKER_GEOMETRY.get(key)
     if geom is None:
@@ -665,7 +743,7 @@ def rerank_chunk_task(opts: RerankOptions, cfg, ci: int, packed: tuple, user_sco
 
     messages: list = []
     text, dist, nbad, unconv = rerank_chunk(opts, cfg, unpack_chunk(packed), user_scores, messages.append)
-    write_part(opts.out + ".parts", ci, text, dist if opts.dist else None)
+    write_part(opts.out + ".parts", ci, text, dist if opts.dist else None, dist.get("_conf"))
     return {
         "ci": ci,
         "queries": len(packed[0]),
@@ -688,7 +766,7 @@ def _client_checks(opts: RerankOptions) -> None:
 
 def _worker_options(opts: RerankOptions) -> RerankOptions:
     """Return the options a task needs, with absolute paths (a worker's working folder is its own)."""
-    fields = ("pools", "out", "embeddings", "ids", "tfidf_corpus", "dist")
+    fields = ("pools", "out", "embeddings", "ids", "tfidf_corpus", "dist", "confidence", "projection")
     absp = {f: os.path.abspath(getattr(opts, f)) for f in fields if getattr(opts, f)}
     return dataclasses.replace(opts, **absp, scores=None)
 
@@ -798,6 +876,23 @@ def _check(opts: RerankOptions) -> None:
         raise FileNotFoundError(f"--pools file not found: {opts.pools}")
     if opts.embeddings is None and opts.tfidf_corpus is None:
         raise ValueError("a geometry is required: --embeddings E.npy --ids ids.txt, or --tfidf-corpus corpus.jsonl")
+    if opts.projection is not None:
+        if opts.embeddings is None:
+            raise ValueError("--projection needs --embeddings (it projects the dense rows)")
+        if not os.path.isfile(opts.projection):
+            raise FileNotFoundError(f"--projection file not found: {opts.projection}")
+    for flag, path in (("--confidence", opts.confidence), ("--dist", opts.dist)):
+        if path is not None and os.path.isdir(path):
+            raise ValueError(f"{flag} {path!r} is a folder; give a file path")
+
+
+def _check_confidence(opts: RerankOptions, cfg) -> None:
+    """``--confidence`` reads the duals of a transport term: refuse a mode without one."""
+    if opts.confidence and cfg.mode not in ("wasserstein", "bregman"):
+        raise ValueError(
+            f"--confidence needs a transport term (mode wasserstein or bregman), not mode {cfg.mode!r}: "
+            "the dual potentials of the other modes are 0"
+        )
 
 
 def _resolve_config(opts: RerankOptions):
@@ -880,6 +975,7 @@ def rerank_stream(
     say = report or _stderr
     _check(opts)
     cfg = _resolve_config(opts)
+    _check_confidence(opts, cfg)
     t0 = time.perf_counter()
     summ = RerankSummary(jko_config=cfg)
     seen_q: set = set()  # query ids of earlier blocks: a reappearing id is a split query
@@ -920,8 +1016,9 @@ def rerank_stream(
 
     if client is None:
         _warm_needed(say)  # compile / load the kernels a chunk needs before the worker starts
-    if opts.dist:  # like --out's folder: created now, not found missing after all the work
-        os.makedirs(os.path.dirname(os.path.abspath(opts.dist)), exist_ok=True)
+    for extra in (opts.dist, opts.confidence):  # like --out's folder: created now, not found missing after the work
+        if extra:
+            os.makedirs(os.path.dirname(os.path.abspath(extra)), exist_ok=True)
     store = _ChunkStore(opts)
     tick = progress or (lambda n: None)
     tick(0)
@@ -953,7 +1050,7 @@ def rerank_stream(
         stages.flush()
     summ.compute_s = time.perf_counter() - t_first if t_first is not None else 0.0
     summ.missing_scores = stream.missing if stream is not None else 0
-    store.concat(opts.out, opts.dist)
+    store.concat(opts.out, opts.dist, opts.confidence)
     if not opts.keep_parts:
         store.remove()
     summ.chunks = len(store.bases)

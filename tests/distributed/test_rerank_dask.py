@@ -205,3 +205,16 @@ def test_count_queries_for_the_eta(tmp_path):
         dst.write(src.read())
     assert count_queries(str(tmp_path / "run.trec.gz")) == 301
     assert abs(count_queries(run, sample_bytes=16 << 10) - 301) <= 15  # scaled from the first 16 kB
+
+
+def test_confidence_file_identical_on_dask(tmp_path, dask_client):
+    run = write_pools(tmp_path)
+    ca, cb = tmp_path / "a.tsv", tmp_path / "b.tsv"
+    extra = ("--chunk-size", "2", "--confidence")
+    assert main(rerank_args(run, str(tmp_path / "a.trec"), *extra, str(ca))) == 0
+    argv = [*rerank_args(run, str(tmp_path / "b.trec"), *extra, str(cb)), "--dask", dask_client.scheduler.address]
+    assert main(argv) == 0
+    assert ca.read_bytes() == cb.read_bytes()
+    assert (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()
+    lines = ca.read_text().splitlines()
+    assert lines[0].startswith("# query_id") and len(lines) > 2
