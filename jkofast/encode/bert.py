@@ -85,13 +85,13 @@ def forward(model, ids, offsets, types=None, n_threads: int | None = None) -> np
 
 
 def _forward(model, ids, off, lengths, types):
-    # Dynamic scheduling (chunks of one iteration) and several row blocks per thread: on a
-    # shared machine a descheduled thread no longer holds up every parallel region.
+    # Dynamic scheduling (chunks of one iteration) over many blocks: on a shared machine a
+    # descheduled thread no longer holds up every parallel region.
     with numba.parallel_chunksize(1):
         return _forward_layers(model, ids, off, lengths, types)
 
 
-_BLOCKS_PER_THREAD = 4
+_BLOCK_ROWS = 256
 
 
 def _forward_layers(model, ids, off, lengths, types):
@@ -105,7 +105,7 @@ def _forward_layers(model, ids, off, lengths, types):
     tmp = np.empty((n, h), np.float32)
     ff = np.empty((n, model.layers[0].w_ff1.shape[1]), np.float32) if model.layers else None
     scale = np.float32(1.0 / math.sqrt(h // model.n_heads))
-    nb = _BLOCKS_PER_THREAD * numba.get_num_threads()  # row blocks of the dense products
+    nb = _BLOCK_ROWS  # row blocks of the dense products (fixed: results independent of the thread count)
     for L in model.layers:
         _k.matmul_rows(x, L.w_qkv, qkv, nb)
         _k.add_bias_inplace(qkv, L.b_qkv)

@@ -99,12 +99,12 @@ def test_attention_packed_matches_masked_padded_attention():
         np.testing.assert_allclose(ctx[off[s] : off[s + 1]], ref, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("n_blocks", [1, 2, 7])
-def test_matmul_rows_blocks(n_blocks):
+@pytest.mark.parametrize("block_rows", [1, 2, 5, 7])
+def test_matmul_rows_blocks(block_rows):
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
     out = np.full((5, 3), np.nan, np.float32)
-    K.matmul_rows(x, w, out, n_blocks)  # 7 blocks for 5 rows: the empty blocks write nothing
+    K.matmul_rows(x, w, out, block_rows)  # a last block shorter than the others; 7 > 5 rows: one block
     np.testing.assert_allclose(out, x.astype(np.float64) @ w, rtol=1e-5, atol=1e-6)
 
 
@@ -142,7 +142,7 @@ def test_encode_matches_naive_in_input_order(tiny, batch_size):
 
 
 def test_encode_thread_counts_agree(tiny):
-    np.testing.assert_allclose(encode(tiny, TEXTS, n_threads=1), encode(tiny, TEXTS, n_threads=2), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(encode(tiny, TEXTS * 40, n_threads=1), encode(tiny, TEXTS * 40, n_threads=2))
 
 
 def test_cls_pooling(tmp_path):

@@ -226,17 +226,16 @@ def attention_packed(qkv, offsets, n_heads, scale, ctx):
 
 
 @kernel(parallel=True)
-def matmul_rows(x, w, out, n_blocks):
-    """``out = x @ w`` as ``n_blocks`` row blocks in ``prange``, each one BLAS ``sgemm`` (``np.dot``).
+def matmul_rows(x, w, out, block_rows):
+    """``out = x @ w`` in row blocks of ``block_rows`` rows, one BLAS ``sgemm`` (``np.dot``) each, in ``prange``.
 
     float32, C-contiguous ``x`` (N, K), ``w`` (K, M), ``out`` (N, M).  The caller limits BLAS to
     one thread: all parallelism is Numba's, so no BLAS worker spins beside the element-wise
-    kernels (that spinning halved the two-thread speed on a loaded machine).
+    kernels.  The blocks do not depend on the thread count, so neither do the results.
     """
     n = x.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
+    n_blocks = (n + block_rows - 1) // block_rows
     for b in prange(n_blocks):
-        a = b * step
-        e = min(n, a + step)
-        if a < e:
-            np.dot(x[a:e], w, out[a:e])
+        a = b * block_rows
+        e = min(n, a + block_rows)
+        np.dot(x[a:e], w, out[a:e])
