@@ -30,7 +30,7 @@ def _load_index(args):
     """``(dataset, retriever, seconds)`` of a saved index, checked against the dataset."""
     from jkofast.datasets.beir import load_dataset
 
-    ds = load_dataset(args.dataset)
+    ds = load_dataset(args.dataset, strict=getattr(args, "strict", False))
     t0 = time.perf_counter()
     if args.method == "sgr":
         from jkofast.sgr.retriever import SparseGeometricRetriever
@@ -70,7 +70,7 @@ def _search_on_dask(args):
         raise ValueError(f"--index {args.index!r} is not a folder")
     if args.chunk_size < 1:
         raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    ds = load_dataset(args.dataset)
+    ds = load_dataset(args.dataset, strict=getattr(args, "strict", False))
     with dask_client(args.dask, timeout=args.dask_timeout, warm=False) as client:
         t0 = time.perf_counter()
         info = client.submit(index_info, os.path.abspath(args.index), args.method, pure=False).result()
@@ -126,7 +126,7 @@ def run(args) -> int:
     tag = args.tag or f"jkofast-{args.method}"
     off, docs, scores = topk_to_ragged(idx, sc, ds.doc_ids)  # each row up to its first padding entry
     with atomic_open(args.out, fsync=False) as fh:
-        fh.write(format_run(qids, off, docs, scores, tag, score_format="%.6f").encode("utf-8"))
+        fh.write(format_run(qids, off, docs, scores, tag, score_dtype=getattr(sc, "dtype", None)).encode("utf-8"))
     n = len(docs)
     info = {
         "dataset": ds.name,
