@@ -75,18 +75,19 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from jkofast.commands._common import emit
+    from jkofast.eval.fastread import read_run_arrays_fast
     from jkofast.eval.metrics import evaluate
-    from jkofast.eval.trec import read_run
 
     if args.n_boot < 1:
         raise ValueError(f"--n-boot must be >= 1, got {args.n_boot}")
     t0 = time.perf_counter()
     qrels, qrels_src = _load_qrels(args)
-    run_dict = read_run(args.run)
+    run_arrays = read_run_arrays_fast(args.run, n_threads=args.threads)  # = read_run's content, as arrays
+    run_qids = set(run_arrays.query_ids)
     t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
     res = evaluate(
-        run_dict,
+        run_arrays,
         qrels,
         args.metrics,
         gain=args.gain,
@@ -96,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     )
     t_eval = time.perf_counter() - t0
     summ = res.summary(ci=True, n_boot=args.n_boot, seed=args.seed)
-    n_run_only = sum(1 for q in run_dict if q not in qrels)
-    n_qrels_only = sum(1 for q in qrels if q not in run_dict)
+    n_run_only = sum(1 for q in run_qids if q not in qrels)
+    n_qrels_only = sum(1 for q in qrels if q not in run_qids)
     obj = {
         "run": args.run,
         "qrels": qrels_src,

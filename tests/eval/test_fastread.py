@@ -45,6 +45,7 @@ TREC = "q1 Q0 d1 1 3.25 t\nq1 Q0 d2 2 -0.5 t\nq2 Q0 d3 1 1e-3 t\nq2 Q0 d1 2 12 t
         ("query-id\tcorpus-id\tscore\nq1\td1\t0.5\n", False),  # header: the line reader
         ("q1 Q0 d\u00e9 1 0.5 t\n", False),  # non-ASCII id: the line reader
         ("q1 Q0 d1 1 0.12345678901234567891 t\n", False),  # 20 significant digits
+        ("q1 Q0 d1 1 9223372036854776.000 t\n", False),  # 19 digits: would overflow an int64 mantissa
         ("q1 Q0 d1 1 1e30 t\nq1 Q0 d2 2 inf t\n", False),
         ("q1 Q0 d1 1 0.5 t\nq2 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.25 t\n", False),  # q1 not contiguous: merged
         ("q1 Q0 d1 1 0.5 t\nq1 Q0 d1 2 0.75 t\n", True),  # a repeated doc: the last score (dict semantics)

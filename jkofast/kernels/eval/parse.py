@@ -3,11 +3,11 @@ r"""Run files parsed from raw bytes: field boundaries, exact decimal scores, que
 The fast path of :func:`jkofast.eval.fastread.read_run_arrays_fast` for the common case —
 ASCII text, ``\n`` or ``\r\n`` line ends, fields split on spaces or on tabs, 3 or 6 columns,
 plain decimal scores. Anything else (a non-ASCII byte, a lone ``\r`` or another whitespace
-control character, a score with more than 19 significant digits or beyond 1e±22, ``nan``,
+control character, a score with more than 18 significant digits or beyond 1e±22, ``nan``,
 ``inf``, a header line, a column count that changes) sets ``ok = False`` and the wrapper reads
 the file with the line-by-line reader, which either accepts it or names the file and line.
 
-Scores: ``[+-]digits[.digits][(e|E)[+-]digits]`` with at most 19 significant digits and a
+Scores: ``[+-]digits[.digits][(e|E)[+-]digits]`` with at most 18 significant digits and a
 decimal exponent in [−22, 22] is Clinger's fast path — the mantissa is an exact double and
 ``10^|e|`` an exact double, so one IEEE multiplication or division gives the correctly rounded
 value, bit-identical to Python's ``float(text)``.
@@ -46,7 +46,7 @@ def count_lines(buf):
 
 @kernel()
 def _mantissa(buf, i, e):
-    """``(mant, exp10, next index, ok)`` of ``digits[.digits]`` from ``buf[i]`` (at most 19 significant digits)."""
+    """``(mant, exp10, next index, ok)`` of ``digits[.digits]`` from ``buf[i]`` (at most 18 significant digits)."""
     mant = 0
     sig = 0
     exp10 = 0
@@ -58,7 +58,7 @@ def _mantissa(buf, i, e):
             n_dig += 1
             if mant > 0 or c != 48:
                 sig += 1
-                if sig > 19:
+                if sig > 18:  # 19 digits can overflow int64 (the mantissa must also stay <= 2**53)
                     return 0, 0, i, False
                 mant = mant * 10 + (c - 48)
             if dot:
@@ -214,6 +214,46 @@ def parse_run_bytes(buf, q_start, q_len, d_start, d_len, scores):
 
 
 @kernel()
+def _space_fields(buf, s, n, fs, fe):
+    """One pass over the line at ``buf[s:]``: ``(fields, end, tab)`` on space runs (at most 6 kept, 7 = more).
+
+    ``end`` is the line feed's index (or ``n``); ``tab`` True when the line holds a tab (the
+    caller splits it on tabs instead). A CR (only ever before LF) separates like a space.
+    """
+    k = 0
+    j = s
+    while j < n:
+        c = buf[j]
+        if c == LF:
+            break
+        if c == TAB:
+            while j < n and buf[j] != LF:
+                j += 1
+            return k, j, True
+        if c <= SP:
+            j += 1
+            continue
+        a = j
+        while j < n and buf[j] > SP:
+            j += 1
+        if k < 6:
+            fs[k] = a
+            fe[k] = j
+        k += 1
+    return min(k, 7), j, False
+
+
+@kernel()
+def _strip(buf, a, b):
+    """Return ``(a, b)`` of ``buf[a:b]`` without leading / trailing spaces, tabs and CR."""
+    while a < b and (buf[a] == SP or buf[a] == TAB):
+        a += 1
+    while b > a and (buf[b - 1] == SP or buf[b - 1] == TAB or buf[b - 1] == CR):
+        b -= 1
+    return a, b
+
+
+@kernel()
 def parse_range(buf, lo, hi, row0, q_start, q_len, d_start, d_len, scores):
     """Parse the whole lines of ``buf[lo:hi]`` into rows ``row0, row0 + 1, ...``; return ``(n_rows, ncol, ok)``.
 
@@ -227,22 +267,14 @@ def parse_range(buf, lo, hi, row0, q_start, q_len, d_start, d_len, scores):
     row = row0
     s = lo
     while s < n:
-        e = s
-        while e < n and buf[e] != LF:
-            e += 1
+        k, e, tab = _space_fields(buf, s, n, fs, fe)
         nxt = e + 1
-        if e > s and buf[e - 1] == CR:
-            e -= 1
-        a = s
-        b = e
-        while a < b and (buf[a] == SP or buf[a] == TAB):
-            a += 1
-        while b > a and (buf[b - 1] == SP or buf[b - 1] == TAB):
-            b -= 1
+        if tab:  # a line holding a tab splits on tabs (ids may hold spaces)
+            a, b = _strip(buf, s, e)
+            k = 0 if a == b else _fields(buf, a, b, fs, fe)
         s = nxt
-        if a == b or buf[a] == HASH:
+        if k == 0 or buf[fs[0]] == HASH:
             continue
-        k = _fields(buf, a, b, fs, fe)
         if ncol == 0:
             if k != 3 and k != 6:
                 return 0, 0, False
