@@ -15,7 +15,7 @@ import ast
 import os
 
 # wings from the bottom up; a wing (and its kernels) may import only wings below it (and the infrastructure)
-ORDER = ["ot", "eval", "datasets", "sgr", "sparse", "pools", "jko", "studies", "distributed", "commands"]
+ORDER = ["ot", "eval", "datasets", "encode", "sgr", "sparse", "pools", "jko", "studies", "distributed", "commands"]
 
 
 def modules(root: str) -> dict[str, str]:
