@@ -32,7 +32,8 @@ def _add(sub, name: str, help_: str) -> None:
     p.add_argument(
         "--methods",
         default=None,
-        help="comma-separated subset, e.g. hybrid_rrf,jko_blend (extra: noprox_blend, bw_jko_a50)",
+        help="comma-separated subset, e.g. hybrid_rrf,jko_blend (extra: noprox_blend, bw_jko_a50, "
+        "{noprox,kl,jko}_blend_dense (0.7, 0.3), {noprox,kl,jko}_rerank (0, 1))",
     )
     p.add_argument(
         "--embed",
