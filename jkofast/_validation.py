@@ -13,6 +13,7 @@ __all__ = [
     "PartialBatchError",
     "PartialBatchWarning",
     "QueryIndexError",
+    "QueryRejects",
     "as_csr",
     "as_float_array",
     "check_bool",
@@ -239,6 +240,28 @@ def rescale_rows_csr(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
     rowmax = np.zeros(lens.shape[0])
     rowmax[rows] = np.maximum.reduceat(a, indptr[rows])
     return data * np.repeat(_pow2_scale(rowmax), lens)
+
+
+class QueryRejects:
+    """Per-query status codes and messages of a batch: the first rejection of a query wins.
+
+    Attributes
+    ----------
+    status : ndarray int32 (n_queries,)
+        0 = ok, else a code of :mod:`jkofast._status` (the kernels skip non-zero queries).
+    errors : dict
+        Query index -> message of its first rejection.
+    """
+
+    def __init__(self, n_queries: int):
+        self.status = np.zeros(n_queries, np.int32)
+        self.errors: dict[int, str] = {}
+
+    def reject(self, mask, code: int, msg: str) -> None:
+        """Give ``code`` and ``msg`` to every query in ``mask`` (bool per query) that is still ok."""
+        for q in np.flatnonzero(mask & (self.status == 0)):
+            self.status[q] = code
+            self.errors[int(q)] = msg
 
 
 class QueryIndexError(IndexError, ValueError):

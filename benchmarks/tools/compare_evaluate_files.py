@@ -34,15 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from benchmarks.common import make_metric_data
-
-METRICS = ("ndcg@10", "recall@10", "p@10", "mrr", "map")
-PYTREC = {
-    "ndcg@10": ("ndcg_cut.10", "ndcg_cut_10"),
-    "recall@10": ("recall.10", "recall_10"),
-    "p@10": ("P.10", "P_10"),
-    "mrr": ("recip_rank", "recip_rank"),
-    "map": ("map", "map"),
-}
+from benchmarks.tools.compare_metrics import METRICS, PYTREC  # the same five metrics, the same names
 
 
 def write_files(folder: str, n_queries: int, depth: int) -> tuple[str, str]:

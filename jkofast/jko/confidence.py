@@ -33,7 +33,7 @@ import numpy as np
 from jkofast import _status
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_float_array, check_offsets, segment_any
+from jkofast._validation import QueryRejects, as_float_array, check_offsets, segment_any
 from jkofast.kernels.jko import confidence as _k
 
 __all__ = [
@@ -147,8 +147,8 @@ def confidence_signals(p, f, logits, offsets, *, status=None, n_threads: int | N
     fa = _flat_input(f, "f", n)
     has_logits = logits is not None
     la = _flat_input(logits, "logits", n) if has_logits else np.zeros(1)
-    st = np.zeros(nq, np.int32)
-    errors: dict[int, str] = {}
+    rj = QueryRejects(nq)
+    st, errors, reject = rj.status, rj.errors, rj.reject
     if status is not None:
         s_in = np.asarray(status)
         if s_in.dtype.kind not in "iu" or s_in.shape != (nq,):
@@ -156,11 +156,6 @@ def confidence_signals(p, f, logits, offsets, *, status=None, n_threads: int | N
         st[:] = s_in
         for q in np.flatnonzero(st):
             errors[int(q)] = f"status {int(st[q])} on input: {_status.MESSAGES.get(int(st[q]), 'failed')}"
-
-    def reject(mask, code, msg):
-        for q in np.flatnonzero(mask & (st == 0)):
-            st[q] = code
-            errors[int(q)] = msg
 
     reject(np.diff(off) == 0, _status.EMPTY, "empty pool")
     # fast path: one vectorised pass per array; the per-pool reductions only when something is off

@@ -35,6 +35,7 @@ from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import (
     QueryIndexError,
+    QueryRejects,
     as_float_array,
     check_int,
     check_offsets,
@@ -710,13 +711,8 @@ def rerank_batch(
     n = E.shape[0]
     off = check_offsets(offsets, n)
     nq = off.shape[0] - 1
-    status = np.zeros(nq, np.int32)
-    errors: dict[int, str] = {}
-
-    def reject(mask, code, msg):
-        for q in np.flatnonzero(mask & (status == 0)):
-            status[q] = code
-            errors[int(q)] = msg
+    rj = QueryRejects(nq)
+    status, errors, reject = rj.status, rj.errors, rj.reject
 
     sizes = np.diff(off)
     reject(sizes == 0, _status.EMPTY, "empty pool")

@@ -396,12 +396,17 @@ class StudyResult:
         lines.append("-" * len(head))
         if diffs:
             lines.append("* = paired-difference 95% bootstrap CI excludes 0")
+        return "\n".join(lines + self.footer())
+
+    def footer(self) -> list[str]:
+        """Return the lines every report ends with: the extra blocks, the notes, the wall time."""
+        lines = []
         for b in self.blocks:
             lines += ["", b]
         lines.append("")
         lines += [f"note: {n}" for n in self.notes]
         lines.append(f"wall time: {self.wall_s:.1f} s")
-        return "\n".join(lines)
+        return lines
 
     def write(self, out_dir: str) -> list[str]:
         """Write ``<study>.json`` and ``<study>.md`` into ``out_dir`` (created); return the paths."""

@@ -61,12 +61,7 @@ class LinearResponseResult(StudyResult):
                 f"{r['gain']:.5f} [{r['gain_ci'][0]:.5f}, {r['gain_ci'][1]:.5f}]   {r['gain_fd']:8.5f}"
             )
         lines.append("-" * len(head))
-        for b in self.blocks:
-            lines += ["", b]
-        lines.append("")
-        lines += [f"note: {n}" for n in self.notes]
-        lines.append(f"wall time: {self.wall_s:.1f} s")
-        return "\n".join(lines)
+        return "\n".join(lines + self.footer())
 
 
 def _directions(batch, pools) -> tuple[list, list]:

@@ -400,12 +400,7 @@ class TheoryResult(StudyResult):
     def table(self) -> str:
         """Return the text report: one block per experiment (published beside ours), notes."""
         lines = [f"jkofast study {self.study}: {self.dataset}, {self.n_queries} queries (union of the samples)"]
-        for b in self.blocks:
-            lines += ["", b]
-        lines.append("")
-        lines += [f"note: {n}" for n in self.notes]
-        lines.append(f"wall time: {self.wall_s:.1f} s")
-        return "\n".join(lines)
+        return "\n".join(lines + self.footer())
 
 
 def _fmt(xs, f="{:.4f}") -> str:
