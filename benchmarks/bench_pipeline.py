@@ -162,7 +162,7 @@ class RerankIO(Benchmark):
                 return S._map_rows(self.row, docs)
 
         self.geom = _Rows()
-        self.args = types.SimpleNamespace(alpha=0.4, gamma=0.6, k=0, tag="jkofast", threads=1)
+        self.args = types.SimpleNamespace(alpha=0.4, gamma=0.6, k=0, tag="jkofast", threads=1, confidence=None)
         self.cfg = types.SimpleNamespace(tau0=0.1)
         self.chunks = list(jk("jkofast.eval.runio").iter_chunks(self.path, 500, None))
 
