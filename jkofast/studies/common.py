@@ -465,7 +465,7 @@ def run_study(name: str, opts: StudyOptions | None = None) -> StudyResult:
         out_dir = opts.out or "."
         os.makedirs(out_dir, exist_ok=True)
         res.figures = list(module.plot(res, out_dir))
-    elif opts.plot:
+    elif opts.plot and name != "report":  # the report gathers the figures of the studies it runs
         res.notes.append(f"study {name} has no figures")
     if opts.out:
         res.write(opts.out)
