@@ -1,6 +1,6 @@
 """Throughput of ``jkofast rerank`` on Dask beside the single-process command, in one run (issue #15).
 
-    python benchmarks/tools/dask_throughput.py [--dir /tmp/dask_bench] [--queries 4000] [--chunk-size 500]
+    python benchmarks/tools/dask_throughput.py [--dir TMPDIR/dask_bench] [--queries 4000] [--chunk-size 500]
            [--config tuned] [--grad implicit] [--variants single2,local1,local2] [--repeats 1]
 
 Makes (once) a synthetic pool file with ``benchmarks/tools/make_synthetic_pools.py`` (M = 200,
@@ -27,6 +27,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -90,7 +91,7 @@ def client_share(a) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default="/tmp/dask_bench")
+    ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "dask_bench"))
     ap.add_argument("--queries", type=int, default=4000)
     ap.add_argument("--chunk-size", type=int, default=500)
     ap.add_argument("--config", default="tuned")

