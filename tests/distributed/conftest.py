@@ -15,18 +15,7 @@ def dask_client():
     without ``__init__.py``).
     """
     distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        from jkofast.distributed.cluster import _warm_worker
+    from dask_inputs import loopback_client
 
-        client.run(_warm_worker)
+    with loopback_client(distributed, logging.ERROR) as client:
         yield client

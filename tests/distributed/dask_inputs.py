@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
+
+
+@contextlib.contextmanager
+def loopback_client(distributed, log_level):
+    """A client of a fresh 2-worker LocalCluster on 127.0.0.1 (one thread each, spawned processes), warmed."""
+    from jkofast.distributed.cluster import _warm_worker
+
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=log_level,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        client.run(_warm_worker)
+        yield client
 
 
 def write_pools(path, nq=9, m=6, n_docs=40, d=4, seed=0, extra=True):

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from dask_inputs import write_pools
+from dask_inputs import loopback_client, write_pools
 
 from jkofast.jko.stream import RerankOptions, rerank_stream
 
@@ -27,7 +27,6 @@ def _busy_worker(client, timeout=60.0):
 
 
 def test_killed_worker_and_scheduler_restart(tmp_path, dask_client):
-    from jkofast.distributed.cluster import _warm_worker
     from jkofast.distributed.rerank import rerank_on_dask
 
     run = write_pools(tmp_path, nq=60, m=50, n_docs=400, d=16)
@@ -43,18 +42,7 @@ def test_killed_worker_and_scheduler_restart(tmp_path, dask_client):
         except BaseException as exc:
             box["exc"] = exc
 
-    with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            silence_logs=logging.CRITICAL,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        client.run(_warm_worker)
+    with loopback_client(distributed, logging.CRITICAL) as client:
         # 1. kill a worker process (SIGKILL, by its pid) while it holds a chunk
         th = threading.Thread(target=job, args=("killed.trec",))
         th.start()
