@@ -35,7 +35,7 @@ def _load_index(args):
     if args.method == "sgr":
         from jkofast.sgr.retriever import SparseGeometricRetriever
 
-        retr = SparseGeometricRetriever.load(args.index)
+        retr = SparseGeometricRetriever.load(args.index, mmap=True)  # opens in seconds; pages read on demand
     else:
         from jkofast.sparse.retriever import SparseRetriever
 

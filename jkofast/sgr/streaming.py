@@ -1,0 +1,808 @@
+"""Streaming, bounded-memory SparseGeometricRAG build from a corpus file (SPEC B.11; issue #17).
+
+:func:`build_index` indexes a BEIR ``corpus.jsonl`` / ``corpus.jsonl.gz`` (or a BEIR folder)
+without holding the texts in memory, in shards of ``shard_size`` passages:
+
+1. **Tokens** (one read of the corpus): each shard's passages (``title + " " + text``, as
+   :meth:`SparseGeometricRetriever.fit` joins them) are analysed with the retriever's analyser
+   (``script_tokenizer(TOKEN_PATTERN)``); a shard keeps its local term list, its per-passage
+   term counts (CSR over local ids), ``dl`` (analyser tokens, out-of-vocabulary ones included)
+   and the ids, written to ``out/_build/tokens/NNNNN``.
+2. **Vocabulary** (B.11): the ``local_k`` (150k) heaviest terms of each shard -> the union ->
+   the ``candidate_k`` (200k) heaviest by their summed local counts -> exact corpus counts of
+   those -> the top ``max_features`` by corpus term frequency.  The selection is
+   scikit-learn's ``CountVectorizer`` rule (``(-tf).argsort()[:V]`` over the alphabetically
+   sorted terms, then alphabetical ids); when every shard's whole vocabulary fits in
+   ``local_k`` and the union in ``candidate_k`` (SciFact, any corpus below ~200k distinct
+   terms) it runs on the full vocabulary, so the vocabulary, ``df``, ``idf`` and every TF-IDF
+   row are bit-identical to ``fit``'s.  Otherwise the kept set is exact whenever the cut's
+   term frequency exceeds the bound on any term outside the candidates (checked; a warning
+   says when it is not), and only the order of ties *at the cut* may differ from an
+   in-memory ``CountVectorizer`` (whose tie order is that of ``argsort`` over all terms).
+3. **Geometry** calibrated with :func:`jkofast.sgr.layout.calibrate` on ``calibrate``
+   passages (the first N, or a seeded uniform N), or on the whole corpus (``None``);
+4. **Encode** every shard against it (:func:`jkofast.sgr.layout.encode`), written to
+   ``out/shards/NNNNN``; 5. **assemble** into the index folder ``out``; its ``meta.json``
+   is written last, so an interrupted or failed (disk-full) build never leaves a folder
+   that loads as a complete index.
+
+Every stage is saved once and reused: an interrupted build rerun with the same arguments
+skips the completed shards (``resume=True``); a corpus changed since (size, modification
+time or first MiB) or other build parameters is a ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from jkofast.kernels.sgr import stream as _st
+
+__all__ = ["build_index", "corpus_file", "read_corpus_shards", "shard_term_counts", "stream_vocabulary"]
+
+_STATE_VERSION = 1
+_LOCAL_K = 150_000  # B.11: local heavy hitters per shard
+_CANDIDATE_K = 200_000  # B.11: candidate union
+
+
+# ---------------------------------------------------------------------------------------------- corpus
+def corpus_file(corpus: str) -> str:
+    """Return the corpus file of ``corpus``: a ``.jsonl`` / ``.jsonl.gz`` file, or a BEIR folder's.
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither a file nor a folder holding ``corpus.jsonl(.gz)``.
+    """
+    corpus = os.fspath(corpus)
+    if os.path.isdir(corpus):
+        for cand in ("corpus.jsonl", "corpus.jsonl.gz"):
+            p = os.path.join(corpus, cand)
+            if os.path.isfile(p):
+                return p
+        raise FileNotFoundError(f"{corpus}: no corpus.jsonl(.gz) in this folder")
+    if not os.path.isfile(corpus):
+        raise FileNotFoundError(f"corpus {corpus!r} not found")
+    return corpus
+
+
+def _fingerprint(path: str) -> dict:
+    """Size, modification time and SHA-1 of the first MiB of ``path`` (a changed corpus is refused)."""
+    st = os.stat(path)
+    with open(path, "rb") as fh:
+        head = hashlib.sha1(fh.read(1 << 20)).hexdigest()
+    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "head_sha1": head}
+
+
+class _Reader:
+    """Byte-position aware line reader of a ``.jsonl`` / ``.jsonl.gz`` file (``pos`` = compressed bytes read)."""
+
+    def __init__(self, path: str):
+        import gzip
+
+        self.path = path
+        self.raw = open(path, "rb")  # closed in close()
+        self.fh = gzip.GzipFile(fileobj=self.raw, mode="rb") if path.endswith(".gz") else self.raw
+        self.size = os.fstat(self.raw.fileno()).st_size
+
+    @property
+    def pos(self) -> int:
+        return self.raw.tell()
+
+    def close(self) -> None:
+        if self.fh is not self.raw:
+            self.fh.close()
+        self.raw.close()
+
+    def lines(self):
+        """Yield ``(line number, raw bytes)``; corrupt gzip data is a ``ValueError`` naming the line."""
+        import gzip
+        import zlib
+
+        lineno = 0
+        it = iter(self.fh)
+        while True:
+            try:
+                raw = next(it)
+            except StopIteration:
+                return
+            except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+                raise ValueError(f"{self.path}: corrupted gzip data at or after line {lineno + 1} ({e})") from None
+            lineno += 1
+            yield lineno, raw
+
+
+def _parse(raw: bytes, path: str, lineno: int) -> tuple[str, str] | None:
+    """``(id, title + " " + text)`` of one corpus line, ``None`` for a blank line; ``ValueError`` naming file:line."""
+    if not raw.strip():
+        return None
+    try:
+        obj = json.loads(raw)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}:{lineno}: invalid UTF-8 ({e.reason})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{lineno}: invalid JSON ({e.msg}; a truncated line?)") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+    did = obj.get("_id")
+    if isinstance(did, bool) or not isinstance(did, str | int):
+        raise ValueError(f"{path}:{lineno}: '_id' must be a string, got {did!r}")
+    did = str(did)
+    if not did or any(c.isspace() for c in did):
+        raise ValueError(f"{path}:{lineno}: '_id' {did!r} must be non-empty without whitespace")
+    title, text = obj.get("title") or "", obj.get("text") or ""
+    if not isinstance(title, str) or not isinstance(text, str):
+        raise ValueError(f"{path}:{lineno}: fields 'title' and 'text' must be strings")
+    return did, title + " " + text
+
+
+def read_corpus_shards(path: str, shard_size: int, skip: int = 0, on_progress=None):
+    """Yield ``(shard number, ids, texts)`` of consecutive ``shard_size`` passages of a corpus file.
+
+    Parameters
+    ----------
+    path : str
+        ``corpus.jsonl`` or ``corpus.jsonl.gz`` (BEIR rows ``{"_id", "title", "text"}``; blank lines
+        skipped).  The text of a passage is ``title + " " + text``.
+    shard_size : int
+        Passages per shard (the last one may be shorter).
+    skip : int
+        Shards to skip (their lines are read but not parsed: a resume).
+    on_progress : callable, optional
+        Called as ``on_progress(passages, compressed bytes read, file size)`` once per shard.
+
+    Raises
+    ------
+    ValueError
+        A line that is not a JSON object with a valid ``_id`` (truncated, not JSON, bad UTF-8),
+        naming the file and the line; the shards yielded before stay valid.
+    """
+    rd = _Reader(path)
+    try:
+        shard, ids, texts, n_seen = 0, [], [], 0
+        for lineno, raw in rd.lines():
+            if shard < skip:
+                if raw.strip():
+                    n_seen += 1
+                    if n_seen == shard_size:
+                        shard, n_seen = shard + 1, 0
+                        if on_progress is not None:
+                            on_progress(shard_size, rd.pos, rd.size)
+                continue
+            rec = _parse(raw, path, lineno)
+            if rec is None:
+                continue
+            ids.append(rec[0])
+            texts.append(rec[1])
+            if len(ids) == shard_size:
+                yield shard, ids, texts
+                if on_progress is not None:
+                    on_progress(len(ids), rd.pos, rd.size)
+                shard, ids, texts = shard + 1, [], []
+        if ids:
+            yield shard, ids, texts
+            if on_progress is not None:
+                on_progress(len(ids), rd.pos, rd.size)
+    finally:
+        rd.close()
+
+
+# ---------------------------------------------------------------------------------------------- tokens
+def shard_term_counts(texts) -> dict:
+    """Analyse ``texts`` with the SGR analyser; return the shard's local term counts.
+
+    Tokens equal ``script_tokenizer(TOKEN_PATTERN)``'s: ASCII passages go through the byte-level
+    kernel (``jkofast.kernels.sgr.stream``; ``str.lower`` then maximal runs of ``[0-9a-z_]`` of
+    length >= 2, what the regex finds on ASCII text), the others through the analyser itself.
+
+    Returns a dict of ``terms`` (local vocabulary, str array), ``indptr`` int64 / ``indices``
+    int32 (local ids, sorted per row) / ``counts`` int32 (CSR of raw term counts per passage),
+    ``dl`` int64 (analyser tokens per passage), ``tf`` and ``df`` int64 (the shard's total
+    count and document frequency per local term).
+    """
+    import scipy.sparse as sp
+
+    n = len(texts)
+    asc = np.fromiter((t.isascii() for t in texts), bool, n)
+    joined = "\n".join(t if a else "" for t, a in zip(texts, asc.tolist())).lower()
+    buf = np.frombuffer(joined.encode("ascii"), np.uint8)
+    lens = np.fromiter((len(t) if a else 0 for t, a in zip(texts, asc.tolist())), np.int64, n)
+    doc_off = np.zeros(n + 1, np.int64)
+    np.cumsum(lens + 1, out=doc_off[1:])
+    doc_off[1:] -= 1  # passage i is buf[doc_off[i]:doc_off[i + 1]] (+ its separator)
+    dl = np.zeros(n, np.int64)
+    n_tok = int(_st.count_tokens(buf, doc_off, dl))
+    ids = np.zeros(n_tok, np.int32)
+    t_start = np.zeros(max(n_tok, 1), np.int64)
+    t_len = np.zeros(max(n_tok, 1), np.int64)
+    t_hash = np.zeros(max(n_tok, 1), np.uint64)
+    nv = int(_st.token_ids(buf, doc_off, n_tok, ids, t_start, t_len, t_hash))
+    raw = joined.encode("ascii")
+    terms = [raw[a : a + m].decode("ascii") for a, m in zip(t_start[:nv].tolist(), t_len[:nv].tolist())]
+    rows = np.repeat(np.arange(n, dtype=np.int64), dl)
+    cols = ids
+    if not asc.all():
+        rows, cols, terms = _non_ascii_tokens(texts, np.flatnonzero(~asc), terms, rows, cols, dl)
+    nv = len(terms)
+    tf = np.bincount(cols, minlength=nv).astype(np.int64)
+    m = sp.csr_matrix((np.ones(cols.shape[0], np.int32), (rows, cols)), shape=(n, nv))  # sums duplicates
+    m.sort_indices()
+    return {
+        "terms": np.array(terms, dtype=str) if nv else np.zeros(0, "<U1"),
+        "indptr": m.indptr.astype(np.int64),
+        "indices": m.indices.astype(np.int32),
+        "counts": m.data.astype(np.int32),
+        "dl": dl,
+        "tf": tf,
+        "df": np.bincount(m.indices, minlength=nv).astype(np.int64),
+    }
+
+
+def _non_ascii_tokens(texts, docs, terms, rows, cols, dl):
+    """Add the tokens of the non-ASCII passages ``docs`` (exact analyser) to the kernel's ``rows`` / ``cols``."""
+    from jkofast.sgr.retriever import TOKEN_PATTERN
+    from jkofast.sgr.scripts import script_tokenizer
+
+    analyse = script_tokenizer(TOKEN_PATTERN)
+    vocab = {w: i for i, w in enumerate(terms)}
+    terms = list(terms)
+    extra_r: list = []
+    extra_c: list = []
+    for d in docs.tolist():
+        toks = analyse(texts[d])
+        dl[d] = len(toks)
+        for w in toks:
+            t = vocab.get(w)
+            if t is None:
+                t = vocab[w] = len(terms)
+                terms.append(w)
+            extra_c.append(t)
+        extra_r.extend([d] * len(toks))
+    rows = np.concatenate([rows, np.asarray(extra_r, np.int64)])
+    cols = np.concatenate([cols, np.asarray(extra_c, np.int32)])
+    return rows, cols, terms
+
+
+def _atomic_dir_write(folder: str, arrays: dict, manifest: dict) -> None:
+    """Write ``arrays`` as .npy files into ``folder`` (via a temporary sibling) and the manifest last."""
+    tmp = folder + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for k, v in arrays.items():
+        np.save(os.path.join(tmp, k + ".npy"), v, allow_pickle=False)
+    with open(os.path.join(tmp, "manifest.json"), "w") as fh:
+        json.dump(manifest, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+
+
+def _read_done(folder: str, name: str) -> dict | None:
+    """Return the manifest of a completed stage folder, ``None`` if absent or incomplete."""
+    p = os.path.join(folder, name)
+    if not os.path.isfile(p):
+        return None
+    try:
+        with open(p) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _load_arrays(folder: str, names, mmap: bool = False) -> dict:
+    return {k: np.load(os.path.join(folder, k + ".npy"), mmap_mode="r" if mmap else None) for k in names}
+
+
+_TOK_ARRAYS = ("terms", "indptr", "indices", "counts", "dl", "tf", "df", "ids")
+
+
+# ---------------------------------------------------------------------------------------------- vocabulary
+def stream_vocabulary(shards, max_features: int, local_k: int = _LOCAL_K, candidate_k: int = _CANDIDATE_K) -> dict:
+    """Select the vocabulary over shard term counts (B.11), with ``CountVectorizer``'s rule.
+
+    Parameters
+    ----------
+    shards : sequence of callables or dicts
+        Per shard, its ``terms`` (str array) and ``tf`` / ``df`` (int64 per local term);
+        a callable is called to get the dict (a shard read from disk when needed).
+    max_features : int
+        V, the vocabulary cap.
+    local_k, candidate_k : int
+        Heavy hitters kept per shard and in the candidate union (150k, 200k as published).
+
+    Returns
+    -------
+    dict
+        ``terms`` (selected, alphabetical), ``tf`` / ``df`` int64 over the corpus per term,
+        ``exact`` (True: the selection ran on the whole vocabulary), ``n_distinct`` (distinct
+        terms seen, a lower bound when not exact), ``guaranteed`` (the kept set is provably
+        the true top-V).
+    """
+    get = [s if callable(s) else (lambda s=s: s) for s in shards]
+    union: dict = {}
+    complete = True
+    bound_out = 0  # upper bound on the corpus tf of a term outside every shard's heavy hitters
+    for g in get:
+        s = g()
+        tf, terms = np.asarray(s["tf"]), s["terms"]
+        if tf.shape[0] > local_k:
+            complete = False
+            part = np.argpartition(-tf, local_k - 1)[:local_k]
+            bound_out += int(tf[part].min())
+            sel_t, sel_f = terms[part], tf[part]
+        else:
+            sel_t, sel_f = terms, tf
+        for t, f in zip(sel_t.tolist(), sel_f.tolist()):
+            union[t] = union.get(t, 0) + f
+    exact = complete and len(union) <= candidate_k
+    if len(union) > candidate_k:
+        items = sorted(union.items(), key=lambda kv: (-kv[1], kv[0]))
+        bound_out += items[candidate_k][1]  # + what a dropped candidate may have lost in the shards
+        cand = sorted(t for t, _ in items[:candidate_k])
+    else:
+        cand = sorted(union)
+    pos = {t: i for i, t in enumerate(cand)}
+    tf = np.zeros(len(cand), np.int64)
+    df = np.zeros(len(cand), np.int64)
+    for g in get:
+        s = g()
+        loc = np.fromiter((pos.get(t, -1) for t in s["terms"].tolist()), np.int64, len(s["terms"]))
+        k = loc >= 0
+        np.add.at(tf, loc[k], np.asarray(s["tf"])[k])
+        np.add.at(df, loc[k], np.asarray(s["df"])[k])
+    keep = _select_top(tf, max_features, exact)
+    cut = int(tf[keep].min()) if keep.size == max_features else 0
+    guaranteed = exact or cut > bound_out
+    if not guaranteed:
+        warnings.warn(
+            f"stream_vocabulary: the top-{max_features} cut (corpus tf {cut}) is not above the bound ({bound_out}) "
+            "on terms outside the heavy-hitter candidates; raise local_k / candidate_k for a proven exact vocabulary",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    cand_arr = np.array(cand, dtype=str) if cand else np.zeros(0, "<U1")
+    return {
+        "terms": cand_arr[keep],
+        "tf": tf[keep],
+        "df": df[keep],
+        "exact": bool(exact),
+        "n_distinct": len(union),
+        "guaranteed": bool(guaranteed),
+    }
+
+
+def _select_top(tf: np.ndarray, limit: int, exact: bool) -> np.ndarray:
+    """Return the indices (ascending) of the kept terms: ``CountVectorizer._limit_features`` on alphabetical terms.
+
+    ``exact``: the same float32 array and ``argsort`` as scikit-learn (whose term sums are float32;
+    equal to the exact counts below 2**24), hence the same ties; otherwise the exact int64 counts.
+    """
+    if tf.shape[0] <= limit:
+        return np.arange(tf.shape[0])
+    key = tf.astype(np.float32) if exact else tf
+    return np.sort((-key).argsort()[:limit])
+
+
+# ---------------------------------------------------------------------------------------------- TF-IDF rows
+def smooth_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """``TfidfTransformer(smooth_idf=True)``'s idf in float32 (its dtype for float32 counts): ln((1+N)/(1+df)) + 1."""
+    d = df.astype(np.float32) + np.float32(1.0)
+    idf = np.full_like(d, fill_value=n_docs + 1, dtype=np.float32)
+    idf /= d
+    np.log(idf, out=idf)
+    idf += np.float32(1.0)
+    return idf
+
+
+def shard_rows(tok: dict, term_index: dict, idf32: np.ndarray):
+    """Return ``(X, counts)`` of one token shard in the global vocabulary.
+
+    ``X`` float32 CSR of L2-normalised TF-IDF rows (sorted indices) and ``counts`` float32
+    CSR of the raw term counts (in-vocabulary terms only), as ``fit`` computes them.
+    """
+    import scipy.sparse as sp
+    from sklearn.preprocessing import normalize
+
+    terms = tok["terms"]
+    n = tok["indptr"].shape[0] - 1
+    V = idf32.shape[0]
+    loc = np.fromiter((term_index.get(t, -1) for t in terms.tolist()), np.int64, len(terms))
+    gid = loc[np.asarray(tok["indices"])] if len(terms) else np.zeros(0, np.int64)
+    keep = gid >= 0
+    rows = np.repeat(np.arange(n), np.diff(np.asarray(tok["indptr"])))[keep]
+    C = sp.csr_matrix(
+        (np.asarray(tok["counts"])[keep].astype(np.float32), (rows, gid[keep])), shape=(n, V), dtype=np.float32
+    )
+    C.sort_indices()
+    X = C.copy()
+    X.data *= idf32[X.indices]
+    X = normalize(X, norm="l2", copy=False).tocsr().astype(np.float32)
+    X.sort_indices()
+    return X, C
+
+
+# ---------------------------------------------------------------------------------------------- progress
+class _Bar:
+    """``label: done passages (rate/s, pct %, ETA m:ss)`` on stderr, from compressed bytes read."""
+
+    def __init__(self, label: str, enabled: bool, total: int | None = None):
+        self.label, self.enabled, self.total = label, enabled, total
+        self.done, self.t0, self.frac = 0, time.perf_counter(), 0.0
+
+    def update(self, n: int, frac: float | None = None) -> None:
+        self.done += n
+        if frac is None and self.total:
+            frac = self.done / self.total
+        self.frac = frac if frac is not None else self.frac
+        if not self.enabled:
+            return
+        el = time.perf_counter() - self.t0
+        rate = self.done / max(el, 1e-9)
+        eta = el * (1 - self.frac) / self.frac if self.frac > 0 else float("nan")
+        eta_s = f"{int(eta // 60)}:{int(eta % 60):02d}" if np.isfinite(eta) else "?"
+        print(
+            f"\r{self.label}: {self.done:,} passages ({rate:,.0f}/s, {100 * self.frac:.0f} %, ETA {eta_s})   ",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        if self.enabled:
+            print(file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- stages
+def _check_state(work: str, state: dict, resume: bool) -> None:
+    """Start or resume the build in ``work``: a saved state must equal ``state`` (else ``ValueError``)."""
+    p = os.path.join(work, "state.json")
+    if os.path.isfile(p) and resume:
+        with open(p) as fh:
+            old = json.load(fh)
+        if old.get("corpus") != state["corpus"]:
+            raise ValueError(
+                f"the corpus {state['corpus']['path']} changed since the interrupted build in {work} "
+                f"(was {old.get('corpus')}); rerun with resume=False (--no-resume) to start over"
+            )
+        diff = sorted(k for k in state if k != "corpus" and old.get(k) != state[k])
+        if diff:
+            raise ValueError(
+                f"the interrupted build in {work} used other settings ({', '.join(diff)}); "
+                "rerun with the same settings or resume=False to start over"
+            )
+        return
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    with open(p + ".tmp", "w") as fh:
+        json.dump(state, fh, indent=1)
+    os.replace(p + ".tmp", p)
+
+
+def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar) -> int:
+    """Stage 1: write every token shard not yet complete; return the number of shards."""
+    tdir = os.path.join(work, "tokens")
+    end = _read_done(tdir, "_end.json")
+    if end is not None:
+        return int(end["n_shards"])
+    os.makedirs(tdir, exist_ok=True)
+    done = 0
+    while _read_done(os.path.join(tdir, f"{done:05d}"), "manifest.json") is not None:
+        done += 1
+    n_shards, n_docs = done, done * shard_size
+
+    def progress(n, pos, size):
+        bar.update(n, pos / max(size, 1))
+
+    for k, ids, texts in read_corpus_shards(path, shard_size, skip=done, on_progress=progress):
+        tok = shard_term_counts(texts)
+        tok["ids"] = np.array(ids, dtype=str)
+        _atomic_dir_write(os.path.join(tdir, f"{k:05d}"), tok, {"shard": k, "n_docs": len(ids), "first_doc": n_docs})
+        n_shards, n_docs = k + 1, n_docs + len(ids)
+    if n_docs == 0:
+        raise ValueError(f"{path}: no document (empty corpus file)")
+    with open(os.path.join(tdir, "_end.json"), "w") as fh:
+        json.dump({"n_shards": n_shards, "n_docs": n_docs}, fh)
+    return n_shards
+
+
+def _tok_dir(work: str, k: int) -> str:
+    return os.path.join(work, "tokens", f"{k:05d}")
+
+
+def _vocabulary(work: str, n_shards: int, max_features: int, local_k: int, candidate_k: int) -> dict:
+    """Stage 2: vocabulary, idf and dl over all token shards (saved once in ``work/vocab``)."""
+    vdir = os.path.join(work, "vocab")
+    names = ("terms", "tf", "df", "idf", "dl")
+    man = _read_done(vdir, "manifest.json")
+    if man is None:
+        shards = [(lambda k=k: _load_arrays(_tok_dir(work, k), ("terms", "tf", "df"))) for k in range(n_shards)]
+        voc = stream_vocabulary(shards, max_features, local_k, candidate_k)
+        if voc["terms"].shape[0] == 0:
+            raise ValueError(f"no token matches the SGR analyser's pattern in the corpus ({n_shards} shard(s))")
+        dl = np.concatenate([np.load(os.path.join(_tok_dir(work, k), "dl.npy")) for k in range(n_shards)])
+        idf = smooth_idf(voc["df"], dl.shape[0])
+        man = {"n_docs": int(dl.shape[0]), "n_terms": int(voc["terms"].shape[0])}
+        man.update({k: voc[k] for k in ("exact", "n_distinct", "guaranteed")})
+        _atomic_dir_write(vdir, {"terms": voc["terms"], "tf": voc["tf"], "df": voc["df"], "idf": idf, "dl": dl}, man)
+    out = _load_arrays(vdir, names)
+    out["manifest"] = man
+    return out
+
+
+def _calibration_rows(work: str, n_shards: int, n_docs: int, calibrate, mode: str, seed: int, rows_of):
+    """Return the calibration subset's TF-IDF rows (CSR float32): all, the first N or a seeded uniform N."""
+    import scipy.sparse as sp
+
+    if calibrate is None or calibrate >= n_docs:
+        pick = None
+    elif mode == "first":
+        pick = np.arange(calibrate)
+    else:
+        pick = np.sort(np.random.default_rng(seed).choice(n_docs, size=calibrate, replace=False))
+    blocks, first = [], 0
+    for k in range(n_shards):
+        n_k = int(np.load(os.path.join(_tok_dir(work, k), "dl.npy"), mmap_mode="r").shape[0])
+        if pick is None:
+            blocks.append(rows_of(k))
+        else:
+            sel = pick[(pick >= first) & (pick < first + n_k)] - first
+            if sel.size:
+                blocks.append(rows_of(k)[sel])
+        first += n_k
+        if pick is not None and first >= pick[-1] + 1:
+            break
+    X = sp.vstack(blocks, format="csr").astype(np.float32)
+    X.sort_indices()
+    return X
+
+
+# ---------------------------------------------------------------------------------------------- build
+def _build_params(params) -> dict:
+    """Return the full, checked parameters (defaults + ``params``) of a :class:`SparseGeometricRetriever`."""
+    from jkofast.sgr.retriever import SparseGeometricRetriever
+
+    return SparseGeometricRetriever(**(params or {})).params
+
+
+def _check_build_args(calibrate, calibrate_mode, seed, shard_size) -> None:
+    from jkofast._validation import check_int
+
+    if calibrate is not None:
+        calibrate = check_int(calibrate, "calibrate")
+        if calibrate <= 0:
+            raise ValueError(
+                f"calibrate must be a positive number of passages or None (the whole corpus), got {calibrate}"
+            )
+    if calibrate_mode not in ("first", "uniform"):
+        raise ValueError(f"calibrate_mode must be 'first' or 'uniform', got {calibrate_mode!r}")
+    check_int(seed, "seed", min_value=0)
+    check_int(shard_size, "shard_size", min_value=1)
+
+
+def _geometry(work: str, n_shards: int, n_docs: int, cal: tuple, rows_of, p: dict, n_threads):
+    """Stage 3: the geometry calibrated on the subset ``cal`` = (calibrate, mode, seed), saved once.
+
+    A saved geometry of another calibration choice is replaced (and the shards encoded against it
+    are removed).
+    """
+    from jkofast.sgr import layout
+
+    gdir = os.path.join(work, "geometry")
+    names = [f for f in layout.Geometry._fields if f != "n_calibration"]
+    key = [
+        cal[0],
+        cal[1] if cal[0] is not None else None,
+        cal[2] if cal[0] is not None and cal[1] == "uniform" else None,
+    ]
+    man = _read_done(gdir, "manifest.json")
+    if man is not None and man.get("calibration") == key:
+        arrs = _load_arrays(gdir, names)
+        return layout.Geometry(**arrs, n_calibration=int(man["n_calibration"]))
+    shutil.rmtree(os.path.join(os.path.dirname(work), "shards"), ignore_errors=True)
+    X = _calibration_rows(work, n_shards, n_docs, *cal, rows_of)
+    g = layout.calibrate(X, p, n_threads)
+    del X
+    man = {"n_calibration": int(g.n_calibration), "calibration": key}
+    _atomic_dir_write(gdir, {k: getattr(g, k) for k in names}, man)
+    return g
+
+
+def _encode_shards(work, n_shards, geometry, rows_of, p, n_threads, bar) -> list:
+    """Stage 4: encode every shard not yet written (``work/shards/NNNNN``); return the shard folders."""
+    from jkofast.sgr import layout
+
+    folders, first = [], 0
+    for k in range(n_shards):
+        folder = os.path.join(os.path.dirname(work), "shards", f"{k:05d}")
+        n_k = int(np.load(os.path.join(_tok_dir(work, k), "dl.npy"), mmap_mode="r").shape[0])
+        if _read_done(folder, "shard.json") is None:
+            X, C = rows_of(k, counts=True)
+            layout.write_shard(folder, layout.encode(X, geometry, p, n_threads, first, counts=C))
+        folders.append(folder)
+        first += n_k
+        bar.update(n_k, first / _n_docs_of(work))
+    return folders
+
+
+def _n_docs_of(work: str) -> int:
+    """Passages of the corpus read into ``work`` (after stage 1)."""
+    with open(os.path.join(work, "tokens", "_end.json")) as fh:
+        return int(json.load(fh)["n_docs"])
+
+
+class _Rows:
+    """TF-IDF rows (and raw counts) of token shard k in the global vocabulary."""
+
+    def __init__(self, work: str, terms: np.ndarray, idf32: np.ndarray):
+        self.work, self.idf32 = work, idf32
+        self.index = {t: i for i, t in enumerate(terms.tolist())}
+
+    def __call__(self, k: int, counts: bool = False):
+        tok = _load_arrays(_tok_dir(self.work, k), ("terms", "indptr", "indices", "counts"))
+        X, C = shard_rows(tok, self.index, self.idf32)
+        return (X, C) if counts else X
+
+
+def build_index(
+    corpus,
+    out,
+    calibrate: int | None = None,
+    calibrate_mode: str = "first",
+    seed: int = 0,
+    shard_size: int = 250_000,
+    params: dict | None = None,
+    n_threads: int | None = None,
+    progress: bool = True,
+    resume: bool = True,
+    local_k: int = _LOCAL_K,
+    candidate_k: int = _CANDIDATE_K,
+    keep_work: bool = False,
+):
+    """Build a SparseGeometricRAG index from a corpus file in shards, with bounded memory (SPEC B.11).
+
+    Parameters
+    ----------
+    corpus : str
+        ``corpus.jsonl`` / ``corpus.jsonl.gz`` (BEIR rows ``{"_id", "title", "text"}``) or a BEIR
+        folder holding one.  Passage text = ``title + " " + text``.
+    out : str
+        Index folder (created).  Work files live in ``out/_build`` and ``out/shards`` until
+        the index is complete (removed then unless ``keep_work``); ``meta.json`` is written
+        last.
+    calibrate : int, optional
+        Passages the geometry is calibrated on (B.11: 1,000,000 for MS MARCO); ``None``: the
+        whole corpus, which gives the index of ``SparseGeometricRetriever().fit(texts, ids)``
+        bit for bit.  A value above the corpus size is clamped to it (a ``UserWarning``).
+    calibrate_mode : {"first", "uniform"}
+        The first ``calibrate`` passages, or a uniform sample of them drawn with ``seed``
+        (sorted; ``numpy.random.default_rng(seed).choice(N, calibrate, replace=False)``).
+    seed : int
+        Seed of the uniform sample.
+    shard_size : int
+        Passages per shard (memory: one shard's texts, rows and codes at a time).
+    params : dict, optional
+        :class:`SparseGeometricRetriever` parameters (saved with the index).
+    n_threads : int, optional
+        Numba threads of the build kernels.
+    progress : bool
+        A progress line on stderr per stage (passages/s, ETA).
+    resume : bool
+        Reuse the completed stages and shards of an interrupted build in ``out``; ``False``
+        starts over.
+    local_k, candidate_k : int
+        Vocabulary heavy hitters per shard and candidate union size (B.11: 150k, 200k).
+    keep_work : bool
+        Keep ``out/_build`` and ``out/shards`` after the build.
+
+    Returns
+    -------
+    SparseGeometricRetriever
+        The index, opened from ``out`` (memory-mapped).
+
+    Raises
+    ------
+    ValueError
+        ``calibrate`` <= 0, a bad corpus line (naming file and line; the shards written
+        before it stay valid for a resume), an empty corpus, duplicate ids, a corpus or
+        settings changed since an interrupted build.
+    FileNotFoundError
+        No corpus.
+    """
+    from jkofast._threads import resolve_threads
+
+    _check_build_args(calibrate, calibrate_mode, seed, shard_size)
+    resolve_threads(n_threads)
+    p = _build_params(params)
+    path = corpus_file(corpus)
+    out = os.fspath(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"out {out!r} exists and is not a folder")
+    work = os.path.join(out, "_build")
+    from jkofast.sgr.retriever import _BUILD_PARAMS
+
+    state = {
+        "version": _STATE_VERSION,
+        "corpus": _fingerprint(path),
+        "shard_size": int(shard_size),
+        "params": {k: p[k] for k in _BUILD_PARAMS},
+        "vocabulary": [int(local_k), int(candidate_k)],
+    }
+    os.makedirs(out, exist_ok=True)
+    if not resume:
+        shutil.rmtree(os.path.join(out, "shards"), ignore_errors=True)
+    _remove_index_meta(out)  # whatever was there is no complete index until this build ends
+    _check_state(work, state, resume)
+    t0 = time.perf_counter()
+    bar = _Bar("tokens", progress)
+    n_shards = _tokenise_corpus(path, work, shard_size, bar)
+    bar.close()
+    voc = _vocabulary(work, n_shards, p["max_features"], local_k, candidate_k)
+    N = int(voc["manifest"]["n_docs"])
+    cal = _clamp_calibrate(calibrate, N)
+    rows_of = _Rows(work, voc["terms"], np.asarray(voc["idf"], np.float32))
+    geometry = _geometry(work, n_shards, N, (cal, calibrate_mode, seed), rows_of, p, n_threads)
+    bar = _Bar("encode", progress)
+    folders = _encode_shards(work, n_shards, geometry, rows_of, p, n_threads, bar)
+    bar.close()
+    r = _assemble(out, work, n_shards, geometry, folders, voc, p, n_threads)
+    info = {"seconds": time.perf_counter() - t0, "n_docs": N, "n_shards": n_shards, "calibrate": cal}
+    info.update({k: voc["manifest"][k] for k in ("exact", "n_distinct", "guaranteed")})
+    r.build_info_ = info
+    if not keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(os.path.join(out, "shards"), ignore_errors=True)
+    return r
+
+
+def _clamp_calibrate(calibrate, n_docs: int):
+    if calibrate is not None and calibrate > n_docs:
+        warnings.warn(
+            f"calibrate={calibrate} exceeds the corpus ({n_docs} passages): calibrating on the whole corpus",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None
+    return calibrate
+
+
+def _remove_index_meta(out: str) -> None:
+    """Remove ``out/meta.json``: the folder is no complete index until the build writes it again."""
+    m = os.path.join(out, "meta.json")
+    if os.path.exists(m):
+        os.remove(m)
+
+
+def _ids(work: str, n_shards: int) -> list:
+    """All passage ids in corpus order (``ValueError`` on a duplicate, naming it)."""
+    ids = np.concatenate([np.load(os.path.join(_tok_dir(work, k), "ids.npy")) for k in range(n_shards)])
+    srt = np.sort(ids)
+    dup = np.flatnonzero(srt[1:] == srt[:-1])
+    if dup.size:
+        raise ValueError(f"duplicate document id {str(srt[dup[0]])!r} in the corpus")
+    del srt
+    return ids.tolist()
+
+
+def _assemble(out, work, n_shards, geometry, folders, voc, p, n_threads):
+    """Stage 5: merge the shards into ``out`` and write ``meta.json`` last; return the opened index."""
+    from jkofast.sgr import layout
+    from jkofast.sgr.retriever import SparseGeometricRetriever
+
+    ids = _ids(work, n_shards)
+    idf = np.asarray(voc["idf"], np.float32).astype(np.float64)
+    dl = np.asarray(voc["dl"], np.float64)
+    ix = layout.assemble(geometry, folders, idf, dl, p, n_threads, out=out)
+    r = SparseGeometricRetriever.from_parts(
+        ix, params=p, terms=voc["terms"].tolist(), ids=ids, n_calibration=geometry.n_calibration, scripts=True
+    )
+    r.save(out)
+    del r, ix
+    return SparseGeometricRetriever.load(out, mmap=True)
