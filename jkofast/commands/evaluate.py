@@ -1,4 +1,9 @@
-"""``jkofast evaluate``: metrics of a TREC run against a split's qrels, with 95% bootstrap CIs."""
+"""``jkofast evaluate``: metrics of a TREC run against a split's qrels, with 95% bootstrap CIs.
+
+With ``--qrels FILE`` both files are read and scored by :func:`jkofast.eval.fastread.evaluate_files`
+(bytes parsed in Numba, no Python object per line); with ``--dataset`` the qrels come from the
+dataset loader.  Imports stay inside :func:`run`: the command loads the evaluation wing only.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +55,7 @@ def add_parser(sub) -> None:
         default="skip",
         help="qrels queries absent from the run: skip (pytrec_eval/BEIR) or score 0",
     )
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000; 0: means only, no CI)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--per-query", action="store_true", help="include per-query values (with --json)")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default all)")
@@ -59,10 +64,6 @@ def add_parser(sub) -> None:
 
 
 def _load_qrels(args: argparse.Namespace):
-    if args.qrels:
-        from jkofast.eval.trec import read_qrels
-
-        return read_qrels(args.qrels), args.qrels
     if args.dataset:
         from jkofast.datasets.beir import load_dataset
 
@@ -70,35 +71,39 @@ def _load_qrels(args: argparse.Namespace):
     raise ValueError("give --dataset NAME_OR_PATH (with --split) or --qrels FILE")
 
 
+def _score(args: argparse.Namespace):
+    """``(EvalResult, qrels source, run-only count, qrels-only count)``."""
+    conv = {"gain": args.gain, "tie_break": args.tie_break, "missing": args.missing, "n_threads": args.threads}
+    if args.qrels:
+        from jkofast.eval.fastread import evaluate_files
+
+        res, info = evaluate_files(args.run, args.qrels, args.metrics, counts=True, **conv)
+        return res, args.qrels, info["run_only"], info["qrels_only"]
+    qrels, qrels_src = _load_qrels(args)
+    from jkofast.eval.fastread import read_run_arrays_fast
+    from jkofast.eval.metrics import evaluate
+
+    run_arrays = read_run_arrays_fast(args.run, n_threads=args.threads)  # = read_run's content, as arrays
+    res = evaluate(run_arrays, qrels, args.metrics, **conv)
+    run_qids = set(run_arrays.query_ids)
+    return res, qrels_src, sum(q not in qrels for q in run_qids), sum(q not in run_qids for q in qrels)
+
+
 def run(args: argparse.Namespace) -> int:
     """Score the run against the qrels and print the metrics with their CIs (exit status)."""
     import time
 
     from jkofast.commands._common import emit
-    from jkofast.eval.fastread import read_run_arrays_fast
-    from jkofast.eval.metrics import evaluate
 
-    if args.n_boot < 1:
-        raise ValueError(f"--n-boot must be >= 1, got {args.n_boot}")
+    if args.n_boot < 0:
+        raise ValueError(f"--n-boot must be >= 0 (0: no CI), got {args.n_boot}")
     t0 = time.perf_counter()
-    qrels, qrels_src = _load_qrels(args)
-    run_arrays = read_run_arrays_fast(args.run, n_threads=args.threads)  # = read_run's content, as arrays
-    run_qids = set(run_arrays.query_ids)
-    t_load = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    res = evaluate(
-        run_arrays,
-        qrels,
-        args.metrics,
-        gain=args.gain,
-        tie_break=args.tie_break,
-        missing=args.missing,
-        n_threads=args.threads,
-    )
+    res, qrels_src, n_run_only, n_qrels_only = _score(args)
     t_eval = time.perf_counter() - t0
-    summ = res.summary(ci=True, n_boot=args.n_boot, seed=args.seed)
-    n_run_only = sum(1 for q in run_qids if q not in qrels)
-    n_qrels_only = sum(1 for q in qrels if q not in run_qids)
+    t0 = time.perf_counter()
+    ci = args.n_boot > 0
+    summ = res.summary(ci=ci, n_boot=max(args.n_boot, 1), seed=args.seed)
+    t_ci = time.perf_counter() - t0
     obj = {
         "run": args.run,
         "qrels": qrels_src,
@@ -108,20 +113,23 @@ def run(args: argparse.Namespace) -> int:
         "gain": args.gain,
         "tie_break": args.tie_break,
         "missing": args.missing,
-        "ci": {"method": "percentile bootstrap", "level": 0.95, "n_boot": args.n_boot, "seed": args.seed},
+        "ci": {"method": "percentile bootstrap", "level": 0.95, "n_boot": args.n_boot, "seed": args.seed}
+        if ci
+        else None,
         "metrics": summ,
-        "seconds": {"load": t_load, "evaluate": t_eval},
+        "seconds": {"read_and_evaluate": t_eval, "bootstrap": t_ci},
     }
     if args.per_query:
         obj["per_query"] = {"query_ids": res.query_ids, **{m: v.tolist() for m, v in res.per_query.items()}}
+    head = f"95% CI (bootstrap, n={args.n_boot})" if ci else "(no CI: --n-boot 0)"
     lines = [
         f"run {args.run}  qrels {qrels_src}  queries {len(res.query_ids)}"
         f"  (gain {args.gain}, tie-break {args.tie_break})",
-        f"{'metric':<12} {'mean':>8}   95% CI (bootstrap, n={args.n_boot})",
+        f"{'metric':<12} {'mean':>8}   {head}",
     ]
     for m, s in summ.items():
-        ci = f"[{s['lo']:.4f}, {s['hi']:.4f}]" if "lo" in s else "-"
-        lines.append(f"{m:<12} {s['mean']:>8.4f}   {ci}")
+        ci_txt = f"[{s['lo']:.4f}, {s['hi']:.4f}]" if "lo" in s else "-"
+        lines.append(f"{m:<12} {s['mean']:>8.4f}   {ci_txt}")
     if n_run_only or n_qrels_only:
         lines.append(
             f"skipped: {n_run_only} run queries without qrels; "

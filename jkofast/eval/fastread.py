@@ -1,11 +1,18 @@
-"""Read a TREC run fast: raw bytes -> Numba field scan -> :class:`~jkofast.eval.trec.RunArrays`.
+"""Runs and qrels read fast: raw bytes -> Numba field scan -> arrays or metrics, no Python object per line.
 
-:func:`read_run_arrays_fast` gives what :func:`jkofast.eval.trec.read_run` gives (the same
-queries, documents and bit-identical scores) as ragged arrays whose document ids stay bytes
-(a NumPy ``S`` array: :func:`jkofast.eval.metrics.evaluate` packs them without creating a
-Python string per line). The common case — ASCII, 3 or 6 columns, plain decimal scores,
-each query's lines contiguous — is parsed by the kernels of :mod:`jkofast.kernels.eval.parse`;
-anything else falls back to the line-by-line reader, which accepts it or raises its
+* :func:`read_run_arrays_fast` gives what :func:`jkofast.eval.trec.read_run` gives (the same
+  queries, documents and bit-identical scores) as ragged arrays whose document ids stay bytes
+  (a NumPy ``S`` array: :func:`jkofast.eval.metrics.evaluate` packs them without creating a
+  Python string per line).
+* :func:`evaluate_files` computes the metrics of a run file against a qrels file — what
+  ``evaluate(read_run(run), read_qrels(qrels), ...)`` computes, value for value — straight
+  from the parsed bytes (:mod:`jkofast.kernels.eval.fileeval`): query and document ids are
+  matched by hashing their bytes inside Numba, and the metrics come from the row arrays.
+
+The common case — ASCII, runs of 3 or 6 columns with plain decimal scores, qrels of 3 or 4
+columns with integer labels, each run query's lines contiguous — is parsed by the kernels of
+:mod:`jkofast.kernels.eval.parse`, chunks of whole lines in parallel; anything else falls back
+to the line-by-line readers of :mod:`jkofast.eval.trec`, which accept it or raise their
 ``ValueError`` naming the file and line.
 """
 
@@ -16,52 +23,108 @@ import os
 
 import numpy as np
 
-from jkofast.eval.trec import RunArrays, read_run
+from jkofast._numba import register_warmup
+from jkofast.eval.trec import RunArrays, read_qrels, read_run
 from jkofast.kernels.eval import parse as _k
 
-__all__ = ["read_run_arrays_fast"]
+__all__ = ["evaluate_files", "read_run_arrays_fast"]
 
 
-def _read_bytes(path) -> bytes:
+def _read_buffer(path) -> np.ndarray:
+    """Return the bytes of ``path`` (gunzipped for ``.gz``) as a writable uint8 array (one copy, no ``bytes``)."""
     path = os.fspath(path)
     if path.endswith(".gz"):
         with gzip.open(path, "rb") as fh:
-            return fh.read()
-    with open(path, "rb") as fh:
-        return fh.read()
+            return np.frombuffer(bytearray(fh.read()), dtype=np.uint8)
+    with open(path, "rb", buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        buf = np.empty(size, np.uint8)
+        got = fh.readinto(buf) if size else 0
+        if got == size:  # a file that grew meanwhile: read it whole the plain way
+            rest = fh.read()
+            if not rest:
+                return buf
+            return np.frombuffer(bytearray(buf.tobytes() + rest), dtype=np.uint8)
+        return buf[:got]
 
 
-def _slow(path) -> RunArrays:
-    """Return the line-by-line reader's result as arrays (a repeated ``(qid, docid)`` keeps its last score)."""
-    return RunArrays.from_dict(read_run(path))
+def _header_is_value(buf: np.ndarray, hdr: np.ndarray, kind: int) -> bool:
+    """Whether the skipped first line's value field parses with Python (then it was data, not a header)."""
+    text = buf[hdr[0] : hdr[1]].tobytes().decode("ascii")
+    try:
+        (float if kind == _k.RUN else int)(text)
+    except ValueError:
+        return False
+    return True
 
 
-def _parse(buf, n_threads):
-    """Row arrays of the fast path, or None when the file needs the line-by-line reader."""
+def _parse_table(buf: np.ndarray, kind: int, n_threads):
+    """Row arrays of the data lines, or None when the file needs the line-by-line reader.
+
+    ``(pos, values, labels, offsets)``: ``pos`` (4, n) int64 = query id start, length,
+    document id start, length of each row in ``buf``; float64 scores (runs) or int64 labels
+    (qrels); the row offsets of the blocks of equal consecutive query ids.
+    """
     from jkofast._threads import numba_threads, resolve_threads
 
     n_chunks = max(1, min(resolve_threads(n_threads) * 4, buf.shape[0] // (1 << 20) + 1))
     bounds = np.empty(n_chunks + 1, np.int64)
     _k.chunk_bounds(buf, n_chunks, bounds)
-    lines = np.array([_k.count_lines(buf[bounds[c] : bounds[c + 1]]) for c in range(n_chunks)], np.int64)
-    row_off = np.zeros(n_chunks + 1, np.int64)
-    np.cumsum(lines, out=row_off[1:])
-    n = int(row_off[-1])
-    cols = [np.empty(n, np.int64) for _ in range(4)]
-    scores = np.empty(n)
+    lines = np.zeros(n_chunks, np.int64)
     rows = np.zeros(n_chunks, np.int64)
     ncols = np.zeros(n_chunks, np.int64)
     oks = np.zeros(n_chunks, np.bool_)
+    hdr = np.full(2, -1, np.int64)
     with numba_threads(n_threads):
-        _k.parse_run_chunks(buf, bounds, row_off, *cols, scores, rows, ncols, oks)
+        _k.scan_chunks(buf, bounds, lines)
+        row_off = np.zeros(n_chunks + 1, np.int64)
+        np.cumsum(lines, out=row_off[1:])
+        n = int(row_off[-1])
+        pos = np.empty((4, n), np.int64)  # query id start, length; document id start, length
+        values = np.empty(n if kind == _k.RUN else 0, np.float64)
+        labels = np.empty(n if kind == _k.QRELS else 0, np.int64)
+        first = np.empty(n, np.bool_)
+        _k.parse_table_chunks(buf, bounds, row_off, kind, *pos, values, labels, first, rows, ncols, oks, hdr)
     used = ncols[ncols > 0]
     if not oks.all() or (used.size and (used != used[0]).any()):
         return None
-    if (rows != lines).any():  # blank or comment lines: close the gaps
+    if hdr[0] >= 0 and _header_is_value(buf, hdr, kind):
+        return None
+    starts = row_off[:-1]
+    if (rows != lines).any():  # blank, comment or header lines: close the gaps
         keep = np.concatenate([np.arange(row_off[c], row_off[c] + rows[c]) for c in range(n_chunks)])
-        cols = [x[keep] for x in cols]
-        scores = scores[keep]
-    return (*cols, scores)
+        pos = np.ascontiguousarray(pos[:, keep])
+        values = values[keep] if kind == _k.RUN else values
+        labels = labels[keep] if kind == _k.QRELS else labels
+        first = first[keep]
+        starts = np.cumsum(rows) - rows
+    q_start, q_len = pos[0], pos[1]
+    for c in range(1, n_chunks):  # does a chunk's first row continue the previous row's query?
+        r = int(starts[c])
+        if rows[c] and r > 0:
+            a, b, m = int(q_start[r]), int(q_start[r - 1]), int(q_len[r])
+            first[r] = m != q_len[r - 1] or not np.array_equal(buf[a : a + m], buf[b : b + m])
+    off = np.append(np.flatnonzero(first), first.shape[0]).astype(np.int64)
+    return pos, values, labels, off
+
+
+def _ids(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Return the byte ranges as a NumPy ``S`` array (zero-padded rows: ids hold no NUL on the fast path)."""
+    rows = start.shape[0]
+    width = int(length.max()) if rows else 1
+    ids = np.zeros((rows, width), np.uint8)
+    _k.copy_ids(buf, start, length, rows, ids)
+    return ids.view(f"S{width}").reshape(rows)
+
+
+def _str_list(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> list:
+    """Return the byte ranges (ASCII) as a list of ``str``."""
+    return _ids(buf, start, length).astype(str).tolist()
+
+
+def _slow(path) -> RunArrays:
+    """Return the line-by-line reader's result as arrays (a repeated ``(qid, docid)`` keeps its last score)."""
+    return RunArrays.from_dict(read_run(path))
 
 
 def read_run_arrays_fast(path, n_threads: int | None = None) -> RunArrays:
@@ -90,22 +153,183 @@ def read_run_arrays_fast(path, n_threads: int | None = None) -> RunArrays:
     FileNotFoundError
         A missing file.
     """
-    raw = _read_bytes(path)
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    parsed = _parse(buf, n_threads)
+    buf = _read_buffer(path)
+    return _run_arrays(path, buf, _parse_table(buf, _k.RUN, n_threads), n_threads)
+
+
+def _run_arrays(path, buf: np.ndarray, parsed, n_threads) -> RunArrays:
+    """:class:`RunArrays` of a parsed run (the line-by-line reader's when ``parsed`` is None or not contiguous)."""
     if parsed is None:
         return _slow(path)
-    q_start, q_len, d_start, d_len, scores = parsed
-    rows = scores.shape[0]
-    first = np.zeros(rows, np.bool_)
-    _k.new_segments(buf, q_start, q_len, rows, first)
-    heads = np.flatnonzero(first)
-    qids = [raw[q_start[r] : q_start[r] + q_len[r]].decode("ascii") for r in heads.tolist()]
+    pos, scores, _, off = parsed
+    q_start, q_len, d_start, d_len = pos
+    heads = off[:-1]
+    qids = _str_list(buf, q_start[heads], q_len[heads])
     if len(set(qids)) != len(qids):  # a query whose lines are not contiguous: the dict reader merges them
         return _slow(path)
-    off = np.append(heads, rows).astype(np.int64)
-    width = int(d_len[:rows].max()) if rows else 1
-    ids = np.zeros((rows, width), np.uint8)
-    _k.copy_ids(buf, d_start, d_len, rows, ids)
-    doc_ids = ids.view(f"S{width}").reshape(rows)
-    return RunArrays(qids, off, doc_ids, scores)
+    return RunArrays(qids, off, _ids(buf, d_start, d_len), scores)
+
+
+def evaluate_files(
+    run,
+    qrels,
+    metrics=None,
+    gain: str = "linear",
+    tie_break: str = "trec_eval",
+    *,
+    missing: str = "skip",
+    n_threads: int | None = None,
+    counts: bool = False,
+):
+    r"""Evaluate a run file against a qrels file: ``evaluate(read_run(run), read_qrels(qrels), ...)``, fast.
+
+    The values are those of :func:`jkofast.eval.metrics.evaluate` on the dicts the line-by-line
+    readers return (equal to pytrec_eval with the default conventions): the same queries in the
+    same order, the same numbers.  On the fast path nothing is created per line: both files are
+    parsed from their bytes, queries and documents are matched by hashing their id bytes inside
+    Numba, each query's ranking is checked in one pass (sorted only when the file is not in
+    trec_eval's order) and its metrics computed from the parsed arrays, queries in parallel.
+
+    Parameters
+    ----------
+    run : str or os.PathLike
+        Run file (TREC 6-column or ``qid docid score``; ``.gz`` ok).
+    qrels : str or os.PathLike
+        Qrels file (TREC 4-column or ``qid docid rel``, header optional; ``.gz`` ok).
+    metrics : sequence of str or str, optional
+        Metric names (see :func:`jkofast.eval.metrics.parse_metric`; default
+        :data:`jkofast.eval.metrics.DEFAULT_METRICS`); ``diversity@k`` is not available here
+        (it needs embeddings: use :func:`jkofast.eval.metrics.evaluate`).
+    gain, tie_break, missing : str
+        As :func:`jkofast.eval.metrics.evaluate`.  With ``tie_break="trec_eval"`` a document
+        repeated in a query keeps its last score; with ``"given"`` every line counts, in file
+        order.
+    n_threads : int, optional
+        Numba threads (the result does not depend on it).
+    counts : bool
+        Also return ``{"run_only": n, "qrels_only": m}``: run queries without judgments
+        (skipped) and judged queries without run lines.
+
+    Returns
+    -------
+    EvalResult or (EvalResult, dict)
+        Per-query values, queries in run order (then, with ``missing="zero"``, the judged
+        queries absent from the run, in qrels order).
+
+    Raises
+    ------
+    ValueError
+        Unknown metric, gain, tie_break or missing; ``diversity@k``; a malformed file (the
+        line-by-line reader names the file and line); an exponential gain with a label
+        above 1000.
+    FileNotFoundError
+        A missing file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "run"), "w") as f:
+    ...     _ = f.write("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    >>> with open(os.path.join(d, "qrels"), "w") as f:
+    ...     _ = f.write("q1 0 d2 1\n")
+    >>> evaluate_files(os.path.join(d, "run"), os.path.join(d, "qrels"), ["mrr@10", "p@1"]).means
+    {'mrr@10': 0.5, 'p@1': 0.0}
+    """
+    from jkofast.eval import metrics as _m
+
+    gain_mode, tie_mode = _m._check_mode(gain, tie_break, missing)
+    names, kinds, ks = _m._parse_metrics(_m.DEFAULT_METRICS if metrics is None else metrics)
+    if (kinds == _m.DIVERSITY).any():
+        raise ValueError("evaluate_files: diversity@k needs embeddings; use jkofast.eval.metrics.evaluate")
+    rbuf = _read_buffer(run)
+    qbuf = _read_buffer(qrels)
+    rp = _parse_table(rbuf, _k.RUN, n_threads)
+    qp = _parse_table(qbuf, _k.QRELS, n_threads) if rp is not None else None
+    fast = None
+    if qp is not None and not (gain == "exponential" and qp[2].size and qp[2].max() > _m._EXP_LABEL_MAX):
+        fast = _evaluate_parsed(rbuf, rp, qbuf, qp, names, kinds, ks, gain_mode, tie_mode, missing, n_threads)
+    if fast is None:  # the line-by-line readers decide (and name the file and line of a malformed one)
+        qd = read_qrels(qrels)
+        ra = _run_arrays(run, rbuf, rp, n_threads)
+        res = _m.evaluate(ra, qd, names, gain=gain, tie_break=tie_break, missing=missing, n_threads=n_threads)
+        run_q = set(ra.query_ids)
+        judged = {q for q, d in qd.items() if d}
+        info = {"run_only": sum(q not in judged for q in run_q), "qrels_only": sum(q not in run_q for q in judged)}
+    else:
+        res, info = fast
+        res.gain, res.tie_break = gain, tie_break
+    return (res, info) if counts else res
+
+
+def _evaluate_parsed(rbuf, rp, qbuf, qp, names, kinds, ks, gain_mode, tie_mode, missing, n_threads):
+    """``(EvalResult, counts)`` from the parsed tables, or None when a run query's lines are not contiguous."""
+    from jkofast._threads import numba_threads
+    from jkofast.eval.metrics import EvalResult
+    from jkofast.kernels.eval import fileeval as _f
+
+    pos, scores, _, off = rp
+    qpos, _, qlabels, _ = qp
+    q_start, q_len = pos[0], pos[1]
+    qq_start, qq_len = qpos[0], qpos[1]
+    heads = off[:-1]
+    qrels_group = np.empty(qq_start.shape[0], np.int64)
+    run_group = np.empty(heads.shape[0], np.int64)
+    n_groups, repeated = _f.match_queries(
+        qbuf, qq_start, qq_len, rbuf, q_start[heads], q_len[heads], qrels_group, run_group
+    )
+    if repeated:
+        return None
+    qperm = np.argsort(qrels_group, kind="stable")
+    qoff = np.zeros(n_groups + 1, np.int64)
+    np.cumsum(np.bincount(qrels_group, minlength=n_groups), out=qoff[1:])
+    sel = np.flatnonzero(run_group >= 0)
+    q_lo, q_hi, q_group = off[sel], off[sel + 1], run_group[sel]
+    qids = _str_list(rbuf, q_start[heads[sel]], q_len[heads[sel]])
+    extra = np.setdiff1d(np.arange(n_groups), q_group)  # judged, absent from the run (group = qrels order)
+    if missing == "zero" and extra.size:
+        q_lo = np.concatenate([q_lo, np.zeros(extra.size, np.int64)])
+        q_hi = np.concatenate([q_hi, np.zeros(extra.size, np.int64)])
+        q_group = np.concatenate([q_group, extra])
+        first = qperm[qoff[extra]]
+        qids += _str_list(qbuf, qq_start[first], qq_len[first])
+    queries = np.stack([q_lo, q_hi, q_group])
+    out = np.zeros((queries.shape[1], kinds.shape[0]), np.float64)
+    n_ret = np.zeros(queries.shape[1], np.int64)
+    with numba_threads(n_threads):
+        _f.evaluate_rows(
+            rbuf,
+            pos[2:],
+            scores,
+            queries,
+            qbuf,
+            qpos[2:],
+            qlabels,
+            qperm,
+            qoff,
+            kinds,
+            ks,
+            gain_mode,
+            tie_mode,
+            out,
+            n_ret,
+        )
+    values = np.ascontiguousarray(out.T)
+    res = EvalResult(qids, {n: values[i] for i, n in enumerate(names)}, n_ret)
+    return res, {"run_only": int(heads.shape[0] - sel.shape[0]), "qrels_only": int(extra.size)}
+
+
+@register_warmup("evaluate_files")
+def _warmup() -> None:
+    """Compile the byte parser and the file-metric kernels (both tie modes) on two tiny files."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rp, qp = os.path.join(tmp, "run"), os.path.join(tmp, "qrels")
+        with open(rp, "w") as fh:
+            fh.write("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+        with open(qp, "w") as fh:
+            fh.write("q1 0 d2 1\n")
+        for tie in ("trec_eval", "given"):
+            evaluate_files(rp, qp, tie_break=tie)
+        read_run_arrays_fast(rp)

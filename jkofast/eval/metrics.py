@@ -197,27 +197,43 @@ def bootstrap_ci(x, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> B
     alpha = check_positive(alpha, "alpha")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    n = x.shape[0]
     try:
         rng = np.random.default_rng(seed)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"seed must be a non-negative integer (or None), got {seed!r}: {exc}") from None
-    e = 0
+    return _bootstrap_rows(x[None, :], n_boot, alpha, rng)[0]
+
+
+def _bootstrap_rows(X: np.ndarray, n_boot: int, alpha: float, rng) -> list[BootstrapCI]:
+    """:func:`bootstrap_ci` of every row of ``X`` (k, n) with the same replicate indices (drawn once).
+
+    Each row's interval is exactly ``bootstrap_ci(row)``'s: the generator draws the same
+    blocks of indices, and each row's resample means are computed as there (the same
+    gather, the same row sums), so sharing the draws changes no number.
+    """
+    k, n = X.shape
+    scale = np.zeros(k, np.int64)
+    X = X.copy()
     with np.errstate(over="ignore"):
-        if not np.isfinite(x.sum()):
-            # the sum of the values overflows: resample x / 2**e ~ x / max|x| (exact), scale back
-            e = int(np.frexp(np.abs(x).max())[1])
-            x = np.ldexp(x, -e)
-    means = np.empty(n_boot, dtype=np.float64)
+        for r in range(k):
+            if not np.isfinite(X[r].sum()):
+                # the sum of the values overflows: resample x / 2**e ~ x / max|x| (exact), scale back
+                scale[r] = int(np.frexp(np.abs(X[r]).max())[1])
+                X[r] = np.ldexp(X[r], -scale[r])
+    means = np.empty((k, n_boot), dtype=np.float64)
     block = max(1, min(n_boot, (1 << 22) // n))  # <= ~32 MB of indices per block
     b = 0
     while b < n_boot:
         m = min(block, n_boot - b)
         idx = rng.integers(0, n, (m, n))
-        means[b : b + m] = x[idx].mean(axis=1)
+        for r in range(k):
+            means[r, b : b + m] = X[r][idx].mean(axis=1)
         b += m
-    lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return BootstrapCI(*(float(np.ldexp(v, e)) for v in (x.mean(), lo, hi)))
+    out = []
+    for r in range(k):
+        lo, hi = np.quantile(means[r], [alpha / 2.0, 1.0 - alpha / 2.0])
+        out.append(BootstrapCI(*(float(np.ldexp(v, scale[r])) for v in (X[r].mean(), lo, hi))))
+    return out
 
 
 def paired_bootstrap_diff(a, b, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> BootstrapCI:
@@ -291,16 +307,24 @@ class EvalResult:
     ) -> dict[str, dict[str, float]]:
         """``{metric: {"mean", "lo", "hi"}}`` with percentile-bootstrap CIs (SPEC A.7.2).
 
-        With ``ci=False`` only the means.  No queries -> mean 0 and no interval.
+        With ``ci=False`` only the means.  No queries -> mean 0 and no interval.  The
+        replicate indices are drawn once for all metrics; each interval equals
+        :func:`bootstrap_ci` of that metric's values.
         """
-        out = {}
-        for m, v in self.per_query.items():
-            if ci and v.size:
-                r = bootstrap_ci(v, n_boot=n_boot, alpha=alpha, seed=seed)
-                out[m] = {"mean": r.mean, "lo": r.lo, "hi": r.hi}
-            else:
-                out[m] = {"mean": float(v.mean()) if v.size else 0.0}
-        return out
+        from jkofast._validation import as_float_array, check_int, check_positive
+
+        names = list(self.per_query)
+        if not ci or not names or not self.per_query[names[0]].size:
+            return {m: {"mean": float(v.mean()) if v.size else 0.0} for m, v in self.per_query.items()}
+        # one set of replicate draws for every metric (the same seed draws the same indices):
+        # each interval equals bootstrap_ci(values, n_boot, alpha, seed)
+        X = np.array([as_float_array(v, m, dtype=np.float64, ndim=1) for m, v in self.per_query.items()])
+        n_boot = check_int(n_boot, "n_boot", min_value=1)
+        if not 0.0 < check_positive(alpha, "alpha") < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        rng = np.random.default_rng(seed)
+        cis = _bootstrap_rows(X, n_boot, alpha, rng)
+        return {m: {"mean": r.mean, "lo": r.lo, "hi": r.hi} for m, r in zip(names, cis, strict=True)}
 
 
 def _check_mode(gain: str, tie_break: str, missing: str) -> tuple[int, int]:

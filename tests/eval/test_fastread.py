@@ -42,7 +42,8 @@ TREC = "q1 Q0 d1 1 3.25 t\nq1 Q0 d2 2 -0.5 t\nq2 Q0 d3 1 1e-3 t\nq2 Q0 d1 2 12 t
         (TREC.replace("\n", "\r\n"), True),  # CRLF
         ("# comment\n\n" + TREC + "\n", True),  # comments and blank lines
         ("q1\td 1\t0.5\nq1\td 2\t0.25\n", True),  # 3 columns on tabs: ids with spaces
-        ("query-id\tcorpus-id\tscore\nq1\td1\t0.5\n", False),  # header: the line reader
+        ("query-id\tcorpus-id\tscore\nq1\td1\t0.5\n", True),  # header (not a number for float())
+        ("q1\td1\t1e400\nq1\td2\t0.5\n", False),  # first value not fast-parsed but a float: not a header
         ("q1 Q0 d\u00e9 1 0.5 t\n", False),  # non-ASCII id: the line reader
         ("q1 Q0 d1 1 0.12345678901234567891 t\n", False),  # 20 significant digits
         ("q1 Q0 d1 1 9223372036854776.000 t\n", False),  # 19 digits: would overflow an int64 mantissa

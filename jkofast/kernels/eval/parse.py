@@ -1,11 +1,14 @@
-r"""Run files parsed from raw bytes: field boundaries, exact decimal scores, query segments.
+r"""Run and qrels files parsed from raw bytes: field boundaries, exact decimal scores, query segments.
 
-The fast path of :func:`jkofast.eval.fastread.read_run_arrays_fast` for the common case —
-ASCII text, ``\n`` or ``\r\n`` line ends, fields split on spaces or on tabs, 3 or 6 columns,
-plain decimal scores. Anything else (a non-ASCII byte, a lone ``\r`` or another whitespace
-control character, a score with more than 18 significant digits or beyond 1e±22, ``nan``,
-``inf``, a header line, a column count that changes) sets ``ok = False`` and the wrapper reads
-the file with the line-by-line reader, which either accepts it or names the file and line.
+The fast path of :mod:`jkofast.eval.fastread` for the common case — ASCII text, ``\n`` or
+``\r\n`` line ends, fields split on spaces or on tabs; runs of 3 or 6 columns with plain
+decimal scores, qrels of 3 or 4 columns with integer labels (``kind`` ``RUN`` / ``QRELS``).
+Anything else (a non-ASCII byte, a lone ``\r`` or another whitespace control character, a
+score with more than 18 significant digits or beyond 1e±22, ``nan``, ``inf``, a label of more
+than 18 digits, a column count that changes) sets ``ok = False`` and the wrapper reads the file
+with the line-by-line reader, which either accepts it or names the file and line.  A first data
+line of 3 columns whose value does not parse is reported in ``hdr`` (the wrapper decides with
+Python's ``float`` / ``int`` whether it is a header, as the line-by-line reader does).
 
 Scores: ``[+-]digits[.digits][(e|E)[+-]digits]`` with at most 18 significant digits and a
 decimal exponent in [−22, 22] is Clinger's fast path — the mantissa is an exact double and
@@ -20,7 +23,14 @@ from numba import prange
 
 from jkofast._numba import kernel
 
-__all__ = ["chunk_bounds", "copy_ids", "count_lines", "new_segments", "parse_run_bytes", "parse_run_chunks"]
+__all__ = [
+    "QRELS",
+    "RUN",
+    "chunk_bounds",
+    "copy_ids",
+    "parse_table_chunks",
+    "scan_chunks",
+]
 
 _POW10 = np.array([10.0**i for i in range(23)])
 _MANT_MAX = 2**53
@@ -31,20 +41,11 @@ LF = 10
 CR = 13
 HASH = 35
 
-
-@kernel()
-def count_lines(buf):
-    """Return the number of lines of ``buf`` (line feeds, plus one for a last line without one)."""
-    n = 0
-    for i in range(buf.shape[0]):
-        if buf[i] == LF:
-            n += 1
-    if buf.shape[0] and buf[buf.shape[0] - 1] != LF:
-        n += 1
-    return n
+RUN = 0
+QRELS = 1
 
 
-@kernel()
+@kernel(inline="always")
 def _mantissa(buf, i, e):
     """``(mant, exp10, next index, ok)`` of ``digits[.digits]`` from ``buf[i]`` (at most 18 significant digits)."""
     mant = 0
@@ -71,7 +72,7 @@ def _mantissa(buf, i, e):
     return mant, exp10, i, n_dig > 0
 
 
-@kernel()
+@kernel(inline="always")
 def _exponent(buf, i, e):
     """``(value, ok)`` of the exponent part ``(e|E)[+-]digits`` at ``buf[i:e]`` (empty: 0)."""
     if i == e:
@@ -96,7 +97,7 @@ def _exponent(buf, i, e):
     return (-ev if neg else ev), True
 
 
-@kernel()
+@kernel(inline="always")
 def _parse_decimal(buf, s, e, pow10):
     """``(value, ok)`` of the ASCII decimal ``buf[s:e]`` by Clinger's fast path (``ok`` False otherwise)."""
     i = s
@@ -122,7 +123,7 @@ def _parse_decimal(buf, s, e, pow10):
     return (-v if neg else v), True
 
 
-@kernel()
+@kernel(inline="always")
 def _is_int(buf, s, e):
     """Whether ``buf[s:e]`` is ``[+-]digits`` (ASCII)."""
     i = s
@@ -187,38 +188,14 @@ def _fields(buf, s, e, fs, fe):
     return n
 
 
-@kernel()
-def _plain_ascii(buf, lo, hi):
-    """Whether ``buf[lo:hi]`` is ASCII whose only control bytes are tab, LF and CR before LF."""
-    n = buf.shape[0]
-    for i in range(lo, hi):
-        c = buf[i]
-        if c >= 128 or (c < 32 and c != TAB and c != LF and c != CR):
-            return False
-        if c == CR and (i + 1 >= n or buf[i + 1] != LF):
-            return False
-    return True
-
-
-@kernel()
-def parse_run_bytes(buf, q_start, q_len, d_start, d_len, scores):
-    """Parse a run held in ``buf`` (uint8); fill one entry per data line; return ``(n_rows, ncol, ok)``.
-
-    ``q_start/q_len``, ``d_start/d_len`` (int64) locate the query and document ids in ``buf``;
-    ``scores`` (float64) the exact scores. ``ok`` False: the file needs the line-by-line
-    reader (see the module docstring). Blank lines and ``#`` comments are skipped.
-    """
-    if not _plain_ascii(buf, 0, buf.shape[0]):
-        return 0, 0, False
-    return parse_range(buf, 0, buf.shape[0], 0, q_start, q_len, d_start, d_len, scores)
-
-
-@kernel()
+@kernel(inline="always")
 def _space_fields(buf, s, n, fs, fe):
-    """One pass over the line at ``buf[s:]``: ``(fields, end, tab)`` on space runs (at most 6 kept, 7 = more).
+    """One pass over the line at ``buf[s:]``: ``(fields, end, mode)`` on space runs (at most 6 kept, 7 = more).
 
-    ``end`` is the line feed's index (or ``n``); ``tab`` True when the line holds a tab (the
-    caller splits it on tabs instead). A CR (only ever before LF) separates like a space.
+    ``end`` is the line feed's index (or ``n``).  ``mode`` 0: split on spaces; 1: the line
+    holds a tab (the caller splits it on tabs instead); 2: a byte the fast path does not take
+    (>= 128, a control byte other than tab, LF and a CR before LF).  A CR before LF
+    separates like a space.
     """
     k = 0
     j = s
@@ -226,24 +203,45 @@ def _space_fields(buf, s, n, fs, fe):
         c = buf[j]
         if c == LF:
             break
-        if c == TAB:
-            while j < n and buf[j] != LF:
-                j += 1
-            return k, j, True
-        if c <= SP:
+        if c == SP:
             j += 1
             continue
+        if c < SP:
+            if c == TAB:
+                while j < n and buf[j] != LF:
+                    j += 1
+                return k, j, 1
+            if c == CR and j + 1 < n and buf[j + 1] == LF:
+                j += 1
+                continue
+            return 0, j, 2
+        if c >= 128:
+            return 0, j, 2
         a = j
-        while j < n and buf[j] > SP:
+        j += 1
+        while j < n:
+            c = buf[j]
+            if c <= SP or c >= 128:
+                break
             j += 1
         if k < 6:
             fs[k] = a
             fe[k] = j
         k += 1
-    return min(k, 7), j, False
+    return min(k, 7), j, 0
 
 
 @kernel()
+def _plain_line(buf, s, e):
+    """Whether the line ``buf[s:e]`` (without its LF) holds only bytes < 128 and no control byte but tab / final CR."""
+    for i in range(s, e):
+        c = buf[i]
+        if c >= 128 or (c < SP and c != TAB and not (c == CR and i == e - 1)):
+            return False
+    return True
+
+
+@kernel(inline="always")
 def _strip(buf, a, b):
     """Return ``(a, b)`` of ``buf[a:b]`` without leading / trailing spaces, tabs and CR."""
     while a < b and (buf[a] == SP or buf[a] == TAB):
@@ -253,11 +251,58 @@ def _strip(buf, a, b):
     return a, b
 
 
+@kernel(inline="always")
+def _parse_int(buf, s, e):
+    """``(value, ok)`` of the ASCII integer ``[+-]digits`` at ``buf[s:e]`` (at most 18 digits)."""
+    i = s
+    neg = False
+    if i < e and (buf[i] == 43 or buf[i] == 45):
+        neg = buf[i] == 45
+        i += 1
+    if i == e or e - i > 18:
+        return 0, False
+    v = 0
+    while i < e:
+        c = buf[i]
+        if not 48 <= c <= 57:
+            return 0, False
+        v = v * 10 + (c - 48)
+        i += 1
+    return (-v if neg else v), True
+
+
+@kernel(inline="always")
+def _same_bytes(buf, a, na, b, nb):
+    """Whether ``buf[a:a + na]`` and ``buf[b:b + nb]`` hold the same bytes."""
+    if na != nb:
+        return False
+    for t in range(na):
+        if buf[a + t] != buf[b + t]:
+            return False
+    return True
+
+
+@kernel(inline="always")
+def _columns(kind, ncol):
+    """``(query, doc, value, rank)`` field indices of a ``kind`` table of ``ncol`` columns (-1: no rank)."""
+    if ncol == 3:
+        return 0, 1, 2, -1
+    if kind == RUN:
+        return 0, 2, 4, 3
+    return 0, 2, 3, -1
+
+
 @kernel()
-def parse_range(buf, lo, hi, row0, q_start, q_len, d_start, d_len, scores):
+def parse_table_range(buf, lo, hi, row0, kind, q_start, q_len, d_start, d_len, values, labels, first, hdr):
     """Parse the whole lines of ``buf[lo:hi]`` into rows ``row0, row0 + 1, ...``; return ``(n_rows, ncol, ok)``.
 
-    ``ncol`` is 0 when the range holds no data line.
+    ``kind`` ``RUN``: 6 (``qid Q0 docid rank score tag``) or 3 (``qid docid score``) columns,
+    scores into ``values`` (float64); ``QRELS``: 4 (``qid iter docid rel``) or 3 columns,
+    labels into ``labels`` (int64).  ``first[row]``: the row's query id differs from the
+    previous row's (True for the range's first row: the caller compares across ranges).
+    ``ncol`` is 0 when the range holds no data line.  When ``lo == 0``, a first data line of
+    3 columns whose value does not parse is skipped and its value field written to ``hdr``
+    (start, end) for the wrapper to judge.
     """
     pow10 = _POW10
     fs = np.empty(6, np.int64)
@@ -266,35 +311,50 @@ def parse_range(buf, lo, hi, row0, q_start, q_len, d_start, d_len, scores):
     ncol = 0
     row = row0
     s = lo
+    w_long = 6 if kind == RUN else 4
     while s < n:
-        k, e, tab = _space_fields(buf, s, n, fs, fe)
-        nxt = e + 1
-        if tab:  # a line holding a tab splits on tabs (ids may hold spaces)
+        k, e, mode = _space_fields(buf, s, n, fs, fe)
+        if mode == 2:
+            return 0, 0, False
+        if mode == 1:  # a line holding a tab splits on tabs (ids may hold spaces)
+            if not _plain_line(buf, s, e):
+                return 0, 0, False
             a, b = _strip(buf, s, e)
             k = 0 if a == b else _fields(buf, a, b, fs, fe)
-        s = nxt
+        s = e + 1
         if k == 0 or buf[fs[0]] == HASH:
             continue
-        if ncol == 0:
-            if k != 3 and k != 6:
+        head = ncol == 0
+        if head:
+            if k != 3 and k != w_long:
                 return 0, 0, False
             ncol = k
         if k != ncol:
             return 0, 0, False
-        if ncol == 6:
-            qi, di, si = 0, 2, 4
-            if not _is_int(buf, fs[3], fe[3]):
-                return 0, 0, False
+        qi, di, vi, ri = _columns(kind, ncol)
+        if ri >= 0 and not _is_int(buf, fs[ri], fe[ri]):
+            return 0, 0, False
+        v = 0.0
+        lab = 0
+        if kind == RUN:
+            v, good = _parse_decimal(buf, fs[vi], fe[vi], pow10)
         else:
-            qi, di, si = 0, 1, 2
-        v, good = _parse_decimal(buf, fs[si], fe[si], pow10)
+            lab, good = _parse_int(buf, fs[vi], fe[vi])
+        if not good and head and lo == 0 and ncol == 3:
+            hdr[0] = fs[vi]  # a header line? the wrapper decides
+            hdr[1] = fe[vi]
+            continue
         if not good or fe[qi] == fs[qi] or fe[di] == fs[di]:
-            return 0, 0, False  # a header, an unusual number, an empty id: the slow reader decides
+            return 0, 0, False  # an unusual number or an empty id: the slow reader decides
         q_start[row] = fs[qi]
         q_len[row] = fe[qi] - fs[qi]
+        first[row] = row == row0 or not _same_bytes(buf, q_start[row - 1], q_len[row - 1], fs[qi], q_len[row])
         d_start[row] = fs[di]
         d_len[row] = fe[di] - fs[di]
-        scores[row] = v
+        if kind == RUN:
+            values[row] = v
+        else:
+            labels[row] = lab
         row += 1
     return row - row0, ncol, True
 
@@ -313,41 +373,36 @@ def chunk_bounds(buf, n_chunks, bounds):
 
 
 @kernel(parallel=True)
-def parse_run_chunks(buf, bounds, row_off, q_start, q_len, d_start, d_len, scores, rows, ncols, oks):
-    """Parse the byte ranges ``bounds`` in parallel (``prange`` over chunks).
-
-    Chunk ``c`` writes rows from ``row_off[c]`` (its first line's index: at most one row per
-    line) and its ``rows[c]``, ``ncols[c]`` (0: no data line), ``oks[c]``.
-    """
+def scan_chunks(buf, bounds, lines):
+    """Line count ``lines[c]`` of each byte range ``c`` of ``bounds`` (``prange``; a last line without LF counts)."""
     for c in prange(bounds.shape[0] - 1):
         lo = bounds[c]
         hi = bounds[c + 1]
-        if not _plain_ascii(buf, lo, hi):
-            rows[c] = 0
-            ncols[c] = 0
-            oks[c] = False
-            continue
-        r, k, ok = parse_range(buf, lo, hi, row_off[c], q_start, q_len, d_start, d_len, scores)
+        m = 0
+        for i in range(lo, hi):
+            m += buf[i] == LF
+        if hi > lo and buf[hi - 1] != LF:
+            m += 1
+        lines[c] = m
+
+
+@kernel(parallel=True)
+def parse_table_chunks(
+    buf, bounds, row_off, kind, q_start, q_len, d_start, d_len, values, labels, first, rows, ncols, oks, hdr
+):
+    """Parse the byte ranges ``bounds`` in parallel (``prange`` over chunks; see ``parse_table_range``).
+
+    Chunk ``c`` writes rows from ``row_off[c]`` (its first line's index: at most one row per
+    line) and its ``rows[c]``, ``ncols[c]`` (0: no data line), ``oks[c]``; only chunk 0 may
+    write ``hdr``.
+    """
+    for c in prange(bounds.shape[0] - 1):
+        r, k, ok = parse_table_range(
+            buf, bounds[c], bounds[c + 1], row_off[c], kind, q_start, q_len, d_start, d_len, values, labels, first, hdr
+        )
         rows[c] = r
         ncols[c] = k
         oks[c] = ok
-
-
-@kernel()
-def new_segments(buf, q_start, q_len, n_rows, first):
-    """``first[r]`` = row ``r`` starts a new query block (its query id differs from row ``r − 1``'s)."""
-    for r in range(n_rows):
-        if r == 0 or q_len[r] != q_len[r - 1]:
-            first[r] = True
-            continue
-        same = True
-        a = q_start[r]
-        b = q_start[r - 1]
-        for t in range(q_len[r]):
-            if buf[a + t] != buf[b + t]:
-                same = False
-                break
-        first[r] = not same
 
 
 @kernel()
