@@ -194,6 +194,78 @@ def _minmax(x):
     return (x - x.min()) / rng if rng >= 1e-9 else np.zeros_like(x)
 
 
+def wide_view(ix, p):
+    """The compact index (``jkofast.sgr.layout``) expanded to one entry per code slot, naively.
+
+    Returns a dict with the arrays the oracles read: ``mem_doc``, ``mem_branch``, ``mem_m``,
+    ``b_indptr``, ``b_mem`` (identity: the memberships are branch-major), ``code_term``
+    (int64, -1 padding), ``code_sign`` (int8 ±1, 0 padding), ``code_cval`` (``c_j[t]`` from
+    the centre), ``code_w`` (the stored (j, t) weight, else the SPEC B.4 formula with
+    ``cnt = 1``, ``Σz = ±1``: ``((1/(1+τ))·(1/n_j - 1/n_j²) + τ/(1+τ)·gvar[t] + 1e-6)^β·scale_j``,
+    rounded through float16 or float32; 1.0 when ``n_j = 0``), ``code_count``, and every
+    other array of ``ix`` unchanged.  Plain Python loops.
+    """
+    if "b_mem" in ix:
+        return ix
+    out = dict(ix)
+    V = ix["idf"].shape[0]
+    M, S = ix["code_term"].shape
+    bi = ix["b_indptr"]
+    branch = np.repeat(np.arange(V), np.diff(bi))
+    ct = np.full((M, S), -1, np.int64)
+    cs = np.zeros((M, S), np.int8)
+    cv = np.zeros((M, S), np.float32)
+    cw = np.zeros((M, S), np.float32)
+    cc = np.zeros(M, np.int32)
+    tau, beta = p["tau"], p["beta"]
+    for m in range(M):
+        j = int(branch[m])
+        cent = {
+            int(t): float(v)
+            for t, v in zip(
+                ix["c_terms"][ix["c_indptr"][j] : ix["c_indptr"][j + 1]],
+                ix["c_vals"][ix["c_indptr"][j] : ix["c_indptr"][j + 1]],
+                strict=True,
+            )
+        }
+        rel = {
+            int(t): float(w)
+            for t, w in zip(
+                ix["r_terms"][ix["r_indptr"][j] : ix["r_indptr"][j + 1]],
+                ix["r_w"][ix["r_indptr"][j] : ix["r_indptr"][j + 1]],
+                strict=True,
+            )
+        }
+        nj = float(ix["r_nj"][j])
+        for r in range(S):
+            t = int(ix["code_term"][m, r])
+            if t >= V:
+                break
+            cc[m] = r + 1
+            ct[m, r] = t
+            cs[m, r] = 1 if (int(ix["code_sign"][m, r // 16]) >> (r % 16)) & 1 else -1
+            cv[m, r] = cent.get(t, 0.0)
+            if t in rel:
+                cw[m, r] = rel[t]
+            elif nj == 0:
+                cw[m, r] = 1.0
+            else:
+                lv = 1.0 / nj - (1.0 / nj) ** 2
+                shr = 1.0 / (1.0 + tau) * lv + tau / (1.0 + tau) * float(ix["gvar"][t])
+                w = math.pow(shr + 1e-6, beta) * float(ix["r_scale"][j])
+                cw[m, r] = np.float16(w) if p["reliability_float16"] else np.float32(w)
+    out.update(
+        mem_branch=branch,
+        b_mem=np.arange(M),
+        code_term=ct,
+        code_sign=cs,
+        code_cval=cv,
+        code_w=cw,
+        code_count=cc,
+    )
+    return out
+
+
 def sgr_query(ix, q, p, sem_lists):
     """Whole query path (B.6-B.10) on dense per-query tables.
 
@@ -202,6 +274,7 @@ def sgr_query(ix, q, p, sem_lists):
     Returns dict with routed terms/weights, U (sorted), tail/lex1 per U doc, pool, final
     order and pool components keyed by doc.
     """
+    ix = wide_view(ix, p)
     V = q.shape[0]
     N = ix["dl"].shape[0]
     G = np.zeros((V, V))
@@ -211,7 +284,7 @@ def sgr_query(ix, q, p, sem_lists):
     rt, rw = sgr_route(q, G, p["alpha"], p["route_budget"])
     support = [set(ix["s_idx"][ix["s_indptr"][d] : ix["s_indptr"][d + 1]].tolist()) for d in range(N)]
     idf = ix["idf"]
-    dl = ix["dl"]
+    dl = np.asarray(ix["dl"], np.float64)
     avgdl = dl.mean()
     qset = set(np.flatnonzero(q).tolist())
     E = {}  # (doc, routed position) -> E

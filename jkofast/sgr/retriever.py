@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import re
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from jkofast._validation import check_bool, check_int, check_positive, read_json
 from jkofast.kernels.sgr import build as _b
 from jkofast.kernels.sgr import query as _q
 from jkofast.kernels.sgr import tokenize as _tok
+from jkofast.sgr import layout as _layout
 from jkofast.sgr.scripts import fold_script, script_tokenizer, script_word_table
 
 __all__ = ["COMPONENTS", "PRESETS", "TOKEN_PATTERN", "SGRPool", "SparseGeometricRetriever", "default_params"]
@@ -58,37 +59,36 @@ _MAX_PADDED_SLOTS = 2**27
 # a list of names like _BUILD_PARAMS below (same shape, other data): nothing to share
 _INDEX_ARRAYS = (
     "idf",
+    "bm25_idf",
     "dl",
     "s_indptr",
     "s_idx",
-    "mem_doc",
-    "mem_branch",
-    "mem_m",
     "b_indptr",
-    "b_mem",
+    "mem_doc",
+    "mem_m",
+    "code_term",
+    "code_sign",
     "c_indptr",
     "c_terms",
     "c_vals",
     "c_norm",
-    "code_term",
-    "code_sign",
-    "code_cval",
-    "code_w",
-    "code_count",
+    "r_indptr",
+    "r_terms",
+    "r_w",
+    "r_nj",
+    "r_scale",
+    "gvar",
     "a_indptr",
     "a_idx",
     "a_val",
     "g_indptr",
     "g_idx",
     "g_val",
-    "sem_indptr",
-    "sem_idx",
-    "sem_val",
     "t_indptr",
-    "t_docs",
-    "t_tf",
-    "bm25_idf",
 )
+_POSTING_ARRAYS = ("t_docs", "t_tf")
+# derived at fit and load (never saved): semantic lists, frequent-term bitsets
+_DERIVED = ("sem_indptr", "sem_idx", "sem_val", "tb_row", "tb_bits")
 
 
 @dataclasses.dataclass
@@ -161,6 +161,7 @@ def _defaults() -> dict:
         bm25_k1=1.2,
         bm25_b=0.75,
         rescue_mode="auto",
+        postings=True,
     )
 
 
@@ -190,6 +191,7 @@ _BUILD_PARAMS = (
     "assoc_k",
     "route_k",
     "ppmi_include_self",
+    "postings",
 )
 
 
@@ -262,7 +264,12 @@ class SparseGeometricRetriever:
         binary support (the frozen method), streaming the postings of the query and
         semantic terms, or (auto) per query term the cheaper of its postings and its
         document bitset, with the semantic presence computed for the pool only.  Results
-        are bit-identical.
+        are bit-identical.  Without ``postings`` every mode scans the support.
+    postings : bool, default True
+        Keep the inverted lexical postings (``t_docs``/``t_tf``, ~8 bytes per support entry):
+        the fast rescue modes and the BM25 extension read them.  ``False`` gives the compact
+        index of SPEC B.11 (the frozen rescue scans the routed documents' support; the same
+        scores, bit for bit); the BM25 extension then raises.
 
     Examples
     --------
@@ -343,7 +350,7 @@ class SparseGeometricRetriever:
             raise ValueError(f"rescue_mode must be 'auto', 'scan' or 'postings', got {p['rescue_mode']!r}")
         if p["reliability_mean"] not in ("distinct", "occurrence"):
             raise ValueError(f"reliability_mean must be 'distinct' or 'occurrence', got {p['reliability_mean']!r}")
-        for name in ("reliability_float16", "ppmi_include_self", "tail_gate"):
+        for name in ("reliability_float16", "ppmi_include_self", "tail_gate", "postings"):
             p[name] = check_bool(p[name], name)
         if p["tail_gate"] and p["gate_min"] == 0 and p["gate_mult"] == 0:
             raise ValueError(
@@ -499,175 +506,82 @@ class SparseGeometricRetriever:
         return self._search_arrays(qi, ix_[keep].astype(np.int32), v[keep], shape[0], k, n_threads)
 
     def _build(self, X, counts, dl, idf, n_threads) -> None:
-        import scipy.sparse as sp
-
+        """Calibrate on the whole corpus, encode it as one shard, assemble (``jkofast.sgr.layout``)."""
         p = self.params
-        N, V = X.shape
-        x_indptr = X.indptr.astype(np.int64)
-        x_idx = X.indices.astype(np.int32)
-        x_data = X.data.astype(np.float32)
-        F, B, S, L = p["n_memberships"], p["centre_size"], p["code_size"], p["cooc_top"]
-        with numba_threads(n_threads) as nt:
-            n_chunks = max(1, 4 * nt)
-            # B.3 memberships
-            tf_terms = np.full((N, F), -1, np.int32)
-            tf_vals = np.zeros((N, F), np.float32)
-            tf_cnt = np.zeros(N, np.int64)
-            _b.top_terms_per_row(x_indptr, x_idx, x_data, F, tf_terms, tf_vals, tf_cnt)
-            valid = np.arange(F)[None, :] < tf_cnt[:, None]
-            tot = np.where(valid, tf_vals.astype(np.float64), 0.0).sum(axis=1)
-            mvals = np.where(valid, tf_vals / np.where(tot > 0, tot, 1.0)[:, None], 0.0)
-            mem_doc = np.repeat(np.arange(N, dtype=np.int32), tf_cnt)
-            mem_branch = tf_terms[valid].astype(np.int32)
-            mem_m = mvals[valid].astype(np.float32)
-            order = np.argsort(mem_branch, kind="stable")
-            b_indptr = np.zeros(V + 1, np.int64)
-            np.cumsum(np.bincount(mem_branch, minlength=V), out=b_indptr[1:])
-            b_mem = order.astype(np.int64)
-            # centres
-            ct = np.zeros((V, B), np.int32)
-            cvv = np.zeros((V, B), np.float32)
-            cc = np.zeros(V, np.int64)
-            _b.branch_centres(b_indptr, b_mem, mem_doc, mem_m, x_indptr, x_idx, x_data, V, B, n_chunks, ct, cvv, cc)
-            c_indptr, c_terms, c_vals = _compact(ct, cvv, cc)
-            crow = np.repeat(np.arange(V), np.diff(c_indptr))
-            c_norm = np.sqrt(np.bincount(crow, weights=c_vals.astype(np.float64) ** 2, minlength=V))
-            # B.4 codes and reliability
-            M = mem_doc.shape[0]
-            code_term = np.full((M, S), -1, np.int32)
-            code_sign = np.zeros((M, S), np.int8)
-            code_cval = np.zeros((M, S), np.float32)
-            code_count = np.zeros(M, np.int32)
-            _b.encode_codes(
-                mem_doc,
-                mem_branch,
-                x_indptr,
-                x_idx,
-                x_data,
-                c_indptr,
-                c_terms,
-                c_vals,
-                S,
-                code_term,
-                code_sign,
-                code_cval,
-                code_count,
-            )
-            gvar = np.zeros(V, np.float64)
-            _b.global_sign_variance(code_term, code_sign, code_count, V, gvar)
-            w = np.zeros((M, S), np.float64)
-            _b.reliability_weights(
-                b_indptr,
-                b_mem,
-                code_term,
-                code_sign,
-                code_count,
-                gvar,
-                p["tau"],
-                p["beta"],
-                p["reliability_mean"] == "occurrence",
-                V,
-                n_chunks,
-                w,
-            )
-            code_w = (w.astype(np.float16) if p["reliability_float16"] else w).astype(np.float32)
-            # B.5 graphs
-            tm_terms = np.full((N, L), -1, np.int32)
-            tm_vals = np.zeros((N, L), np.float32)
-            tm_cnt = np.zeros(N, np.int64)
-            _b.top_terms_per_row(x_indptr, x_idx, x_data, L, tm_terms, tm_vals, tm_cnt)
-            tvalid = np.arange(L)[None, :] < tm_cnt[:, None]
-            flat_t = tm_terms[tvalid]
-            tt_docs = np.repeat(np.arange(N, dtype=np.int64), tm_cnt)[np.argsort(flat_t, kind="stable")]
-            tt_indptr = np.zeros(V + 1, np.int64)
-            np.cumsum(np.bincount(flat_t, minlength=V), out=tt_indptr[1:])
-            K = p["assoc_k"]
-            an = np.zeros((V, K), np.int32)
-            av = np.zeros((V, K), np.float64)
-            ac = np.zeros(V, np.int64)
-            _b.ppmi_graph(
-                tt_indptr,
-                tt_docs,
-                tm_terms,
-                tm_cnt,
-                float(N),
-                V,
-                K,
-                p["ppmi_damping"],
-                p["ppmi_include_self"],
-                n_chunks,
-                an,
-                av,
-                ac,
-            )
-            a_indptr, a_idx, a_val64 = _compact(an, av, ac)
-            A = sp.csr_matrix((a_val64, a_idx, a_indptr), shape=(V, V))
-            norms = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel())
-            An = sp.csr_matrix(sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1), 0.0)) @ A)
-            An.sort_indices()
-            AnT = An.T.tocsr()
-            AnT.sort_indices()
-            KG = p["route_k"]
-            gn = np.zeros((V, KG), np.int32)
-            gv = np.zeros((V, KG), np.float64)
-            gc = np.zeros(V, np.int64)
-            _b.second_order_graph(
-                An.indptr.astype(np.int64),
-                An.indices.astype(np.int32),
-                An.data.astype(np.float64),
-                AnT.indptr.astype(np.int64),
-                AnT.indices.astype(np.int32),
-                AnT.data.astype(np.float64),
-                V,
-                KG,
-                n_chunks,
-                gn,
-                gv,
-                gc,
-            )
-            g_indptr, g_idx, g_val = _compact(gn, gv, gc)
-        # lexical side
-        t = counts.tocsc()
-        t.sort_indices()
-        df = np.diff(t.indptr).astype(np.float64)
-        ix = {
-            "idf": idf,
-            "dl": dl,
-            "s_indptr": x_indptr,
-            "s_idx": x_idx,
-            "mem_doc": mem_doc,
-            "mem_branch": mem_branch,
-            "mem_m": mem_m,
-            "b_indptr": b_indptr,
-            "b_mem": b_mem,
-            "c_indptr": c_indptr,
-            "c_terms": c_terms,
-            "c_vals": c_vals.astype(np.float32),
-            "c_norm": c_norm,
-            "code_term": code_term,
-            "code_sign": code_sign,
-            "code_cval": code_cval,
-            "code_w": code_w,
-            "code_count": code_count,
-            "a_indptr": a_indptr,
-            "a_idx": a_idx,
-            "a_val": a_val64.astype(np.float32),
-            "g_indptr": g_indptr,
-            "g_idx": g_idx,
-            "g_val": g_val.astype(np.float32),
-            "t_indptr": t.indptr.astype(np.int64),
-            "t_docs": t.indices.astype(np.int32),
-            "t_tf": t.data.astype(np.float32),
-            "bm25_idf": np.log1p((N - df + 0.5) / (df + 0.5)),
-            "x_data": x_data,
-        }
+        geometry = _layout.calibrate(X, p, n_threads)
+        shard = _layout.encode(X, geometry, p, n_threads, counts=counts)
+        ix = _layout.assemble(geometry, [shard], idf, dl, p, n_threads)
+        self._set_index(ix, geometry.n_calibration)
+
+    def _set_index(self, ix: dict, n_calibration: int) -> None:
+        """Adopt the index arrays ``ix`` (compact layout) and derive the query-path tables."""
         self._ix = ix
+        self.n_calibration_ = int(n_calibration)
         self._scratch = None
-        self._idf32 = idf.astype(np.float32)
-        self.n_docs_, self.n_terms_ = N, V
+        self._idf32 = np.asarray(ix["idf"]).astype(np.float32)
+        self.n_docs_ = int(ix["dl"].shape[0])
+        self.n_terms_ = int(ix["idf"].shape[0])
         self._make_semantic()
         self._make_query_layout()
         self._fitted = True
+
+    @classmethod
+    def from_parts(
+        cls,
+        index: dict,
+        params: dict | None = None,
+        terms=None,
+        ids=None,
+        n_calibration: int | None = None,
+        scripts: bool = True,
+    ) -> SparseGeometricRetriever:
+        """Wrap assembled index arrays (``jkofast.sgr.layout.assemble``) into a retriever.
+
+        Parameters
+        ----------
+        index : dict
+            The arrays returned by ``assemble`` (in memory or memory-mapped).
+        params : dict, optional
+            The parameters the index was built with (build parameters must match the
+            arrays: ``code_size``, ``n_memberships``, ``postings``); query parameters may differ.
+        terms : list of str, optional
+            Term of each column (the vocabulary, V entries); ``None`` for an index queried
+            with :meth:`search_counts` only.
+        ids : list of str, optional
+            Document ids (N entries, unique).
+        n_calibration : int, optional
+            Passages the geometry was calibrated on (default: N).
+        scripts : bool, default True
+            Whether non-Latin scripts were folded as ``fit`` folds them (the tokeniser of
+            ``jkofast.sgr.scripts``).
+
+        Raises
+        ------
+        TypeError, ValueError
+            Bad parameters, missing arrays, or lengths that disagree with ``terms``/``ids``.
+        """
+        self = cls(**(params or {}))
+        if not isinstance(index, dict):
+            raise TypeError(f"index must be a dict of arrays, got {type(index).__name__}")
+        need = list(_INDEX_ARRAYS) + (list(_POSTING_ARRAYS) if self.params["postings"] else [])
+        missing = [k for k in need if k not in index]
+        if missing:
+            raise ValueError(f"index: missing array(s) {missing}")
+        ix = {k: index[k] for k in need}
+        meta = {
+            "n_docs": int(ix["dl"].shape[0]),
+            "terms": None if terms is None else [str(t) for t in terms],
+            "ids": None if ids is None else [str(x) for x in ids],
+        }
+        _check_meta_lists(meta, "from_parts")
+        _check_structure(ix, meta, self.params, "index")
+        terms = meta["terms"]
+        self.terms_ = terms
+        self.vocabulary_ = None if terms is None else {t: i for i, t in enumerate(terms)}
+        self.ids_ = meta["ids"]
+        self.scripts_ = bool(scripts)
+        self._set_index(ix, meta["n_docs"] if n_calibration is None else n_calibration)
+        return self
 
     def _make_semantic(self) -> None:
         """Per-term semantic neighbour lists (``semantic_k`` of each A row)."""
@@ -692,56 +606,37 @@ class SparseGeometricRetriever:
         ix["sem_val"] = val[sel].astype(np.float32)
 
     def _make_query_layout(self) -> None:
-        """Derive the query-path layout at fit and load.
+        """Derive the query-path tables at fit and load.
 
-        Query-path layout, derived at fit and load: memberships (and their codes) in
-        branch-major order, so that a routed branch's memberships are contiguous (the
-        local-score stage then streams them; ``b_mem`` becomes the identity); document
-        bitsets of the frequent terms (not saved); the binary support as uint16 when
-        V <= 65,535.
-
-        Bitsets: a term gets a row of ``ceil(N / 64)`` int64 words when ``32·df >= N``, i.e. when
-        the bitset is no larger than its int32 postings, so the extra memory is bounded
-        by the postings.  The query path tests a routed or pool document against such a
-        term in O(1) instead of streaming its postings (SciFact: 693 of 35,899 terms).
+        Document bitsets of the frequent terms (with postings only; not saved): a term gets a
+        row of ``ceil(N / 64)`` int64 words when ``32·df >= N``, i.e. when the bitset is no
+        larger than its int32 postings, so the extra memory is bounded by the postings.  The
+        query path tests a routed or pool document against such a term in O(1) instead of
+        streaming its postings (SciFact: 693 of 35,899 terms).  Without postings the rescue
+        scans the support and these tables are empty.
         """
         self._pa_cache = {}
         self._kix = None
         ix = self._ix
-        order = ix["b_mem"]
-        if not np.array_equal(order, np.arange(order.shape[0])):
-            for key in (
-                "mem_doc",
-                "mem_branch",
-                "mem_m",
-                "code_term",
-                "code_sign",
-                "code_cval",
-                "code_w",
-                "code_count",
-            ):
-                ix[key] = np.ascontiguousarray(ix[key][order])
-            ix["b_mem"] = np.arange(order.shape[0], dtype=np.int64)
-        t_indptr = ix["t_indptr"]
         N = int(ix["dl"].shape[0])
-        df = np.diff(t_indptr)
-        freq = (df > 0) & (32 * df >= N)
-        tb_row = np.full(df.shape[0], -1, np.int64)
-        tb_row[freq] = np.arange(int(freq.sum()))
-        bits = np.zeros((max(int(freq.sum()), 1), (N + 63) // 64), np.int64)
-        _b.term_doc_bitsets(t_indptr, ix["t_docs"], tb_row, bits)
+        V = int(ix["idf"].shape[0])
+        if self.params["postings"]:
+            t_indptr = ix["t_indptr"]
+            df = np.diff(t_indptr)
+            freq = (df > 0) & (32 * df >= N)
+            tb_row = np.full(V, -1, np.int64)
+            tb_row[freq] = np.arange(int(freq.sum()))
+            bits = np.zeros((max(int(freq.sum()), 1), (N + 63) // 64), np.int64)
+            _b.term_doc_bitsets(t_indptr, ix["t_docs"], tb_row, bits)
+        else:
+            tb_row = np.full(V, -1, np.int64)
+            bits = np.zeros((1, 1), np.int64)
         ix["tb_row"] = tb_row
         ix["tb_bits"] = bits
         dl = ix["dl"]
-        self._avgdl = float(dl.mean()) if dl.size and dl.mean() > 0 else 1.0  # per call before
+        mean = float(np.asarray(dl).astype(np.float64).mean()) if dl.size else 0.0
+        self._avgdl = mean if mean > 0 else 1.0
         self._make_vocab_table()
-        # binary support as uint16 term ids when V allows (the default cap is 50,000):
-        # half the bytes to stream when the pool's supports are scanned
-        if ix["s_idx"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
-            ix["s_idx"] = ix["s_idx"].astype(np.uint16)
-        # code term ids likewise (padding past code_count becomes 65,535; never read)
-        if ix["code_term"].dtype != np.uint16 and t_indptr.shape[0] - 1 <= 65_535:
-            ix["code_term"] = ix["code_term"].astype(np.uint16)
 
     def _make_vocab_table(self) -> None:
         """Build the query-analysis kernel's vocabulary table.
@@ -901,6 +796,11 @@ class SparseGeometricRetriever:
         """
         p = self.params
         N, V = self.n_docs_, self.n_terms_
+        if not p["postings"] and (p["bm25_candidates"] > 0 or p["bm25_weight"] != 0 or p["bm25_rescue_weight"] != 0):
+            raise ValueError(
+                "the BM25 extension (bm25_candidates, bm25_weight, bm25_rescue_weight) reads the lexical "
+                "postings; this index was built with postings=False"
+            )
         P = min(int(pool_size), N)
         max_q = int(np.diff(q_indptr).max()) if q_indptr is not None and q_indptr.shape[0] > 1 else V
         budget = min(p["route_budget"], V)
@@ -923,7 +823,7 @@ class SparseGeometricRetriever:
             tail_gate=bool(p["tail_gate"]),
             gate_min=int(min(p["gate_min"], N)),
             gate_mult=int(min(p["gate_mult"], N)),
-            rescue_mode=_RESCUE_MODES[p["rescue_mode"]],
+            rescue_mode=_RESCUE_MODES[p["rescue_mode"] if p["postings"] else "scan"],
             b_rescue=float(p["b_rescue"]),
             b_final=float(p["b_final"]),
             coord=float(p["coord_exp"]),
@@ -938,6 +838,9 @@ class SparseGeometricRetriever:
             top_h=int(min(p["top_h"], P)),
             n_div=int(min(p["n_diverse"], P)),
             lam_d=float(p["lam_d"]),
+            rel_tau=float(p["tau"]),
+            rel_beta=float(p["beta"]),
+            rel_f16=bool(p["reliability_float16"]),
         )
         if len(self._pa_cache) > 64:
             self._pa_cache.clear()
@@ -951,7 +854,10 @@ class SparseGeometricRetriever:
         ``_make_query_layout``, the only places that replace them).
         """
         if self._kix is None:
-            ix = self._ix
+            ix = dict(self._ix)
+            if "t_docs" not in ix:
+                ix["t_docs"] = np.zeros(0, np.int32)
+                ix["t_tf"] = np.zeros(0, np.float32)
             self._kix = _q.SGRIndex(*(ix[name] for name in _q.SGRIndex._fields))
             self._entry = {}
         return self._kix
@@ -1109,128 +1015,283 @@ class SparseGeometricRetriever:
         return out
 
     # ------------------------------------------------------------------ storage
-    def index_nbytes(self, query_path_only: bool = True) -> int:
-        """Return the bytes of the index arrays.
+    def index_nbytes(self, query_path_only: bool = True, breakdown: bool = False) -> int | dict:
+        """Return the bytes of the index arrays, in total or per structure.
 
-        Bytes of the index arrays (``query_path_only`` excludes build-only data), plus the
-        query-analysis vocabulary table (hash slots, term code points and offsets; derived
-        at fit and load, not saved).  The Python ``vocabulary_`` dict is not counted.
+        Bytes of the index arrays (``query_path_only`` excludes the PPMI graph A, which only
+        the build and :meth:`ppmi_graph` read; its semantic lists are counted), plus the
+        query-analysis vocabulary table (hash slots, term code points and offsets; derived at
+        fit and load, not saved).  The Python ``vocabulary_`` dict and ``ids_`` are not counted.
+
+        Parameters
+        ----------
+        query_path_only : bool, default True
+        breakdown : bool, default False
+            Return a dict ``structure -> bytes`` (``memberships``, ``codes``, ``support``,
+            ``lengths``, ``idf``, ``centres``, ``reliability``, ``graph_g``, ``semantic``,
+            ``postings``, ``bitsets``, ``vocab_table``, ``graph_a`` unless
+            ``query_path_only``) with a ``total`` entry.
         """
         self._check_fitted()
-        skip = {"x_data", "a_indptr", "a_idx", "a_val", "mem_branch"} if query_path_only else set()
-        n = sum(v.nbytes for k, v in self._ix.items() if k not in skip)
-        if self._qtable is not None:
-            n += sum(a.nbytes for a in self._qtable)
-        return int(n)
+        groups = {
+            "memberships": ("b_indptr", "mem_doc", "mem_m"),
+            "codes": ("code_term", "code_sign"),
+            "support": ("s_indptr", "s_idx"),
+            "lengths": ("dl",),
+            "idf": ("idf", "bm25_idf"),
+            "centres": ("c_indptr", "c_terms", "c_vals", "c_norm"),
+            "reliability": ("r_indptr", "r_terms", "r_w", "r_nj", "r_scale", "gvar"),
+            "graph_g": ("g_indptr", "g_idx", "g_val"),
+            "semantic": ("sem_indptr", "sem_idx", "sem_val"),
+            "postings": ("t_indptr", "t_docs", "t_tf"),
+            "bitsets": ("tb_row", "tb_bits"),
+        }
+        if not query_path_only:
+            groups["graph_a"] = ("a_indptr", "a_idx", "a_val")
+        ix = self._ix
+        out = {g: int(sum(ix[k].nbytes for k in names if k in ix)) for g, names in groups.items()}
+        out["vocab_table"] = int(sum(a.nbytes for a in self._qtable)) if self._qtable is not None else 0
+        total = int(sum(out.values()))
+        if breakdown:
+            out["total"] = total
+            return out
+        return total
 
     def save(self, path: str) -> None:
-        """Write the index to directory ``path`` (``index.npz`` + ``meta.json``)."""
+        """Write the index to folder ``path`` (format 2: one ``.npy`` per array + ``meta.json``).
+
+        Each array is written under a temporary name and renamed; ``meta.json`` (format
+        version, parameters, vocabulary, the list of arrays with dtypes and shapes) is
+        written last, so a folder whose writing was interrupted (a full disk, a kill) has
+        no ``meta.json`` and :meth:`load` refuses it.  An existing ``meta.json`` is removed
+        before anything else is written.  Document ids go to ``ids_utf8.npy`` /
+        ``ids_off.npy`` (UTF-8 bytes and offsets).  Arrays already memory-mapped from this
+        folder (``assemble(out=path)``) are not rewritten.
+        """
         self._check_fitted()
+        path = os.fspath(path)
         if os.path.exists(path) and not os.path.isdir(path):
             raise ValueError(f"path {path!r} exists and is not a directory")
         os.makedirs(path, exist_ok=True)
-        np.savez(
-            os.path.join(path, "index.npz"), **{k: v for k, v in self._ix.items() if not k.startswith(("sem_", "tb_"))}
-        )
-        meta = {"params": self.params, "terms": self.terms_, "ids": self.ids_, "n_docs": self.n_docs_, "format": 1}
-        meta["scripts"] = bool(getattr(self, "scripts_", False))  # absent in older indexes: no folding
-        with open(os.path.join(path, "meta.json"), "w", encoding="utf-8") as f:
-            json.dump(meta, f)
+        mpath = os.path.join(path, "meta.json")
+        if os.path.exists(mpath):
+            os.remove(mpath)
+        names = list(_INDEX_ARRAYS) + (list(_POSTING_ARRAYS) if self.params["postings"] else [])
+        listing = {}
+        for k in names:
+            a = self._ix[k]
+            listing[k] = [a.dtype.str, list(a.shape)]
+            target = os.path.join(path, k + ".npy")
+            base = a
+            while base is not None and not isinstance(base, np.memmap):
+                base = base.base if isinstance(base, np.ndarray) else None
+            if isinstance(base, np.memmap) and base.filename and os.path.samefile(base.filename, target):
+                if base.mode != "c":
+                    base.flush()
+                continue
+            _layout._atomic_save(target, a)
+        ids = None
+        if self.ids_ is not None:
+            enc = [x.encode("utf-8") for x in self.ids_]
+            off = np.zeros(len(enc) + 1, np.int64)
+            np.cumsum([len(b) for b in enc], out=off[1:])
+            _layout._atomic_save(os.path.join(path, "ids_utf8.npy"), np.frombuffer(b"".join(enc), np.uint8))
+            _layout._atomic_save(os.path.join(path, "ids_off.npy"), off)
+            ids = "ids_utf8.npy"
+        old = os.path.join(path, "index.npz")  # a format-1 index rewritten in place
+        if os.path.exists(old):
+            os.remove(old)
+        meta = {
+            "format": _layout.FORMAT,
+            "params": self.params,
+            "terms": self.terms_,
+            "ids": ids,
+            "n_docs": self.n_docs_,
+            "n_calibration": int(getattr(self, "n_calibration_", self.n_docs_)),
+            "scripts": bool(getattr(self, "scripts_", False)),
+            "arrays": listing,
+        }
+        _layout._atomic_json(mpath, meta)
 
     @classmethod
-    def load(cls, path: str) -> SparseGeometricRetriever:
-        """Read an index written by :meth:`save`.
+    def load(cls, path: str, mmap: bool = False, verify: bool = False) -> SparseGeometricRetriever:
+        """Read an index written by :meth:`save` (format 2, or format 1: ``index.npz``).
+
+        Parameters
+        ----------
+        path : str
+            The index folder.
+        mmap : bool, default False
+            Memory-map the arrays (``numpy.load(mmap_mode="c")``: pages are read when a
+            query touches them; nothing is written back).  Opening then costs the O(V)
+            tables (semantic lists, vocabulary) plus one pass over ``dl``; the big arrays
+            get structural checks only (dtype, shape, pointer ends), unless ``verify``.
+            Format 1 is always read into memory.
+        verify : bool, default False
+            With ``mmap``, also run the full check over every array (ids in range, pointers
+            monotone, values finite), as an in-memory load always does.
 
         Raises
         ------
         ValueError
-            ``path`` is not such an index (no ``meta.json``: e.g. a ``jkofast.sparse.index`` folder),
-            or its files are corrupted or inconsistent (unreadable JSON/npz, missing arrays,
-            ids out of range, lengths that disagree): the query kernels trust these arrays,
-            so a bad one is refused here, naming the file and the array.
+            ``path`` is not such an index (no ``meta.json``: e.g. a ``jkofast.sparse.index``
+            folder, or an index whose writing did not finish), a format this version does not
+            read (the message names it), or files that are corrupted or inconsistent
+            (unreadable JSON/npy, missing arrays, ids out of range, lengths that disagree): the
+            query kernels trust these arrays, so a bad one is refused here, naming the file
+            and the array.
         """
         path = os.fspath(path)
         mpath = os.path.join(path, "meta.json")
-        zpath = os.path.join(path, "index.npz")
         meta = read_json_file(
             mpath,
-            missing=f"{path}: not a SparseGeometricRetriever index (meta.json missing)",
+            missing=f"{path}: not a SparseGeometricRetriever index (meta.json missing: not an index, "
+            "or its writing did not finish)",
             invalid=f"{mpath}: not a readable index description",
         )
-        _check_meta(meta, mpath)
+        fmt = _check_meta(meta, mpath)
         try:
             self = cls(**meta["params"])
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{mpath}: params: {exc}") from None
-        if not os.path.isfile(zpath):
-            raise ValueError(f"{path}: index.npz missing")
-        try:
-            with np.load(zpath, allow_pickle=False) as z:
-                ix = {k: z[k] for k in z.files}
-        except Exception as exc:  # BadZipFile, truncated member, pickled object arrays
-            raise ValueError(f"{zpath}: unreadable ({type(exc).__name__}: {exc})") from None
-        _check_index_arrays(ix, meta, self.params, zpath)
-        self._ix = ix
+        if fmt == 1:
+            self.params["postings"] = True
+            ix = _load_format1(path, meta, self.params)
+            ids = meta["ids"]
+        else:
+            ix = _load_arrays(path, meta, self.params, mmap)
+            _check_structure(ix, meta, self.params, path)
+            if verify or not mmap:
+                _check_full(ix, self.params, path)
+            ids = _load_ids(path, meta, mmap, verify or not mmap)
         terms = meta["terms"]
         self.terms_ = None if terms is None else list(terms)
         self.vocabulary_ = None if terms is None else {t: i for i, t in enumerate(self.terms_)}
-        self.ids_ = meta["ids"]
+        self.ids_ = ids
         self.scripts_ = meta.get("scripts", False) is True
-        self.n_docs_ = int(meta["n_docs"])
-        self.n_terms_ = int(self._ix["idf"].shape[0])
-        self._scratch = None
-        self._idf32 = self._ix["idf"].astype(np.float32)
-        self._make_semantic()
-        self._make_query_layout()
-        self._fitted = True
+        self._set_index(ix, int(meta.get("n_calibration", meta["n_docs"])))
         return self
 
 
-def _check_meta(meta, mpath: str) -> None:
-    """``meta.json`` of :meth:`SparseGeometricRetriever.save` (format 1)."""
+class _StrSeq(Sequence):
+    """Read-only sequence of the strings stored as UTF-8 bytes + offsets (decoded on access)."""
+
+    def __init__(self, data: np.ndarray, off: np.ndarray):
+        self._data, self._off = data, off
+
+    def __len__(self) -> int:
+        return int(self._off.shape[0] - 1)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("index out of range")
+        return bytes(self._data[self._off[i] : self._off[i + 1]]).decode("utf-8")
+
+    def __eq__(self, other):
+        return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+
+def _load_ids(path: str, meta: dict, lazy: bool, check: bool):
+    if meta["ids"] is None:
+        return None
+    try:
+        data = np.load(os.path.join(path, "ids_utf8.npy"), mmap_mode="r" if lazy else None, allow_pickle=False)
+        off = np.load(os.path.join(path, "ids_off.npy"), allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: ids unreadable ({type(exc).__name__}: {exc})") from None
+    n = int(meta["n_docs"])
+    if (
+        data.dtype != np.uint8
+        or off.dtype != np.int64
+        or off.shape != (n + 1,)
+        or off[0] != 0
+        or off[-1] != data.shape[0]
+        or np.any(np.diff(off) < 0)
+    ):
+        raise ValueError(f"{path}: ids_off.npy / ids_utf8.npy do not describe {n} ids")
+    seq = _StrSeq(data, off)
+    if lazy and not check:
+        return seq
+    try:
+        ids = list(seq)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: ids_utf8.npy is not UTF-8") from None
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: ids holds duplicates")
+    return ids
+
+
+def _load_arrays(path: str, meta: dict, params: dict, mmap: bool) -> dict:
+    listing = meta.get("arrays")
+    if not isinstance(listing, dict):
+        raise ValueError(f"{os.path.join(path, 'meta.json')}: arrays must be an object")
+    need = list(_INDEX_ARRAYS) + (list(_POSTING_ARRAYS) if params["postings"] else [])
+    missing = [k for k in need if k not in listing]
+    if missing:
+        raise ValueError(f"{os.path.join(path, 'meta.json')}: missing array(s) {missing}")
+    ix = {}
+    for k in need:
+        f = os.path.join(path, k + ".npy")
+        if not os.path.isfile(f):
+            raise ValueError(f"{path}: {k}.npy missing")
+        try:
+            a = np.load(f, mmap_mode="c" if mmap else None, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{f}: unreadable ({type(exc).__name__}: {exc})") from None
+        try:
+            want = (np.dtype(listing[k][0]), tuple(int(x) for x in listing[k][1]))
+        except (TypeError, ValueError, IndexError):
+            raise ValueError(f"{os.path.join(path, 'meta.json')}: arrays.{k} must be [dtype, shape]") from None
+        if (a.dtype, a.shape) != want:
+            raise ValueError(f"{f}: holds {a.dtype} {a.shape}, meta.json lists {want[0]} {want[1]}")
+        ix[k] = np.asarray(a) if mmap else a  # a plain ndarray view on the map (one Numba type)
+    return ix
+
+
+def _check_meta(meta, mpath: str) -> int:
+    """``meta.json`` of :meth:`SparseGeometricRetriever.save`; returns the format (1 or 2)."""
     if not isinstance(meta, dict):
         raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
-    missing = [k for k in ("params", "terms", "ids", "n_docs", "format") if k not in meta]
+    fmt = meta.get("format")
+    if fmt not in (1, 2):
+        raise ValueError(
+            f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads formats 1 and 2; "
+            "an index written by a newer jkofast needs that version)"
+        )
+    missing = [k for k in ("params", "terms", "ids", "n_docs") if k not in meta]
     if missing:
         raise ValueError(f"{mpath}: missing key(s) {missing}")
-    if meta["format"] != 1:
-        raise ValueError(f"{mpath}: format {meta['format']!r} is not supported (this version reads format 1)")
     if not isinstance(meta["params"], dict):
         raise ValueError(f"{mpath}: params must be an object")
     n = meta["n_docs"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{mpath}: n_docs must be a positive integer, got {n!r}")
+    if fmt == 2 and meta["ids"] not in (None, "ids_utf8.npy"):
+        raise ValueError(f"{mpath}: ids must be null or 'ids_utf8.npy'")
+    _check_meta_lists(meta if fmt == 1 else {**meta, "ids": None}, mpath)
+    return fmt
+
+
+def _check_meta_lists(meta, where: str) -> None:
+    n = meta["n_docs"]
     for key, size in (("terms", None), ("ids", n)):
         v = meta[key]
         if v is None:
             continue
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            raise ValueError(f"{mpath}: {key} must be a list of strings or null")
+            raise ValueError(f"{where}: {key} must be a list of strings or null")
         if size is not None and len(v) != size:
-            raise ValueError(f"{mpath}: {key} has {len(v)} entries for n_docs = {size}")
+            raise ValueError(f"{where}: {key} has {len(v)} entries for n_docs = {size}")
         if len(set(v)) != len(v):
-            raise ValueError(f"{mpath}: {key} holds duplicates")
-
-
-def _check_index_arrays(ix: dict, meta: dict, params: dict, zpath: str) -> None:
-    """Check every array the query path reads.
-
-    Every array the query path reads: present, numeric, finite, of consistent lengths, CSR
-    pointers monotone, ids inside their tables (the kernels index with them unchecked).
-    """
-    need = [k for k in _INDEX_ARRAYS if not k.startswith("sem_")]
-    missing = [k for k in need if k not in ix]
-    if missing:
-        raise ValueError(f"{zpath}: missing array(s) {missing}")
-    for k in need:
-        a = ix[k]
-        if a.dtype.kind not in "iuf":
-            raise _bad(zpath, k, f"has dtype {a.dtype}, expected a numeric array")
-        if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
-            raise _bad(zpath, k, "contains NaN or inf")
-    V, N, M, S = _check_shapes(ix, meta, params, zpath)
-    _check_csr_tables(ix, V, N, M, zpath)
-    _check_memberships(ix, params, V, N, M, S, zpath)
+            raise ValueError(f"{where}: {key} holds duplicates")
 
 
 def _bad(zpath, name, what):
@@ -1245,7 +1306,257 @@ def _ids_in(ix, k, hi, zpath, arr=None):
         raise _bad(zpath, k, f"holds ids outside [0, {hi})")
 
 
-def _check_shapes(ix, meta, params, zpath):
+_DTYPES = {
+    "idf": "f8",
+    "bm25_idf": "f8",
+    "s_indptr": "i8",
+    "b_indptr": "i8",
+    "mem_doc": "i4",
+    "mem_m": "f4",
+    "code_sign": "u2",
+    "c_indptr": "i8",
+    "c_vals": "f4",
+    "c_norm": "f8",
+    "r_indptr": "i8",
+    "r_w": "f4",
+    "r_nj": "f8",
+    "r_scale": "f8",
+    "gvar": "f8",
+    "a_indptr": "i8",
+    "a_idx": "i4",
+    "a_val": "f4",
+    "g_indptr": "i8",
+    "g_idx": "i4",
+    "g_val": "f4",
+    "t_indptr": "i8",
+    "t_docs": "i4",
+    "t_tf": "f4",
+}
+
+
+def _check_structure(ix: dict, meta: dict, params: dict, where: str) -> None:
+    """Cheap checks (O(V) and array headers): dtypes, shapes, pointer ends, the V-sized tables in full.
+
+    The N- and M-sized arrays (memberships, codes, support, postings) get dtype and shape
+    checks and their pointers' first and last entries; :func:`_check_full` reads them.
+    """
+    V = ix["idf"].shape[0] if ix["idf"].ndim == 1 else -1
+    N = int(meta["n_docs"])
+    if V < 1:
+        raise _bad(where, "idf", f"must be a non-empty 1-D array, got shape {ix['idf'].shape}")
+    tdt = _layout.term_dtype(V)
+    for k, dt in _DTYPES.items():
+        if k in ix and ix[k].dtype != np.dtype(dt):
+            raise _bad(where, k, f"has dtype {ix[k].dtype}, expected {np.dtype(dt)}")
+    for k in ("s_idx", "code_term", "c_terms", "r_terms"):
+        if ix[k].dtype != tdt:
+            raise _bad(where, k, f"has dtype {ix[k].dtype}, expected {tdt} for V = {V}")
+    if ix["dl"].dtype not in (np.uint16, np.float64) or ix["dl"].shape != (N,):
+        raise _bad(where, "dl", f"must be uint16 or float64 of shape ({N},), got {ix['dl'].dtype} {ix['dl'].shape}")
+    if meta["terms"] is not None and len(meta["terms"]) != V:
+        raise ValueError(f"{where}: {len(meta['terms'])} terms for {V} idf entries")
+    for k in ("bm25_idf", "c_norm", "r_nj", "r_scale", "gvar"):
+        if ix[k].shape != (V,):
+            raise _bad(where, k, f"has shape {ix[k].shape}, expected ({V},)")
+    _check_pointers(ix, params, V, N, where)
+
+
+def _check_pointers(ix: dict, params: dict, V: int, N: int, where: str) -> None:
+    """Membership and code shapes, CSR pointer ends and aligned values, and the O(V) tables in full."""
+    M = ix["mem_doc"].shape[0] if ix["mem_doc"].ndim == 1 else -1
+    S = params["code_size"]
+    for k, shape in (("mem_m", (M,)), ("code_term", (M, S)), ("code_sign", (M, (S + 15) // 16))):
+        if ix[k].shape != shape:
+            raise _bad(where, k, f"has shape {ix[k].shape}, expected {shape}")
+    ptrs = [
+        ("s_indptr", N, "s_idx", ()),
+        ("b_indptr", V, "mem_doc", ()),
+        ("c_indptr", V, "c_terms", ("c_vals",)),
+        ("r_indptr", V, "r_terms", ("r_w",)),
+        ("a_indptr", V, "a_idx", ("a_val",)),
+        ("g_indptr", V, "g_idx", ("g_val",)),
+    ]
+    if params["postings"]:
+        ptrs.append(("t_indptr", V, "t_docs", ("t_tf",)))
+    elif ix["t_indptr"].shape != (V + 1,) or ix["t_indptr"][0] != 0 or ix["t_indptr"][-1] != ix["s_idx"].shape[0]:
+        raise _bad(where, "t_indptr", f"must be a ({V + 1},) pointer from 0 to len(s_idx)")
+    for ptr, rows, idx, vals in ptrs:
+        pa = ix[ptr]
+        n_ent = ix[idx].shape[0] if ix[idx].ndim == 1 else -1
+        if pa.shape != (rows + 1,) or pa[0] != 0 or pa[-1] != n_ent:
+            raise _bad(where, ptr, f"must be an integer ({rows + 1},) pointer from 0 to len({idx}) = {n_ent}")
+        for v in vals:
+            if ix[v].shape != (n_ent,):
+                raise _bad(where, v, f"has shape {ix[v].shape}, expected ({n_ent},) like {idx}")
+    _check_v_tables(ix, V, where)
+
+
+def _check_v_tables(ix: dict, V: int, where: str) -> None:
+    """Check the O(V) tables in full (cheap; the kernels index with them unchecked)."""
+    for ptr in ("b_indptr", "c_indptr", "r_indptr", "a_indptr", "g_indptr", "t_indptr"):
+        if np.any(np.diff(ix[ptr]) < 0):
+            raise _bad(where, ptr, "must be non-decreasing")
+    for k, hi in (("c_terms", V), ("r_terms", V), ("a_idx", V), ("g_idx", V)):
+        _ids_in(ix, k, hi, where)
+    for k in ("idf", "bm25_idf", "c_vals", "c_norm", "r_w", "r_nj", "r_scale", "gvar", "a_val", "g_val"):
+        if ix[k].size and not np.isfinite(ix[k]).all():
+            raise _bad(where, k, "contains NaN or inf")
+
+
+def _check_full(ix: dict, params: dict, where: str) -> None:
+    """Read every N- and M-sized array: pointers monotone, ids in range, values finite."""
+    V = ix["idf"].shape[0]
+    N = ix["dl"].shape[0]
+    if np.any(np.diff(ix["s_indptr"]) < 0):
+        raise _bad(where, "s_indptr", "must be non-decreasing")
+    _ids_in(ix, "s_idx", V, where)
+    _ids_in(ix, "mem_doc", N, where)
+    if params["postings"]:
+        _ids_in(ix, "t_docs", N, where)
+    for k in ("dl", "mem_m", "t_tf"):
+        if k in ix and ix[k].dtype.kind == "f" and ix[k].size and not np.isfinite(ix[k]).all():
+            raise _bad(where, k, "contains NaN or inf")
+    if ix["dl"].size and ix["dl"].min() < 0:
+        raise _bad(where, "dl", "holds negative lengths")
+    ct = ix["code_term"]
+    valid = ct < V
+    # a code is its ascending term ids then sentinels only
+    if ct.shape[1] > 1 and np.any(valid[:, 1:] & ~valid[:, :-1]):
+        raise _bad(where, "code_term", "holds a term id after the sentinel")
+    if np.any(ct[valid] >= V):
+        raise _bad(where, "code_term", f"holds ids outside [0, {V})")
+    per_doc = np.bincount(ix["mem_doc"].astype(np.int64), minlength=N)
+    if per_doc.size and per_doc.max() > params["n_memberships"]:
+        raise _bad(
+            where,
+            "mem_doc",
+            f"gives a document {int(per_doc.max())} memberships, but params n_memberships = {params['n_memberships']}",
+        )
+
+
+def _load_format1(path: str, meta: dict, params: dict) -> dict:
+    """Read a format-1 index (``index.npz``, the wide layout) and convert it to the compact layout."""
+    zpath = os.path.join(path, "index.npz")
+    if not os.path.isfile(zpath):
+        raise ValueError(f"{path}: index.npz missing")
+    try:
+        with np.load(zpath, allow_pickle=False) as z:
+            old = {k: z[k] for k in z.files}
+    except Exception as exc:  # BadZipFile, truncated member, pickled object arrays
+        raise ValueError(f"{zpath}: unreadable ({type(exc).__name__}: {exc})") from None
+    _check_index_arrays_v1(old, meta, params, zpath)
+    return _v1_to_compact(old, params)
+
+
+def _v1_to_compact(old: dict, params: dict) -> dict:
+    """Convert the wide per-slot layout of format 1 to the compact layout (the same scores, bit for bit).
+
+    Every (branch, term) entry of the old codes is stored with its weight (format 1 kept
+    one weight per code slot), so no weight is recomputed; ``r_nj`` = 0 marks that.
+    """
+    V = old["idf"].shape[0]
+    tdt = _layout.term_dtype(V)
+    order = old["b_mem"].astype(np.int64)
+    cnt = old["code_count"].astype(np.int64)[order]
+    M, S = old["code_term"].shape
+    valid = np.arange(S)[None, :] < cnt[:, None]
+    ct = old["code_term"][order].astype(np.int64)
+    code_term = np.where(valid, ct, np.iinfo(tdt).max).astype(tdt)
+    pos = old["code_sign"][order] > 0
+    sign = np.zeros((M, (S + 15) // 16), np.uint16)
+    for r in range(S):
+        sign[:, r >> 4] |= np.where(valid[:, r] & pos[:, r], np.uint16(1 << (r & 15)), np.uint16(0))
+    branch = old["mem_branch"][order].astype(np.int64)
+    key = (np.repeat(branch, S).reshape(M, S) * V + ct)[valid]
+    w = old["code_w"][order][valid].astype(np.float32)
+    uk, first = np.unique(key, return_index=True)
+    r_indptr = np.zeros(V + 1, np.int64)
+    np.cumsum(np.bincount(uk // V, minlength=V), out=r_indptr[1:])
+    dl = np.asarray(old["dl"], np.float64)
+    return {
+        "idf": old["idf"].astype(np.float64),
+        "bm25_idf": old["bm25_idf"].astype(np.float64),
+        "dl": _layout._narrow_dl(dl),
+        "s_indptr": old["s_indptr"].astype(np.int64),
+        "s_idx": old["s_idx"].astype(tdt),
+        "b_indptr": old["b_indptr"].astype(np.int64),
+        "mem_doc": old["mem_doc"][order].astype(np.int32),
+        "mem_m": old["mem_m"][order].astype(np.float32),
+        "code_term": code_term,
+        "code_sign": sign,
+        "c_indptr": old["c_indptr"].astype(np.int64),
+        "c_terms": old["c_terms"].astype(tdt),
+        "c_vals": old["c_vals"].astype(np.float32),
+        "c_norm": old["c_norm"].astype(np.float64),
+        "r_indptr": r_indptr,
+        "r_terms": (uk % V).astype(tdt),
+        "r_w": w[first],
+        "r_nj": np.zeros(V, np.float64),
+        "r_scale": np.ones(V, np.float64),
+        "gvar": np.zeros(V, np.float64),
+        "a_indptr": old["a_indptr"].astype(np.int64),
+        "a_idx": old["a_idx"].astype(np.int32),
+        "a_val": old["a_val"].astype(np.float32),
+        "g_indptr": old["g_indptr"].astype(np.int64),
+        "g_idx": old["g_idx"].astype(np.int32),
+        "g_val": old["g_val"].astype(np.float32),
+        "t_indptr": old["t_indptr"].astype(np.int64),
+        "t_docs": old["t_docs"].astype(np.int32),
+        "t_tf": old["t_tf"].astype(np.float32),
+    }
+
+
+# format 1 (index.npz, the wide per-slot layout): read, checked, converted
+_INDEX_ARRAYS_V1 = (
+    "idf",
+    "dl",
+    "s_indptr",
+    "s_idx",
+    "mem_doc",
+    "mem_branch",
+    "mem_m",
+    "b_indptr",
+    "b_mem",
+    "c_indptr",
+    "c_terms",
+    "c_vals",
+    "c_norm",
+    "code_term",
+    "code_sign",
+    "code_cval",
+    "code_w",
+    "code_count",
+    "a_indptr",
+    "a_idx",
+    "a_val",
+    "g_indptr",
+    "g_idx",
+    "g_val",
+    "t_indptr",
+    "t_docs",
+    "t_tf",
+    "bm25_idf",
+)
+
+
+def _check_index_arrays_v1(ix: dict, meta: dict, params: dict, zpath: str) -> None:
+    """Check every array of a format-1 index (present, numeric, finite, consistent, ids in range)."""
+    need = list(_INDEX_ARRAYS_V1)
+    missing = [k for k in need if k not in ix]
+    if missing:
+        raise ValueError(f"{zpath}: missing array(s) {missing}")
+    for k in need:
+        a = ix[k]
+        if a.dtype.kind not in "iuf":
+            raise _bad(zpath, k, f"has dtype {a.dtype}, expected a numeric array")
+        if a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
+            raise _bad(zpath, k, "contains NaN or inf")
+    V, N, M, S = _check_shapes_v1(ix, meta, params, zpath)
+    _check_csr_tables_v1(ix, V, N, M, zpath)
+    _check_memberships_v1(ix, params, V, N, M, S, zpath)
+
+
+def _check_shapes_v1(ix, meta, params, zpath):
     """Return ``(V, N, M, S)`` after checking the per-term, per-document and per-membership shapes."""
     V = ix["idf"].shape[0] if ix["idf"].ndim == 1 else -1
     N = int(meta["n_docs"])
@@ -1271,7 +1582,7 @@ def _check_shapes(ix, meta, params, zpath):
     return V, N, M, S
 
 
-def _check_csr_tables(ix, V, N, M, zpath):
+def _check_csr_tables_v1(ix, V, N, M, zpath):
     """Check the CSR tables: (pointer, n_rows, ids, id range, aligned values)."""
     for ptr, rows, idx, hi, vals in (
         ("s_indptr", N, "s_idx", V, ()),
@@ -1295,7 +1606,7 @@ def _check_csr_tables(ix, V, N, M, zpath):
         raise _bad(zpath, "c_norm", f"has shape {ix['c_norm'].shape}, expected ({V},)")
 
 
-def _check_memberships(ix, params, V, N, M, S, zpath):
+def _check_memberships_v1(ix, params, V, N, M, S, zpath):
     """Check the membership ids, code counts and code term ids, and the branch permutation."""
     _ids_in(ix, "mem_doc", N, zpath)
     _ids_in(ix, "mem_branch", V, zpath)
@@ -1312,6 +1623,8 @@ def _check_memberships(ix, params, V, N, M, S, zpath):
             "mem_doc",
             f"gives a document {int(per_doc.max())} memberships, but params n_memberships = {params['n_memberships']}",
         )
+    if np.any(ix["mem_branch"][ix["b_mem"]][1:] < ix["mem_branch"][ix["b_mem"]][:-1]):
+        raise _bad(zpath, "b_mem", "must list the memberships branch by branch")
 
 
 _SERIAL_BELOW = 16  # batches of fewer queries on one chunk run the serial twin (no parallel launch)
@@ -1326,8 +1639,8 @@ def _new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) ->
     """
     m, V, N, F = n_slabs, n_terms, n_docs, n_memberships
     return _q.SGRScratch(
-        vi=np.full((m, 2, V), -1, np.int64),
-        vf=np.zeros((m, 3, V)),
+        vi=np.full((m, 3, V), -1, np.int64),
+        vf=np.zeros((m, 5, V)),
         mark=np.zeros((m, V), np.uint8),
         dp=np.full((m, N, 2), -1, np.int64),
         ni=np.full((m, 4, N), -1, np.int64),
@@ -1336,15 +1649,6 @@ def _new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) ->
         dme=np.zeros((m, N, F)),
         slot=np.zeros((m, V), np.uint16),
     )
-
-
-def _compact(nbr, val, cnt):
-    """Fixed-width (rows, K) tables + counts -> CSR (int64 indptr, int32 ids, values)."""
-    rows = nbr.shape[0]
-    indptr = np.zeros(rows + 1, np.int64)
-    np.cumsum(cnt, out=indptr[1:])
-    mask = np.arange(nbr.shape[1])[None, :] < cnt[:, None]
-    return indptr, nbr[mask].astype(np.int32), val[mask]
 
 
 @register_warmup("sgr")

@@ -3,6 +3,8 @@ bad input."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -384,7 +386,7 @@ def test_fit_from_count_matrix_matches_text_fit(tmp_path):
     cv = CountVectorizer(token_pattern=r"(?u)\b\w\w+\b").fit(corpus)
     rt = SparseGeometricRetriever(**SMALL).fit(corpus)
     rc = SparseGeometricRetriever(**SMALL).fit(cv.transform(corpus))
-    for key in ("code_term", "code_w", "g_idx", "g_val", "c_vals"):
+    for key in ("code_term", "code_sign", "r_terms", "r_w", "r_scale", "g_idx", "g_val", "c_vals"):
         assert_array_equal(rc._ix[key], rt._ix[key], err_msg=key)
     a = rt.search(QUERIES, k=6)
     b = rc.search_counts(cv.transform(QUERIES), k=6)
@@ -645,35 +647,64 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
             assert lexadj[d_pos] == pytest.approx(want[1], rel=1e-15)
 
 
-def test_load_reorders_memberships_branch_major(tmp_path):
-    """An index whose memberships are not branch-major (as saved by earlier versions) is
-    reordered on load: b_mem becomes the identity and results are unchanged."""
-    r = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
-    want = r.pool(QUERIES)
-    ix = r._ix
-    m = ix["mem_doc"].shape[0]
+FORMAT1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "sgr_format1")
+
+
+def test_load_format1_fixture_matches_fit():
+    """``tests/data/sgr_format1``: an index saved by the format-1 code (``index.npz``, one
+    reliability weight and centre value per code slot; jkofast 3eebaf6 on this corpus and
+    parameters).  It still loads, converted to the compact layout, and gives the ids and
+    scores of a fresh fit, bit for bit."""
+    r1 = SparseGeometricRetriever.load(FORMAT1)
+    assert r1.ids_ == [f"doc{i}" for i in range(40)]
+    fresh = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
+    for a, b in ((r1.search(QUERIES, k=8), fresh.search(QUERIES, k=8)),):
+        assert_array_equal(a[0], b[0])
+        assert_array_equal(a[1], b[1])
+    pa, pb = r1.pool(QUERIES), fresh.pool(QUERIES)
+    for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
+        assert_array_equal(getattr(pa, name), getattr(pb, name), err_msg=name)
+
+
+def test_format1_written_here_with_shuffled_memberships(retr, tmp_path):
+    """A format-1 folder written from this index (the wide per-slot arrays of
+    ``reference_sgr.wide_view``, memberships in a shuffled order with ``b_mem`` the branch
+    postings, as early versions saved them) loads with the same pools; saving it again
+    writes format 2, which loads with the same pools too."""
+    import json
+
+    w = ref.wide_view(retr._ix, retr.params)
+    m = w["mem_doc"].shape[0]
     perm = np.random.default_rng(0).permutation(m)
+    old = {k: w[k] for k in w if k not in ("sem_indptr", "sem_idx", "sem_val", "tb_row", "tb_bits")}
     for key in ("mem_doc", "mem_branch", "mem_m", "code_term", "code_sign", "code_cval", "code_w", "code_count"):
-        ix[key] = ix[key][perm]
-    ix["b_mem"] = np.argsort(perm)  # branch posting p -> new position of membership p
-    r._kix = None  # the arrays were replaced in place: rebuild the kernels' SGRIndex
-    assert_array_equal(r.pool(QUERIES).doc, want.doc)  # the kernels follow b_mem
-    r.save(str(tmp_path / "idx"))
-    r2 = SparseGeometricRetriever.load(str(tmp_path / "idx"))
-    assert_array_equal(r2._ix["b_mem"], np.arange(m))
-    assert np.all(np.diff(r2._ix["mem_branch"]) >= 0)
-    got = r2.pool(QUERIES)
-    for name in ("doc", "n", "tail", "relevance", "sem"):
-        assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+        old[key] = w[key][perm]
+    old["b_mem"] = np.argsort(perm)  # branch posting p -> position of membership p
+    d = tmp_path / "v1"
+    d.mkdir()
+    np.savez(d / "index.npz", **old)
+    meta = {"params": {k: v for k, v in retr.params.items() if k != "postings"}, "terms": retr.terms_}
+    meta.update(ids=None, n_docs=retr.n_docs_, format=1)
+    (d / "meta.json").write_text(json.dumps(meta))
+    want = retr.pool(QUERIES)
+    r1 = SparseGeometricRetriever.load(str(d))
+    r1.save(str(tmp_path / "v2"))
+    r2 = SparseGeometricRetriever.load(str(tmp_path / "v2"), mmap=True)
+    for got in (r1.pool(QUERIES), r2.pool(QUERIES)):
+        for name in ("doc", "n", "tail", "lexadj", "sem", "relevance", "lex1"):
+            assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
 
 
 def test_code_terms_uint16_match_int32():
-    """Code term ids are stored as uint16 when V <= 65,535; the kernels give the same
-    pools (ids and every component, bit for bit) with int32 ids."""
+    """Code term ids are stored as uint16 when V <= 65,535 (sentinel 65,535); the kernels
+    give the same pools (ids and every component, bit for bit) with the uint32 ids of the
+    fallback (sentinel 2**32 - 1)."""
     r = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
     assert r._ix["code_term"].dtype == np.uint16
     want = r.pool(QUERIES)
-    r._ix["code_term"] = r._ix["code_term"].astype(np.int32)
+    ct = r._ix["code_term"]
+    r._ix["code_term"] = np.where(ct == 65_535, np.uint32(2**32 - 1), ct.astype(np.uint32))
+    r._kix = None
     got = r.pool(QUERIES)
     for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1", "status"):
         assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
@@ -766,23 +797,27 @@ def test_registry_attributes(retr):
     assert retr.doc_sep == " "
 
 
-def _corrupt(retr, tmp_path, edit_meta=None, edit_npz=None):
+def _corrupt(retr, tmp_path, edit_meta=None, edit_arrays=None):
+    """Save ``retr`` (format 2) and edit its meta.json / arrays (the listing follows the edits)."""
     import json
-    import os
 
     d = str(tmp_path / "idx")
     retr.save(d)
+    with open(os.path.join(d, "meta.json")) as f:
+        m = json.load(f)
+    if edit_arrays is not None:
+        ix = {k: np.load(os.path.join(d, k + ".npy")) for k in m["arrays"]}
+        edit_arrays(ix)
+        for k in list(m["arrays"]):
+            if k not in ix:
+                os.remove(os.path.join(d, k + ".npy"))
+                continue
+            np.save(os.path.join(d, k + ".npy"), ix[k])
+            m["arrays"][k] = [ix[k].dtype.str, list(ix[k].shape)]
     if edit_meta is not None:
-        with open(os.path.join(d, "meta.json")) as f:
-            m = json.load(f)
         m = edit_meta(m)
-        with open(os.path.join(d, "meta.json"), "w") as f:
-            json.dump(m, f)
-    if edit_npz is not None:
-        with np.load(os.path.join(d, "index.npz")) as z:
-            ix = {k: z[k] for k in z.files}
-        edit_npz(ix)
-        np.savez(os.path.join(d, "index.npz"), **ix)
+    with open(os.path.join(d, "meta.json"), "w") as f:
+        json.dump(m, f)
     return d
 
 
@@ -794,41 +829,63 @@ def _set(key, value):
     return f
 
 
+def _after_sentinel(z):
+    ct = z["code_term"]
+    row = int(np.flatnonzero((ct == 65_535).any(axis=1))[0]) if (ct == 65_535).any() else 0
+    ct[row, -1] = 65_535
+    ct[row, 0] = 65_535
+    ct[row, -1] = 0
+
+
 @pytest.mark.parametrize(
     "case, match",
     [
         (dict(edit_meta=lambda m: [1, 2]), "expected a JSON object"),
-        (dict(edit_meta=lambda m: {"terms": None}), "missing key"),
+        (dict(edit_meta=lambda m: {"terms": None, "format": 2}), "missing key"),
         (dict(edit_meta=_set("format", 99)), "format 99"),
-        (dict(edit_meta=lambda m: {**m, "n_docs": 2}), "n_docs|dl has shape"),  # segfaulted in the kernel
-        (dict(edit_meta=lambda m: {**m, "ids": None, "n_docs": 2}), "dl has shape"),
-        (dict(edit_meta=lambda m: {**m, "ids": m["ids"][:3] if m["ids"] else ["a"]}), "ids"),
+        (dict(edit_meta=_set("format", None)), "format None"),
+        (dict(edit_meta=lambda m: {**m, "n_docs": 2}), "n_docs|dl"),  # segfaulted in the kernel
+        (dict(edit_meta=lambda m: {**m, "ids": None, "n_docs": 2}), "dl"),
+        (dict(edit_meta=lambda m: {**m, "ids": "other.npy"}), "ids"),
         (dict(edit_meta=lambda m: {**m, "terms": m["terms"][:3]}), "terms"),  # silently dropped query terms
         (dict(edit_meta=lambda m: {**m, "terms": [m["terms"][0]] * len(m["terms"])}), "duplicates"),
         (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "n_memberships": 1}}), "n_memberships"),
+        (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "code_size": 3}}), "code_term|code_sign"),
         (dict(edit_meta=lambda m: {**m, "params": {**m["params"], "pool_size": -3}}), "pool_size"),
-        (dict(edit_npz=lambda z: z.pop("g_idx")), "missing array"),
-        (dict(edit_npz=lambda z: z.__setitem__("g_idx", z["g_idx"] + 1000)), "g_idx holds ids"),  # segfault
-        (dict(edit_npz=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000)), "mem_doc holds ids"),
-        (dict(edit_npz=lambda z: z.__setitem__("t_docs", z["t_docs"] + 1000)), "t_docs holds ids"),
-        (dict(edit_npz=lambda z: z.__setitem__("s_idx", z["s_idx"].astype(np.int64) + 1000)), "s_idx holds ids"),
-        (dict(edit_npz=lambda z: z.__setitem__("t_indptr", z["t_indptr"][::-1].copy())), "t_indptr"),
-        (dict(edit_npz=lambda z: z.__setitem__("dl", z["dl"] * np.nan)), "dl contains NaN"),
-        (dict(edit_npz=lambda z: z.__setitem__("code_count", z["code_count"] + 100)), "code_count"),
-        (dict(edit_npz=lambda z: z.__setitem__("b_mem", np.zeros_like(z["b_mem"]))), "b_mem"),
-        (dict(edit_npz=lambda z: z.__setitem__("c_vals", z["c_vals"][:-1])), "c_indptr|c_vals"),
+        (dict(edit_meta=lambda m: {**m, "arrays": {**m["arrays"], "g_idx": ["<i4", [3]]}}), "g_idx"),
+        (dict(edit_arrays=lambda z: z.pop("g_idx")), "missing array|g_idx"),
+        (dict(edit_arrays=lambda z: z.__setitem__("g_idx", z["g_idx"] + 1000)), "g_idx holds ids"),  # segfault
+        (dict(edit_arrays=lambda z: z.__setitem__("r_terms", z["r_terms"] + 1000)), "r_terms holds ids"),
+        (dict(edit_arrays=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000)), "mem_doc holds ids"),
+        (dict(edit_arrays=lambda z: z.__setitem__("t_docs", z["t_docs"] + 1000)), "t_docs holds ids"),
+        (dict(edit_arrays=lambda z: z.__setitem__("s_idx", z["s_idx"] + 1000)), "s_idx holds ids"),
+        (dict(edit_arrays=lambda z: z.__setitem__("t_indptr", z["t_indptr"][::-1].copy())), "t_indptr"),
+        (dict(edit_arrays=lambda z: z.__setitem__("dl", z["dl"] * np.nan)), "dl contains NaN"),
+        (dict(edit_arrays=lambda z: z.__setitem__("mem_m", z["mem_m"].astype(np.float64))), "mem_m has dtype"),
+        (dict(edit_arrays=_after_sentinel), "code_term"),
+        (dict(edit_arrays=lambda z: z.__setitem__("c_vals", z["c_vals"][:-1])), "c_indptr|c_vals"),
+        (dict(edit_arrays=lambda z: z.__setitem__("r_nj", z["r_nj"][:-1])), "r_nj"),
     ],
 )
 def test_load_refuses_corrupted_index(retr, tmp_path, case, match):
     d = _corrupt(retr, tmp_path, **case)
-    with pytest.raises(ValueError, match=match) as e:
-        SparseGeometricRetriever.load(d)
-    assert "meta.json" in str(e.value) or "index.npz" in str(e.value)
+    for kw in (dict(), dict(mmap=True, verify=True)):
+        with pytest.raises(ValueError, match=match) as e:
+            SparseGeometricRetriever.load(d, **kw)
+        assert "meta.json" in str(e.value) or d in str(e.value)
+
+
+def test_load_mmap_skips_the_full_scan_but_verify_runs_it(retr, tmp_path):
+    """``load(mmap=True)`` checks structure only (a bad id deep inside ``mem_doc`` passes);
+    ``verify=True`` and the in-memory load read every array and refuse it."""
+    d = _corrupt(retr, tmp_path, edit_arrays=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000))
+    SparseGeometricRetriever.load(d, mmap=True)  # opened, not queried
+    for kw in (dict(), dict(mmap=True, verify=True)):
+        with pytest.raises(ValueError, match="mem_doc holds ids"):
+            SparseGeometricRetriever.load(d, **kw)
 
 
 def test_load_refuses_foreign_or_broken_folders(retr, tmp_path):
-    import os
-
     from jkofast.sparse.retriever import get_retriever
 
     bm = str(tmp_path / "bm25")
@@ -844,12 +901,19 @@ def test_load_refuses_foreign_or_broken_folders(retr, tmp_path):
         SparseGeometricRetriever.load(d)
     d2 = str(tmp_path / "idx2")
     retr.save(d2)
-    with open(os.path.join(d2, "index.npz"), "r+b") as f:
+    with open(os.path.join(d2, "code_term.npy"), "r+b") as f:
         f.truncate(100)
-    with pytest.raises(ValueError, match=r"index\.npz: unreadable"):
-        SparseGeometricRetriever.load(d2)
+    for kw in (dict(), dict(mmap=True)):
+        with pytest.raises(ValueError, match=r"code_term\.npy: unreadable"):
+            SparseGeometricRetriever.load(d2, **kw)
     with pytest.raises(ValueError, match="not a directory"):
-        retr.save(os.path.join(d2, "index.npz"))
+        retr.save(os.path.join(d2, "code_term.npy"))
+    # an interrupted save (no meta.json: it is written last, and removed first on a rewrite)
+    d3 = str(tmp_path / "idx3")
+    retr.save(d3)
+    os.remove(os.path.join(d3, "meta.json"))
+    with pytest.raises(ValueError, match="did not finish"):
+        SparseGeometricRetriever.load(d3)
 
 
 def test_search_counts_refuses_float32_overflow():

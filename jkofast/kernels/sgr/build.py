@@ -124,29 +124,19 @@ def branch_centres(
 
 
 @kernel(parallel=True)
-def encode_codes(
-    mem_doc,
-    mem_branch,
-    x_indptr,
-    x_indices,
-    x_data,
-    c_indptr,
-    c_terms,
-    c_vals,
-    n_code,
-    out_term,
-    out_sign,
-    out_cval,
-    out_count,
-):
-    """Residual sign codes of every membership (SPEC B.4).
+def encode_codes(mem_doc, mem_branch, x_indptr, x_indices, x_data, c_indptr, c_terms, c_vals, out_term, out_sign):
+    """Residual sign codes of every membership (SPEC B.4), packed.
 
     ``r = x_d - c_j`` on the document's own non-zero terms (``c_j`` looked up by a merge of
-    the two sorted rows); keep the ``n_code`` largest ``|r|`` (ties: lowest term id) and
-    store them sorted by term id: term (int32), sign (int8, +1 when r >= 0), the centre
-    value ``c_j[t]`` (float32).  prange over memberships.
+    the two sorted rows); keep the ``S = out_term.shape[1]`` largest ``|r|`` (ties: lowest
+    term id) and store their term ids sorted ascending in ``out_term[m]`` (uint16 or uint32;
+    the slots past the document's non-zero count hold the dtype's maximum, the sentinel,
+    which is >= V) and the signs as a bitmask: bit ``r & 15`` of ``out_sign[m, r >> 4]``
+    (uint16) is set when ``r_t >= 0`` (sign +1), clear for -1.  prange over memberships.
     """
     n_mem = mem_doc.shape[0]
+    n_code = out_term.shape[1]
+    sentinel = out_term.dtype.type(np.iinfo(out_term.dtype).max)
     for m in prange(n_mem):
         d = mem_doc[m]
         j = mem_branch[m]
@@ -155,7 +145,6 @@ def encode_codes(
         nnz = xe - xs
         absr = np.empty(nnz, np.float64)
         rr = np.empty(nnz, np.float64)
-        cc = np.empty(nnz, np.float64)
         a = c_indptr[j]
         ae = c_indptr[j + 1]
         for q in range(xs, xe):
@@ -165,36 +154,45 @@ def encode_codes(
             cv = 0.0
             if a < ae and c_terms[a] == t:
                 cv = np.float64(c_vals[a])
-            cc[q - xs] = cv
             rr[q - xs] = np.float64(x_data[q]) - cv
             absr[q - xs] = abs(rr[q - xs])
         pos = np.empty(n_code, np.int64)
         kv = np.empty(n_code, np.float64)
         n = topk_select(absr, n_code, pos, kv)
         sel = np.sort(pos[:n])
+        for w in range(out_sign.shape[1]):
+            out_sign[m, w] = 0
         for r in range(n):
             p = sel[r]
             out_term[m, r] = x_indices[xs + p]
-            out_sign[m, r] = 1 if rr[p] >= 0.0 else -1
-            out_cval[m, r] = cc[p]
-        for r in range(n, out_term.shape[1]):
-            out_term[m, r] = -1
-            out_sign[m, r] = 0
-            out_cval[m, r] = 0.0
-        out_count[m] = n
+            if rr[p] >= 0.0:
+                out_sign[m, r >> 4] |= np.uint16(1 << (r & 15))
+        for r in range(n, n_code):
+            out_term[m, r] = sentinel
 
 
 @kernel()
-def global_sign_variance(code_term, code_sign, code_count, n_terms, out_gvar):
-    """``gvar[t] = cnt_t/M - (Σ z_t / M)²`` over all M memberships (serial, float64)."""
+def code_sign_of(code_sign, m, r):
+    """Sign (+1.0 / -1.0) of code slot ``r`` of membership ``m`` from the packed bitmask."""
+    return 1.0 if (code_sign[m, r >> 4] >> np.uint16(r & 15)) & np.uint16(1) else -1.0
+
+
+@kernel()
+def global_sign_variance(code_term, code_sign, n_terms, out_gvar):
+    """``gvar[t] = cnt_t/M - (Σ z_t / M)²`` over all M memberships (serial, float64).
+
+    Codes as written by ``encode_codes`` (a term id >= ``n_terms`` ends a code).
+    """
     n_mem = code_term.shape[0]
     cnt = np.zeros(n_terms, np.float64)
     sz = np.zeros(n_terms, np.float64)
     for m in range(n_mem):
-        for r in range(code_count[m]):
-            t = code_term[m, r]
+        for r in range(code_term.shape[1]):
+            t = np.int64(code_term[m, r])
+            if t >= n_terms:
+                break
             cnt[t] += 1.0
-            sz[t] += code_sign[m, r]
+            sz[t] += code_sign_of(code_sign, m, r)
     for t in range(n_terms):
         if n_mem > 0:
             mu = sz[t] / n_mem
@@ -203,70 +201,157 @@ def global_sign_variance(code_term, code_sign, code_count, n_terms, out_gvar):
             out_gvar[t] = 0.0
 
 
+@kernel()
+def half_round(x):
+    """Round a float64 to the nearest float16 value (ties to even), returned as float64.
+
+    The conversion ``numpy.float64 -> numpy.float16`` (Numba has no float16 type): the
+    quantum of ``x`` in half precision is ``2^(e - 11)`` for ``x = f·2^e`` (f in [0.5, 1)),
+    at least ``2^-24`` (subnormals); ``x / q`` is exact (a power of two), rounded to the
+    nearest integer with ties to even; beyond the largest half (65504) the result is inf.
+    """
+    if x != x or x == 0.0 or math.isinf(x):
+        return x
+    ax = abs(x)
+    _, e = math.frexp(ax)
+    qe = max(e - 11, -24)
+    y = math.ldexp(ax, -qe)
+    r = math.floor(y)
+    diff = y - r
+    if diff > 0.5 or (diff == 0.5 and r % 2.0 == 1.0):
+        r += 1.0
+    v = math.ldexp(r, qe)
+    if v > 65504.0:
+        v = math.inf
+    return v if x > 0.0 else -v
+
+
+@kernel()
+def reliability_value(cnt, sz, nj, gvar_t, tau, beta, scale, f16):
+    """Reliability weight of one (branch, term) entry (SPEC B.4), as the index stores it.
+
+    ``lv = cnt/n_j - (Σz/n_j)²``, ``shr = cnt/(cnt+τ)·lv + τ/(cnt+τ)·gvar[t]``,
+    ``w = (shr + 1e-6)^β · scale`` (``scale`` rescales the branch to mean 1), then rounded
+    through float16 (``f16``) or float32, returned as float64.  The build and the query path
+    (for the entries seen once, which are not stored) both call this one function, so the
+    two give the same bits.
+    """
+    mu = sz / nj
+    lv = cnt / nj - mu * mu
+    shr = cnt / (cnt + tau) * lv + tau / (cnt + tau) * gvar_t
+    w = math.pow(shr + 1e-6, beta) * scale
+    if f16:
+        return half_round(w)
+    return np.float64(np.float32(w))
+
+
+@kernel()
+def _branch_code_stats(j, ps, pe, b_mem, code_term, code_sign, cnt, sz, stamp, touched):
+    """Count (``cnt``) and sign-sum (``sz``) every code term of branch j's memberships.
+
+    Memberships ``b_mem[ps:pe]``; a term's first visit (``stamp[t] != j``) resets its
+    entries and appends it to ``touched``.  Returns the number of distinct terms.
+    """
+    n_terms = cnt.shape[0]
+    nt = 0
+    for p in range(ps, pe):
+        m = b_mem[p]
+        for r in range(code_term.shape[1]):
+            t = np.int64(code_term[m, r])
+            if t >= n_terms:
+                break
+            if stamp[t] != j:
+                stamp[t] = j
+                cnt[t] = 0.0
+                sz[t] = 0.0
+                touched[nt] = t
+                nt += 1
+            cnt[t] += 1.0
+            sz[t] += code_sign_of(code_sign, m, r)
+    return nt
+
+
 @kernel(parallel=True)
-def reliability_weights(
-    b_indptr, b_mem, code_term, code_sign, code_count, gvar, tau, beta, weighted_mean, n_terms, n_chunks, out_w
+def reliability_rows(
+    b_indptr,
+    b_mem,
+    code_term,
+    code_sign,
+    gvar,
+    tau,
+    beta,
+    weighted_mean,
+    f16,
+    n_chunks,
+    r_indptr,
+    out_terms,
+    out_w,
+    out_scale,
 ):
-    """Shrunk zero-inclusive branch-local sign variance -> reliability weight (SPEC B.4).
+    """Shrunk zero-inclusive branch-local sign variance -> reliability rows (SPEC B.4).
 
     For branch j with ``n_j`` memberships and code term t (``cnt`` occurrences, sign sum
-    ``Σz``): ``lv = cnt/n_j - (Σz/n_j)²``; ``shr = cnt/(cnt+τ)·lv + τ/(cnt+τ)·gvar[t]``;
-    ``w = (shr + 1e-6)^β``, rescaled to mean 1 over the branch's distinct (j, t) entries
-    (``weighted_mean=False``) or over its code occurrences (``True``).  Writes ``out_w[m, r]``
-    (float64) for every code entry; each membership belongs to exactly one branch, so
-    chunks write disjoint rows.
+    ``Σz``) the weight is ``reliability_value``; the branch's ``scale`` makes the unrounded
+    weights mean 1 over its distinct (j, t) entries (``weighted_mean=False``) or over its
+    code occurrences (``True``) and is written to ``out_scale[j]`` (1.0 for an empty branch).
+    Only the entries seen at least twice are stored (an entry seen once has ``Σz = ±1``, so
+    its weight follows from ``n_j``, ``gvar[t]`` and ``scale`` alone, and the query path
+    recomputes it).  With ``r_indptr[0] < 0`` the kernel only counts: ``out_scale[j]`` and
+    ``r_indptr[j + 1]`` = the number of stored entries of branch j; otherwise it writes the
+    sorted term ids ``out_terms[r_indptr[j]:r_indptr[j + 1]]`` and weights ``out_w``
+    (float32).  Codes as written by ``encode_codes``.  prange over chunks of branches.
     """
     n_branches = b_indptr.shape[0] - 1
-    # per-chunk scratch as in branch_centres: allocated inside prange so each chunk owns it
+    n_terms = gvar.shape[0]
+    count_only = r_indptr[0] < 0
     for c in prange(n_chunks):
         lo, hi = _chunk_bounds(n_branches, n_chunks, c)
         if lo >= hi:
             continue
         cnt = np.zeros(n_terms, np.float64)
         sz = np.zeros(n_terms, np.float64)
-        wt = np.zeros(n_terms, np.float64)
         stamp = np.full(n_terms, -1, np.int64)
         touched = np.empty(n_terms, np.int64)
         for j in range(lo, hi):
             ps = b_indptr[j]
             pe = b_indptr[j + 1]
             if pe == ps:
+                out_scale[j] = 1.0
+                if count_only:
+                    r_indptr[j + 1] = 0
                 continue
             nj = np.float64(pe - ps)
-            nt = 0
-            for p in range(ps, pe):
-                m = b_mem[p]
-                for r in range(code_count[m]):
-                    t = code_term[m, r]
-                    if stamp[t] != j:
-                        stamp[t] = j
-                        cnt[t] = 0.0
-                        sz[t] = 0.0
-                        touched[nt] = t
-                        nt += 1
-                    cnt[t] += 1.0
-                    sz[t] += code_sign[m, r]
+            nt = _branch_code_stats(j, ps, pe, b_mem, code_term, code_sign, cnt, sz, stamp, touched)
             tt = np.sort(touched[:nt])
             tot = 0.0
             den = 0.0
+            n_keep = 0
             for a in range(nt):
                 t = tt[a]
                 mu = sz[t] / nj
                 lv = cnt[t] / nj - mu * mu
                 shr = cnt[t] / (cnt[t] + tau) * lv + tau / (cnt[t] + tau) * gvar[t]
                 w = math.pow(shr + 1e-6, beta)
-                wt[t] = w
                 if weighted_mean:
                     tot += w * cnt[t]
                     den += cnt[t]
                 else:
                     tot += w
                     den += 1.0
+                if cnt[t] >= 2.0:
+                    n_keep += 1
             scale = den / tot if tot > 0.0 else 1.0
-            for p in range(ps, pe):
-                m = b_mem[p]
-                for r in range(code_count[m]):
-                    out_w[m, r] = wt[code_term[m, r]] * scale
+            out_scale[j] = scale
+            if count_only:
+                r_indptr[j + 1] = n_keep
+                continue
+            o = r_indptr[j]
+            for a in range(nt):
+                t = tt[a]
+                if cnt[t] >= 2.0:
+                    out_terms[o] = t
+                    out_w[o] = reliability_value(cnt[t], sz[t], nj, gvar[t], tau, beta, scale, f16)
+                    o += 1
 
 
 @kernel(parallel=True)

@@ -13,16 +13,19 @@ the diversity parts): a function whose signature holds the bundles costs ~0.4 s 
 
 Bundles (module-level NamedTuples, so Numba's on-disk cache can key them):
 
-* ``SGRIndex`` -- the index arrays (built by ``jkofast.sgr.retriever``): graph G (routing)
-  and semantic neighbour lists as CSR (int64 indptr, int32 ids, float32); branch postings
-  ``b_indptr``/``b_mem`` (memberships of branch j, ascending doc id); memberships
-  ``mem_doc`` int32, ``mem_m`` float32; codes ``code_term`` (M, S) uint16 or int32,
-  ``code_sign`` int8, ``code_cval`` float32 (= c_j[t]), ``code_w`` float32 (reliability),
-  ``code_count`` int32; binary support ``s_indptr``/``s_idx`` (uint16 term ids when
-  V <= 65,535, else int32), ``dl`` float64, ``idf`` float64; centres
-  ``c_indptr``/``c_terms``/``c_vals`` sorted by term id, ``c_norm`` float64; term postings
-  ``t_indptr``/``t_docs``/``t_tf`` and ``bm25_idf`` (rescue, BM25 extension); for the
-  frequent terms (``tb_row[t] >= 0``) document bitsets ``tb_bits`` int64 (rows × ceil(N / 64)).
+* ``SGRIndex`` -- the index arrays in the compact layout of ``jkofast.sgr.layout`` (format
+  2; "term" = uint16 when V <= 65,535, else uint32): graph G (routing) and semantic neighbour
+  lists as CSR (int64 indptr, int32 ids, float32); memberships branch-major (branch j =
+  rows ``b_indptr[j]:b_indptr[j + 1]``, ascending doc id): ``mem_doc`` int32, ``mem_m``
+  float32, codes ``code_term`` (M, S) term (ascending, then a sentinel >= V), ``code_sign``
+  (M, ceil(S / 16)) uint16 sign bitmask; binary support ``s_indptr`` int64 / ``s_idx`` term,
+  ``dl`` uint16 or float64, ``idf`` float64; centres ``c_indptr``/``c_terms``/``c_vals``
+  sorted by term id, ``c_norm`` float64; reliability ``r_indptr``/``r_terms``/``r_w``
+  (stored (j, t) entries, float32), ``r_nj``, ``r_scale``, ``gvar`` float64; term postings
+  ``t_indptr``/``t_docs``/``t_tf`` and ``bm25_idf`` (rescue, BM25 extension; ``t_docs`` and
+  ``t_tf`` empty in an index built without postings, which the wrapper then queries by
+  support scan); for the frequent terms (``tb_row[t] >= 0``) document bitsets ``tb_bits``
+  int64 (rows × ceil(N / 64)).
 * ``SGRParams`` -- the query parameters as typed scalars (float64 / int64 / bool), so a
   parameter change is a new value, never a recompilation.
 * ``SGRScratch`` -- the caller-owned scratch slabs, one per chunk (see ``sgr_query_batch``),
@@ -48,6 +51,7 @@ from numba import prange
 
 from jkofast import _codes
 from jkofast._numba import kernel
+from jkofast.kernels.sgr import build as _bk
 from jkofast.kernels.topk import topk_ids, topk_ids_pos, topk_pos
 
 __all__ = [
@@ -63,8 +67,10 @@ __all__ = [
     "best_remaining",
     "bm25_candidates",
     "branch_deviation",
+    "branch_tables",
     "cap_scores_desc",
     "chunk_work",
+    "code_sums",
     "diversify",
     "doc_branches",
     "eligible_branches",
@@ -117,14 +123,10 @@ class SGRIndex(NamedTuple):
     g_idx: np.ndarray
     g_val: np.ndarray
     b_indptr: np.ndarray
-    b_mem: np.ndarray
     mem_doc: np.ndarray
     mem_m: np.ndarray
     code_term: np.ndarray
     code_sign: np.ndarray
-    code_cval: np.ndarray
-    code_w: np.ndarray
-    code_count: np.ndarray
     s_indptr: np.ndarray
     s_idx: np.ndarray
     idf: np.ndarray
@@ -136,6 +138,12 @@ class SGRIndex(NamedTuple):
     c_terms: np.ndarray
     c_vals: np.ndarray
     c_norm: np.ndarray
+    r_indptr: np.ndarray
+    r_terms: np.ndarray
+    r_w: np.ndarray
+    r_nj: np.ndarray
+    r_scale: np.ndarray
+    gvar: np.ndarray
     t_indptr: np.ndarray
     t_docs: np.ndarray
     t_tf: np.ndarray
@@ -179,13 +187,17 @@ class SGRParams(NamedTuple):
     top_h: int
     n_div: int
     lam_d: float
+    rel_tau: float  # reliability τ, β and float16 rounding (B.4): the weights not stored
+    rel_beta: float
+    rel_f16: bool
 
 
 class SGRScratch(NamedTuple):
     """Caller-owned scratch, one slab per chunk (chunk c touches slab c only); see ``sgr_query_batch``."""
 
-    vi: np.ndarray  # int64 (m, 2, V): route stamps, route / semantic-term buffer
-    vf: np.ndarray  # float64 (m, 3, V): query, route and semantic values (semantic row zero between queries)
+    vi: np.ndarray  # int64 (m, 3, V): route stamps, route / semantic-term buffer, branch-table stamps
+    vf: np.ndarray  # float64 (m, 5, V): query, route, semantic values (semantic row zero between queries),
+    # branch centre and stored reliability tables (local_score)
     mark: np.ndarray  # uint8 (m, V): bit 0 query term, 1 semantic, 2 rare; zero between queries
     dp: np.ndarray  # int64 (m, N, 2): per document (stamp, position in U)
     ni: np.ndarray  # int64 (m, 4, N): BM25 stamps (by doc), membership counts (by position), U list, BM25 list
@@ -238,6 +250,9 @@ class SGRWork(NamedTuple):
     heap_i: np.ndarray  # int64, likewise
     wi: np.ndarray
     wf: np.ndarray
+    bstamp_t: np.ndarray  # int64 V: branch-table stamps (local_score)
+    ctab: np.ndarray  # float64 V: centre of the current branch
+    wval: np.ndarray  # float64 V: its stored reliability weights
 
 
 # Top-k on the query path: ``topk_ids`` / ``topk_pos`` of jkofast.kernels.topk (caller-owned heap scratch).
@@ -450,67 +465,107 @@ def stage_local_score(gen, qt, n_routed, ix, prm, ws):
         ws.rw,
         n_routed,
         prm.gamma,
-        ix.b_indptr,
-        ix.b_mem,
-        ix.mem_doc,
-        ix.mem_m,
-        (ix.code_term, ix.code_sign, ix.code_cval, ix.code_w, ix.code_count),
-        ws.mark,
-        ws.qval,
-        ws.qbits,
+        (ix.b_indptr, ix.mem_doc, ix.mem_m),
+        (ix.code_term, ix.code_sign),
+        (ix.c_indptr, ix.c_terms, ix.c_vals),
+        (ix.r_indptr, ix.r_terms, ix.r_w, ix.r_nj, ix.r_scale, ix.gvar),
+        (prm.rel_tau, prm.rel_beta, prm.rel_f16),
+        (ws.mark, ws.qval, ws.qbits),
+        (ws.bstamp_t, ws.ctab, ws.wval),
         (ws.dp, ws.esum, ws.csum, ws.dm_r, ws.dm_e, ws.dm_n, ws.ulist),
     )
 
 
 @kernel()
-def local_score(gen, qt, rt, rw, n_routed, gamma, b_indptr, b_mem, mem_doc, mem_m, codes, mark, qval, qbits, acc):
+def branch_tables(key, j, centres, rel, tabs):
+    """Scatter branch j's centre and stored reliability entries into the stamped term tables.
+
+    ``tabs`` = (stamp int64 V, ctab float64 V, wval float64 V): after the call, for every
+    term t with ``stamp[t] == key``, ``ctab[t] = c_j[t]`` (0 off the centre) and ``wval[t]``
+    = the stored weight of (j, t), or -1 when (j, t) is not stored; terms with another stamp
+    have ``c_j[t] = 0`` and no stored weight.
+    """
+    c_indptr, c_terms, c_vals = centres
+    r_indptr, r_terms, r_w = rel[0], rel[1], rel[2]
+    stamp, ctab, wval = tabs
+    for p in range(c_indptr[j], c_indptr[j + 1]):
+        t = np.int64(c_terms[p])
+        stamp[t] = key
+        ctab[t] = np.float64(c_vals[p])
+        wval[t] = -1.0
+    for p in range(r_indptr[j], r_indptr[j + 1]):
+        t = np.int64(r_terms[p])
+        if stamp[t] != key:
+            stamp[t] = key
+            ctab[t] = 0.0
+        wval[t] = np.float64(r_w[p])
+
+
+@kernel()
+def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, relp, qtabs, tabs, acc):
     """Branch-local signed scores over the postings of the routed branches (SPEC B.7).
 
-    For every posting (d, j) of routed branch j = ``rt[k]`` with weight ``ρ = rw[k]``:
+    For every membership (d, j) of routed branch j = ``rt[k]`` (``mems`` = (b_indptr,
+    mem_doc, mem_m): rows ``b_indptr[j]:b_indptr[j + 1]``, branch-major) with weight ``ρ = rw[k]``:
     ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r``, ``Q = Σ_r q[t_r]²``, ``E = m ρ L Q^γ`` (0 when
     Q = 0).  The routed documents U get positions 0, 1, ... in the order they are first met:
     ``ulist[a]`` = the document at position a, ``dp[d] = (gen, a)`` (stamp and position side
     by side: one cache line per visit).  Per position: ``esum[a] += E``, ``csum[a] += m ρ``,
-    (k, E) in ``dm_r``/``dm_e`` (``dm_n[a]`` entries).  The query vector is read through
-    ``mark`` (bit 0; a byte table stays in L1) and ``qval``; ``qbits`` (all zero, and again
-    on exit) gets the query terms as a bitset of V bits, which decides whether a
+    (k, E) in ``dm_r``/``dm_e`` (``dm_n[a]`` entries).  ``qtabs`` = (mark, qval, qbits): the
+    query vector is read through ``mark`` (bit 0; a byte table stays in L1) and ``qval``;
+    ``qbits`` (all zero, and again on exit) gets the query terms as a bitset of V bits, which decides whether a
     membership's codes hold any query term before the code coordinates are read.
-    ``codes`` = (code_term, code_sign, code_cval, code_w, code_count), ``acc`` = (dp, esum,
-    csum, dm_r, dm_e, dm_n, ulist).  Returns |U|.
+
+    ``codes`` = (code_term, code_sign) (a term id >= V ends a code; signs as the bitmask
+    of ``jkofast.kernels.sgr.build.encode_codes``); ``c_j[t]`` and the reliability ``w`` come
+    from ``centres`` = (c_indptr, c_terms, c_vals) and ``rel`` = (r_indptr, r_terms, r_w,
+    r_nj, r_scale, gvar), scattered into the stamped ``tabs`` (``branch_tables``) at the
+    branch's first membership that needs them; an entry (j, t) that is not stored gets
+    ``reliability_value(1, 1, n_j, gvar[t], τ, β, scale_j)`` (``relp`` = (τ, β, f16); 1.0
+    when n_j = 0).  A code coordinate with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to
+    both sums and is skipped.  ``acc`` = (dp, esum, csum, dm_r, dm_e, dm_n, ulist).
+    Returns |U|.
     """
-    code_term, code_sign, code_cval, code_w, code_count = codes
+    b_indptr, mem_doc, mem_m = mems
+    code_term = codes[0]
+    r_nj, r_scale = rel[3], rel[4]
+    mark, qval, qbits = qtabs
     dp, esum, csum, dm_r, dm_e, dm_n, ulist = acc
+    n_terms = np.uint64(qval.shape[0])
+    n_slot = code_term.shape[1]
     for a in range(qt.shape[0]):
         t = np.int64(qt[a])
         qbits[t >> 6] |= np.int64(1) << (t & 63)
     nu = 0
+    base = np.int64(gen) * np.int64(qval.shape[0] + 1) + 1
     for k in range(n_routed):
         j = rt[k]
         rho = rw[k]
+        key = base + j
+        scattered = False
+        nj = r_nj[j]
+        scale = r_scale[j]
         for p in range(b_indptr[j], b_indptr[j + 1]):
-            m = b_mem[p]
-            d = np.uint64(mem_doc[m])
-            mr = np.float64(mem_m[m]) * rho
+            d = np.uint64(mem_doc[p])
+            mr = np.float64(mem_m[p]) * rho
             e = 0.0
             # Q_dj = 0 (no query term among the codes: ~80 % of the routed memberships on
             # SciFact) gives E = 0 whatever L is: a branch-free OR of the marks decides
             # that before any floating-point work (exact: the skipped E is 0.0 too)
-            nc = np.uint64(code_count[m])
-            mu = np.uint64(m)  # unsigned row / column / term indices: no wrap-around code
+            mu = np.uint64(p)  # unsigned row / column / term indices: no wrap-around code
             hit = np.uint64(0)
-            for r in range(nc):
+            nc = 0
+            for r in range(n_slot):
                 t = np.uint64(code_term[mu, r])
+                if t >= n_terms:
+                    break
                 hit |= np.uint64(qbits[t >> np.uint64(6)]) >> (t & np.uint64(63))
+                nc += 1
             if hit & np.uint64(1):
-                lsum = 0.0
-                qsum = 0.0
-                for r in range(nc):
-                    t = np.uint64(code_term[mu, r])
-                    qt_ = 0.0
-                    if mark[t] & 1:
-                        qt_ = qval[t]
-                    lsum += np.float64(code_w[mu, r]) * (qt_ - np.float64(code_cval[mu, r])) * code_sign[mu, r]
-                    qsum += qt_ * qt_
+                if not scattered:
+                    branch_tables(key, j, centres, rel, tabs)
+                    scattered = True
+                lsum, qsum = code_sums(mu, nc, key, nj, scale, codes, rel[5], relp, mark, qval, tabs)
                 if qsum > 0.0:
                     e = mr * lsum * math.pow(qsum, gamma)
             # opens a U slot as bm25_candidates does: inline in this per-membership hot loop
@@ -532,6 +587,39 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, b_indptr, b_mem, mem_doc, mem_
     for a in range(qt.shape[0]):
         qbits[np.int64(qt[a]) >> 6] = 0
     return nu
+
+
+@kernel()
+def code_sums(mu, nc, key, nj, scale, codes, gvar, relp, mark, qval, tabs):
+    """``(L, Q)`` of SPEC B.7 over the ``nc`` code slots of membership ``mu`` (see ``local_score``).
+
+    ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r`` and ``Q = Σ_r q[t_r]²`` in slot order; a slot
+    with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to both and is skipped; ``w`` is the
+    stored weight from ``tabs`` or the one-occurrence value (1.0 when ``nj = 0``).
+    """
+    code_term, code_sign = codes
+    tau, beta, f16 = relp
+    stamp, ctab, wval = tabs
+    lsum = 0.0
+    qsum = 0.0
+    for r in range(nc):
+        t = np.uint64(code_term[mu, r])
+        qt_ = 0.0
+        if mark[t] & 1:
+            qt_ = qval[t]
+        cv = 0.0
+        wv = -1.0
+        if stamp[t] == key:
+            cv = ctab[t]
+            wv = wval[t]
+        if qt_ == 0.0 and cv == 0.0:
+            continue
+        if wv < 0.0:
+            wv = 1.0 if nj == 0.0 else _bk.reliability_value(1.0, 1.0, nj, gvar[t], tau, beta, scale, f16)
+        s = 1.0 if (code_sign[mu, r >> 4] >> np.uint16(r & 15)) & np.uint16(1) else -1.0
+        lsum += wv * (qt_ - cv) * s
+        qsum += qt_ * qt_
+    return lsum, qsum
 
 
 # ---------------------------------------------------------------------------------- extension: BM25 fusion
@@ -1458,6 +1546,9 @@ def chunk_work(c, sc, sizes, n_docs):
         heap_i,
         wi,
         wf,
+        sc.vi[c, 2],
+        sc.vf[c, 3],
+        sc.vf[c, 4],
     )
 
 

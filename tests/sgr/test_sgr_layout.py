@@ -1,0 +1,217 @@
+"""The phased SGR build (jkofast.sgr.layout): calibrate + encode (shards) + assemble == fit;
+shard files; the compact index on disk (format 2) and memory-mapped; half rounding."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_array_equal
+from test_sgr_build import SMALL, synthetic_corpus
+
+from jkofast.kernels.sgr import build as kb
+from jkofast.sgr import layout
+from jkofast.sgr.retriever import SparseGeometricRetriever
+
+QUERIES = ["w00 w03 w07", "w01 w12 w12 w20", "w05", "w09 w02 w28 w13 w04", "zzz", "w15 w16 w18 w19 w25 w26"]
+
+
+def _tfidf(corpus):
+    """Counts, TF-IDF rows, idf and dl as ``fit`` computes them (scikit-learn semantics)."""
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+    cv = CountVectorizer(token_pattern=r"(?u)\b\w\w+\b", dtype=np.float32)
+    C = cv.fit_transform(corpus).tocsr()
+    C.sort_indices()
+    tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
+    X = tr.fit_transform(C).tocsr().astype(np.float32)
+    X.sort_indices()
+    an = cv.build_analyzer()
+    dl = np.array([len(an(t)) for t in corpus], np.float64)
+    return C, X, np.asarray(tr.idf_, np.float64), dl, list(cv.get_feature_names_out())
+
+
+@pytest.fixture(scope="module")
+def parts():
+    corpus = synthetic_corpus(n_docs=40, seed=1)
+    C, X, idf, dl, terms = _tfidf(corpus)
+    fitted = SparseGeometricRetriever(**SMALL).fit(corpus)
+    return corpus, C, X, idf, dl, terms, fitted
+
+
+def _same_results(a, b):
+    for x, y in ((a.search(QUERIES, k=8), b.search(QUERIES, k=8)),):
+        assert_array_equal(x[0], y[0])
+        assert_array_equal(x[1], y[1])
+    pa, pb = a.pool(QUERIES), b.pool(QUERIES)
+    for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
+        assert_array_equal(getattr(pa, name), getattr(pb, name), err_msg=name)
+
+
+@pytest.mark.parametrize("cuts", [(0, 40), (0, 13, 40), (0, 1, 22, 40)])
+def test_phases_in_shards_equal_fit(parts, cuts, tmp_path):
+    """fit == calibrate (whole corpus) + encode in 1-3 shards + assemble: every array equal,
+    in memory and written to a folder; same ids and scores."""
+    _, C, X, idf, dl, terms, fitted = parts
+    g = layout.calibrate(X, SMALL)
+    shards = [layout.encode(X[a:b], g, SMALL, first_doc=a, counts=C[a:b]) for a, b in itertools.pairwise(cuts)]
+    ix = layout.assemble(g, shards, idf, dl, SMALL)
+    folders = []
+    for k, sh in enumerate(shards):
+        f = str(tmp_path / f"shard{k}")
+        layout.write_shard(f, sh)
+        folders.append(f)
+    ix_disk = layout.assemble(g, folders, idf, dl, SMALL, out=str(tmp_path / "merged"))
+    for name, v in ix.items():
+        assert_array_equal(v, fitted._ix[name], err_msg=name)
+        assert v.dtype == fitted._ix[name].dtype, name
+        assert_array_equal(ix_disk[name], v, err_msg=name)
+    r = SparseGeometricRetriever.from_parts(ix_disk, params=SMALL, terms=terms)
+    _same_results(r, fitted)
+    assert r.n_calibration_ == 40
+
+
+def test_calibrate_on_a_subset(parts):
+    """A geometry calibrated on half the corpus encodes the other half; the index queries;
+    the reliability entries unseen by the calibration get the one-occurrence weight."""
+    _, C, X, idf, dl, terms, _ = parts
+    g = layout.calibrate(X[:20], SMALL)
+    assert g.n_calibration == 20
+    ix = layout.assemble(g, [layout.encode(X, g, SMALL, counts=C)], idf, dl, SMALL)
+    r = SparseGeometricRetriever.from_parts(ix, params=SMALL, terms=terms, n_calibration=20)
+    idx, sc = r.search(QUERIES, k=5)
+    assert idx.shape == (len(QUERIES), 5) and np.isfinite(sc[idx >= 0]).all()
+
+
+def test_shard_files_roundtrip_and_incomplete(parts, tmp_path):
+    _, C, X, _, _, _, _ = parts
+    g = layout.calibrate(X, SMALL)
+    sh = layout.encode(X[5:17], g, SMALL, first_doc=5, counts=C[5:17])
+    f = str(tmp_path / "s")
+    layout.write_shard(f, sh)
+    for mmap in (True, False):
+        back = layout.read_shard(f, mmap=mmap)
+        assert back.first_doc == 5 and back.n_docs == 12 and back.n_terms == sh.n_terms
+        for name in layout._SHARD_ARRAYS:
+            assert_array_equal(getattr(back, name), getattr(sh, name), err_msg=name)
+    assert not [n for n in os.listdir(f) if ".tmp" in n]
+    os.remove(os.path.join(f, "shard.json"))  # written last: without it the shard is incomplete
+    with pytest.raises(ValueError, match="incomplete shard"):
+        layout.read_shard(f)
+    layout.write_shard(f, sh)
+    np.save(os.path.join(f, "mem_m.npy"), np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="mem_m"):
+        layout.read_shard(f)
+
+
+def test_phase_bad_input(parts):
+    _, C, X, idf, dl, _, _ = parts
+    g = layout.calibrate(X, SMALL)
+    sh = [layout.encode(X[:20], g, SMALL, counts=C[:20]), layout.encode(X[20:], g, SMALL, first_doc=20, counts=C[20:])]
+    with pytest.raises(TypeError, match="float32"):
+        layout.calibrate(X.astype(np.float64), SMALL)
+    with pytest.raises(TypeError, match="CSR"):
+        layout.calibrate(X.toarray(), SMALL)
+    with pytest.raises(TypeError, match="unknown"):
+        layout.calibrate(X, {"poolsize": 3})
+    with pytest.raises(ValueError, match="columns"):
+        layout.encode(X[:, :10], g, SMALL, counts=C[:, :10])
+    with pytest.raises(ValueError, match="counts"):
+        layout.encode(X, g, SMALL, counts=C[:, ::-1])
+    with pytest.raises(ValueError, match="first_doc"):
+        layout.encode(X, g, SMALL, first_doc=-1, counts=C)
+    with pytest.raises(ValueError, match="contiguous"):
+        layout.assemble(g, sh[::-1], idf, dl, SMALL)
+    with pytest.raises(ValueError, match="dl"):
+        layout.assemble(g, sh, idf, dl[:-1], SMALL)
+    with pytest.raises(ValueError, match="code_size"):
+        layout.assemble(g, sh, idf, dl, {**SMALL, "code_size": 4})
+    with pytest.raises(ValueError, match="empty"):
+        layout.assemble(g, [], idf, dl, SMALL)
+    with pytest.raises(ValueError, match="missing array"):
+        SparseGeometricRetriever.from_parts({"idf": idf}, params=SMALL)
+
+
+def test_uint32_fallback_above_65535_terms():
+    """V > 65,535: term ids as uint32 (sentinel 2**32 - 1) in the shards and the index;
+    the same pools as the oracle-checked path on the same counts (here V = 70,000)."""
+    rng = np.random.default_rng(0)
+    n, V = 30, 70_000
+    cols = np.r_[0:20, V - 20 : V]
+    rows = [np.sort(rng.choice(cols, size=int(rng.integers(2, 12)), replace=False)) for _ in range(n)]
+    indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
+    data = rng.integers(1, 4, size=indptr[-1]).astype(np.float32)
+    Cb = sp.csr_matrix((data, np.concatenate(rows), indptr), shape=(n, V))
+    r = SparseGeometricRetriever(**SMALL).fit(Cb)
+    for k in ("code_term", "s_idx", "c_terms", "r_terms"):
+        assert r._ix[k].dtype == np.uint32, k
+    assert r._ix["code_term"].max() == 2**32 - 1 or (r._ix["code_term"] < V).all()
+    # the same corpus on a narrow vocabulary (the 40 used columns renumbered): same pools
+    used = np.unique(Cb.indices)
+    Cn = sp.csr_matrix((Cb.data, np.searchsorted(used, Cb.indices), Cb.indptr), shape=(n, used.size))
+    rn = SparseGeometricRetriever(**SMALL).fit(Cn)
+    assert rn._ix["code_term"].dtype == np.uint16
+    q = sp.csr_matrix(Cb[[1, 4, 7]].toarray())
+    ia, sa = r.search_counts(q, k=6)
+    ib, sb = rn.search_counts(sp.csr_matrix(q.toarray()[:, used]), k=6)
+    assert_array_equal(ia, ib)
+    assert_array_equal(sa, sb)
+
+
+def test_save_load_mmap_equals_in_memory(parts, tmp_path):
+    """Format 2 on disk: load (in memory) and load(mmap=True) give the fitted index's ids and
+    scores; ids round-trip (lazy with mmap); postings=False too; an unknown format is named."""
+    import json
+
+    corpus = parts[0]
+    ids = [f"d{i}é" for i in range(40)]
+    for kw in (dict(), dict(postings=False)):
+        r = SparseGeometricRetriever(**SMALL, **kw).fit(corpus, ids=ids)
+        d = str(tmp_path / f"idx{len(kw)}")
+        r.save(d)
+        for mm in (False, True):
+            r2 = SparseGeometricRetriever.load(d, mmap=mm)
+            _same_results(r2, r)
+            assert list(r2.ids_) == ids and r2.ids_ == ids
+            assert r2.index_nbytes() == r.index_nbytes()
+        with open(os.path.join(d, "meta.json")) as f:
+            m = json.load(f)
+        m["format"] = 3
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            json.dump(m, f)
+        with pytest.raises(ValueError, match="index format 3 is not supported"):
+            SparseGeometricRetriever.load(d)
+
+
+def test_postings_false_same_scores_smaller(parts):
+    corpus = parts[0]
+    a = SparseGeometricRetriever(**SMALL).fit(corpus)
+    b = SparseGeometricRetriever(**SMALL, postings=False).fit(corpus)
+    _same_results(a, b)
+    assert "t_docs" not in b._ix
+    ba, bb = a.index_nbytes(breakdown=True), b.index_nbytes(breakdown=True)
+    assert bb["postings"] < ba["postings"] and bb["total"] == b.index_nbytes()
+    assert sum(v for k, v in bb.items() if k != "total") == bb["total"]
+    with pytest.raises(ValueError, match="postings=False"):
+        b.set_params(bm25_weight=0.5).search(["w01"], k=3)
+
+
+def test_half_round_matches_numpy():
+    """``half_round`` (float64 -> nearest float16, ties to even) equals numpy's conversion,
+    on random values over the whole half range, ties, subnormals and overflow."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [
+            np.exp(rng.uniform(np.log(1e-9), np.log(7e4), 20_000)),
+            np.float16(rng.uniform(0, 100, 2000)).astype(np.float64)
+            + np.float64(2.0) ** (np.floor(np.log2(np.abs(rng.uniform(1, 100, 2000)))) - 11),
+            [0.0, 65504.0, 65519.99, 65520.0, 1e6, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 1.0 + 2.0**-11],
+        ]
+    )
+    x = np.concatenate([x, -x])
+    want = x.astype(np.float16).astype(np.float64)
+    got = np.array([kb.half_round(v) for v in x])
+    assert_array_equal(got, want)
