@@ -29,11 +29,11 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.ot.sinkhorn_log import (
     matvec,
+    matvec2_lp,
     matvec_lp,
     plan_fill,
     rmatvec,
     scaled_half_step,
-    scaled_half_step_lp,
     sinkhorn_log_solve,
     sinkhorn_log_update_cols,
     sinkhorn_log_update_rows,
@@ -54,6 +54,7 @@ __all__ = [
     "implicit_solve",
     "schur_pcg",
     "w_converged",
+    "w_implicit_counted",
     "w_implicit_scaled",
     "w_unrolled_log",
     "w_unrolled_scaled",
@@ -294,15 +295,23 @@ def _pit_apply(pl, x, xs, out):
         out[j] *= sc * vv[j]
 
 
-@kernel()
-def _schur_apply(pl, prow, qinv, x, xs, t2, out):
-    """``out = (diag(prow) - Pi diag(qinv) Piᵀ) x``."""
-    _pit_apply(pl, x, xs, t2)
-    for j in range(t2.shape[0]):
-        t2[j] *= qinv[j]
-    _pi_apply(pl, t2, xs, out)
-    for i in range(out.shape[0]):
-        out[i] = prow[i] * x[i] - out[i]
+@kernel(inline="always")
+def _schur_apply(pl, prow, cvec, x, xs, t2, out):
+    """``out = (diag(prow) - Pi diag(qinv) Piᵀ) x`` with ``cvec = scale² v² ⊙ qinv`` precomputed.
+
+    ``Pi diag(qinv) Piᵀ x = scale² u ⊙ K (v² ⊙ qinv ⊙ Kᵀ(u ⊙ x))``: two matvecs and three
+    O(M) passes.
+    """
+    uu = pl.u
+    m = x.shape[0]
+    for i in range(m):
+        xs[i] = uu[i] * x[i]
+    matvec_lp(pl.KT, xs, t2)
+    for j in range(m):
+        xs[j] = cvec[j] * t2[j]
+    matvec_lp(pl.K, xs, out)
+    for i in range(m):
+        out[i] = prow[i] * x[i] - uu[i] * out[i]
 
 
 @kernel()
@@ -311,21 +320,27 @@ def schur_pcg(pl, prow, qinv, r, x, thr, cg_max, w, xs):
 
     ``x`` is the warm start and ``r`` its residual ``rhs - A x`` on entry (overwritten);
     rows 4-7 of ``w`` are scratch. Stops when the preconditioned residual ``rᵀ D⁻¹ r``
-    falls to ``thr`` (absolute). Returns ``converged``: False only when ``cg_max`` was
-    reached above ``thr`` (a breakdown ``pᵀAp <= 0`` on this PSD system means the residual
-    left the range of A: nothing more to gain, not a failure).
+    falls to ``thr`` (absolute). Returns ``(converged, n_steps)``: ``converged`` False only
+    when ``cg_max`` was reached above ``thr`` (a breakdown ``pᵀAp <= 0`` on this PSD system
+    means the residual left the range of A: nothing more to gain, not a failure);
+    ``n_steps`` the number of operator applications (2 matvecs each).
     """
     zz, pdir, ap, t1 = w[4], w[5], w[6], w[7]
     m = x.shape[0]
+    dinv = np.empty(m)
+    cvec = np.empty(m)
+    sc2 = pl.scale * pl.scale
+    vv = pl.v
     rz = 0.0
     for i in range(m):
-        d = prow[i] if prow[i] > TINY else TINY
-        zz[i] = r[i] / d
+        dinv[i] = 1.0 / (prow[i] if prow[i] > TINY else TINY)
+        cvec[i] = sc2 * vv[i] * vv[i] * qinv[i]
+        zz[i] = r[i] * dinv[i]
         pdir[i] = zz[i]
         rz += r[i] * zz[i]
     k = 0
     while k < cg_max and rz > thr:
-        _schur_apply(pl, prow, qinv, pdir, xs, t1, ap)
+        _schur_apply(pl, prow, cvec, pdir, xs, t1, ap)
         pap = 0.0
         for i in range(m):
             pap += pdir[i] * ap[i]
@@ -336,32 +351,19 @@ def schur_pcg(pl, prow, qinv, r, x, thr, cg_max, w, xs):
         for i in range(m):
             x[i] += alpha * pdir[i]
             r[i] -= alpha * ap[i]
-            d = prow[i] if prow[i] > TINY else TINY
-            zz[i] = r[i] / d
+            zz[i] = r[i] * dinv[i]
             rz_new += r[i] * zz[i]
         beta = rz_new / rz
         for i in range(m):
             pdir[i] = zz[i] + beta * pdir[i]
         rz = rz_new
         k += 1
-    return not (k >= cg_max and rz > thr)
+    return not (k >= cg_max and rz > thr), k
 
 
-@kernel()
-def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
-    """Solve SPEC A.4.7's Schur system for ``x = ∂<Π*,C>/∂p`` (+const) by Jacobi-PCG.
-
-    ``pl`` is the plan ``Π``; ``KC`` (``KCT`` its transpose) is ``pl.K ⊙ C`` with the same
-    scalings. ``w[0]`` holds the row sums ``prow`` of Π and ``w[1]`` the inverse column
-    sums ``qinv`` (0 where a column is empty); rows 2-7 are scratch. ``x`` holds the warm
-    start and receives the solution. The right-hand side is ``rhs = r - Pi diag(qinv) c``
-    (``r``, ``c`` the row/column sums of ``Pi ⊙ C``); the warm-start residual
-    ``rhs - A x = r - prow ⊙ x - Pi diag(qinv)(c - Piᵀx)`` costs two matvecs, not three.
-    PCG stops when the preconditioned residual norm falls below ``cg_tol`` times that of
-    ``r``. The system is PSD and singular along 1, its right-hand side sums to 0, so plain
-    PCG stays consistent. Returns ``(<Pi,C>, converged)`` (``converged`` False: ``cg_max``
-    reached above the tolerance).
-    """
+@kernel(inline="always")
+def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
+    """``implicit_solve`` once ``w[5]`` holds ``Πᵀx`` (x the warm start); returns ``(loss, ok, n_cg)``."""
     prow, qinv, rr, res, cc, t, ap = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
     uu, vv, sc = pl.u, pl.v, pl.scale
     m = x.shape[0]
@@ -376,8 +378,6 @@ def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
     matvec_lp(KCT, xs, cc)
     for j in range(m):
         cc[j] *= sc * vv[j]
-    _pit_apply(pl, x, xs, t)
-    for j in range(m):
         t[j] = qinv[j] * (cc[j] - t[j])
     _pi_apply(pl, t, xs, ap)
     ref_n = 0.0
@@ -385,8 +385,27 @@ def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
         res[i] = rr[i] - prow[i] * x[i] - ap[i]
         d = prow[i] if prow[i] > TINY else TINY
         ref_n += rr[i] * rr[i] / d
-    ok = schur_pcg(pl, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w, xs)
-    return loss, ok
+    ok, n_cg = schur_pcg(pl, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w, xs)
+    return loss, ok, n_cg
+
+
+@kernel()
+def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
+    """Solve SPEC A.4.7's Schur system for ``x = ∂<Π*,C>/∂p`` (+const) by Jacobi-PCG.
+
+    ``pl`` is the plan ``Π``; ``KC`` (``KCT`` its transpose) is ``pl.K ⊙ C`` with the same
+    scalings. ``w[0]`` holds the row sums ``prow`` of Π and ``w[1]`` the inverse column
+    sums ``qinv`` (0 where a column is empty); rows 2-7 are scratch. ``x`` holds the warm
+    start and receives the solution. The right-hand side is ``rhs = r - Pi diag(qinv) c``
+    (``r``, ``c`` the row/column sums of ``Pi ⊙ C``); the warm-start residual
+    ``rhs - A x = r - prow ⊙ x - Pi diag(qinv)(c - Piᵀx)`` costs two matvecs, not three.
+    PCG stops when the preconditioned residual norm falls below ``cg_tol`` times that of
+    ``r``. The system is PSD and singular along 1, its right-hand side sums to 0, so plain
+    PCG stays consistent. Returns ``(<Pi,C>, converged, n_cg)`` (``converged`` False:
+    ``cg_max`` reached above the tolerance; ``n_cg`` PCG steps).
+    """
+    _pit_apply(pl, x, xs, w[5])
+    return _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs)
 
 
 @kernel(inline="always")
@@ -437,7 +456,7 @@ def w_converged(gc, KC, a, b, fw, gw, xw, tol, objective, lim, grad_p, sk, w):
             grad_p[i] = fw[i]
         return loss, flags
     _plan_marginals(pl, sk.tmp_m, w)
-    loss, cg_ok = implicit_solve(pl, KCmat, np.ascontiguousarray(KCmat.T), xw, lim.cg_tol, lim.cg_max, w, sk.tmp_m)
+    loss, cg_ok, _ = implicit_solve(pl, KCmat, np.ascontiguousarray(KCmat.T), xw, lim.cg_tol, lim.cg_max, w, sk.tmp_m)
     for i in range(m):
         grad_p[i] = xw[i]
     if not cg_ok:
@@ -446,13 +465,16 @@ def w_converged(gc, KC, a, b, fw, gw, xw, tol, objective, lim, grad_p, sk, w):
 
 
 @kernel(inline="always")
-def _newton_dual_step(ops, pa, u, v, s, t, vmax, grad_p, w, tmp_n):
+def _newton_dual_step(ops, pa, u, v, s, t, vmax, alpha, w, tmp_n):
     """One inexact Newton step on the duals of the scaled implicit path (in ``v``, max 1).
 
-    The linearised marginal equations reduce to the Schur system of the gradient,
-    ``A α = pa - prow``, solved loosely by PCG from zero (``NEWTON_RTOL``,
-    ``NEWTON_CG_MAX``; its convergence is not required), then ``v ← v ⊙ exp(-qinv ⊙ Πᵀα)``
-    (the next row update recomputes u exactly). ``grad_p`` receives α (scratch).
+    State: the plan ``vmax diag(u) K diag(v)`` after a column update (columns exact) with
+    its row sums ``vmax u ⊙ s`` (``s = K v``) and ``t = Kᵀu``. The linearised marginal
+    equations reduce to the Schur system of the gradient, ``A α = pa - prow``, solved
+    loosely by PCG from zero (``NEWTON_RTOL``, ``NEWTON_CG_MAX``; its convergence is not
+    required), then ``v ← v ⊙ exp(-qinv ⊙ Πᵀα)`` (the next row update recomputes u
+    exactly). ``alpha`` (M) receives α (scratch); ``w`` rows 0-2 and 4-7 are scratch.
+    Returns the number of PCG steps.
     """
     m = pa.shape[0]
     prow, qinv, rhs = w[0], w[1], w[2]
@@ -462,12 +484,12 @@ def _newton_dual_step(ops, pa, u, v, s, t, vmax, grad_p, w, tmp_n):
         cs = vmax * v[i] * t[i]
         qinv[i] = 1.0 / cs if cs > 0.0 else 0.0
         rhs[i] = pa[i] - prow[i]
-        grad_p[i] = 0.0
+        alpha[i] = 0.0
         d = prow[i] if prow[i] > TINY else TINY
         nthr += rhs[i] * rhs[i] / d
     pl = Plan(ops.K, ops.KT, u, v, vmax)
-    schur_pcg(pl, prow, qinv, rhs, grad_p, NEWTON_RTOL**2 * nthr, np.int64(NEWTON_CG_MAX), w, ops.xs)
-    _pit_apply(pl, grad_p, ops.xs, tmp_n)
+    _, n_cg = schur_pcg(pl, prow, qinv, rhs, alpha, NEWTON_RTOL**2 * nthr, np.int64(NEWTON_CG_MAX), w, ops.xs)
+    _pit_apply(pl, alpha, ops.xs, tmp_n)
     bmax = -np.inf
     for j in range(m):
         bj = -qinv[j] * tmp_n[j]
@@ -477,56 +499,110 @@ def _newton_dual_step(ops, pa, u, v, s, t, vmax, grad_p, w, tmp_n):
             bmax = v[j]
     for j in range(m):
         v[j] /= bmax
+    return n_cg
+
+
+@kernel(inline="always")
+def _ratio_max(wt, y, out, err_u, err_scale):
+    """``out = wt / y`` (0 where ``wt = 0``) and its max; with ``err_u`` also ``|err_scale u ⊙ y - wt|_1``.
+
+    One pass over the three vectors. Returns ``(ok, ymax, err)``; ``ok`` False when a
+    positive-mass entry has ``y <= TINY`` or the max is not a positive finite number (the
+    underflow test of ``scale_normalise``).
+    """
+    ok = True
+    rmax = 0.0
+    err = 0.0
+    for i in range(wt.shape[0]):
+        err += abs(err_scale * err_u[i] * y[i] - wt[i])
+        r = 0.0
+        if wt[i] > 0.0:
+            if y[i] > TINY:
+                r = wt[i] / y[i]
+            else:
+                ok = False
+        out[i] = r
+        if r > rmax:
+            rmax = r
+    if not rmax > 0.0 or not np.isfinite(rmax):
+        ok = False
+    return ok, rmax, err
+
+
+@kernel(inline="always")
+def _commit(tmp, rmax, wt, out, fill, xs, xs2, xw):
+    """``out = tmp / rmax`` (max 1); with ``fill`` also ``xs = out``, ``xs2 = out ⊙ xw``.
+
+    Returns False when a positive-mass entry (``wt > 0``) falls to ``TINY`` or below.
+    """
+    ok = True
+    inv = 1.0 / rmax
+    for i in range(tmp.shape[0]):
+        oi = tmp[i] * inv
+        out[i] = oi
+        if fill:
+            xs[i] = oi
+            xs2[i] = oi * xw[i]
+        if wt[i] > 0.0 and oi <= TINY:
+            ok = False
+    return ok
 
 
 @kernel()
-def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
-    """Implicit path kept entirely in the scaled form across calls (no exp/log per call).
+def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
+    """``w_implicit_scaled`` that also counts its work (the measuring tools read the counts).
 
-    ``ops`` the ``GibbsOps`` (float64 or float32). ``v`` (the scaled g) persists between
-    calls as the warm start; each call runs at least one pair, then pairs until the
-    row-marginal L1 error ``|vmax u ⊙ (Kg v) - pa|_1 < tol`` or ``lim.max_iter``, with
-    weights ``sk.pa = p``, ``sk.qb = q``. Every ``lim.newton_every`` pairs without
-    convergence (0: never) a Newton step on the duals (``_newton_dual_step``) removes the
-    slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) Kg diag(v)`` then
-    feeds ``implicit_solve`` with its own marginals (``xw`` warm start, updated; ``grad_p
-    = x``). Returns ``(ok, loss, flags)``; ``ok`` False = a sum underflowed (caller falls
-    back to ``w_converged``); ``flags`` as in ``w_converged``.
+    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg)``: update
+    pairs, then the M x M sweeps by kind: row sweeps ``K v``; column sweeps fused with
+    ``Kᵀ(u ⊙ x)`` (``matvec2_lp``); plain column sweeps (``Kᵀu``, or the ``Πᵀx`` of the
+    gradient's residual when it was not fused); PCG steps of the Newton steps and of the
+    gradient solve (two sweeps each). The gradient's set-up adds three sweeps per call
+    (``KC v``, ``KCᵀ u``, ``Π t``).
     """
     pa, u, s, tmp_m, qb, _, t, tmp_n = sk
     K, KT, xs = ops.K, ops.KT, ops.xs
     max_iter, newton_every = lim.max_iter, lim.newton_every
     m = pa.shape[0]
+    xs2 = np.empty_like(xs)
+    tx = w[5]
+    tx_ok = False
     vmax = 1.0
     it = 0
     since = 0
     fresh = True
     flags = 0
+    n_row = n_col2 = n_col = n_newton_cg = 0
     while True:
-        ok, _ = scaled_half_step_lp(K, pa, v, xs, s, tmp_m, TINY)
+        for j in range(m):
+            xs[j] = v[j]
+        matvec_lp(K, xs, s)
+        n_row += 1
+        ok, smax, err = _ratio_max(pa, s, tmp_m, u, vmax)
         if not fresh:
-            err = 0.0
-            for i in range(m):
-                err += abs(vmax * u[i] * s[i] - pa[i])
             if err < tol:
                 break
             if it >= max_iter:
                 flags = FLAG_SINKHORN
                 break
             if ok and newton_every > 0 and since >= newton_every:
-                _newton_dual_step(ops, pa, u, v, s, t, vmax, grad_p, w, tmp_n)
+                n_newton_cg += _newton_dual_step(ops, pa, u, v, s, t, vmax, grad_p, w, tmp_n)
                 since = 0
                 fresh = True
                 continue
-        if not ok:
-            return False, 0.0, 0
-        for i in range(m):
-            u[i] = tmp_m[i]
-        ok, vmax = scaled_half_step_lp(KT, qb, u, xs, t, tmp_n, TINY)
-        if not ok:
-            return False, 0.0, 0
-        for j in range(m):
-            v[j] = tmp_n[j]
+        if not (ok and _commit(tmp_m, smax, pa, u, True, xs, xs2, xw)):
+            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0
+        # Kᵀu, and in the same sweep Kᵀ(u ⊙ x) for the gradient's warm-start residual: worth it
+        # while a call is likely to stop after this pair (the first two), a plain sweep after
+        tx_ok = it < 2
+        if tx_ok:
+            matvec2_lp(KT, xs, xs2, t, tx)
+            n_col2 += 1
+        else:
+            matvec_lp(KT, xs, t)
+            n_col += 1
+        ok, vmax, _ = _ratio_max(qb, t, tmp_n, tmp_n, 0.0)
+        if not (ok and _commit(tmp_n, vmax, qb, v, False, xs, xs2, xw)):
+            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0
         it += 1
         since += 1
         fresh = False
@@ -535,9 +611,36 @@ def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
         w[0, i] = vmax * u[i] * s[i]
         cs = vmax * v[i] * t[i]
         w[1, i] = 1.0 / cs if cs > 0.0 else 0.0
-    loss, cg_ok = implicit_solve(pl, ops.KC, ops.KCT, xw, lim.cg_tol, lim.cg_max, w, xs)
+    if tx_ok:
+        for j in range(m):
+            tx[j] *= vmax * v[j]  # Πᵀx
+    else:
+        _pit_apply(pl, xw, xs, tx)
+        n_col += 1
+    loss, cg_ok, n_cg = _implicit_finish(pl, ops.KC, ops.KCT, xw, lim.cg_tol, lim.cg_max, w, xs)
     for i in range(m):
         grad_p[i] = xw[i]
     if not cg_ok:
         flags += FLAG_CG
-    return True, loss, flags
+    return True, loss, flags, it, n_row, n_col2, n_col, n_newton_cg, n_cg
+
+
+@kernel()
+def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
+    """Implicit path kept entirely in the scaled form across calls (no exp/log per call).
+
+    ``ops`` the ``GibbsOps`` (float64 or float32). ``v`` (the scaled g) persists between
+    calls as the warm start; each call runs at least one pair, then pairs until the
+    row-marginal L1 error ``|vmax u ⊙ (K v) - pa|_1 < tol`` or ``lim.max_iter``, with
+    weights ``sk.pa = p``, ``sk.qb = q``. Every ``lim.newton_every`` pairs without
+    convergence (0: never) a Newton step on the duals (``_newton_dual_step``) removes the
+    slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) K diag(v)`` then
+    feeds the Schur solve with its own marginals (``xw`` warm start, updated; ``grad_p =
+    x``). The column sweep of the first two pairs also gives ``Kᵀ(u ⊙ xw)``
+    (``matvec2_lp``, one pass over ``Kᵀ`` for two products), the ``Πᵀx`` of the solve's
+    warm-start residual when the call stops there. Returns ``(ok, loss, flags)``; ``ok``
+    False = a sum underflowed (caller falls back to ``w_converged``); ``flags`` as in
+    ``w_converged``.
+    """
+    ok, loss, flags, _, _, _, _, _, _ = w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w)
+    return ok, loss, flags
