@@ -7,6 +7,8 @@ Usage:
     # 2. build (child process, /usr/bin/time -v for the peak RSS), load (mmap), search at 1 and 2 threads
     python benchmarks/tools/sgr_scale.py --corpus DIR/corpus.jsonl --out DIR/index --calibrate 1000000
                                          [--threads 2] [--bm25s] [--json F]
+    # 3. quality on SciFact: calibrate = all (bit-identical to fit) / first half / uniform half
+    python benchmarks/tools/sgr_scale.py --scifact-quality [--json F]
 
 The corpus: ``n_words`` (1,000,000) random lowercase words, ranks drawn from a Zipf(1.07) law,
 passage lengths Gamma(6, 56/6) (mean ≈ 56 analyser tokens, as MS MARCO's ≈ 54.5 + a few), first
@@ -16,7 +18,8 @@ frequent ranks act as stop-words), one seed for everything (``--seed 0``).  The 
 whole build); then the index is opened with ``SparseGeometricRetriever.load(out, mmap=True)`` (load
 time), ``index_nbytes`` gives the bytes per passage by structure, and every query is timed alone
 (text in -> top-10 out, median and p95 in ms) at 1 and 2 threads with the published settings
-(``--preset published``; ``--param postings=false``, the compact index of B.11).  ``--bm25s``: bm25s (numba backend) on the same corpus in
+(``--preset published``; ``--param postings=false``, the compact index of B.11).
+``--bm25s``: bm25s (numba backend) on the same corpus in
 a child process (build time, peak RSS, per-query latency), or the error that stopped it.
 """
 
@@ -35,6 +38,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
 
 CHUNK = 100_000
 
@@ -188,8 +192,8 @@ def _bm25s_child(corpus: str, n_queries: int | None, threads: int) -> None:
 
     t0 = time.perf_counter()
     texts: list = []
-    for _, _, tx in read_corpus_shards(corpus_file(corpus), 500_000):
-        texts.extend(tx)
+    for shard in read_corpus_shards(corpus_file(corpus), 500_000):
+        texts.extend(shard[2])
     tok = bm25s.tokenize(texts, stopwords=None, show_progress=False)
     del texts
     ret = bm25s.BM25(backend="numba")
@@ -223,6 +227,43 @@ def measure_bm25s(args) -> dict:
     return info
 
 
+def scifact_quality(shard_size: int = 1000, threads: int = 2) -> dict:
+    """SciFact test nDCG@10 of the streaming build: calibrate = None (checked bit-identical to ``fit``),
+    the first half and a uniform half of the corpus; published settings and the defaults."""
+    import tempfile
+
+    from sgr_eval import ndcg10
+
+    from jkofast.datasets.beir import bundled_path, load_dataset
+    from jkofast.sgr.retriever import PRESETS, SparseGeometricRetriever
+    from jkofast.sgr.streaming import build_index
+
+    ds = load_dataset("scifact")
+    qrels = ds.qrels("test")
+    qids = sorted(qrels, key=lambda x: int(x) if x.isdigit() else x)
+    queries = [ds.queries[q] for q in qids]
+    half = ds.n_docs // 2
+    out: dict = {"n_docs": ds.n_docs, "calibrate_half": half}
+    for name, prm in (("published", PRESETS["published"]), ("defaults", {})):
+        ref = SparseGeometricRetriever(**prm).fit(ds.doc_texts(" "), ids=ds.doc_ids, n_threads=threads)
+        a = ref.search(queries, k=10)
+        out[f"{name}_fit"] = ndcg10(a[0], a[1], qids, ds.doc_ids, qrels)
+        for cal, mode in ((None, "first"), (half, "first"), (half, "uniform")):
+            with tempfile.TemporaryDirectory() as tmp:
+                r = build_index(
+                    bundled_path("scifact"), tmp, calibrate=cal, calibrate_mode=mode, shard_size=shard_size,
+                    params=prm, n_threads=threads, progress=False,
+                )  # fmt: skip
+                b = r.search(queries, k=10)
+                key = f"{name}_calibrate_{'all' if cal is None else mode + '_half'}"
+                out[key] = ndcg10(b[0], b[1], qids, ds.doc_ids, qrels)
+                if cal is None:
+                    out[f"{name}_identical_to_fit"] = bool(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]))
+                del r
+            print(key, f"{out[key]:.4f}", flush=True)
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--generate", default=None, help="write the synthetic corpus to this file and exit")
@@ -241,10 +282,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--skip-build", action="store_true", help="measure an index already built in --out")
     ap.add_argument("--bm25s", action="store_true", help="also bm25s on the same corpus (child process)")
     ap.add_argument("--bm25s-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--scifact-quality", action="store_true", help="SciFact nDCG@10: calibrate all / half (and exit)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.generate:
         return generate(args.generate, args.passages, args.queries, args.n_words, args.seed)
+    if args.scifact_quality:
+        res = scifact_quality(threads=args.threads)
+        print(json.dumps(res, indent=1), flush=True)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=1)
+        return res
     if args.bm25s_child:
         _bm25s_child(args.corpus, args.queries or None, args.threads)
         return {}

@@ -27,8 +27,10 @@ without holding the texts in memory, in shards of ``shard_size`` passages:
    that loads as a complete index.
 
 Every stage is saved once and reused: an interrupted build rerun with the same arguments
-skips the completed shards (``resume=True``); a corpus changed since (size, modification
-time or first MiB) or other build parameters is a ``ValueError``.
+skips the completed shards (``resume=True``): their corpus lines are read again and must have
+the same SHA-1 (a corpus cut short by a failed download and completed since resumes; one whose
+indexed part changed is a ``ValueError``); once the whole corpus was read, a change of its size or
+modification time is a ``ValueError``, and so are other build parameters.
 """
 
 from __future__ import annotations
@@ -143,8 +145,8 @@ def _parse(raw: bytes, path: str, lineno: int) -> tuple[str, str] | None:
     return did, title + " " + text
 
 
-def read_corpus_shards(path: str, shard_size: int, skip: int = 0, on_progress=None):
-    """Yield ``(shard number, ids, texts)`` of consecutive ``shard_size`` passages of a corpus file.
+def read_corpus_shards(path: str, shard_size: int, done=(), on_progress=None):
+    """Yield ``(shard number, ids, texts, digest)`` of consecutive ``shard_size`` passages of a corpus file.
 
     Parameters
     ----------
@@ -153,45 +155,66 @@ def read_corpus_shards(path: str, shard_size: int, skip: int = 0, on_progress=No
         skipped).  The text of a passage is ``title + " " + text``.
     shard_size : int
         Passages per shard (the last one may be shorter).
-    skip : int
-        Shards to skip (their lines are read but not parsed: a resume).
+    done : sequence of (n_docs, digest)
+        Shards already read (a resume): their lines are read but not parsed, and their SHA-1
+        must equal ``digest`` (else ``ValueError``: the corpus changed).
     on_progress : callable, optional
         Called as ``on_progress(passages, compressed bytes read, file size)`` once per shard.
+
+    Yields
+    ------
+    tuple
+        Shard number, ids, texts, and the SHA-1 (hex) of the raw lines from the end of the
+        previous shard to the shard's last passage line.
 
     Raises
     ------
     ValueError
         A line that is not a JSON object with a valid ``_id`` (truncated, not JSON, bad UTF-8),
-        naming the file and the line; the shards yielded before stay valid.
+        naming the file and the line (the shards yielded before stay valid); or a corpus whose
+        first ``len(done)`` shards differ from ``done``.
     """
     rd = _Reader(path)
     try:
-        shard, ids, texts, n_seen = 0, [], [], 0
-        for lineno, raw in rd.lines():
-            if shard < skip:
-                if raw.strip():
-                    n_seen += 1
-                    if n_seen == shard_size:
-                        shard, n_seen = shard + 1, 0
-                        if on_progress is not None:
-                            on_progress(shard_size, rd.pos, rd.size)
-                continue
-            rec = _parse(raw, path, lineno)
-            if rec is None:
-                continue
-            ids.append(rec[0])
-            texts.append(rec[1])
-            if len(ids) == shard_size:
-                yield shard, ids, texts
-                if on_progress is not None:
-                    on_progress(len(ids), rd.pos, rd.size)
-                shard, ids, texts = shard + 1, [], []
-        if ids:
-            yield shard, ids, texts
-            if on_progress is not None:
-                on_progress(len(ids), rd.pos, rd.size)
+        yield from _shards(rd, path, shard_size, list(done), on_progress)
     finally:
         rd.close()
+
+
+def _shards(rd, path, shard_size, done, on_progress):
+    shard, ids, texts, n_seen = 0, [], [], 0
+    h = hashlib.sha1()
+    for lineno, raw in rd.lines():
+        h.update(raw)
+        if shard < len(done):
+            if raw.strip():
+                n_seen += 1
+                if n_seen == done[shard][0]:
+                    if h.hexdigest() != done[shard][1]:
+                        raise ValueError(
+                            f"{path}: the corpus changed since the interrupted build (shard {shard}, up to "
+                            f"line {lineno}, differs); rerun with resume=False (--no-resume) to start over"
+                        )
+                    shard, n_seen, h = shard + 1, 0, hashlib.sha1()
+                    if on_progress is not None:
+                        on_progress(done[shard - 1][0], rd.pos, rd.size)
+            continue
+        rec = _parse(raw, path, lineno)
+        if rec is None:
+            continue
+        ids.append(rec[0])
+        texts.append(rec[1])
+        if len(ids) == shard_size:
+            yield shard, ids, texts, h.hexdigest()
+            if on_progress is not None:
+                on_progress(len(ids), rd.pos, rd.size)
+            shard, ids, texts, h = shard + 1, [], [], hashlib.sha1()
+    if shard < len(done):
+        raise ValueError(f"{path}: the corpus is shorter than when the interrupted build read it (shard {shard})")
+    if ids:
+        yield shard, ids, texts, h.hexdigest()
+        if on_progress is not None:
+            on_progress(len(ids), rd.pos, rd.size)
 
 
 # ---------------------------------------------------------------------------------------------- tokens
@@ -467,16 +490,11 @@ def _check_state(work: str, state: dict, resume: bool) -> None:
     if os.path.isfile(p) and resume:
         with open(p) as fh:
             old = json.load(fh)
-        if old.get("corpus") != state["corpus"]:
-            raise ValueError(
-                f"the corpus {state['corpus']['path']} changed since the interrupted build in {work} "
-                f"(was {old.get('corpus')}); rerun with resume=False (--no-resume) to start over"
-            )
-        diff = sorted(k for k in state if k != "corpus" and old.get(k) != state[k])
+        diff = sorted(k for k in state if old.get(k) != state[k])
         if diff:
             raise ValueError(
                 f"the interrupted build in {work} used other settings ({', '.join(diff)}); "
-                "rerun with the same settings or resume=False to start over"
+                "rerun with the same ones, or with resume=False (--no-resume) to start over"
             )
         return
     shutil.rmtree(work, ignore_errors=True)
@@ -487,29 +505,39 @@ def _check_state(work: str, state: dict, resume: bool) -> None:
 
 
 def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar) -> int:
-    """Stage 1: write every token shard not yet complete; return the number of shards."""
+    """Stage 1: write every token shard not yet complete; return the number of shards.
+
+    A resume re-reads the completed shards' lines and checks their SHA-1; once the whole corpus
+    is read, its size and modification time are recorded and checked by later resumes.
+    """
     tdir = os.path.join(work, "tokens")
     end = _read_done(tdir, "_end.json")
     if end is not None:
+        if end.get("corpus") != _fingerprint(path):
+            raise ValueError(
+                f"the corpus {path} changed since the interrupted build in {work} read it; "
+                "rerun with resume=False (--no-resume) to start over"
+            )
         return int(end["n_shards"])
     os.makedirs(tdir, exist_ok=True)
-    done = 0
-    while _read_done(os.path.join(tdir, f"{done:05d}"), "manifest.json") is not None:
-        done += 1
-    n_shards, n_docs = done, done * shard_size
+    done: list = []
+    while (m := _read_done(_tok_dir(work, len(done)), "manifest.json")) is not None:
+        done.append((int(m["n_docs"]), m["sha1"]))
+    n_shards, n_docs = len(done), sum(d[0] for d in done)
 
     def progress(n, pos, size):
         bar.update(n, pos / max(size, 1))
 
-    for k, ids, texts in read_corpus_shards(path, shard_size, skip=done, on_progress=progress):
+    for k, ids, texts, digest in read_corpus_shards(path, shard_size, done=done, on_progress=progress):
         tok = shard_term_counts(texts)
         tok["ids"] = np.array(ids, dtype=str)
-        _atomic_dir_write(os.path.join(tdir, f"{k:05d}"), tok, {"shard": k, "n_docs": len(ids), "first_doc": n_docs})
+        man = {"shard": k, "n_docs": len(ids), "first_doc": n_docs, "sha1": digest}
+        _atomic_dir_write(_tok_dir(work, k), tok, man)
         n_shards, n_docs = k + 1, n_docs + len(ids)
     if n_docs == 0:
         raise ValueError(f"{path}: no document (empty corpus file)")
     with open(os.path.join(tdir, "_end.json"), "w") as fh:
-        json.dump({"n_shards": n_shards, "n_docs": n_docs}, fh)
+        json.dump({"n_shards": n_shards, "n_docs": n_docs, "corpus": _fingerprint(path)}, fh)
     return n_shards
 
 
@@ -730,7 +758,7 @@ def build_index(
 
     state = {
         "version": _STATE_VERSION,
-        "corpus": _fingerprint(path),
+        "corpus": os.path.abspath(path),
         "shard_size": int(shard_size),
         "params": {k: p[k] for k in _BUILD_PARAMS},
         "vocabulary": [int(local_k), int(candidate_k)],
@@ -744,6 +772,7 @@ def build_index(
     bar = _Bar("tokens", progress)
     n_shards = _tokenise_corpus(path, work, shard_size, bar)
     bar.close()
+    _ids(work, n_shards)  # a duplicate id fails now, not after the encoding
     voc = _vocabulary(work, n_shards, p["max_features"], local_k, candidate_k)
     N = int(voc["manifest"]["n_docs"])
     cal = _clamp_calibrate(calibrate, N)
