@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import os
 
+import numba
 import numpy as np
 
 from jkofast._numba import register_warmup
@@ -31,21 +32,24 @@ __all__ = ["evaluate_files", "read_run_arrays_fast"]
 
 
 def _read_buffer(path) -> np.ndarray:
-    """Return the bytes of ``path`` (gunzipped for ``.gz``) as a writable uint8 array (one copy, no ``bytes``)."""
+    """Return the bytes of ``path`` (gunzipped for ``.gz``) and a line feed after them, as a writable uint8 array.
+
+    The extra line feed is the parse kernels' sentinel (their scans need no end check); the
+    data are ``buf[:-1]``.  One read into the array: no ``bytes`` object in between.
+    """
     path = os.fspath(path)
     if path.endswith(".gz"):
         with gzip.open(path, "rb") as fh:
-            return np.frombuffer(bytearray(fh.read()), dtype=np.uint8)
+            return np.frombuffer(bytearray(fh.read() + b"\n"), dtype=np.uint8)
     with open(path, "rb", buffering=0) as fh:
         size = os.fstat(fh.fileno()).st_size
-        buf = np.empty(size, np.uint8)
-        got = fh.readinto(buf) if size else 0
-        if got == size:  # a file that grew meanwhile: read it whole the plain way
-            rest = fh.read()
-            if not rest:
-                return buf
-            return np.frombuffer(bytearray(buf.tobytes() + rest), dtype=np.uint8)
-        return buf[:got]
+        buf = np.empty(size + 1, np.uint8)
+        got = fh.readinto(buf[:size]) if size else 0
+        rest = fh.read() if got == size else b""
+        if rest:  # a file that grew meanwhile: read it whole the plain way
+            return np.frombuffer(bytearray(buf[:size].tobytes() + rest + b"\n"), dtype=np.uint8)
+        buf[got] = 10
+        return buf[: got + 1]
 
 
 def _header_is_value(buf: np.ndarray, hdr: np.ndarray, kind: int) -> bool:
@@ -67,16 +71,18 @@ def _parse_table(buf: np.ndarray, kind: int, n_threads):
     """
     from jkofast._threads import numba_threads, resolve_threads
 
-    n_chunks = max(1, min(resolve_threads(n_threads) * 4, buf.shape[0] // (1 << 20) + 1))
+    data = buf[:-1]  # buf ends with the sentinel line feed
+    n_chunks = max(1, min(resolve_threads(n_threads) * 4, data.shape[0] // (1 << 20) + 1))
     bounds = np.empty(n_chunks + 1, np.int64)
-    _k.chunk_bounds(buf, n_chunks, bounds)
+    _k.chunk_bounds(data, n_chunks, bounds)
     lines = np.zeros(n_chunks, np.int64)
     rows = np.zeros(n_chunks, np.int64)
     ncols = np.zeros(n_chunks, np.int64)
     oks = np.zeros(n_chunks, np.bool_)
     hdr = np.full(2, -1, np.int64)
-    with numba_threads(n_threads):
-        _k.scan_chunks(buf, bounds, lines)
+    # dynamic scheduling: a descheduled thread on a shared machine does not hold up the others
+    with numba_threads(n_threads), numba.parallel_chunksize(1):
+        _k.scan_chunks(data, bounds, lines)
         row_off = np.zeros(n_chunks + 1, np.int64)
         np.cumsum(lines, out=row_off[1:])
         n = int(row_off[-1])
@@ -296,7 +302,7 @@ def _evaluate_parsed(rbuf, rp, qbuf, qp, names, kinds, ks, gain_mode, tie_mode, 
     queries = np.stack([q_lo, q_hi, q_group])
     out = np.zeros((queries.shape[1], kinds.shape[0]), np.float64)
     n_ret = np.zeros(queries.shape[1], np.int64)
-    with numba_threads(n_threads):
+    with numba_threads(n_threads), numba.parallel_chunksize(64):
         _f.evaluate_rows(
             rbuf,
             pos[2:],

@@ -223,3 +223,24 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="label 2000 overflows"):
         evaluate_files(rp, big, ["ndcg@10"], gain="exponential")
     assert evaluate_files(rp, big, ["ndcg@10"]).query_ids == ["q1"]  # linear gain: fine
+
+
+@pytest.mark.parametrize("order", ["trec", "ties_swapped", "reversed", "shuffled"])
+def test_every_file_order_ranks_as_trec_eval(tmp_path, order):
+    # in order: no sort; ties swapped: the bounded insertion sort; reversed / shuffled: the full sort
+    rng = np.random.default_rng(3)
+    docs = [f"d{i}" for i in rng.choice(1000, 200, replace=False)]
+    scores = rng.integers(0, 40, 200) / 8
+    rows = sorted(zip(scores, docs, strict=True), reverse=True)  # trec_eval order: score desc, id desc
+    if order == "ties_swapped":
+        rows = sorted(rows, key=lambda t: -t[0])
+        for i in range(0, len(rows) - 1, 2):
+            if rows[i][0] == rows[i + 1][0]:
+                rows[i], rows[i + 1] = rows[i + 1], rows[i]
+    elif order == "reversed":
+        rows = rows[::-1]
+    elif order == "shuffled":
+        rows = [rows[i] for i in rng.permutation(len(rows))]
+    run = "".join(f"q1 Q0 {d} {r + 1} {s} t\n" for r, (s, d) in enumerate(rows))
+    qrels = "".join(f"q1 0 {d} {int(rng.integers(0, 3))}\n" for d in docs[::3])
+    _check(_write(tmp_path, run, "run.trec"), _write(tmp_path, qrels, "qrels"))

@@ -224,36 +224,56 @@ def _find_run(rbuf, d_start, d_len, a, rh, slot, qbuf, s, n, h):
 
 
 @kernel(inline="always")
-def _after(rbuf, d_start, d_len, s32, x, y):
-    """Whether row ``y`` must be ranked before row ``x`` (score desc, then document id desc)."""
-    if s32[x] != s32[y]:
-        return s32[y] > s32[x]
+def _after(rbuf, d_start, d_len, scores, x, y):
+    """Whether row ``y`` must be ranked before row ``x`` (float32 score desc, then document id desc)."""
+    sx = np.float32(scores[x])
+    sy = np.float32(scores[y])
+    if sx != sy:
+        return sy > sx
     return _cmp(rbuf, d_start[y], d_len[y], d_start[x], d_len[x]) > 0
 
 
 @kernel()
-def _trec_order(rbuf, d_start, d_len, s32, rows):
-    """Put the (unique-id) global rows ``rows`` in trec_eval order in place; sort only when not already in it."""
+def _trec_order(rbuf, d_start, d_len, scores, rows):
+    """Put the (unique-id) global rows ``rows`` in trec_eval order in place.
+
+    One pass checks the order; a file in (or near) that order — the usual case, where only
+    tied scores may be out of order — is finished by insertion sort, bounded by 4 moves
+    per row; beyond that the rows are sorted by score (``argsort``) and the tie groups by id.
+    """
     n = rows.shape[0]
-    ordered = True
+    j0 = n
     for j in range(1, n):
-        if _after(rbuf, d_start, d_len, s32, rows[j - 1], rows[j]):
-            ordered = False
+        if _after(rbuf, d_start, d_len, scores, rows[j - 1], rows[j]):
+            j0 = j
             break
-    if ordered:
+    if j0 == n:
+        return
+    budget = 4 * n
+    tmp = rows.copy()
+    for j in range(j0, n):
+        x = rows[j]
+        t = j
+        while t > 0 and _after(rbuf, d_start, d_len, scores, rows[t - 1], x):
+            rows[t] = rows[t - 1]
+            t -= 1
+            budget -= 1
+        rows[t] = x
+        if budget < 0:
+            break
+    if budget >= 0:
         return
     keys = np.empty(n, np.float32)
     for j in range(n):
-        keys[j] = -s32[rows[j]]
+        keys[j] = -np.float32(scores[tmp[j]])
     o = np.argsort(keys)
-    tmp = rows.copy()
     for j in range(n):
         rows[j] = tmp[o[j]]
     # equal scores: insertion sort by id descending (ids are unique, so the order is unique)
     for j in range(1, n):
         x = rows[j]
         t = j
-        while t > 0 and _after(rbuf, d_start, d_len, s32, rows[t - 1], x):
+        while t > 0 and _after(rbuf, d_start, d_len, scores, rows[t - 1], x):
             rows[t] = rows[t - 1]
             t -= 1
         rows[t] = x
@@ -284,7 +304,7 @@ def _ideal(qlabels, qrows, qkeep):
 
 
 @kernel()
-def _evaluate_one(rbuf, d_pos, s32, a, b, qbuf, qd_pos, qlabels, qrows, kinds, ks, gain_mode, trec, out):
+def _evaluate_one(rbuf, d_pos, scores, a, b, qbuf, qd_pos, qlabels, qrows, kinds, ks, gain_mode, trec, out):
     """Metrics of run rows ``a .. b`` against the qrels rows ``qrows`` into ``out``; return the ranked count.
 
     ``d_pos`` / ``qd_pos`` (2, n): start and length of each row's document id.  ``trec``:
@@ -329,7 +349,7 @@ def _evaluate_one(rbuf, d_pos, s32, a, b, qbuf, qd_pos, qlabels, qrows, kinds, k
         if keep[j]:
             rows[k] = a + j
             k += 1
-    _trec_order(rbuf, d_start, d_len, s32, rows)
+    _trec_order(rbuf, d_start, d_len, scores, rows)
     labels = np.empty(n_keep, np.int64)
     for j in range(n_keep):
         labels[j] = lab[rows[j] - a]
@@ -364,12 +384,11 @@ def evaluate_rows(
     and tie modes as in :mod:`jkofast.kernels.eval.metrics`.  Returns 0 (OK).
     """
     trec = tie_mode == TIE_TREC_EVAL
-    s32 = scores.astype(np.float32)
     for q in prange(queries.shape[1]):
         g = queries[2, q]
         qrows = qperm[qoff[g] : qoff[g + 1]]
         n_ret[q] = _evaluate_one(
-            rbuf, d_pos, s32, queries[0, q], queries[1, q], qbuf, qd_pos, qlabels, qrows,
+            rbuf, d_pos, scores, queries[0, q], queries[1, q], qbuf, qd_pos, qlabels, qrows,
             metric_kinds, metric_ks, gain_mode, trec, out[q],
         )  # fmt: skip
     return 0

@@ -189,29 +189,30 @@ def _fields(buf, s, e, fs, fe):
 
 
 @kernel(inline="always")
-def _space_fields(buf, s, n, fs, fe):
+def _space_fields(buf, s, fs, fe):
     """One pass over the line at ``buf[s:]``: ``(fields, end, mode)`` on space runs (at most 6 kept, 7 = more).
 
-    ``end`` is the line feed's index (or ``n``).  ``mode`` 0: split on spaces; 1: the line
-    holds a tab (the caller splits it on tabs instead); 2: a byte the fast path does not take
-    (>= 128, a control byte other than tab, LF and a CR before LF).  A CR before LF
-    separates like a space.
+    ``end`` is the line feed's index.  ``mode`` 0: split on spaces; 1: the line holds a tab
+    (the caller splits it on tabs instead); 2: a byte the fast path does not take (>= 128, a
+    control byte other than tab, LF and a CR before LF).  A CR before LF separates like a
+    space.  Precondition: a line feed follows (the sentinel after the data), so no scan
+    checks the buffer's end.
     """
     k = 0
     j = s
-    while j < n:
+    while True:
         c = buf[j]
-        if c == LF:
-            break
         if c == SP:
             j += 1
             continue
+        if c == LF:
+            break
         if c < SP:
             if c == TAB:
-                while j < n and buf[j] != LF:
+                while buf[j] != LF:
                     j += 1
                 return k, j, 1
-            if c == CR and j + 1 < n and buf[j + 1] == LF:
+            if c == CR and buf[j + 1] == LF:
                 j += 1
                 continue
             return 0, j, 2
@@ -219,11 +220,10 @@ def _space_fields(buf, s, n, fs, fe):
             return 0, j, 2
         a = j
         j += 1
-        while j < n:
-            c = buf[j]
-            if c <= SP or c >= 128:
-                break
+        c = buf[j]
+        while SP < c < 128:
             j += 1
+            c = buf[j]
         if k < 6:
             fs[k] = a
             fe[k] = j
@@ -302,7 +302,8 @@ def parse_table_range(buf, lo, hi, row0, kind, q_start, q_len, d_start, d_len, v
     previous row's (True for the range's first row: the caller compares across ranges).
     ``ncol`` is 0 when the range holds no data line.  When ``lo == 0``, a first data line of
     3 columns whose value does not parse is skipped and its value field written to ``hdr``
-    (start, end) for the wrapper to judge.
+    (start, end) for the wrapper to judge.  Precondition: ``buf[hi]`` exists and is a line
+    feed when ``buf[hi - 1]`` is not (the wrapper's sentinel after the data).
     """
     pow10 = _POW10
     fs = np.empty(6, np.int64)
@@ -313,7 +314,7 @@ def parse_table_range(buf, lo, hi, row0, kind, q_start, q_len, d_start, d_len, v
     s = lo
     w_long = 6 if kind == RUN else 4
     while s < n:
-        k, e, mode = _space_fields(buf, s, n, fs, fe)
+        k, e, mode = _space_fields(buf, s, fs, fe)
         if mode == 2:
             return 0, 0, False
         if mode == 1:  # a line holding a tab splits on tabs (ids may hold spaces)
