@@ -72,7 +72,7 @@ def _parse_table(buf: np.ndarray, kind: int, n_threads):
     from jkofast._threads import numba_threads, resolve_threads
 
     data = buf[:-1]  # buf ends with the sentinel line feed
-    n_chunks = max(1, min(resolve_threads(n_threads) * 4, data.shape[0] // (1 << 20) + 1))
+    n_chunks = max(1, min(resolve_threads(n_threads) * 16, data.shape[0] // (1 << 18) + 1))
     bounds = np.empty(n_chunks + 1, np.int64)
     _k.chunk_bounds(data, n_chunks, bounds)
     lines = np.zeros(n_chunks, np.int64)
