@@ -30,6 +30,8 @@ from jkofast.kernels.eval import parse as _k
 
 __all__ = ["evaluate_files", "read_run_arrays_fast"]
 
+_CHUNK_BYTES = 1 << 18  # smallest parse chunk (16 chunks per thread below that many per chunk)
+
 
 def _read_buffer(path) -> np.ndarray:
     """Return the bytes of ``path`` (gunzipped for ``.gz``) and a line feed after them, as a writable uint8 array.
@@ -72,7 +74,7 @@ def _parse_table(buf: np.ndarray, kind: int, n_threads):
     from jkofast._threads import numba_threads, resolve_threads
 
     data = buf[:-1]  # buf ends with the sentinel line feed
-    n_chunks = max(1, min(resolve_threads(n_threads) * 16, data.shape[0] // (1 << 18) + 1))
+    n_chunks = max(1, min(resolve_threads(n_threads) * 16, data.shape[0] // _CHUNK_BYTES + 1))
     bounds = np.empty(n_chunks + 1, np.int64)
     _k.chunk_bounds(data, n_chunks, bounds)
     lines = np.zeros(n_chunks, np.int64)

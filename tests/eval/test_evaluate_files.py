@@ -244,3 +244,22 @@ def test_every_file_order_ranks_as_trec_eval(tmp_path, order):
     run = "".join(f"q1 Q0 {d} {r + 1} {s} t\n" for r, (s, d) in enumerate(rows))
     qrels = "".join(f"q1 0 {d} {int(rng.integers(0, 3))}\n" for d in docs[::3])
     _check(_write(tmp_path, run, "run.trec"), _write(tmp_path, qrels, "qrels"))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_many_chunks(tmp_path, monkeypatch, n_threads):
+    # tiny parse chunks: queries span chunks, comment and blank lines leave gaps between them
+    from jkofast.eval import fastread
+
+    rp, qp = _random_files(tmp_path, 9, n_q=20, depth=15)
+    with open(rp) as fh:
+        lines = fh.read().splitlines()
+    text = "\n".join(ln + ("\n# note\n" if i % 7 == 0 else "\n" if i % 5 == 0 else "") for i, ln in enumerate(lines))
+    rp = _write(tmp_path, text, "gaps.trec")
+    whole = evaluate_files(rp, qp, METRICS, n_threads=n_threads)
+    monkeypatch.setattr(fastread, "_CHUNK_BYTES", 40)
+    for tie in ("trec_eval", "given"):
+        _check(rp, qp, tie_break=tie, n_threads=n_threads)
+    _same(evaluate_files(rp, qp, METRICS, n_threads=n_threads), whole)
+    ra = fastread.read_run_arrays_fast(rp, n_threads=n_threads)
+    assert ra.doc_ids.dtype.kind == "S" and ra.query_ids == list(read_run(rp))
