@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.common import PROFILE, SEED, Benchmark
+from benchmarks.common import PROFILE, SEED, Benchmark, jk
 
 N_ITER = 100
 
@@ -151,3 +151,70 @@ class PotSinkhornLog(Benchmark):
         return t_pot / t_jk
 
     track_speedup_vs_pot.unit = "x"
+
+
+class ImplicitStep(Benchmark):
+    """The work of a ``grad="implicit"`` step: M x M sweeps per warm-started step, and one sweep's price.
+
+    A step is one ``w_implicit_counted`` call as the JKO flow makes it: ε 0.2 on the clustered
+    pool, float32 operators, p moved by |Δp|₁ ≈ 0.017 (a typical Adam step of the tuned flow)
+    and back, tolerance ``0.1 |Δp|₁``, CG tolerance 1e-3. ``track_sweeps_per_step``: row and
+    column sweeps (a fused ``matvec2_lp`` counts 1.5), the three set-up sweeps and two per PCG
+    step. ``time_matvec_lp``: one float32 200 x 200 sweep (includes Numba's dispatch from
+    Python, ~0.3 µs). Time per query and the whole account: ``bench_jko`` and
+    ``benchmarks/tools/implicit_limit.py``.
+    """
+
+    params = ([200],)
+    param_names = ["M"]
+
+    def make_inputs(self, m):
+        tr = jk("jkofast.kernels.ot.transport")
+        sl = jk("jkofast.kernels.ot.sinkhorn_log")
+        if not hasattr(tr, "w_implicit_counted"):  # before the counted kernel
+            raise NotImplementedError
+        self.tr, self.sl = tr, sl
+        rng = np.random.default_rng(SEED)
+        _, C, _ = clustered_pool(m)
+        K = np.exp(-(C - C.min()) / 0.2)
+        f32 = np.float32
+        self.ops = tr.GibbsOps(
+            K.astype(f32),
+            np.ascontiguousarray(K.T).astype(f32),
+            (K * C).astype(f32),
+            np.ascontiguousarray((K * C).T).astype(f32),
+            np.empty(m, f32),
+        )
+        p0 = rng.dirichlet(np.ones(m))
+        p1 = p0 * np.exp(0.1 * rng.normal(size=m))
+        self.ps = (p0, p1 / p1.sum())
+        self.lim = tr.Limits(1000, 1e-3, 200, 8)
+        self.A = rng.random((m, m)).astype(f32)
+        self.xa, self.out = rng.random(m).astype(f32), np.empty(m)
+
+    def run(self, m):
+        """Converge at p0, then the two steps p0 -> p1 -> p0; returns the sweeps per step."""
+        tr, sl = self.tr, self.sl
+        m = self.ps[0].size
+        sk = sl.SinkhornWork(*np.zeros((8, m)))
+        sk.qb[:] = self.ps[0]
+        sk.pa[:] = self.ps[0]
+        w = np.zeros((8, m))
+        v, x, g = np.ones(m), np.zeros(m), np.zeros(m)
+        tr.w_implicit_counted(self.ops, 1e-6, self.lim, v, x, g, sk, w)
+        tol = 0.1 * float(np.abs(self.ps[1] - self.ps[0]).sum())
+        n = 0.0
+        for p in (self.ps[1], self.ps[0]):
+            sk.pa[:] = p
+            r = tr.w_implicit_counted(self.ops, tol, self.lim, v, x, g, sk, w)
+            n += r[4] + 1.5 * r[5] + r[6] + 3 + 2 * (r[7] + r[8])
+        sl.matvec_lp(self.A, self.xa, self.out)
+        return n / 2
+
+    def track_sweeps_per_step(self, m):
+        return self.run(m)
+
+    track_sweeps_per_step.unit = "sweeps"
+
+    def time_matvec_lp(self, m):
+        self.sl.matvec_lp(self.A, self.xa, self.out)
