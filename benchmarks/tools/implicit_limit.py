@@ -30,7 +30,9 @@ and PCG steps (two each, Newton steps included) — checks that its p_T equals t
 ``run_jko`` bit for bit, and prices them with a measured sweep (``matvec_lp`` on a float32
 200 x 200 operator; ``matvec2_lp`` counts 1.5): ``sweeps x cost`` next to the measured time
 is the roofline account, the rest is the O(M) vector work (exp / log / divisions) of the
-inner steps.
+inner steps. The copy is also timed in three parts (operators and scratch only; plus the flow's
+own stages — log-softmax, energy, warm start, Adam — without the transport term; everything), so
+the account splits the time into operators, flow stages and transport, each beside its sweeps.
 """
 
 from __future__ import annotations
@@ -226,7 +228,7 @@ def make_counter(pkg):
     counted, Limits = T.w_implicit_counted, T.Limits
 
     @njit
-    def flow(p0, E, C, C_T, Ks, prm, p_out, counts):
+    def flow(p0, E, C, C_T, Ks, prm, p_out, counts, parts):
         w_w, _, _, _ = prox_weights(prm)
         lim = Limits(prm.max_iter, prm.cg_tol, prm.cg_max, prm.newton_every)
         op = transport_operators(C, C_T, Ks, prm, True, True)
@@ -235,12 +237,19 @@ def make_counter(pkg):
         diag = np.zeros(2, np.int64)
         for i in range(q.shape[0]):
             q[i] = p0[i]
+            abar[i] = 0.0
+        if parts == 0:  # operators and scratch only
+            return True
         for _t in range(prm.T):
             outer_start(q, b, sk.qb, theta, mom, vel)
             for s_ in range(1, prm.inner + 1):
                 log_softmax(theta, a, p)
                 energy_terms(E, prm.lam, prm.rho, Ks, op, a, p, kp, gh)
                 tol_eff = implicit_warm_start(p, sk.pa, s_, prm.tol, prm.tol_step, ws)
+                if parts == 1:  # the flow's own O(M) stages without the transport term
+                    add_transport_grad(w_w, p, abar, 0, gh, diag)
+                    adam_step(theta, gh, p, mom, vel, s_, prm.lr)
+                    continue
                 if op.lowp:
                     r = counted(op.ops32, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
                     counts[0] += 1
@@ -266,12 +275,20 @@ def make_counter(pkg):
 
     solver = sub(pkg, "jko.solver")
 
-    def run(p0, E, C, K, cfg):
+    def run(p0, E, C, K, cfg, parts=2, repeats=0):
+        """``(ok, p_T, counts)``; with ``repeats``, also the best CPU ms of ``parts`` (0: operators,
+        1: + the flow's stages without the transport term, 2: everything)."""
         p0c, Ec, Cc, C_T, Ks = solver._check_pool(p0, E, C, K)
         counts = np.zeros(9, np.int64)
         p = np.empty(Ec.shape[0])
-        ok = flow(p0c, Ec, Cc, C_T, Ks, cfg._params(False), p, counts)
-        return ok, p, counts
+        prm = cfg._params(False)
+        ok = flow(p0c, Ec, Cc, C_T, Ks, prm, p, counts, parts)
+        best = np.inf
+        for _ in range(repeats):
+            c = time.process_time()
+            flow(p0c, Ec, Cc, C_T, Ks, prm, p, np.zeros(9, np.int64), parts)
+            best = min(best, time.process_time() - c)
+        return ok, p, counts, 1e3 * best
 
     return run
 
@@ -441,12 +458,22 @@ def main(argv=None):
         for name, pools in sets.items():
             tot = np.zeros(9, np.int64)
             same = True
-            for pool in pools:
-                ok, p, c = counter(*pool, cfgs["new"])
+            part_ms = np.zeros((len(pools), 3))
+            for k, pool in enumerate(pools):
+                ok, p, c, part_ms[k, 2] = counter(*pool, cfgs["new"], repeats=a.repeats)
                 tot += c
                 pn = np.asarray(jm["new"].run_jko(*pool, cfgs["new"]), np.float64)
                 same &= bool(ok) and np.array_equal(p, pn)
+                part_ms[k, 0] = counter(*pool, cfgs["new"], parts=0, repeats=a.repeats)[3]
+                part_ms[k, 1] = counter(*pool, cfgs["new"], parts=1, repeats=a.repeats)[3]
             acc = account(tot / len(pools), cost)
+            pm = part_ms.mean(0)
+            acc["parts_ms_mean"] = {
+                "operators": pm[0],
+                "flow_stages_without_transport": pm[1] - pm[0],
+                "transport": pm[2] - pm[1],
+                "copy_total": pm[2],
+            }
             acc["counting_copy_bitwise_equal"] = same
             acc["measured_ms_median"] = out["sets"][name]["new"]["median"]
             acc["measured_ms_mean"] = out["sets"][name]["new"]["mean"]
@@ -459,6 +486,15 @@ def main(argv=None):
                 f"per query); sweeps {acc['sweep_ms_per_query']:.2f} ms vs measured mean "
                 f"{acc['measured_ms_mean']:.2f} ms ({100 * acc['sweep_ms_per_query'] / acc['measured_ms_mean']:.0f} %)"
                 f"; copy == run_jko: {same}",
+                flush=True,
+            )
+            pp = acc["parts_ms_mean"]
+            ks = sw["energy_Ks_p"] * (cost["matvec_lp_float32_us"] if tot[0] else cost["matvec_lp_float64_us"]) / 1e3
+            print(
+                f"{'':10s} parts (copy, mean ms/query): operators {pp['operators']:.2f}, flow stages without the "
+                f"transport term {pp['flow_stages_without_transport']:.2f} (its Ks p sweeps {ks:.2f}), transport "
+                f"{pp['transport']:.2f} (its sweeps {acc['sweep_ms_per_query'] - ks:.2f}); "
+                f"total {pp['copy_total']:.2f}",
                 flush=True,
             )
     out["load_end"] = os.getloadavg()
