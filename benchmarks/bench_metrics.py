@@ -1,6 +1,7 @@
-"""asv suites: ranking metrics (end to end from dicts, and the kernel alone), bootstrap CIs.
+"""asv suites: ranking metrics (end to end from dicts, from files, and the kernel alone), bootstrap CIs.
 
-Side-by-side figures against pytrec_eval and ranx: ``benchmarks/tools/compare_metrics.py``.
+Side-by-side figures against pytrec_eval and ranx: ``benchmarks/tools/compare_metrics.py``; from
+files (``evaluate_files`` vs pytrec_eval's documented file reading): ``compare_evaluate_files.py``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,42 @@ class EvaluateDicts(Benchmark):
         jk("jkofast.eval.metrics").evaluate(self.run_d, self.qrels_d, METRICS, n_threads=n_threads)
 
     def time_evaluate(self, *p):
+        self.run(*p)
+
+
+class EvaluateFiles(Benchmark):
+    """``evaluate_files(run_file, qrels_file)``: read + metrics from a TREC run and qrels on disk."""
+
+    params = ([10000] if PROFILE != "fast" else [200], [100], [1, 2])
+    param_names = ["n_queries", "depth", "n_threads"]
+
+    def make_inputs(self, n_queries, depth, n_threads):
+        import tempfile
+
+        try:
+            from jkofast.eval.fastread import evaluate_files
+        except ImportError:  # a commit before evaluate_files
+            raise NotImplementedError("evaluate_files is absent") from None
+        self.evaluate_files = evaluate_files
+        run, qrels = _synthetic(n_queries, depth)
+        self.tmp = tempfile.TemporaryDirectory()
+        self.run_p = os.path.join(self.tmp.name, "run.trec")
+        self.qrels_p = os.path.join(self.tmp.name, "qrels.txt")
+        with open(self.run_p, "w") as fh:
+            for q, docs in run.items():
+                for r, (d, sc) in enumerate(sorted(docs.items(), key=lambda t: -t[1]), 1):
+                    fh.write(f"{q} Q0 {d} {r} {sc:.4f} synth\n")
+        with open(self.qrels_p, "w") as fh:
+            for q, docs in qrels.items():
+                fh.writelines(f"{q} 0 {d} {lab}\n" for d, lab in docs.items())
+
+    def teardown(self, *params):
+        self.tmp.cleanup()
+
+    def run(self, n_queries, depth, n_threads):
+        self.evaluate_files(self.run_p, self.qrels_p, METRICS, n_threads=n_threads)
+
+    def time_evaluate_files(self, *p):
         self.run(*p)
 
 
