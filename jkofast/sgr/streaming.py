@@ -453,6 +453,21 @@ def shard_rows(tok: dict, term_index: dict, idf32: np.ndarray):
 
 
 # ---------------------------------------------------------------------------------------------- progress
+class _Stages:
+    """Seconds per build stage (``build_info_["stage_seconds"]``), one line per stage on stderr."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.seconds, self.t = enabled, {}, time.perf_counter()
+
+    def done(self, name: str, note: str = "") -> None:
+        now = time.perf_counter()
+        self.seconds[name] = now - self.t
+        self.t = now
+        if self.enabled:
+            tail = f"; {note}" if note else ""
+            print(f"{name}: done in {self.seconds[name]:.1f} s{tail}", file=sys.stderr, flush=True)
+
+
 class _Bar:
     """``label: done passages (rate/s, pct %, ETA m:ss)`` on stderr, from compressed bytes read."""
 
@@ -769,21 +784,28 @@ def build_index(
     _remove_index_meta(out)  # whatever was there is no complete index until this build ends
     _check_state(work, state, resume)
     t0 = time.perf_counter()
+    stages = _Stages(progress)
     bar = _Bar("tokens", progress)
     n_shards = _tokenise_corpus(path, work, shard_size, bar)
     bar.close()
+    stages.done("tokens")
     _ids(work, n_shards)  # a duplicate id fails now, not after the encoding
     voc = _vocabulary(work, n_shards, p["max_features"], local_k, candidate_k)
     N = int(voc["manifest"]["n_docs"])
+    stages.done("vocabulary", f"{voc['terms'].shape[0]:,} terms of {voc['manifest']['n_distinct']:,} candidates")
     cal = _clamp_calibrate(calibrate, N)
     rows_of = _Rows(work, voc["terms"], np.asarray(voc["idf"], np.float32))
     geometry = _geometry(work, n_shards, N, (cal, calibrate_mode, seed), rows_of, p, n_threads)
+    stages.done("calibrate", f"{geometry.n_calibration:,} passages")
     bar = _Bar("encode", progress)
     folders = _encode_shards(work, n_shards, geometry, rows_of, p, n_threads, bar)
     bar.close()
+    stages.done("encode")
     r = _assemble(out, work, n_shards, geometry, folders, voc, p, n_threads)
+    stages.done("assemble")
     info = {"seconds": time.perf_counter() - t0, "n_docs": N, "n_shards": n_shards, "calibrate": cal}
     info.update({k: voc["manifest"][k] for k in ("exact", "n_distinct", "guaranteed")})
+    info["stage_seconds"] = stages.seconds
     r.build_info_ = info
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)

@@ -390,3 +390,4 @@ def test_progress_line(tmp_path, capsys):
     st.build_index(path, tmp_path / "ix", shard_size=10, params=SMALL, n_threads=1, progress=True)
     err = capsys.readouterr().err
     assert "tokens: 30 passages" in err and "encode: 30 passages" in err and "ETA" in err and "/s" in err
+    assert "calibrate: done in" in err and "assemble: done in" in err
