@@ -75,6 +75,8 @@ def _parse_table(buf: np.ndarray, kind: int, n_threads):
 
     data = buf[:-1]  # buf ends with the sentinel line feed
     n_chunks = max(1, min(resolve_threads(n_threads) * 16, data.shape[0] // _CHUNK_BYTES + 1))
+    if data.shape[0] < 16 * _CHUNK_BYTES:  # a small file: one thread (no parallel region to wait on)
+        n_threads = 1
     bounds = np.empty(n_chunks + 1, np.int64)
     _k.chunk_bounds(data, n_chunks, bounds)
     lines = np.zeros(n_chunks, np.int64)
