@@ -614,3 +614,24 @@ def test_nan_scores_of_one_query_keep_the_others(as_arrays):
     evaluate(as_input(bad_run), qrels, ["ndcg@5"], tie_break="given")
     with pytest.raises(ValueError, match="errors must be"):
         evaluate(run, qrels, errors="ignore")
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 9, 15, 16, 17, 127, 128, 129, 255, 256, 257, 1000, 1025, 4099, 20000])
+def test_resample_means_are_numpy_means_bit_for_bit(n):
+    """The bootstrap kernel's pairwise sums are NumPy's x[idx].mean(axis=1) to the last bit."""
+    from jkofast import numba_threads
+    from jkofast.kernels.eval.bootstrap import resample_means
+
+    rng = np.random.default_rng(n)
+    for x in (
+        rng.random(n),
+        rng.standard_normal(n) * 10.0 ** rng.integers(-12, 12, n),  # wide range: order matters
+        np.where(rng.random(n) < 0.5, -0.0, 0.0),  # signed zeros
+    ):
+        idx = rng.integers(0, n, (5, n))
+        ref = x[idx].mean(axis=1)
+        for t in (1, 2):
+            out = np.empty(5)
+            with numba_threads(t):
+                resample_means(x, idx, out)
+            assert out.tobytes() == ref.tobytes()
