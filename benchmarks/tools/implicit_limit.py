@@ -1,7 +1,8 @@
 """The ``grad="implicit"`` path at its limit: old vs new side by side, and what bounds it.
 
     python benchmarks/tools/implicit_limit.py [--base HEAD] [--overlay FILE ...] [--extra SRC=DEST ...]
-           [--repeats 5] [--synthetic 10] [--config tuned] [--set key=value ...] [--json out.json]
+           [--repeats 5] [--synthetic 10] [--config tuned] [--set key=value ...] [--set-new key=value ...]
+           [--count-base 3eebaf6] [--json out.json]
 
 Two packages are imported in one process (Numba at 1 thread, ``NUMBA_NUM_THREADS=1`` is set
 here before Numba loads):
@@ -101,16 +102,30 @@ def overlay_package(base_name: str, cache: str, files: list[tuple[str, str]]) ->
     return name
 
 
-def sides(base: str, overlay: list[str], extra: list[str], cache: str) -> dict:
-    base_name = ab.export_package(base, cache)
+def _files(overlay: list[str], extra: list[str]) -> list[tuple[str, str]]:
     files = [(os.path.join(ROOT, f), f) for f in overlay]
     for spec in extra:
         src, _, dest = spec.partition("=")
         files.append((src, dest))
-    new_name = overlay_package(base_name, cache, files)
+    return files
+
+
+def sides(base: str, overlay: list[str], extra: list[str], cache: str) -> dict:
+    base_name = ab.export_package(base, cache)
+    new_name = overlay_package(base_name, cache, _files(overlay, extra))
     if cache not in sys.path:
         sys.path.insert(0, cache)
     return {"old": importlib.import_module(base_name), "new": importlib.import_module(new_name)}
+
+
+def counting_package(count_base: str, overlay: list[str], extra: list[str], cache: str):
+    """The package the counting copy is built from: ``count_base`` + the same overlay (its stage
+    kernels have the signatures ``make_counter`` calls; the JKO solver's restructure keeps results
+    bit for bit, which the copy checks against the new side's ``run_jko``)."""
+    name = overlay_package(ab.export_package(count_base, cache), cache, _files(overlay, extra))
+    if cache not in sys.path:
+        sys.path.insert(0, cache)
+    return importlib.import_module(name)
 
 
 def sub(pkg, mod: str):
@@ -384,6 +399,11 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--synthetic", type=int, default=10, help="pools per synthetic kind (10)")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "jkofast_implicit_limit"))
+    ap.add_argument(
+        "--count-base",
+        default="3eebaf6",
+        help="commit whose JKO stage kernels the counting copy calls (3eebaf6: the signatures it is written for)",
+    )
     ap.add_argument("--json")
     a = ap.parse_args(argv)
 
@@ -472,8 +492,8 @@ def main(argv=None):
     out["sweep_cost_us"] = cost
     print("sweep cost (µs, M = 200): " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()), flush=True)
     try:
-        counter = make_counter(mods["new"])
-    except AttributeError as exc:  # the new side has no w_implicit_counted
+        counter = make_counter(counting_package(a.count_base, a.overlay, a.extra, a.cache))
+    except AttributeError as exc:  # the overlay has no w_implicit_counted
         print(f"no counting copy: {exc}")
         counter = None
     if counter is not None:
