@@ -4,8 +4,9 @@ Oracles: the naive converged plan (tests/reference_ot.py) and a dense least-squa
 SPEC A.4.7's (2M) system for ``∂<Π*,C>/∂p``; central finite differences of the converged
 cost; NumPy products for the matvecs. Invariants: the returned plan's marginals (rows exact,
 columns within ``tol``), gradients centred before comparison (defined up to a constant),
-Newton steps on or off reach the same point, warm starts, thread-count invariance of the
-batched flow that calls the kernel.
+Newton steps on or off reach the same point, warm starts. The kernels are serial; the batched
+flow that calls them under ``prange`` is checked for thread-count invariance in
+tests/jko/test_rerank_batch.py (``test_thread_invariance[implicit]``).
 """
 
 import numpy as np
@@ -113,7 +114,7 @@ def test_gradient_matches_central_differences_on_the_simplex():
     _, grad, _, _, _, _ = _call(C, p, q, eps)
     rng = np.random.default_rng(1)
     h = 1e-6
-    for _ in range(3):
+    for _ in range(2):
         d = rng.normal(size=p.size)
         d -= d.mean()  # tangent to the simplex
         fd = (_converged_cost(p + h * d, q, C, eps) - _converged_cost(p - h * d, q, C, eps)) / (2 * h)
@@ -187,18 +188,3 @@ def test_zero_mass_entries_stay_out_of_the_plan():
     assert loss == pytest.approx(val_ref, rel=1e-8)
     gk = grad[keep_r]
     assert_allclose(gk - gk.mean(), x_ref, atol=1e-7 * np.abs(x_ref).max())
-
-
-def test_implicit_flow_is_thread_invariant():
-    from jkofast.jko.solver import operating_point, rerank_batch
-
-    rng = np.random.default_rng(0)
-    m, nq = 24, 4
-    Z = rng.normal(size=(m * nq, 8)).astype(np.float32)
-    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
-    E = -rng.random(m * nq)
-    off = np.arange(0, m * (nq + 1), m, dtype=np.int64)
-    cfg = operating_point("tuned", grad="implicit").replace(T=2, inner_steps=6)
-    r1 = rerank_batch(E, None, off, embeddings=Z, config=cfg, n_threads=1)
-    r2 = rerank_batch(E, None, off, embeddings=Z, config=cfg, n_threads=2)
-    assert np.array_equal(r1.p, r2.p)
