@@ -218,6 +218,7 @@ def wide_view(ix, p):
     cw = np.zeros((M, S), np.float32)
     cc = np.zeros(M, np.int32)
     tau, beta = p["tau"], p["beta"]
+    r_w = ix["r_w"].view(np.float16).astype(np.float32) if ix["r_w"].dtype == np.uint16 else ix["r_w"]
     for m in range(M):
         j = int(branch[m])
         cent = {
@@ -232,7 +233,7 @@ def wide_view(ix, p):
             int(t): float(w)
             for t, w in zip(
                 ix["r_terms"][ix["r_indptr"][j] : ix["r_indptr"][j + 1]],
-                ix["r_w"][ix["r_indptr"][j] : ix["r_indptr"][j + 1]],
+                r_w[ix["r_indptr"][j] : ix["r_indptr"][j + 1]],
                 strict=True,
             )
         }

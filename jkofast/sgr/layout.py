@@ -39,14 +39,16 @@ c_indptr       int64 V+1   branch centres, ``centre_size`` largest coordinates (
 c_terms        term        ... their term ids, ascending ...
 c_vals         float32     ... and values
 c_norm         float64 V   centre norms
+c_w            uint16 | float32  reliability weight of each centre entry (j, t): float16 bits
+                           (``reliability_float16``, the default) or float32
 r_indptr       int64 V+1   reliability entries (j, t) seen at least twice among the
 r_terms        term        calibration codes of branch j, ascending t ...
-r_w            float32     ... and their weights (float16-rounded by default)
+r_w            uint16 | float32  ... and their weights (float16 bits by default, like c_w)
 r_nj           float64 V   calibration memberships per branch (n_j)
 r_scale        float64 V   per-branch rescaling to mean 1
 gvar           float64 V   global sign variance of each term
 a_indptr ...   int64/int32/float32  PPMI graph A (B.5)
-g_indptr ...   int64/int32/float32  second-order graph G (B.5)
+g_indptr ...   int64/term/float32  second-order graph G (B.5)
 t_indptr       int64 V+1   term document frequencies as a pointer (always) ...
 t_docs, t_tf   int32, float32  ... and the inverted postings (``postings=True`` only)
 =============  ==========  ===============================================================
@@ -661,7 +663,7 @@ def assemble(
     sink.put("dl", _narrow_dl(dl))
     sink.put("b_indptr", b_indptr)
     sink.put("t_indptr", t_indptr)
-    _put_geometry(sink, geometry, tdt)
+    _put_geometry(sink, geometry, tdt, p)
     arrs = {
         "mem_doc": sink.new("mem_doc", (M,), np.int32),
         "mem_m": sink.new("mem_m", (M,), np.float32),
@@ -704,12 +706,33 @@ def _shard_meta(shards, V, p):
     return metas
 
 
-def _put_geometry(sink, g: Geometry, tdt) -> None:
-    for name in ("c_indptr", "c_vals", "c_norm", "r_indptr", "r_w", "r_nj", "r_scale", "gvar"):
+def half_bits(w) -> np.ndarray:
+    """float16 bits (uint16) of weights already rounded through float16 (exact)."""
+    return np.asarray(w).astype(np.float16).view(np.uint16)
+
+
+def centre_weight_array(c_indptr, c_terms, rel, p) -> np.ndarray:
+    """``c_w``: the reliability weight of each centre entry, as float16 bits (uint16) or float32.
+
+    ``rel`` = (r_indptr, r_terms, r_w, r_nj, r_scale, gvar); ``p`` the parameters (``tau``,
+    ``beta``, ``reliability_float16``).  The float16-rounded weights are exact in float16.
+    """
+    w = np.empty(c_terms.shape[0], np.float64)
+    f16 = bool(p["reliability_float16"])
+    _b.centre_weights(c_indptr, c_terms, *rel, float(p["tau"]), float(p["beta"]), f16, w)
+    return half_bits(w) if f16 else w.astype(np.float32)
+
+
+def _put_geometry(sink, g: Geometry, tdt, p) -> None:
+    rel = (g.r_indptr, g.r_terms, g.r_w, g.r_nj, g.r_scale, g.gvar)
+    sink.put("c_w", centre_weight_array(g.c_indptr, g.c_terms, rel, p))
+    for name in ("c_indptr", "c_vals", "c_norm", "r_indptr", "r_nj", "r_scale", "gvar"):
         sink.put(name, getattr(g, name))
+    sink.put("r_w", half_bits(g.r_w) if p["reliability_float16"] else g.r_w.astype(np.float32))
     sink.put("c_terms", g.c_terms.astype(tdt))
     sink.put("r_terms", g.r_terms.astype(tdt))
-    for name in ("a_indptr", "a_idx", "a_val", "g_indptr", "g_idx", "g_val"):
+    sink.put("g_idx", g.g_idx.astype(tdt))
+    for name in ("a_indptr", "a_idx", "a_val", "g_indptr", "g_val"):
         sink.put(name, getattr(g, name))
 
 

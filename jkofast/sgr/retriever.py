@@ -72,6 +72,7 @@ _INDEX_ARRAYS = (
     "c_terms",
     "c_vals",
     "c_norm",
+    "c_w",
     "r_indptr",
     "r_terms",
     "r_w",
@@ -88,7 +89,9 @@ _INDEX_ARRAYS = (
 )
 _POSTING_ARRAYS = ("t_docs", "t_tf")
 # derived at fit and load (never saved): semantic lists, frequent-term bitsets
-_DERIVED = ("sem_indptr", "sem_idx", "sem_val", "tb_row", "tb_bits")
+_DERIVED = ("sem_indptr", "sem_idx", "sem_val", "tb_row", "tb_bits", "h2f")
+# float16 bits -> float32 (the c_w decode table of the default float16 reliability)
+_H2F = np.arange(65_536, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 @dataclasses.dataclass
@@ -602,7 +605,7 @@ class SparseGeometricRetriever:
         sem_indptr = np.zeros(V + 1, np.int64)
         np.cumsum(cnt, out=sem_indptr[1:])
         ix["sem_indptr"] = sem_indptr
-        ix["sem_idx"] = idx[sel].astype(np.int32)
+        ix["sem_idx"] = idx[sel].astype(_layout.term_dtype(V))
         ix["sem_val"] = val[sel].astype(np.float32)
 
     def _make_query_layout(self) -> None:
@@ -628,11 +631,12 @@ class SparseGeometricRetriever:
             tb_row[freq] = np.arange(int(freq.sum()))
             bits = np.zeros((max(int(freq.sum()), 1), (N + 63) // 64), np.int64)
             _b.term_doc_bitsets(t_indptr, ix["t_docs"], tb_row, bits)
-        else:
-            tb_row = np.full(V, -1, np.int64)
+        else:  # never read: the rescue scans the support
+            tb_row = np.full(1, -1, np.int64)
             bits = np.zeros((1, 1), np.int64)
         ix["tb_row"] = tb_row
         ix["tb_bits"] = bits
+        ix["h2f"] = _H2F if ix["c_w"].dtype == np.uint16 else np.zeros(0, np.float32)
         dl = ix["dl"]
         mean = float(np.asarray(dl).astype(np.float64).mean()) if dl.size else 0.0
         self._avgdl = mean if mean > 0 else 1.0
@@ -1039,8 +1043,8 @@ class SparseGeometricRetriever:
             "support": ("s_indptr", "s_idx"),
             "lengths": ("dl",),
             "idf": ("idf", "bm25_idf"),
-            "centres": ("c_indptr", "c_terms", "c_vals", "c_norm"),
-            "reliability": ("r_indptr", "r_terms", "r_w", "r_nj", "r_scale", "gvar"),
+            "centres": ("c_indptr", "c_terms", "c_vals", "c_norm", "c_w"),
+            "reliability": ("r_indptr", "r_terms", "r_w", "r_nj", "r_scale", "gvar", "h2f"),
             "graph_g": ("g_indptr", "g_idx", "g_val"),
             "semantic": ("sem_indptr", "sem_idx", "sem_val"),
             "postings": ("t_indptr", "t_docs", "t_tf"),
@@ -1318,7 +1322,6 @@ _DTYPES = {
     "c_vals": "f4",
     "c_norm": "f8",
     "r_indptr": "i8",
-    "r_w": "f4",
     "r_nj": "f8",
     "r_scale": "f8",
     "gvar": "f8",
@@ -1326,7 +1329,6 @@ _DTYPES = {
     "a_idx": "i4",
     "a_val": "f4",
     "g_indptr": "i8",
-    "g_idx": "i4",
     "g_val": "f4",
     "t_indptr": "i8",
     "t_docs": "i4",
@@ -1348,7 +1350,7 @@ def _check_structure(ix: dict, meta: dict, params: dict, where: str) -> None:
     for k, dt in _DTYPES.items():
         if k in ix and ix[k].dtype != np.dtype(dt):
             raise _bad(where, k, f"has dtype {ix[k].dtype}, expected {np.dtype(dt)}")
-    for k in ("s_idx", "code_term", "c_terms", "r_terms"):
+    for k in ("s_idx", "code_term", "c_terms", "r_terms", "g_idx"):
         if ix[k].dtype != tdt:
             raise _bad(where, k, f"has dtype {ix[k].dtype}, expected {tdt} for V = {V}")
     if ix["dl"].dtype not in (np.uint16, np.float64) or ix["dl"].shape != (N,):
@@ -1380,6 +1382,11 @@ def _check_pointers(ix: dict, params: dict, V: int, N: int, where: str) -> None:
         ptrs.append(("t_indptr", V, "t_docs", ("t_tf",)))
     elif ix["t_indptr"].shape != (V + 1,) or ix["t_indptr"][0] != 0 or ix["t_indptr"][-1] != ix["s_idx"].shape[0]:
         raise _bad(where, "t_indptr", f"must be a ({V + 1},) pointer from 0 to len(s_idx)")
+    want_cw = np.uint16 if params["reliability_float16"] else np.float32
+    if ix["c_w"].dtype != want_cw or ix["c_w"].shape != ix["c_terms"].shape:
+        raise _bad(where, "c_w", f"must be {np.dtype(want_cw)} of shape {ix['c_terms'].shape} like c_terms")
+    if ix["r_w"].dtype != want_cw:
+        raise _bad(where, "r_w", f"must be {np.dtype(want_cw)}")
     for ptr, rows, idx, vals in ptrs:
         pa = ix[ptr]
         n_ent = ix[idx].shape[0] if ix[idx].ndim == 1 else -1
@@ -1473,6 +1480,9 @@ def _v1_to_compact(old: dict, params: dict) -> dict:
     r_indptr = np.zeros(V + 1, np.int64)
     np.cumsum(np.bincount(uk // V, minlength=V), out=r_indptr[1:])
     dl = np.asarray(old["dl"], np.float64)
+    c_terms = old["c_terms"].astype(tdt)
+    rel = (r_indptr, (uk % V).astype(tdt), w[first], np.zeros(V), np.ones(V), np.zeros(V))
+    c_w = _layout.centre_weight_array(old["c_indptr"].astype(np.int64), c_terms, rel, params)
     return {
         "idf": old["idf"].astype(np.float64),
         "bm25_idf": old["bm25_idf"].astype(np.float64),
@@ -1485,12 +1495,13 @@ def _v1_to_compact(old: dict, params: dict) -> dict:
         "code_term": code_term,
         "code_sign": sign,
         "c_indptr": old["c_indptr"].astype(np.int64),
-        "c_terms": old["c_terms"].astype(tdt),
+        "c_terms": c_terms,
         "c_vals": old["c_vals"].astype(np.float32),
         "c_norm": old["c_norm"].astype(np.float64),
+        "c_w": c_w,
         "r_indptr": r_indptr,
-        "r_terms": (uk % V).astype(tdt),
-        "r_w": w[first],
+        "r_terms": rel[1],
+        "r_w": _layout.half_bits(rel[2]) if params["reliability_float16"] else rel[2],
         "r_nj": np.zeros(V, np.float64),
         "r_scale": np.ones(V, np.float64),
         "gvar": np.zeros(V, np.float64),
@@ -1498,7 +1509,7 @@ def _v1_to_compact(old: dict, params: dict) -> dict:
         "a_idx": old["a_idx"].astype(np.int32),
         "a_val": old["a_val"].astype(np.float32),
         "g_indptr": old["g_indptr"].astype(np.int64),
-        "g_idx": old["g_idx"].astype(np.int32),
+        "g_idx": old["g_idx"].astype(tdt),
         "g_val": old["g_val"].astype(np.float32),
         "t_indptr": old["t_indptr"].astype(np.int64),
         "t_docs": old["t_docs"].astype(np.int32),
@@ -1639,8 +1650,8 @@ def _new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) ->
     """
     m, V, N, F = n_slabs, n_terms, n_docs, n_memberships
     return _q.SGRScratch(
-        vi=np.full((m, 3, V), -1, np.int64),
-        vf=np.zeros((m, 5, V)),
+        vi=np.full((m, 2, V), -1, np.int64),
+        vf=np.zeros((m, 3, V)),
         mark=np.zeros((m, V), np.uint8),
         dp=np.full((m, N, 2), -1, np.int64),
         ni=np.full((m, 4, N), -1, np.int64),
@@ -1648,6 +1659,7 @@ def _new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) ->
         dmr=np.zeros((m, N, F), np.int64),
         dme=np.zeros((m, N, F)),
         slot=np.zeros((m, V), np.uint16),
+        bt=np.full((m, V, 3), -1.0),
     )
 
 

@@ -486,6 +486,32 @@ def second_order_graph(
 
 
 @kernel()
+def centre_weights(c_indptr, c_terms, r_indptr, r_terms, r_w, r_nj, r_scale, gvar, tau, beta, f16, out_w):
+    """Reliability weight of every centre entry (j, t): ``out_w[p]`` float64, aligned with ``c_terms``.
+
+    The stored weight when (j, t) is in branch j's reliability row (a merge of the two sorted
+    rows), else ``reliability_value(1, 1, n_j, gvar[t], τ, β, scale_j)``, 1.0 when n_j = 0:
+    the weight the query path would otherwise recompute for every code coordinate on the
+    centre (SPEC B.7 reads ``c_j[t]`` there).  Serial; O(centre + reliability entries).
+    """
+    n_branches = c_indptr.shape[0] - 1
+    for j in range(n_branches):
+        a = r_indptr[j]
+        ae = r_indptr[j + 1]
+        nj = r_nj[j]
+        for p in range(c_indptr[j], c_indptr[j + 1]):
+            t = np.int64(c_terms[p])
+            while a < ae and np.int64(r_terms[a]) < t:
+                a += 1
+            if a < ae and np.int64(r_terms[a]) == t:
+                out_w[p] = np.float64(r_w[a])
+            elif nj == 0.0:
+                out_w[p] = 1.0
+            else:
+                out_w[p] = reliability_value(1.0, 1.0, nj, gvar[t], tau, beta, r_scale[j], f16)
+
+
+@kernel()
 def term_doc_bitsets(t_indptr, t_docs, tb_row, out_bits):
     """Set the document bitsets of the frequent terms.
 

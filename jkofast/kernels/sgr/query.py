@@ -99,6 +99,7 @@ __all__ = [
     "stage_route",
     "stage_shortlist",
     "stage_tail",
+    "stored_weight",
     "tail_gate",
     "zscore",
 ]
@@ -138,6 +139,8 @@ class SGRIndex(NamedTuple):
     c_terms: np.ndarray
     c_vals: np.ndarray
     c_norm: np.ndarray
+    c_w: np.ndarray
+    h2f: np.ndarray
     r_indptr: np.ndarray
     r_terms: np.ndarray
     r_w: np.ndarray
@@ -195,9 +198,8 @@ class SGRParams(NamedTuple):
 class SGRScratch(NamedTuple):
     """Caller-owned scratch, one slab per chunk (chunk c touches slab c only); see ``sgr_query_batch``."""
 
-    vi: np.ndarray  # int64 (m, 3, V): route stamps, route / semantic-term buffer, branch-table stamps
-    vf: np.ndarray  # float64 (m, 5, V): query, route, semantic values (semantic row zero between queries),
-    # branch centre and stored reliability tables (local_score)
+    vi: np.ndarray  # int64 (m, 2, V): route stamps, route / semantic-term buffer
+    vf: np.ndarray  # float64 (m, 3, V): query, route and semantic values (semantic row zero between queries)
     mark: np.ndarray  # uint8 (m, V): bit 0 query term, 1 semantic, 2 rare; zero between queries
     dp: np.ndarray  # int64 (m, N, 2): per document (stamp, position in U)
     ni: np.ndarray  # int64 (m, 4, N): BM25 stamps (by doc), membership counts (by position), U list, BM25 list
@@ -205,6 +207,7 @@ class SGRScratch(NamedTuple):
     dmr: np.ndarray  # int64 (m, N, F): routed-branch index of each membership (by position)
     dme: np.ndarray  # float64 (m, N, F): its E_dj
     slot: np.ndarray  # uint16 (m, V): semantic term -> entry of svs; zero between queries
+    bt: np.ndarray  # float64 (m, V, 3): local_score's branch table (stamp column starts at -1)
 
 
 class SGRWork(NamedTuple):
@@ -250,9 +253,7 @@ class SGRWork(NamedTuple):
     heap_i: np.ndarray  # int64, likewise
     wi: np.ndarray
     wf: np.ndarray
-    bstamp_t: np.ndarray  # int64 V: branch-table stamps (local_score)
-    ctab: np.ndarray  # float64 V: centre of the current branch
-    wval: np.ndarray  # float64 V: its stored reliability weights
+    btab: np.ndarray  # float64 (V, 3): branch table of local_score (stamp, c_j[t], stored weight)
 
 
 # Top-k on the query path: ``topk_ids`` / ``topk_pos`` of jkofast.kernels.topk (caller-owned heap scratch).
@@ -467,38 +468,55 @@ def stage_local_score(gen, qt, n_routed, ix, prm, ws):
         prm.gamma,
         (ix.b_indptr, ix.mem_doc, ix.mem_m),
         (ix.code_term, ix.code_sign),
-        (ix.c_indptr, ix.c_terms, ix.c_vals),
+        (ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_w, ix.h2f),
         (ix.r_indptr, ix.r_terms, ix.r_w, ix.r_nj, ix.r_scale, ix.gvar),
         (prm.rel_tau, prm.rel_beta, prm.rel_f16),
         (ws.mark, ws.qval, ws.qbits),
-        (ws.bstamp_t, ws.ctab, ws.wval),
+        ws.btab,
         (ws.dp, ws.esum, ws.csum, ws.dm_r, ws.dm_e, ws.dm_n, ws.ulist),
     )
 
 
 @kernel()
-def branch_tables(key, j, centres, rel, tabs):
-    """Scatter branch j's centre and stored reliability entries into the stamped term tables.
+def branch_tables(key, j, centres, btab):
+    """Scatter branch j's centre into the stamped term table ``btab`` float64 (V, 3).
 
-    ``tabs`` = (stamp int64 V, ctab float64 V, wval float64 V): after the call, for every
-    term t with ``stamp[t] == key``, ``ctab[t] = c_j[t]`` (0 off the centre) and ``wval[t]``
-    = the stored weight of (j, t), or -1 when (j, t) is not stored; terms with another stamp
-    have ``c_j[t] = 0`` and no stored weight.
+    ``centres`` = (c_indptr, c_terms, c_vals, c_w, h2f): ``c_w`` the reliability weight of
+    each centre entry, float16 bits decoded through the float32 table ``h2f`` (65,536
+    entries) or, when ``h2f`` is empty, float32.  After the call, for every term t with
+    ``btab[t, 0] == key``: ``btab[t, 1] = c_j[t]`` and ``btab[t, 2]`` = the reliability
+    weight of (j, t) (centre terms now, other terms once looked up by ``code_sums``; -2
+    before); a term with another stamp has ``c_j[t] = 0`` and is not looked up yet.  One row
+    per term: a code slot reads one cache line.  (``key`` < 2**53, exact in float64.)
     """
-    c_indptr, c_terms, c_vals = centres
-    r_indptr, r_terms, r_w = rel[0], rel[1], rel[2]
-    stamp, ctab, wval = tabs
+    c_indptr, c_terms, c_vals, c_w, h2f = centres
+    fkey = np.float64(key)
+    half = h2f.shape[0] > 0
     for p in range(c_indptr[j], c_indptr[j + 1]):
         t = np.int64(c_terms[p])
-        stamp[t] = key
-        ctab[t] = np.float64(c_vals[p])
-        wval[t] = -1.0
-    for p in range(r_indptr[j], r_indptr[j + 1]):
-        t = np.int64(r_terms[p])
-        if stamp[t] != key:
-            stamp[t] = key
-            ctab[t] = 0.0
-        wval[t] = np.float64(r_w[p])
+        btab[t, 0] = fkey
+        btab[t, 1] = np.float64(c_vals[p])
+        btab[t, 2] = np.float64(h2f[np.int64(c_w[p])]) if half else np.float64(c_w[p])
+
+
+@kernel()
+def stored_weight(t, lo, hi, r_terms, r_w, h2f):
+    """Return the stored weight of term t in the sorted row ``r_terms[lo:hi]`` (binary search), or -1.
+
+    ``r_w`` holds float16 bits decoded through ``h2f`` or, when ``h2f`` is empty, float32.
+    """
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        v = np.int64(r_terms[mid])
+        if v < t:
+            lo = mid + 1
+        elif v > t:
+            hi = mid
+        elif h2f.shape[0] > 0:
+            return np.float64(h2f[np.int64(r_w[mid])])
+        else:
+            return np.float64(r_w[mid])
+    return -1.0
 
 
 @kernel()
@@ -513,14 +531,16 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
     by side: one cache line per visit).  Per position: ``esum[a] += E``, ``csum[a] += m ρ``,
     (k, E) in ``dm_r``/``dm_e`` (``dm_n[a]`` entries).  ``qtabs`` = (mark, qval, qbits): the
     query vector is read through ``mark`` (bit 0; a byte table stays in L1) and ``qval``;
-    ``qbits`` (all zero, and again on exit) gets the query terms as a bitset of V bits, which decides whether a
-    membership's codes hold any query term before the code coordinates are read.
+    ``qbits`` (all zero, and again on exit) gets the query terms as a bitset of V bits,
+    which decides whether a membership's codes hold any query term before the code
+    coordinates are read.
 
     ``codes`` = (code_term, code_sign) (a term id >= V ends a code; signs as the bitmask
-    of ``jkofast.kernels.sgr.build.encode_codes``); ``c_j[t]`` and the reliability ``w`` come
-    from ``centres`` = (c_indptr, c_terms, c_vals) and ``rel`` = (r_indptr, r_terms, r_w,
-    r_nj, r_scale, gvar), scattered into the stamped ``tabs`` (``branch_tables``) at the
-    branch's first membership that needs them; an entry (j, t) that is not stored gets
+    of ``jkofast.kernels.sgr.build.encode_codes``).  ``c_j[t]`` and the reliability ``w``
+    come from ``centres`` = (c_indptr, c_terms, c_vals, c_w, h2f), scattered into the
+    stamped table ``tabs`` (V, 3) by ``branch_tables`` at the branch's first membership
+    that needs them, and, for a code term off the centre, from ``rel`` = (r_indptr,
+    r_terms, r_w, r_nj, r_scale, gvar) (``code_sums``): the stored (j, t) weight, else
     ``reliability_value(1, 1, n_j, gvar[t], τ, β, scale_j)`` (``relp`` = (τ, β, f16); 1.0
     when n_j = 0).  A code coordinate with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to
     both sums and is skipped.  ``acc`` = (dp, esum, csum, dm_r, dm_e, dm_n, ulist).
@@ -528,7 +548,6 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
     """
     b_indptr, mem_doc, mem_m = mems
     code_term = codes[0]
-    r_nj, r_scale = rel[3], rel[4]
     mark, qval, qbits = qtabs
     dp, esum, csum, dm_r, dm_e, dm_n, ulist = acc
     n_terms = np.uint64(qval.shape[0])
@@ -543,8 +562,6 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
         rho = rw[k]
         key = base + j
         scattered = False
-        nj = r_nj[j]
-        scale = r_scale[j]
         for p in range(b_indptr[j], b_indptr[j + 1]):
             d = np.uint64(mem_doc[p])
             mr = np.float64(mem_m[p]) * rho
@@ -563,9 +580,9 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
                 nc += 1
             if hit & np.uint64(1):
                 if not scattered:
-                    branch_tables(key, j, centres, rel, tabs)
+                    branch_tables(key, j, centres, tabs)
                     scattered = True
-                lsum, qsum = code_sums(mu, nc, key, nj, scale, codes, rel[5], relp, mark, qval, tabs)
+                lsum, qsum = code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs)
                 if qsum > 0.0:
                     e = mr * lsum * math.pow(qsum, gamma)
             # opens a U slot as bm25_candidates does: inline in this per-membership hot loop
@@ -590,16 +607,20 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
 
 
 @kernel()
-def code_sums(mu, nc, key, nj, scale, codes, gvar, relp, mark, qval, tabs):
-    """``(L, Q)`` of SPEC B.7 over the ``nc`` code slots of membership ``mu`` (see ``local_score``).
+def code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs):
+    """``(L, Q)`` of SPEC B.7 over the ``nc`` code slots of membership ``mu`` of branch j.
 
-    ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r`` and ``Q = Σ_r q[t_r]²`` in slot order; a slot
-    with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to both and is skipped; ``w`` is the
-    stored weight from ``tabs`` or the one-occurrence value (1.0 when ``nj = 0``).
+    ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r`` and ``Q = Σ_r q[t_r]²`` in slot order (see
+    ``local_score``); a slot with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to both and
+    is skipped.  ``w`` is looked up once per (query, branch, term) and kept in ``tabs``: the
+    stored weight (binary search in the branch's row of ``rel``), else the one-occurrence
+    value ``reliability_value(1, 1, n_j, gvar[t], τ, β, scale_j)`` (1.0 when n_j = 0).
     """
     code_term, code_sign = codes
+    r_indptr, r_terms, r_w, r_nj, r_scale, gvar = rel
     tau, beta, f16 = relp
-    stamp, ctab, wval = tabs
+    h2f = centres[4]
+    fkey = np.float64(key)
     lsum = 0.0
     qsum = 0.0
     for r in range(nc):
@@ -607,15 +628,22 @@ def code_sums(mu, nc, key, nj, scale, codes, gvar, relp, mark, qval, tabs):
         qt_ = 0.0
         if mark[t] & 1:
             qt_ = qval[t]
-        cv = 0.0
-        wv = -1.0
-        if stamp[t] == key:
-            cv = ctab[t]
-            wv = wval[t]
+        if tabs[t, 0] != fkey:
+            if qt_ == 0.0:
+                continue  # c_j[t] = 0 too: the slot adds exactly 0
+            tabs[t, 0] = fkey
+            tabs[t, 1] = 0.0
+            tabs[t, 2] = -2.0
+        cv = tabs[t, 1]
         if qt_ == 0.0 and cv == 0.0:
             continue
-        if wv < 0.0:
-            wv = 1.0 if nj == 0.0 else _bk.reliability_value(1.0, 1.0, nj, gvar[t], tau, beta, scale, f16)
+        wv = tabs[t, 2]
+        if wv == -2.0:
+            wv = stored_weight(np.int64(t), r_indptr[j], r_indptr[j + 1], r_terms, r_w, h2f)
+            if wv < 0.0:
+                nj = r_nj[j]
+                wv = 1.0 if nj == 0.0 else _bk.reliability_value(1.0, 1.0, nj, gvar[t], tau, beta, r_scale[j], f16)
+            tabs[t, 2] = wv
         s = 1.0 if (code_sign[mu, r >> 4] >> np.uint16(r & 15)) & np.uint16(1) else -1.0
         lsum += wv * (qt_ - cv) * s
         qsum += qt_ * qt_
@@ -1546,9 +1574,7 @@ def chunk_work(c, sc, sizes, n_docs):
         heap_i,
         wi,
         wf,
-        sc.vi[c, 2],
-        sc.vf[c, 3],
-        sc.vf[c, 4],
+        sc.bt[c],
     )
 
 
