@@ -1,8 +1,11 @@
-"""Explicit warm-up: compile (or load from cache) every registered kernel on tiny inputs.
+"""Explicit warm-up: compile (or load from cache) the kernels of the main job on tiny inputs.
 
 Wrapper modules register a warm-up with :func:`jkofast._numba.register_warmup`; :func:`warmup`
 imports every public wrapper module of every wing (not the CLI, not the kernels themselves, which
-the wrappers import) and runs each registered warm-up once.
+the wrappers import) and runs the registered warm-ups of the **default set** — what ``jkofast run``
+(the main job) calls: ``DEFAULT``. Every other entry (per-feature kernels: the SGR retriever, the
+encoder, the single-pool and extension solvers, studies' kernels, ...) compiles on its first use and
+is cached from then on; ``warmup(features="all")`` / ``jkofast warmup --all`` compiles them now.
 """
 
 from __future__ import annotations
@@ -12,15 +15,20 @@ import pkgutil
 import sys
 import time
 import types
+from collections.abc import Sequence
 
 import jkofast
 from jkofast._numba import WARMUPS
 
-__all__ = ["warmup"]
+__all__ = ["DEFAULT", "lazy_entries", "warmup"]
 
 # not wrapper modules: the CLI (imports every command), this module, and the kernels (imported
 # by the wrappers that use them)
 _SKIP = {"jkofast.cli", "jkofast.__main__", "jkofast.warmup", "jkofast.commands", "jkofast.kernels"}
+
+# the entries the main job runs (jkofast run: BM25 / tokens, pools, baselines, energy, the JKO
+# rerank paths it uses, metrics); the rest are per-feature and compile lazily
+DEFAULT = ("topk", "text", "index", "energy", "pools", "baselines", "evaluation", "jko")
 
 
 def _import_wrappers(path=None, prefix: str = "jkofast.") -> None:
@@ -33,18 +41,48 @@ def _import_wrappers(path=None, prefix: str = "jkofast.") -> None:
             _import_wrappers(m.__path__, mod.name + ".")
 
 
-def warmup(verbose: bool = False) -> dict[str, float]:
-    """Run every registered warm-up (compiles, or loads from Numba's on-disk cache).
+def _selected(features) -> list[str]:
+    """Return the warm-up names of ``features`` ("default", "all" or names); unknown names raise."""
+    if isinstance(features, str) and features in ("default", "all"):
+        names = sorted(WARMUPS) if features == "all" else [n for n in DEFAULT if n in WARMUPS]
+        return names
+    names = [features] if isinstance(features, str) else list(features)
+    unknown = sorted(set(names) - set(WARMUPS))
+    if unknown:
+        raise ValueError(f"features: unknown warm-up entries {unknown}; choose from {sorted(WARMUPS)}")
+    return names
+
+
+def lazy_entries(features="default") -> list[str]:
+    """Return the registered warm-up entries that ``warmup(features)`` leaves to compile on first use."""
+    _import_wrappers()
+    done = set(_selected(features))
+    return [n for n in sorted(WARMUPS) if n not in done]
+
+
+def warmup(verbose: bool = False, features: str | Sequence[str] = "default") -> dict[str, float]:
+    """Run the registered warm-ups of ``features`` (compiles, or loads from Numba's on-disk cache).
 
     Parameters
     ----------
     verbose : bool
         Print one line per warm-up with its time.
+    features : {"default", "all"} or sequence of str
+        ``"default"``: the kernels of the main job (``DEFAULT``: top-k, tokens and sparse index,
+        energy, pools, baselines, metrics, and the JKO rerank paths the main job runs: the
+        implicit gradient with float32 operators on dense float32 rows and on sparse rows, and
+        the KL proximal term); ``"all"``: every registered entry; or a list of entry names
+        (``lazy_entries()`` lists the others).
 
     Returns
     -------
     dict of str to float
-        Seconds per warm-up entry (``"topk"``, ``"sparse"``, ``"jko"``, ...).
+        Seconds per warm-up entry (``"topk"``, ``"index"``, ``"jko"``, ...).
+
+    Raises
+    ------
+    ValueError
+        An unknown entry name in ``features``.
 
     Examples
     --------
@@ -53,9 +91,9 @@ def warmup(verbose: bool = False) -> dict[str, float]:
     """
     _import_wrappers()
     times = {}
-    for name, fn in sorted(WARMUPS.items()):
+    for name in _selected(features):
         t0 = time.perf_counter()
-        fn()
+        WARMUPS[name]()
         times[name] = time.perf_counter() - t0
         if verbose:
             print(f"warmup {name}: {times[name]:.2f}s")

@@ -286,6 +286,43 @@ def _check_pool(p0, E, C, K):
     return p0, E, C, np.ascontiguousarray(C.T), Ks
 
 
+def _path_tokens(cfg: JKOConfig, with_duals: bool, f64: bool = False, fallback: bool = False) -> tuple:
+    """Return the kernels' path tokens ``(unrolled, log_form, imp32, imp64, converged, duals)`` for ``cfg``.
+
+    One specialisation per gradient path (``jkofast.kernels.jko.solver``): a call compiles
+    only the transport kernels its configuration uses. The implicit path starts on float32
+    operators when the tolerances allow them (the kernel then checks the pool's range and
+    answers ``RETRY_F64`` if the pool needs float64: ``f64=True``); ``fallback=True`` adds
+    the fallback kernel of the path (the log form of ``unrolled``, ``w_converged`` of
+    ``implicit``) after a ``RETRY_FALLBACK``.
+    """
+    al = min(max(float(cfg.alpha_prox), 0.0), 1.0)
+    use_w = cfg.mode == "wasserstein" or (cfg.mode == "bregman" and al > 0.0)
+    duals = True if with_duals and cfg.mode in ("wasserstein", "bregman") else None
+    unrolled = log_form = imp32 = imp64 = converged = None
+    if use_w and cfg.objective == "entropic":
+        converged = True
+    elif use_w and cfg.grad == "implicit":
+        lowp = cfg.resolved_tol() >= _k.LOWP_TOL and float(cfg.cg_tol) >= _k.LOWP_TOL
+        imp32, imp64 = (None, True) if f64 or not lowp else (True, None)
+        converged = True if fallback else None
+    elif use_w:
+        unrolled = True
+        log_form = True if fallback else None
+    return unrolled, log_form, imp32, imp64, converged, duals
+
+
+def _retry_tokens(st: int, cfg: JKOConfig, with_duals: bool, f64: bool, fallback: bool):
+    """``(f64, fallback)`` after a retry status ``st`` of a lean specialisation (or None: final)."""
+    if st == _k.RETRY_F64 and not f64:
+        return True, fallback
+    if st == _k.RETRY_FALLBACK and not fallback:
+        return f64, True
+    if st in (_k.RETRY_F64, _k.RETRY_FALLBACK, _k.MISSING_PATH):  # pragma: no cover - a token bug
+        raise RuntimeError(f"internal: JKO kernel status {st} for {cfg!r} (with_duals={with_duals})")
+    return None
+
+
 def _run(p0, E, C, K, cfg, with_duals):
     cfg = _resolve_config(cfg)
     p0, E, C, C_T, Ks = _check_pool(p0, E, C, K)
@@ -297,7 +334,15 @@ def _run(p0, E, C, K, cfg, with_duals):
     f = np.zeros(m)
     g = np.zeros(m)
     diag = np.zeros(2, np.int64)
-    st = _k.jko_query(p0, E, C, C_T, Ks, cfg._params(with_duals), p, losses, f, g, diag)
+    prm = cfg._params(with_duals)
+    out = _k.FlowOut(p, losses, f, g, diag)
+    f64 = fallback = False
+    while True:
+        st = _k.jko_flow(p0, E, C, C_T, Ks, prm, out, *_path_tokens(cfg, with_duals, f64, fallback))
+        nxt = _retry_tokens(st, cfg, with_duals, f64, fallback)
+        if nxt is None:
+            break
+        f64, fallback = nxt
     _status.warn_on_status(st, "run_jko")
     _warn_unconverged(diag[None, :], cfg, "run_jko", stacklevel=4)
     return p, losses, f, g, cfg
@@ -438,6 +483,32 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
     C, K = np.empty((m, m)), np.empty((m, m))
     _geo.cost_kernel_csr(ip, ix, dt, 0, m, C, K)
     return C, K
+
+
+def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out) -> None:
+    """Run ``rerank_pools`` with the path tokens of ``cfg``; rerun the queries that asked for a retry.
+
+    A query answering ``RETRY_F64`` / ``RETRY_FALLBACK`` is rerun from scratch (alone with the
+    others of its kind; the rest are masked as done) on the specialisation with that token
+    added, so results are those of the all-paths kernel.
+    """
+    prm = cfg._params(with_duals)
+    status = out.status
+    pending = [(None, False, False)]  # (queries to run or None = all, f64, fallback)
+    while pending:
+        todo, f64, fallback = pending.pop()
+        run = out if todo is None else out._replace(status=np.where(todo, 0, 1).astype(np.int32))
+        _k.rerank_pools(E, P0, off, rows, prm, run, run.status, *_path_tokens(cfg, with_duals, f64, fallback))
+        if todo is not None:
+            status[todo] = run.status[todo]
+        for st in (_k.RETRY_F64, _k.RETRY_FALLBACK, _k.MISSING_PATH):
+            sel = status == st
+            if todo is not None:
+                sel &= todo
+            if sel.any():
+                nf64, nfb = _retry_tokens(st, cfg, with_duals, f64, fallback)
+                status[sel] = 0
+                pending.append((sel, nf64, nfb))
 
 
 @dataclass
@@ -726,7 +797,7 @@ def rerank_batch(
     g = np.zeros(n)
     diag = np.zeros((nq, 2), np.int64)
     with numba_threads(n_threads):
-        _k.rerank_pools(E, P0, off, rows, cfg._params(return_duals), p, f, g, status, diag)
+        _rerank_pools(E, P0, off, rows, cfg, return_duals, _k.BatchOut(p, f, g, status, diag))
     for q in np.flatnonzero(status != 0):
         if int(q) not in errors:
             errors[int(q)] = _status.MESSAGES.get(int(status[q]), f"status {status[q]}")
@@ -749,18 +820,33 @@ def rerank_batch(
 
 @register_warmup("jko")
 def _warmup() -> None:
+    """Compile the main job's rerank paths: tuned implicit (float32 operators) and KL on float32 rows; CSR rows."""
+    import scipy.sparse as sp
+
+    Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+    E = np.array([-1.0, -0.5, 0.0])
+    p0 = np.full(3, 1 / 3)
+    off = np.array([0, 3], np.int64)
+    tiny = operating_point("tuned", grad="implicit", T=1, inner_steps=2)
+    for mode in ("wasserstein", "kl"):
+        rerank_batch(E, p0, off, embeddings=Z.astype(np.float32), config=tiny.replace(mode=mode), n_threads=1)
+    rerank_batch(E, p0, off, csr=sp.csr_matrix(Z), config=tiny, n_threads=1)
+
+
+@register_warmup("jko.paths")
+def _warmup_paths() -> None:
+    """Compile the single-pool solver on every gradient path (dual read-out too), float64 rows, the drop-in call."""
+    import scipy.sparse as sp
+
     Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
     C, K = pool_geometry(embeddings=Z)
     pool_geometry(embeddings=Z.astype(np.float32))
-    import scipy.sparse as sp
-
     pool_geometry(csr=sp.csr_matrix(Z))
     E = np.array([-1.0, -0.5, 0.0])
     p0 = np.full(3, 1 / 3)
     tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2)
+    run_jko(p0, E, C, K, JKOConfig(**tiny))
     for kw in ({}, {"grad": "implicit"}, {"objective": "entropic"}):
         run_jko_with_duals(p0, E, C, K, JKOConfig(**tiny, **kw))
     off = np.array([0, 3], np.int64)
-    for emb in (Z, Z.astype(np.float32)):
-        rerank_batch(E, None, off, embeddings=emb, config=JKOConfig(**tiny), n_threads=1)
-    rerank_batch(E, None, off, csr=sp.csr_matrix(Z), config=JKOConfig(**tiny), n_threads=1)
+    rerank_batch(E, None, off, embeddings=Z, config=JKOConfig(**tiny), n_threads=1)

@@ -278,3 +278,143 @@ def test_initial_distribution_extremes_and_bad_tau0():
         initial_distribution(E, -1.0)
     with pytest.raises(TypeError, match="tau0"):
         initial_distribution(E, "1")
+
+
+# ---------------------------------------------------------------------------------------------
+# One compiled unit per gradient path (#16 cold start): the wrappers call a lean jko_flow /
+# rerank_pools specialisation per path; each must equal the all-paths kernel jko_query (the
+# pre-split driver, every token on) bit for bit, retries included.
+# ---------------------------------------------------------------------------------------------
+def _checked(p0, E, C, K, cfg):
+    from jkofast.jko import solver as jko
+
+    return jko._check_pool(p0, E, C, K), cfg.validate()
+
+
+def _all_paths(p0, E, C, K, cfg, duals):
+    """``(status, p, losses, f, g)`` of the all-paths kernel on run_jko's checked inputs."""
+    from jkofast.kernels.jko import solver as kj
+
+    (p0, E, C, C_T, Ks), cfg = _checked(p0, E, C, K, cfg)
+    m = E.shape[0]
+    p, f, g = np.empty(m), np.zeros(m), np.zeros(m)
+    losses = np.zeros(cfg.T * cfg.inner_steps)
+    st = kj.jko_query(p0, E, C, C_T, Ks, cfg._params(duals), p, losses, f, g, np.zeros(2, np.int64))
+    return st, p, losses, f, g
+
+
+def _lean_status(p0, E, C, K, cfg, **flags):
+    """Status of one lean ``jko_flow`` specialisation (``flags``: f64 / fallback of ``_path_tokens``)."""
+    from jkofast.jko import solver as jko
+    from jkofast.kernels.jko import solver as kj
+
+    (p0, E, C, C_T, Ks), cfg = _checked(p0, E, C, K, cfg)
+    m = E.shape[0]
+    out = kj.FlowOut(np.empty(m), np.zeros(cfg.T * cfg.inner_steps), np.zeros(m), np.zeros(m), np.zeros(2, np.int64))
+    return kj.jko_flow(p0, E, C, C_T, Ks, cfg._params(False), out, *jko._path_tokens(cfg, False, **flags))
+
+
+def _assert_same_as_all_paths(p0, E, C, K, cfg):
+    from jkofast.jko import solver as jko
+
+    p, losses, f, g, _ = jko._run(p0, E, C, K, cfg, True)
+    st, p_ref, l_ref, f_ref, g_ref = _all_paths(p0, E, C, K, cfg, True)
+    assert st == 0
+    for got, want in ((p, p_ref), (losses, l_ref), (f, f_ref), (g, g_ref)):
+        assert_array_equal(got, want)
+
+
+PATHS = {
+    "unrolled": {},
+    "implicit_float32_operators": {"grad": "implicit"},
+    "implicit_float64_operators": {"grad": "implicit", "tol": 1e-8},
+    "entropic": {"objective": "entropic"},
+    "kl": {"mode": "kl"},
+    "noproximal": {"mode": "noproximal"},
+    "bregman": {"mode": "bregman", "grad": "implicit"},
+    "bregman_alpha0": {"mode": "bregman", "alpha_prox": 0.0},
+}
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_each_path_specialisation_equals_the_all_paths_kernel(path):
+    p0, E, C, K = toy()
+    _assert_same_as_all_paths(p0, E, C, K, JKOConfig(**SMALL, **PATHS[path]))
+
+
+def test_pool_outside_the_float32_range_reruns_with_float64_operators():
+    from jkofast.kernels.jko import solver as kj
+
+    p0, E, C, K = toy()
+    cfg = JKOConfig(**{**SMALL, "sinkhorn_eps": 0.01}, grad="implicit")
+    assert (C.max() - C.min()) / cfg.sinkhorn_eps > kj.LOWP_RANGE  # so Kg leaves the float32 range
+    assert _lean_status(p0, E, C, K, cfg) == kj.RETRY_F64
+    _assert_same_as_all_paths(p0, E, C, K, cfg)
+
+
+@pytest.mark.parametrize("grad", ["unrolled", "implicit"])
+def test_scaled_underflow_reruns_with_the_fallback_kernel(grad):
+    # item 0 far from every item, itself included (its whole row of C >= 3): with a small eps its
+    # row of exp(-(C - min C)/eps) underflows float64, so the lean kernel (no log form / no
+    # converged-plan fallback compiled in) asks for a rerun, and the rerun equals the all-paths kernel
+    from jkofast.kernels.jko import solver as kj
+
+    p0, E, C, K = toy()
+    C = C.copy()
+    C[0, :] += 3.0
+    C[:, 0] += 3.0
+    cfg = JKOConfig(**{**SMALL, "sinkhorn_eps": 1e-3}, grad=grad)
+    assert _lean_status(p0, E, C, K, cfg, f64=True) == kj.RETRY_FALLBACK
+    _assert_same_as_all_paths(p0, E, C, K, cfg)
+
+
+def test_batch_reruns_only_the_pools_that_ask_for_it():
+    # pool 0: one tight cluster (Kg within float32 range), pool 1: three spread clusters (outside):
+    # the batch runs pool 0 on float32 operators and reruns pool 1 with float64 ones
+    from jkofast.jko.solver import initial_distribution, pool_geometry, rerank_batch
+
+    rng = np.random.default_rng(3)
+    tight = np.ones((6, 8)) + 0.05 * rng.normal(size=(6, 8))
+    spread = rng.normal(size=(9, 8))
+    Z = np.concatenate([tight, spread])
+    off = np.array([0, 6, 15], np.int64)
+    E = rng.normal(size=15)
+    cfg = JKOConfig(**{**SMALL, "sinkhorn_eps": 0.02}, grad="implicit")
+    res = rerank_batch(E, None, off, embeddings=Z, config=cfg, return_duals=True, n_threads=2)
+    assert_array_equal(res.status, 0)
+    spans = []
+    for q in range(2):
+        lo, hi = off[q], off[q + 1]
+        C, K = pool_geometry(embeddings=Z[lo:hi])
+        spans.append((C.max() - C.min()) / cfg.sinkhorn_eps)
+        st, p, _, f, g = _all_paths(initial_distribution(E[lo:hi], cfg.tau0), E[lo:hi], C, K, cfg, True)
+        assert st == 0
+        # the batch builds C, K from the rows in-kernel (K not symmetrised): equal to rounding
+        assert_allclose(res.pool(q), p, rtol=1e-12, atol=1e-15)
+        assert_allclose(res.f[lo:hi], f, rtol=1e-12, atol=1e-12)
+        assert_allclose(res.g[lo:hi], g, rtol=1e-12, atol=1e-12)
+    from jkofast.kernels.jko import solver as kj
+
+    assert spans[0] <= kj.LOWP_RANGE < spans[1]  # one pool of each kind
+
+
+def test_a_call_compiles_only_the_kernels_of_its_path(tmp_path):
+    # a fresh interpreter with an empty cache: the drop-in's unrolled call must not compile the
+    # implicit, converged-plan, log-form or dual read-out kernels
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from jkofast.jko.solver import JKOConfig, run_jko, pool_geometry\n"
+        "from jkofast.kernels.ot import transport as t, sinkhorn_log as s\n"
+        "C, K = pool_geometry(embeddings=np.eye(3) + 0.1)\n"
+        "run_jko(np.full(3, 1 / 3), [-1.0, 0.0, 0.5], C, K, JKOConfig(T=1, inner_steps=2))\n"
+        "assert t.w_unrolled_scaled.signatures\n"
+        "for k in (t.w_converged, t.w_implicit_scaled, t.w_unrolled_log, s.sinkhorn_log_solve):\n"
+        "    assert not k.signatures, k\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "JKOFAST_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr

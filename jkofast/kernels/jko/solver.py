@@ -8,6 +8,19 @@ step ``log_softmax`` → ``energy_terms`` → the transport term of the gradient
 (A.4.5). ``rerank_pools`` runs it under ``prange`` over queries, each query writing only
 its own slice of the outputs.
 
+One compiled unit per gradient path: ``jko_flow`` and ``rerank_pools`` take *path tokens*
+(each ``None`` or ``True``): ``unrolled``, ``log_form`` (the unrolled path's log-domain
+fallback), ``imp32`` / ``imp64`` (the implicit path with float32 / float64 operators),
+``converged`` (``w_converged``: the entropic objective and the implicit path's fallback)
+and ``duals`` (the dual read-out). Numba prunes every branch guarded by ``tok is not None``
+when ``tok`` is None, so a call compiles only the kernels its tokens name; the wrappers
+(``jkofast.jko.solver``) pick the tokens from the configuration. A lean specialisation
+that meets a case it was not compiled for returns an internal retry code (``RETRY_F64``:
+the pool needs float64 operators; ``RETRY_FALLBACK``: a scaled sum underflowed) instead of
+finishing, and the wrapper reruns that pool from scratch with the token added: every
+result is bit-identical to the all-paths kernel ``jko_query`` (every token ``True``),
+which the kernels of other wings call.
+
 Gradient paths for the transport term ``W(p, q)`` (weight ``w = 1/(2h)``, or ``α/(2h)``;
 kernels in ``jkofast.kernels.ot.transport``):
 
@@ -62,7 +75,11 @@ __all__ = [
     "MODE_KL",
     "MODE_NOPROX",
     "MODE_W",
+    "RETRY_F64",
+    "RETRY_FALLBACK",
+    "BatchOut",
     "Flow",
+    "FlowOut",
     "JKOOperators",
     "JKOParams",
     "WarmStart",
@@ -71,12 +88,15 @@ __all__ = [
     "dual_readout",
     "energy_terms",
     "implicit_warm_start",
+    "jko_flow",
     "jko_query",
     "jko_work",
     "kl_term",
     "log_softmax",
     "outer_start",
+    "path_status",
     "prox_weights",
+    "readout_cost",
     "rerank_pools",
     "softmax",
     "transport_implicit",
@@ -88,6 +108,10 @@ MODE_W, MODE_KL, MODE_NOPROX, MODE_BREGMAN = 0, 1, 2, 3
 GRAD_UNROLLED, GRAD_IMPLICIT = 0, 1
 
 OK, NON_FINITE = _codes.OK, _codes.NON_FINITE  # status codes: jkofast._codes
+# internal status codes of the lean path specialisations (never returned to a user): rerun the
+# pool with float64 implicit operators / with the fallback kernel; MISSING_PATH: the tokens
+# do not cover the configured path (a wrapper bug)
+RETRY_F64, RETRY_FALLBACK, MISSING_PATH = -1, -2, -3
 
 # float32 operators on the implicit path: only when tol, cg_tol >= LOWP_TOL (float32 sums
 # carry a relative error ~1e-6, below such tolerances) and max Kg / min Kg <= e^60
@@ -137,7 +161,8 @@ class JKOOperators(NamedTuple):
 
     The float64 ``GibbsCost`` and ``KC = Kg ⊙ C`` (1 x 1 without a transport term); the
     implicit path's ``GibbsOps`` in float32 (``lowp``) or float64 (``ops64.K`` is ``Kg``;
-    the unused one 1 x 1); ``Ks32`` the float32 ``Ks`` when ``lowp``.
+    the unused one 1 x 1, or None when its token is not given); ``Ks32`` the float32 ``Ks``
+    when ``lowp``.
     """
 
     gc: GibbsCost
@@ -146,6 +171,26 @@ class JKOOperators(NamedTuple):
     ops32: GibbsOps
     ops64: GibbsOps
     Ks32: np.ndarray
+
+
+class FlowOut(NamedTuple):
+    """Outputs of one pool: ``p_out`` (M,), ``losses`` (T*inner,), ``f_out, g_out`` (M,), ``diag`` int64 (2,)."""
+
+    p_out: np.ndarray
+    losses: np.ndarray
+    f_out: np.ndarray
+    g_out: np.ndarray
+    diag: np.ndarray
+
+
+class BatchOut(NamedTuple):
+    """Outputs of a batch: flat ``p_out, f_out, g_out`` (n,), ``status`` int32 (nq,), ``diag`` int64 (nq, 2)."""
+
+    p_out: np.ndarray
+    f_out: np.ndarray
+    g_out: np.ndarray
+    status: np.ndarray
+    diag: np.ndarray
 
 
 class Flow(NamedTuple):
@@ -200,12 +245,14 @@ def prox_weights(prm):
 
 
 @kernel(inline="always")
-def transport_operators(C, C_T, Ks, prm, use_w, implicit):
+def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64):
     """``JKOOperators`` of one pool (``use_w``: a transport term; ``implicit``: its path).
 
     The implicit path gets transposed copies (every product is a row-dot matvec), float32
-    when the tolerances are loose enough (tol, cg_tol >= LOWP_TOL: a float32 operator
-    stalls tighter CG solves) and every Kg entry is a normal float32.
+    when the token ``imp32`` is given, the tolerances are loose enough (tol, cg_tol >=
+    LOWP_TOL: a float32 operator stalls tighter CG solves) and every Kg entry is a normal
+    float32. ``ops32`` / ``Ks32`` are None without the ``imp32`` token, ``ops64`` without
+    ``imp64``.
     """
     m = C.shape[0]
     mw = m if use_w else 1
@@ -219,16 +266,30 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit):
                 KC[i, j] = Kg[i, j] * C[i, j]
     lowp = False
     mi = 1
-    if implicit and use_w:
+    if implicit and use_w and (imp32 is not None or imp64 is not None):
         mi = m
         cmax = -np.inf
         for i in range(m):
             for j in range(m):
                 if C[i, j] > cmax:
                     cmax = C[i, j]
-        lowp = prm.tol >= LOWP_TOL and prm.cg_tol >= LOWP_TOL and (cmax - cmin) / prm.eps <= LOWP_RANGE
-    m32 = mi if lowp else 1
-    m64 = 1 if lowp else mi
+        if imp32 is not None:
+            lowp = prm.tol >= LOWP_TOL and prm.cg_tol >= LOWP_TOL and (cmax - cmin) / prm.eps <= LOWP_RANGE
+    if imp32 is not None:
+        o32, Ks32 = _operators32(Kg, KC, Ks, mi if lowp else 1, lowp)
+    else:
+        o32, Ks32 = None, None
+    if imp64 is not None:
+        o64 = _operators64(Kg, KC, 1 if lowp else mi)
+    else:
+        o64 = None
+    return JKOOperators(GibbsCost(C, C_T, Kg, cmin, prm.eps), KC, lowp, o32, o64, Ks32)
+
+
+@kernel(inline="always")
+def _operators32(Kg, KC, Ks, m32, fill):
+    """Float32 ``GibbsOps`` (m32 x m32; 1 x 1 when unused) and ``Ks32``, copied from Kg, KC, Ks when ``fill``."""
+    m = Kg.shape[0]
     f32 = np.float32
     o32 = GibbsOps(
         np.empty((m32, m32), f32),
@@ -238,8 +299,7 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit):
         np.empty(m, f32),
     )
     Ks32 = np.empty((m32, m32), f32)
-    o64 = GibbsOps(Kg, np.empty((m64, m64)), KC, np.empty((m64, m64)), np.empty(m))
-    if lowp:
+    if fill:
         K32, KT32, KC32, KCT32, _ = o32
         for i in range(m):
             for j in range(m):
@@ -248,28 +308,43 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit):
                 KC32[i, j] = KC[i, j]
                 KCT32[j, i] = KC[i, j]
                 Ks32[i, j] = Ks[i, j]
-    elif mi > 1:
+    return o32, Ks32
+
+
+@kernel(inline="always")
+def _operators64(Kg, KC, m64):
+    """Float64 ``GibbsOps``: Kg, KC and their transposes (m64 x m64; 1 x 1 when unused)."""
+    m = Kg.shape[0]
+    o64 = GibbsOps(Kg, np.empty((m64, m64)), KC, np.empty((m64, m64)), np.empty(m))
+    if m64 > 1:
         KT64 = o64.KT
         KCT64 = o64.KCT
         for i in range(m):
             for j in range(m):
                 KT64[j, i] = Kg[i, j]
                 KCT64[j, i] = KC[i, j]
-    return JKOOperators(GibbsCost(C, C_T, Kg, cmin, prm.eps), KC, lowp, o32, o64, Ks32)
+    return o64
 
 
 @kernel(inline="always")
-def jko_work(m, ng):
+def jko_work(m, ng, unrolled, warm):
     """Allocate the scratch of one query.
 
     ``Flow``, ``SinkhornWork``, the (8, M) implicit-solve rows, the unrolled path's
-    ``Tracked`` pairs (``ng`` of them) and the ``WarmStart`` (cold).
+    ``Tracked`` pairs (``ng`` of them; None without the token ``unrolled``) and the
+    ``WarmStart`` (cold; None without the token ``warm``).
     """
     v = np.empty((18, m))  # the rows of Flow and SinkhornWork
     fl = Flow(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9])
     sk = SinkhornWork(v[10], v[11], v[12], v[13], v[14], v[15], v[16], v[17])
-    tr = Tracked(np.empty((ng, m)), np.empty((ng, m)), np.empty((ng, m)), np.empty((ng, m)), np.empty((ng + 1, m)))
-    ws = WarmStart(np.zeros(m), np.zeros(m), np.ones(m), np.ones(m), np.zeros(m), np.zeros(m))
+    if unrolled is not None:
+        tr = Tracked(np.empty((ng, m)), np.empty((ng, m)), np.empty((ng, m)), np.empty((ng, m)), np.empty((ng + 1, m)))
+    else:
+        tr = None
+    if warm is not None:
+        ws = WarmStart(np.zeros(m), np.zeros(m), np.ones(m), np.ones(m), np.zeros(m), np.zeros(m))
+    else:
+        ws = None
     return fl, sk, np.empty((8, m)), tr, ws
 
 
@@ -323,13 +398,14 @@ def softmax(theta, q):
 
 
 @kernel(inline="always")
-def energy_terms(E, lam, rho, Ks, op, a, p, kp, gh):
+def energy_terms(E, lam, rho, Ks, op, a, p, kp, gh, imp32):
     """``<p,E> + λ<p,a> + ½ρ pᵀKs p`` (returned) and its gradient w.r.t. ``a`` into ``gh``.
 
-    ``kp = Ks p`` through the float32 ``op.Ks32`` when ``op.lowp``.
+    ``kp = Ks p`` through the float32 ``op.Ks32`` when ``op.lowp`` (compiled only with the
+    ``imp32`` token).
     """
     m = p.shape[0]
-    if op.lowp:
+    if imp32 is not None and op.lowp:
         xs = op.ops32.xs
         for i in range(m):
             xs[i] = p[i]
@@ -363,15 +439,20 @@ def add_transport_grad(w_w, p, abar, flags, gh, diag):
 
 
 @kernel(inline="always")
-def transport_unrolled(op, n_warm, n_grad, a, b, p, tr, sk, w, abar):
-    """Unrolled path: ``<Π, C>`` (returned) and ``abar = ∂<Π,C>/∂a``, log form on underflow."""
+def transport_unrolled(op, n_warm, n_grad, a, b, p, tr, sk, w, abar, log_form):
+    """Unrolled path: ``(ok, <Π, C>)`` and ``abar = ∂<Π,C>/∂a``, log form on underflow.
+
+    ``ok`` False: a scaled sum underflowed and the log form (token ``log_form``) is not
+    compiled in.
+    """
     pa = sk.pa
     for i in range(p.shape[0]):
         pa[i] = p[i]
     ok, lw = w_unrolled_scaled(op.gc, op.KC, n_warm, n_grad, tr, sk, w, abar)
-    if not ok:
+    if not ok and log_form is not None:
         lw = w_unrolled_log(op.gc, a, b, n_warm, n_grad, tr, sk, w, abar)
-    return lw
+        ok = True
+    return ok, lw
 
 
 @kernel(inline="always")
@@ -419,16 +500,19 @@ def implicit_warm_start(p, pa, s_, tol, tol_step, ws):
 
 
 @kernel(inline="always")
-def transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar):
+def transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar, imp32, imp64):
     """Implicit path in the scaled form: ``(ok, <Π*, C>, flags)``, ``abar = ∂<Π*,C>/∂p``.
 
-    ``ok`` False = a sum underflowed: the warm-started log-form duals are reset and the
-    caller switches to ``w_converged`` for the rest of the query.
+    ``op.ops32`` when ``op.lowp`` (token ``imp32``), else ``op.ops64`` (token ``imp64``;
+    without it the driver has returned ``RETRY_F64`` before). ``ok`` False = a sum
+    underflowed: the warm-started log-form duals are reset and the caller switches to
+    ``w_converged`` for the rest of the query.
     """
     tol_eff = implicit_warm_start(p, sk.pa, s_, prm.tol, prm.tol_step, ws)
-    if op.lowp:
+    ok, lw, flags = False, 0.0, 0
+    if imp32 is not None and op.lowp:
         ok, lw, flags = w_implicit_scaled(op.ops32, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
-    else:
+    elif imp64 is not None:
         ok, lw, flags = w_implicit_scaled(op.ops64, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
     if not ok:
         fw, gw = ws.fw, ws.gw
@@ -455,12 +539,22 @@ def adam_step(theta, gh, p, mom, vel, s_, lr):
 
 
 @kernel(inline="always")
-def dual_readout(q, gc, n_iter, duals, a, b, sk, p_out, f_out, g_out):
-    """Write ``p_out = q`` and the dual read-out (SPEC A.4.5); return the status.
+def readout_cost(op, C, C_T, eps, use_w, dls, duals):
+    """``GibbsCost`` of the dual read-out: the transport term's, or a new one (token ``duals``, no transport term)."""
+    if duals is not None and dls and not use_w:
+        return gibbs_cost(C, C_T, eps)
+    return op.gc
 
-    With ``duals``: the duals of ``n_iter`` cold pairs from ``log max(q, 1e-30)`` to the
-    uniform target, else ``f_out = g_out = 0``.
+
+@kernel(inline="always")
+def dual_readout(q, gc, n_iter, duals, a, b, sk, out, tok):
+    """Write ``out.p_out = q`` and the dual read-out (SPEC A.4.5); return the status.
+
+    With ``duals`` and the token ``tok`` (which compiles the Sinkhorn in): the duals of
+    ``n_iter`` cold pairs from ``log max(q, 1e-30)`` to the uniform target, else
+    ``f_out = g_out = 0``.
     """
+    p_out, f_out, g_out = out.p_out, out.f_out, out.g_out
     m = q.shape[0]
     status = OK
     for i in range(m):
@@ -469,7 +563,7 @@ def dual_readout(q, gc, n_iter, duals, a, b, sk, p_out, f_out, g_out):
         g_out[i] = 0.0
         if not np.isfinite(q[i]):
             status = NON_FINITE
-    if duals and status == OK:
+    if tok is not None and duals and status == OK:
         for i in range(m):
             a[i] = np.log(max(q[i], FLOOR))
             b[i] = -np.log(m)
@@ -480,24 +574,50 @@ def dual_readout(q, gc, n_iter, duals, a, b, sk, p_out, f_out, g_out):
 # ----------------------------------------------------------------------------------------
 # One query: outer loop, inner Adam
 # ----------------------------------------------------------------------------------------
-@kernel()
-def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
-    """Run the JKO flow for one pool.
+@kernel(inline="always")
+def path_status(prm, use_w, unrolled, imp32, imp64, converged):
+    """``OK``, or ``MISSING_PATH`` when the tokens compile no kernel for the configured transport path."""
+    if not use_w:
+        return OK
+    if prm.objective == OBJ_TRANSPORT and prm.grad == GRAD_IMPLICIT:
+        if imp32 is None and imp64 is None:
+            return MISSING_PATH
+    elif prm.objective == OBJ_ENTROPIC:
+        if converged is None:
+            return MISSING_PATH
+    elif unrolled is None:
+        return MISSING_PATH
+    return OK
 
-    Writes ``p_out`` (M,), ``losses`` (T*inner,), ``f_out, g_out`` (duals of the final
-    uniform-target Sinkhorn when ``prm.duals`` and the mode has a transport term, else
-    zeros) and ``diag`` (int64, 2): the number of inner steps whose converged-plan
-    Sinkhorn stopped at ``max_iter`` above its tolerance (``diag[0]``) and whose Schur PCG
-    stopped at ``cg_max`` above its tolerance (``diag[1]``) — 0 on the unrolled path,
-    whose fixed iteration count is the published definition. Returns a status code.
+
+@kernel()
+def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, imp32, imp64, converged, duals):
+    """Run the JKO flow for one pool with the kernels the path tokens name.
+
+    Writes ``out`` (a ``FlowOut``): ``p_out`` (M,), ``losses`` (T*inner,), ``f_out, g_out``
+    (duals of the final uniform-target Sinkhorn when ``prm.duals`` and the mode has a
+    transport term, else zeros) and ``diag`` (int64, 2): the number of inner steps whose
+    converged-plan Sinkhorn stopped at ``max_iter`` above its tolerance (``diag[0]``) and
+    whose Schur PCG stopped at ``cg_max`` above its tolerance (``diag[1]``) — 0 on the
+    unrolled path, whose fixed iteration count is the published definition. Tokens (None
+    or True; module docstring): ``unrolled``, ``log_form``, ``imp32``, ``imp64``,
+    ``converged``, ``duals``. Returns a status code, or ``RETRY_F64`` / ``RETRY_FALLBACK``
+    (the outputs are then incomplete: rerun with the token added) / ``MISSING_PATH``.
     """
     w_w, w_kl, use_w, use_kl = prox_weights(prm)
-    converged = prm.objective == OBJ_ENTROPIC or prm.grad == GRAD_IMPLICIT
+    st = path_status(prm, use_w, unrolled, imp32, imp64, converged)
+    if st != OK:
+        return st
+    losses, diag = out.losses, out.diag
+    converged_path = prm.objective == OBJ_ENTROPIC or prm.grad == GRAD_IMPLICIT
     implicit = prm.objective == OBJ_TRANSPORT and prm.grad == GRAD_IMPLICIT
     n_grad = min(prm.n_grad, prm.n_iter)
     lim = Limits(prm.max_iter, prm.cg_tol, prm.cg_max, prm.newton_every)
-    op = transport_operators(C, C_T, Ks, prm, use_w, implicit)
-    fl, sk, w, tr, ws = jko_work(p0.shape[0], max(n_grad, 1))
+    op = transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64)
+    if imp64 is None and implicit and use_w and not op.lowp:
+        return RETRY_F64
+    warm = True if imp32 is not None or imp64 is not None or converged is not None else None
+    fl, sk, w, tr, ws = jko_work(p0.shape[0], max(n_grad, 1), unrolled, warm)
     theta, a, p, b, q, gh, kp, mom, vel, abar = fl
     vec_copy(p0, q)
     diag[0] = 0
@@ -507,20 +627,25 @@ def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
         outer_start(q, b, sk.qb, theta, mom, vel)
         for s_ in range(1, prm.inner + 1):
             log_softmax(theta, a, p)
-            loss = energy_terms(E, prm.lam, prm.rho, Ks, op, a, p, kp, gh)
+            loss = energy_terms(E, prm.lam, prm.rho, Ks, op, a, p, kp, gh, imp32)
             if use_w:
                 lw = 0.0
-                if implicit:
-                    implicit, lw, flags = transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar)
+                if implicit and (imp32 is not None or imp64 is not None):
+                    implicit, lw, flags = transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar, imp32, imp64)
                     if implicit:
                         add_transport_grad(w_w, p, abar, flags, gh, diag)
-                if converged and not implicit:
-                    lw, flags = w_converged(
-                        op.gc, op.KC, a, b, ws.fw, ws.gw, ws.xw, prm.tol, prm.objective, lim, abar, sk, w
-                    )
-                    add_transport_grad(w_w, p, abar, flags, gh, diag)
-                elif not converged:
-                    lw = transport_unrolled(op, prm.n_iter - n_grad, n_grad, a, b, p, tr, sk, w, abar)
+                    elif converged is None:
+                        return RETRY_FALLBACK
+                if converged_path and not implicit:
+                    if converged is not None:
+                        lw, flags = w_converged(
+                            op.gc, op.KC, a, b, ws.fw, ws.gw, ws.xw, prm.tol, prm.objective, lim, abar, sk, w
+                        )
+                        add_transport_grad(w_w, p, abar, flags, gh, diag)
+                elif not converged_path and unrolled is not None:
+                    ok, lw = transport_unrolled(op, prm.n_iter - n_grad, n_grad, a, b, p, tr, sk, w, abar, log_form)
+                    if not ok:
+                        return RETRY_FALLBACK
                     for i in range(p.shape[0]):
                         gh[i] += w_w * abar[i]
                 loss += w_w * lw
@@ -530,26 +655,42 @@ def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
             step_idx += 1
             adam_step(theta, gh, p, mom, vel, s_, prm.lr)
         softmax(theta, q)
-    duals = prm.duals != 0 and (prm.mode == MODE_W or prm.mode == MODE_BREGMAN)
-    gd = op.gc if use_w or not duals else gibbs_cost(C, C_T, prm.eps)
-    return dual_readout(q, gd, prm.n_iter, duals, a, b, sk, p_out, f_out, g_out)
+    dls = prm.duals != 0 and (prm.mode == MODE_W or prm.mode == MODE_BREGMAN)
+    return dual_readout(q, readout_cost(op, C, C_T, prm.eps, use_w, dls, duals), prm.n_iter, dls, a, b, sk, out, duals)
+
+
+@kernel()
+def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
+    """Run the JKO flow for one pool on any path (``jko_flow`` with every token; never retries).
+
+    For kernels that run the flow from inside their own loops (multi-resolution, theory);
+    the wrappers call the lean ``jko_flow`` specialisations instead. Outputs and status as
+    ``jko_flow``.
+    """
+    out = FlowOut(p_out, losses, f_out, g_out, diag)
+    return jko_flow(p0, E, C, C_T, Ks, prm, out, True, True, True, True, True, True)
 
 
 # ----------------------------------------------------------------------------------------
 # HIGH LEVEL (kernel): a batch, prange over queries
 # ----------------------------------------------------------------------------------------
 @kernel(parallel=True)
-def rerank_pools(E, p0, offsets, rows, prm, p_out, f_out, g_out, status, diag):
-    """Rerank a ragged batch of pools, ``prange`` over queries.
+def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, imp32, imp64, converged, duals):
+    """Rerank a ragged batch of pools, ``prange`` over queries, with the path tokens of ``jko_flow``.
 
     Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``; its C, K come from the
     candidate rows (``rows``: a ``PoolRows``: dense or CSR rows, a projected cost, user
-    blocks) in its own scratch.
+    blocks) in its own scratch. ``out`` is a ``BatchOut`` (its ``status`` field unused:
+    ``status`` int32 (nq,) is passed on its own).
 
-    Queries with ``status[q] != 0`` on entry are skipped (rejected by the wrapper); pools of
-    size 1 get ``p = [1]``. Each query writes its row of ``diag`` (int64, (nq, 2); see
-    ``jko_query``).
+    Queries with ``status[q] != 0`` on entry are skipped (rejected by the wrapper, or not
+    part of a retry); pools of size 1 get ``p = [1]``. Each query writes its row of
+    ``out.diag`` (int64, (nq, 2); see ``jko_flow``) and its status (``RETRY_*`` as
+    ``jko_flow``).
     """
+    # status is its own argument: written directly in the prange body, a status array taken
+    # from the tuple argument lost its writes (Numba 0.68; tests/jko/test_jko.py catches it)
+    p_out, f_out, g_out, diag = out.p_out, out.f_out, out.g_out, out.diag
     nq = offsets.shape[0] - 1
     for qi in prange(nq):
         if status[qi] != 0:
@@ -565,7 +706,7 @@ def rerank_pools(E, p0, offsets, rows, prm, p_out, f_out, g_out, status, diag):
         C = np.empty((m, m))
         K = np.empty((m, m))
         cost_kernel(rows, qi, lo, hi, C, K)
-        losses = np.empty(prm.T * prm.inner)
-        status[qi] = jko_query(
-            p0[lo:hi], E[lo:hi], C, C, K, prm, p_out[lo:hi], losses, f_out[lo:hi], g_out[lo:hi], diag[qi]
+        res = FlowOut(p_out[lo:hi], np.empty(prm.T * prm.inner), f_out[lo:hi], g_out[lo:hi], diag[qi])
+        status[qi] = jko_flow(
+            p0[lo:hi], E[lo:hi], C, C, K, prm, res, unrolled, log_form, imp32, imp64, converged, duals
         )
