@@ -30,6 +30,11 @@ ENTRY = {
     + "import jkofast.compat as c\nS = np.clip(Z @ Z.T, -1, 1)\n"
     + "c.run_jko(np.exp(-E) / np.exp(-E).sum(), E, (1 - S) ** 2, np.maximum(S, 0), "
     + "c.JKOConfig(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=5, inner_steps=40))\n",
+    # the float32 parity path (dtype="float32": float32 Gibbs operators on the unrolled path)
+    "compat_run_jko_float32": POOL
+    + "import jkofast.compat as c\nS = np.clip(Z @ Z.T, -1, 1)\n"
+    + "c.run_jko(np.exp(-E) / np.exp(-E).sum(), E, (1 - S) ** 2, np.maximum(S, 0), "
+    + "c.JKOConfig(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=5, inner_steps=40, dtype='float32'))\n",
     # jkofast warmup: the main job's kernels (the default set; per-feature kernels compile on first use)
     "warmup": "import jkofast\njkofast.warmup()\n",
     "rerank_batch_implicit": POOL

@@ -23,16 +23,20 @@ def jko_query_inputs(m=200, seed=SEED, tau0=1.0):
     return Z, p0 / p0.sum(), -r, C, K
 
 
-class JKOQuery(Benchmark):
-    """One M = 200 query, 1 thread: operating point x gradient path."""
+# "unrolled32": the unrolled path on float32 Gibbs operators (dtype="float32", the float32 parity path)
+GRAD_PATHS = {"unrolled": {"grad": "unrolled"}, "unrolled32": {"grad": "unrolled", "dtype": "float32"}}
 
-    params = (["base", "tuned"], ["unrolled", "implicit"])
+
+class JKOQuery(Benchmark):
+    """One M = 200 query, 1 thread: operating point x gradient path (``unrolled32`` = float32 operators)."""
+
+    params = (["base", "tuned"], ["unrolled", "unrolled32", "implicit"])
     param_names = ["config", "grad"]
 
     def make_inputs(self, config, grad):
         from jkofast.jko import operating_point
 
-        self.cfg = operating_point(config, grad=grad)
+        self.cfg = operating_point(config, **GRAD_PATHS.get(grad, {"grad": grad}))
         _, self.p0, self.E, self.C, self.K = jko_query_inputs(tau0=self.cfg.tau0)
 
     def run(self, config, grad):
@@ -77,3 +81,48 @@ class RerankBatch(Benchmark):
 
     def time_rerank_batch(self, threads):
         self.run(threads)
+
+
+class Float32Speedup(Benchmark):
+    """Speed-up of the float32 unrolled path over the float64 one (tuned, M = 200, 1 thread), in one process.
+
+    ``track_speedup``: median float64 time / median float32 time, the two interleaved (best
+    comparison under shared load); ``track_l1_vs_float64``: L1 distance of the two p_T (a
+    correctness ride-along: float32 rounding, well under the parity bar 5e-3).
+    """
+
+    ROUNDS = 2 if PROFILE == "fast" else 7
+
+    def make_inputs(self):
+        from jkofast.jko import operating_point
+
+        self.cfgs = [operating_point("tuned", grad="unrolled", dtype=d) for d in ("float64", "float32")]
+        _, self.p0, self.E, self.C, self.K = jko_query_inputs(tau0=1.0)
+
+    def run(self):
+        from jkofast.jko import run_jko
+
+        with numba_threads(1):
+            return [run_jko(self.p0, self.E, self.C, self.K, c) for c in self.cfgs]
+
+    def track_speedup(self):
+        import time
+
+        from jkofast.jko import run_jko
+
+        ts = [[], []]
+        with numba_threads(1):
+            for _ in range(self.ROUNDS):
+                for i, c in enumerate(self.cfgs):
+                    t0 = time.perf_counter()
+                    run_jko(self.p0, self.E, self.C, self.K, c)
+                    ts[i].append(time.perf_counter() - t0)
+        return float(np.median(ts[0]) / np.median(ts[1]))
+
+    track_speedup.unit = "x"
+
+    def track_l1_vs_float64(self):
+        p64, p32 = self.run()
+        return float(np.abs(p64 - p32).sum())
+
+    track_l1_vs_float64.unit = "L1"

@@ -1,7 +1,7 @@
 """Cold start side by side: fresh processes, empty caches, jkofast vs the published torch solver.
 
     python benchmarks/tools/coldstart.py [--repeat 3] [--sizes 50,200] [--warmup] [--run-cmd CMD]
-        [--profile] [--torch-python PY --published DIR] [--json]
+        [--speed N] [--profile] [--torch-python PY --published DIR] [--json]
 
 Every figure is the wall time of a new interpreter (one thread: ``NUMBA_NUM_THREADS``,
 ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` = 1), measured interleaved in one run so both sides
@@ -17,7 +17,11 @@ see the same machine load:
 (d) ``--run-cmd "jkofast run --dataset scifact"``: any command, timed with an empty cache
     (for the README's first command, run it from a fresh virtualenv: ``python3 -m venv /tmp/v &&
     /tmp/v/bin/pip install . && python benchmarks/tools/coldstart.py --run-cmd "/tmp/v/bin/jkofast
-    run --dataset scifact"``).
+    run --dataset scifact"``);
+(e) ``--speed N``: warm per-query speed of the tuned unrolled path on the first N real SciFact
+    pools (M = 200, one thread, compilation excluded): float64 vs ``dtype="float32"`` interleaved
+    in one process (CPU and wall ms per query, medians, ratio), and the published torch solver on
+    the first min(N, 3) pools in a child process (after one untimed call).
 
 ``--profile``: where the cold drop-in call's compile time goes — one more fresh process with an
 empty cache that records Numba's ``numba:compile`` events (exclusive CPU seconds per kernel and
@@ -167,6 +171,79 @@ def drop_in_rows(args, tmp: str) -> list[dict]:
     return rows
 
 
+CHILD_TORCH_SPEED = """
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[3])
+import torch
+import jko
+torch.set_num_threads(1)
+cfg = jko.JKOConfig(**json.loads(sys.argv[2]))
+z = np.load(sys.argv[1])
+n = int(z["n"])
+jko.run_jko(z["p0_0"], z["E_0"], z["C_0"], z["K_0"], cfg)  # first call untimed
+cpu, wall = [], []
+for q in range(n):
+    c0, t0 = time.process_time(), time.perf_counter()
+    jko.run_jko(z[f"p0_{q}"], z[f"E_{q}"], z[f"C_{q}"], z[f"K_{q}"], cfg)
+    cpu.append(time.process_time() - c0)
+    wall.append(time.perf_counter() - t0)
+print(json.dumps({"cpu_ms": 1e3 * float(np.median(cpu)), "wall_ms": 1e3 * float(np.median(wall)), "n": n}))
+"""
+
+
+def fixture_pools(n: int) -> list[dict]:
+    """The first ``n`` parity-fixture pools (M = 200), float32 inputs as the fixture README builds them."""
+    import importlib
+
+    ref = importlib.import_module("reference")
+    from jkofast.datasets.beir import parity_fixture_path
+
+    z = np.load(parity_fixture_path())
+    out = []
+    for q in range(n):
+        p0, E, C, K = ref.fixture_inputs(z, q, 1.0)
+        out.append({"p0": p0, "E": E, "C": C, "K": K})
+    return out
+
+
+def speed_rows(args, tmp: str) -> dict:
+    """(e): float64 vs float32 unrolled, tuned, M = 200, one thread, interleaved; torch beside it."""
+    from jkofast import numba_threads
+    from jkofast.jko.solver import operating_point, run_jko
+
+    sys.path.insert(0, os.path.join(ROOT, "tests"))  # the fixture construction of the parity tests
+    pools = fixture_pools(args.speed)
+    cfgs = {d: operating_point("tuned", grad="unrolled", dtype=d) for d in ("float64", "float32")}
+    t = {d: {"cpu": [], "wall": []} for d in cfgs}
+    l1 = []
+    with numba_threads(1):
+        for cfg in cfgs.values():  # compile / load, untimed
+            run_jko(pools[0]["p0"], pools[0]["E"], pools[0]["C"], pools[0]["K"], cfg.replace(T=1, inner_steps=1))
+        for _ in range(args.repeat):
+            for pl in pools:
+                ps = {}
+                for d, cfg in cfgs.items():
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    ps[d] = run_jko(pl["p0"], pl["E"], pl["C"], pl["K"], cfg)
+                    t[d]["cpu"].append(time.process_time() - c0)
+                    t[d]["wall"].append(time.perf_counter() - t0)
+                l1.append(float(np.abs(ps["float32"] - ps["float64"]).sum()))
+    out = {d: {k: 1e3 * float(np.median(v)) for k, v in t[d].items()} for d in cfgs}
+    out["ratio_cpu"] = out["float64"]["cpu"] / out["float32"]["cpu"]
+    out["ratio_wall"] = out["float64"]["wall"] / out["float32"]["wall"]
+    out["l1_float32_vs_float64_max"] = max(l1)
+    out["n_pools"] = len(pools)
+    if args.torch_python and args.published:
+        nt = min(len(pools), 3)
+        path = os.path.join(tmp, "speed_pools.npz")
+        np.savez(path, n=nt, **{f"{k}_{q}": pools[q][k] for q in range(nt) for k in ("p0", "E", "C", "K")})
+        cmd = [args.torch_python, "-c", CHILD_TORCH_SPEED, path, json.dumps(TUNED), args.published]
+        out["torch"] = _child(cmd, _env(None))
+        out["torch_over_float32_cpu"] = out["torch"]["cpu_ms"] / out["float32"]["cpu"]
+    return out
+
+
 def compile_profile(args, tmp: str) -> dict:
     """Exclusive compile CPU seconds per kernel of the cold drop-in call (M = the largest size)."""
     m = max(args.sizes)
@@ -225,6 +302,7 @@ def main(argv=None) -> int:
     ap.add_argument("--run-cmd", default=None, help="(d) a command to time with an empty cache")
     ap.add_argument("--no-drop-in", action="store_true", help="skip (a) and (b)")
     ap.add_argument("--profile", action="store_true", help="compile CPU seconds per kernel of the cold drop-in call")
+    ap.add_argument("--speed", type=int, default=0, help="(e) warm float64 vs float32 speed on N fixture pools")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
@@ -241,6 +319,8 @@ def main(argv=None) -> int:
             report["warmup"] = timed_command([sys.executable, "-m", "jkofast", "warmup"], tmp)
         if args.run_cmd:
             report["run_cmd"] = timed_command(args.run_cmd.split(), tmp)
+        if args.speed:
+            report["speed"] = speed_rows(args, tmp)
     report["loadavg_end"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(report, indent=1))
@@ -254,6 +334,20 @@ def main(argv=None) -> int:
             print(
                 f"{s['side']:8s} {s['M']:4d} {s['cache']:5s} {s['n']:2d} {s['total_median_s']:9.2f} "
                 f"{s['total_min_s']:6.2f} {s['import_median_s']:6.2f} {s['call_median_s']:6.2f} {r}"
+            )
+    if "speed" in report:
+        sp = report["speed"]
+        print(
+            f"tuned unrolled, M = 200, 1 thread, {sp['n_pools']} SciFact pools x {args.repeat}: "
+            f"float64 {sp['float64']['cpu']:.1f} ms CPU ({sp['float64']['wall']:.1f} wall), "
+            f"float32 {sp['float32']['cpu']:.1f} ms CPU ({sp['float32']['wall']:.1f} wall): "
+            f"{sp['ratio_cpu']:.2f}x CPU, {sp['ratio_wall']:.2f}x wall; "
+            f"max L1(p32 - p64) {sp['l1_float32_vs_float64_max']:.1e}"
+        )
+        if "torch" in sp:
+            print(
+                f"published torch: {sp['torch']['cpu_ms']:.0f} ms CPU ({sp['torch']['wall_ms']:.0f} wall) per query "
+                f"on {sp['torch']['n']} pools = {sp['torch_over_float32_cpu']:.1f}x the float32 path"
             )
     if "profile" in report:
         pr = report["profile"]

@@ -21,7 +21,10 @@ silently detached), ``device`` is accepted and ignored, and arithmetic is float6
 module runs float32; ``tests/jko/test_parity.py`` and ``tests/jko/test_compat.py`` state the agreement).
 
 ``JKOConfig`` is :class:`jkofast.jko.solver.JKOConfig` (a superset of the published fields with
-the same defaults), so ``objective=`` / ``grad=`` also work here.
+the same defaults), so ``objective=`` / ``grad=`` also work here, and ``dtype="float32"`` runs the
+unrolled transport term on float32 Gibbs operators with float32 sums, as the published module
+computes (about twice as fast, within the same parity bar). The first call compiles only the
+kernels of its gradient path (cached on disk afterwards).
 """
 
 from __future__ import annotations

@@ -17,8 +17,11 @@ the transport term and its gradient by ``objective`` / ``grad``:
 * ``objective="entropic"``: the entropic OT value ``OT_ε`` as proximal term, gradient =
   dual potential f.  A *different objective* (the paper's formula), not the reference.
 
-All arithmetic is float64 (the reference runs float32; see SPEC C.2 and
-``tests/jko/test_parity.py`` for the agreement reached).
+Arithmetic is float64 (the reference runs float32; see SPEC C.2 and
+``tests/jko/test_parity.py`` for the agreement reached). ``dtype="float32"`` runs the
+unrolled path's Gibbs matvecs on float32 operators with float32 sums (the published
+precision; scalings, loss and adjoint accumulations stay float64): the float32 parity path,
+about twice as fast (``tests/jko/test_float32.py``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from jkofast.kernels.jko import geometry as _geo
 from jkofast.kernels.jko import solver as _k
 
 __all__ = [
+    "DTYPES",
     "E_MAX",
     "GRADS",
     "MODES",
@@ -68,6 +72,7 @@ __all__ = [
 MODES = {"wasserstein": _k.MODE_W, "kl": _k.MODE_KL, "noproximal": _k.MODE_NOPROX, "bregman": _k.MODE_BREGMAN}
 GRADS = {"unrolled": _k.GRAD_UNROLLED, "implicit": _k.GRAD_IMPLICIT}
 OBJECTIVES = {"transport": _k.OBJ_TRANSPORT, "entropic": _k.OBJ_ENTROPIC}
+DTYPES = ("float64", "float32")
 
 
 @dataclass
@@ -108,6 +113,16 @@ class JKOConfig:
     newton_every : int
         ``grad="implicit"``: a Newton step on the duals after every this many Sinkhorn pairs
         that did not reach ``tol`` (0 = plain Sinkhorn).
+    dtype : {"float64", "float32"}
+        Precision of the unrolled path's Gibbs operators. ``"float32"``: ``Kg``, ``Kg ⊙ C``
+        and their transposes stored in float32 and every Sinkhorn / adjoint matvec summed in
+        float32 (as the published solver computes), the scalings, the loss and the adjoint
+        accumulations in float64 — about twice as fast, within the parity bar of the
+        published solver (``tests/jko/test_float32.py``). A pool whose Gibbs kernel leaves
+        the float32 range (``(max C - min C)/ε > 60``) and any inner step whose float32
+        scalings underflow run in float64. No effect on ``grad="implicit"`` (float32
+        operators there follow ``tol``) or ``objective="entropic"``. Numpy dtypes are
+        accepted (``np.float32``).
     """
 
     h: float = 0.5
@@ -130,9 +145,10 @@ class JKOConfig:
     tol_step: float = 0.1
     cg_max_iter: int = 200
     newton_every: int = 8
+    dtype: str = "float64"
 
     def validate(self) -> JKOConfig:
-        """Raise ValueError/TypeError naming the offending field; return self."""
+        """Raise ValueError/TypeError naming the offending field; return self (``dtype`` normalised to its name)."""
         check_positive(self.h, "h")
         check_positive(self.lam, "lam", strict=False)
         check_positive(self.rho, "rho", strict=False)
@@ -161,6 +177,7 @@ class JKOConfig:
         check_positive(self.tol_step, "tol_step", strict=False)
         check_int(self.cg_max_iter, "cg_max_iter", min_value=0)
         check_int(self.newton_every, "newton_every", min_value=0)
+        self.dtype = _dtype_name(self.dtype)
         return self
 
     def resolved_tol(self) -> float:
@@ -197,6 +214,20 @@ class JKOConfig:
             cg_max=int(self.cg_max_iter),
             newton_every=int(self.newton_every),
         )
+
+
+def _dtype_name(dtype) -> str:
+    """``"float64"`` / ``"float32"`` from a name or NumPy dtype; anything else raises naming ``dtype``."""
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            raise TypeError(f"dtype must be 'float64' or 'float32', got {dtype!r}") from None
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    return name
 
 
 _POINTS = {
@@ -287,29 +318,34 @@ def _check_pool(p0, E, C, K):
 
 
 def _path_tokens(cfg: JKOConfig, with_duals: bool, f64: bool = False, fallback: bool = False) -> tuple:
-    """Return the kernels' path tokens ``(unrolled, log_form, imp32, imp64, converged, duals)`` for ``cfg``.
+    """Return the kernels' path tokens ``(unrolled, log_form, unr32, imp32, imp64, converged, duals)`` for ``cfg``.
 
     One specialisation per gradient path (``jkofast.kernels.jko.solver``): a call compiles
     only the transport kernels its configuration uses. The implicit path starts on float32
     operators when the tolerances allow them (the kernel then checks the pool's range and
     answers ``RETRY_F64`` if the pool needs float64: ``f64=True``); ``fallback=True`` adds
     the fallback kernel of the path (the log form of ``unrolled``, ``w_converged`` of
-    ``implicit``) after a ``RETRY_FALLBACK``.
+    ``implicit``; the float64 forms under float32 ``unrolled``) after a ``RETRY_FALLBACK``.
+    ``dtype="float32"`` puts the unrolled path on float32 operators (``RETRY_F64``: the pool
+    runs in float64).
     """
     al = min(max(float(cfg.alpha_prox), 0.0), 1.0)
     use_w = cfg.mode == "wasserstein" or (cfg.mode == "bregman" and al > 0.0)
     duals = True if with_duals and cfg.mode in ("wasserstein", "bregman") else None
-    unrolled = log_form = imp32 = imp64 = converged = None
+    unrolled = log_form = unr32 = imp32 = imp64 = converged = None
     if use_w and cfg.objective == "entropic":
         converged = True
     elif use_w and cfg.grad == "implicit":
         lowp = cfg.resolved_tol() >= _k.LOWP_TOL and float(cfg.cg_tol) >= _k.LOWP_TOL
         imp32, imp64 = (None, True) if f64 or not lowp else (True, None)
         converged = True if fallback else None
+    elif use_w and cfg.dtype == "float32" and not f64:
+        unr32 = True
+        unrolled = log_form = True if fallback else None
     elif use_w:
         unrolled = True
         log_form = True if fallback else None
-    return unrolled, log_form, imp32, imp64, converged, duals
+    return unrolled, log_form, unr32, imp32, imp64, converged, duals
 
 
 def _retry_tokens(st: int, cfg: JKOConfig, with_duals: bool, f64: bool, fallback: bool):

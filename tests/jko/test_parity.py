@@ -146,7 +146,12 @@ def test_base_configs(fx, key):
 
 @pytest.mark.parametrize("key", ["tuned_wasserstein", "tuned_kl", "contrib_wasserstein"])
 def test_tuned_and_contrib_configs(fx, key):
-    res = _run_config(fx, key)
+    _check_tuned_or_contrib(fx, key)
+
+
+def _check_tuned_or_contrib(fx, key, **overrides):
+    """The tuned / contrib bar (L1, top-10, contrib duals with the float32 envelope) of ``key``."""
+    res = _run_config(fx, key, **overrides)
     P = fx[f"{key}/p_T"].astype(np.float64)
     same = 0
     dual_outliers = []
@@ -168,6 +173,26 @@ def test_tuned_and_contrib_configs(fx, key):
             assert np.abs(dfg - c2).max() <= 1e-4 and np.abs(g - gr + c2).max() <= 1e-4, q
     assert len(dual_outliers) <= MAX_OUTLIERS, dual_outliers
     assert same >= 29
+
+
+# ---- the float32 parity path (dtype="float32": float32 Gibbs operators and sums on the unrolled
+# path) must meet the same bar ----------------------------------------------------------------
+@pytest.mark.parametrize("key", ["base_wasserstein", "base_bregman50"])
+def test_float32_path_base_configs(fx, key):
+    res = _run_config(fx, key, dtype="float32")
+    P = fx[f"{key}/p_T"].astype(np.float64)
+    L = fx[f"{key}/losses"].astype(np.float64)
+    same = 0
+    for q, (p, losses, _, _) in enumerate(res):
+        assert np.abs(p - P[q]).max() <= 1e-5, (key, q)
+        np.testing.assert_allclose(losses, L[q], rtol=1e-3, atol=1e-6 * np.abs(L[q]).max())
+        same += _top10(p) == _top10(P[q])
+    assert same >= 29
+
+
+@pytest.mark.parametrize("key", ["tuned_wasserstein", "contrib_wasserstein"])
+def test_float32_path_tuned_and_contrib_configs(fx, key):
+    _check_tuned_or_contrib(fx, key, dtype="float32")
 
 
 def test_dual_readout_from_the_reference_p_T(fx):

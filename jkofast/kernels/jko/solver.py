@@ -10,7 +10,8 @@ its own slice of the outputs.
 
 One compiled unit per gradient path: ``jko_flow`` and ``rerank_pools`` take *path tokens*
 (each ``None`` or ``True``): ``unrolled``, ``log_form`` (the unrolled path's log-domain
-fallback), ``imp32`` / ``imp64`` (the implicit path with float32 / float64 operators),
+fallback), ``unr32`` (the unrolled path on float32 operators,
+``jkofast.kernels.ot.unrolled32``), ``imp32`` / ``imp64`` (the implicit path with float32 / float64 operators),
 ``converged`` (``w_converged``: the entropic objective and the implicit path's fallback)
 and ``duals`` (the dual read-out). Numba prunes every branch guarded by ``tok is not None``
 when ``tok`` is None, so a call compiles only the kernels its tokens name; the wrappers
@@ -26,7 +27,8 @@ kernels in ``jkofast.kernels.ot.transport``):
 
 * ``GRAD_UNROLLED`` — the published behaviour: ``<Π, C>`` of a cold-started Sinkhorn with
   exactly ``n_iter`` pairs, differentiated by the hand-written adjoint of the last
-  ``n_grad`` pairs (warm phase frozen).  Scaled (matvec) form, log form if a sum underflows.
+  ``n_grad`` pairs (warm phase frozen).  Scaled (matvec) form, log form if a sum underflows;
+  with the ``unr32`` token the matvecs run on float32 operators (float32 parity path).
 * ``GRAD_IMPLICIT`` — exact gradient of ``<Π*, C>`` at a converged plan: the symmetric
   system of SPEC A.4.7 (Schur form, preconditioned CG on the tangent space); Sinkhorn
   warm-started across inner steps and stopped by ``tol``.
@@ -67,6 +69,7 @@ from jkofast.kernels.ot.transport import (
     w_unrolled_log,
     w_unrolled_scaled,
 )
+from jkofast.kernels.ot.unrolled32 import w_unrolled32
 
 __all__ = [
     "GRAD_IMPLICIT",
@@ -245,14 +248,15 @@ def prox_weights(prm):
 
 
 @kernel(inline="always")
-def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64):
+def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
     """``JKOOperators`` of one pool (``use_w``: a transport term; ``implicit``: its path).
 
     The implicit path gets transposed copies (every product is a row-dot matvec), float32
     when the token ``imp32`` is given, the tolerances are loose enough (tol, cg_tol >=
     LOWP_TOL: a float32 operator stalls tighter CG solves) and every Kg entry is a normal
-    float32. ``ops32`` / ``Ks32`` are None without the ``imp32`` token, ``ops64`` without
-    ``imp64``.
+    float32. The unrolled path gets the float32 operators with the token ``unr32`` when every
+    Kg entry is a normal float32. ``ops32`` / ``Ks32`` are None without the ``imp32`` and
+    ``unr32`` tokens, ``ops64`` without ``imp64``.
     """
     m = C.shape[0]
     mw = m if use_w else 1
@@ -266,16 +270,20 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64):
                 KC[i, j] = Kg[i, j] * C[i, j]
     lowp = False
     mi = 1
-    if implicit and use_w and (imp32 is not None or imp64 is not None):
+    unr_ops = unr32 is not None and prm.objective == OBJ_TRANSPORT and prm.grad == GRAD_UNROLLED
+    if use_w and ((implicit and (imp32 is not None or imp64 is not None)) or unr_ops):
         mi = m
         cmax = -np.inf
         for i in range(m):
             for j in range(m):
                 if C[i, j] > cmax:
                     cmax = C[i, j]
-        if imp32 is not None:
-            lowp = prm.tol >= LOWP_TOL and prm.cg_tol >= LOWP_TOL and (cmax - cmin) / prm.eps <= LOWP_RANGE
-    if imp32 is not None:
+        in_range = (cmax - cmin) / prm.eps <= LOWP_RANGE
+        if implicit and imp32 is not None:
+            lowp = prm.tol >= LOWP_TOL and prm.cg_tol >= LOWP_TOL and in_range
+        elif unr_ops:
+            lowp = in_range
+    if imp32 is not None or unr32 is not None:
         o32, Ks32 = _operators32(Kg, KC, Ks, mi if lowp else 1, lowp)
     else:
         o32, Ks32 = None, None
@@ -439,16 +447,21 @@ def add_transport_grad(w_w, p, abar, flags, gh, diag):
 
 
 @kernel(inline="always")
-def transport_unrolled(op, n_warm, n_grad, a, b, p, tr, sk, w, abar, log_form):
+def transport_unrolled(op, n_warm, n_grad, a, b, p, tr, sk, w, abar, log_form, unrolled, unr32):
     """Unrolled path: ``(ok, <Π, C>)`` and ``abar = ∂<Π,C>/∂a``, log form on underflow.
 
-    ``ok`` False: a scaled sum underflowed and the log form (token ``log_form``) is not
-    compiled in.
+    Float32 operators first (token ``unr32``, ``op.lowp``), then the float64 scaled form
+    (token ``unrolled``), then the log form (token ``log_form``). ``ok`` False: every form
+    compiled in underflowed.
     """
     pa = sk.pa
     for i in range(p.shape[0]):
         pa[i] = p[i]
-    ok, lw = w_unrolled_scaled(op.gc, op.KC, n_warm, n_grad, tr, sk, w, abar)
+    ok, lw = False, 0.0
+    if unr32 is not None and op.lowp:
+        ok, lw = w_unrolled32(op.ops32, op.gc.eps, n_warm, n_grad, tr, sk, w, abar)
+    if not ok and unrolled is not None:
+        ok, lw = w_unrolled_scaled(op.gc, op.KC, n_warm, n_grad, tr, sk, w, abar)
     if not ok and log_form is not None:
         lw = w_unrolled_log(op.gc, a, b, n_warm, n_grad, tr, sk, w, abar)
         ok = True
@@ -575,7 +588,7 @@ def dual_readout(q, gc, n_iter, duals, a, b, sk, out, tok):
 # One query: outer loop, inner Adam
 # ----------------------------------------------------------------------------------------
 @kernel(inline="always")
-def path_status(prm, use_w, unrolled, imp32, imp64, converged):
+def path_status(prm, use_w, unrolled, unr32, imp32, imp64, converged):
     """``OK``, or ``MISSING_PATH`` when the tokens compile no kernel for the configured transport path."""
     if not use_w:
         return OK
@@ -585,13 +598,13 @@ def path_status(prm, use_w, unrolled, imp32, imp64, converged):
     elif prm.objective == OBJ_ENTROPIC:
         if converged is None:
             return MISSING_PATH
-    elif unrolled is None:
+    elif unrolled is None and unr32 is None:
         return MISSING_PATH
     return OK
 
 
 @kernel()
-def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, imp32, imp64, converged, duals):
+def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, unr32, imp32, imp64, converged, duals):
     """Run the JKO flow for one pool with the kernels the path tokens name.
 
     Writes ``out`` (a ``FlowOut``): ``p_out`` (M,), ``losses`` (T*inner,), ``f_out, g_out``
@@ -600,12 +613,12 @@ def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, imp32, imp64, conv
     converged-plan Sinkhorn stopped at ``max_iter`` above its tolerance (``diag[0]``) and
     whose Schur PCG stopped at ``cg_max`` above its tolerance (``diag[1]``) — 0 on the
     unrolled path, whose fixed iteration count is the published definition. Tokens (None
-    or True; module docstring): ``unrolled``, ``log_form``, ``imp32``, ``imp64``,
+    or True; module docstring): ``unrolled``, ``log_form``, ``unr32``, ``imp32``, ``imp64``,
     ``converged``, ``duals``. Returns a status code, or ``RETRY_F64`` / ``RETRY_FALLBACK``
     (the outputs are then incomplete: rerun with the token added) / ``MISSING_PATH``.
     """
     w_w, w_kl, use_w, use_kl = prox_weights(prm)
-    st = path_status(prm, use_w, unrolled, imp32, imp64, converged)
+    st = path_status(prm, use_w, unrolled, unr32, imp32, imp64, converged)
     if st != OK:
         return st
     losses, diag = out.losses, out.diag
@@ -613,11 +626,12 @@ def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, imp32, imp64, conv
     implicit = prm.objective == OBJ_TRANSPORT and prm.grad == GRAD_IMPLICIT
     n_grad = min(prm.n_grad, prm.n_iter)
     lim = Limits(prm.max_iter, prm.cg_tol, prm.cg_max, prm.newton_every)
-    op = transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64)
-    if imp64 is None and implicit and use_w and not op.lowp:
+    op = transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32)
+    if use_w and not op.lowp and ((implicit and imp64 is None) or (not converged_path and unrolled is None)):
         return RETRY_F64
     warm = True if imp32 is not None or imp64 is not None or converged is not None else None
-    fl, sk, w, tr, ws = jko_work(p0.shape[0], max(n_grad, 1), unrolled, warm)
+    trk = True if unrolled is not None or unr32 is not None else None
+    fl, sk, w, tr, ws = jko_work(p0.shape[0], max(n_grad, 1), trk, warm)
     theta, a, p, b, q, gh, kp, mom, vel, abar = fl
     vec_copy(p0, q)
     diag[0] = 0
@@ -642,8 +656,9 @@ def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, imp32, imp64, conv
                             op.gc, op.KC, a, b, ws.fw, ws.gw, ws.xw, prm.tol, prm.objective, lim, abar, sk, w
                         )
                         add_transport_grad(w_w, p, abar, flags, gh, diag)
-                elif not converged_path and unrolled is not None:
-                    ok, lw = transport_unrolled(op, prm.n_iter - n_grad, n_grad, a, b, p, tr, sk, w, abar, log_form)
+                elif not converged_path and (unrolled is not None or unr32 is not None):
+                    n_warm = prm.n_iter - n_grad
+                    ok, lw = transport_unrolled(op, n_warm, n_grad, a, b, p, tr, sk, w, abar, log_form, unrolled, unr32)
                     if not ok:
                         return RETRY_FALLBACK
                     for i in range(p.shape[0]):
@@ -661,21 +676,21 @@ def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, imp32, imp64, conv
 
 @kernel()
 def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
-    """Run the JKO flow for one pool on any path (``jko_flow`` with every token; never retries).
+    """Run the JKO flow for one pool on any path, float64 operators on the unrolled path (never retries).
 
     For kernels that run the flow from inside their own loops (multi-resolution, theory);
     the wrappers call the lean ``jko_flow`` specialisations instead. Outputs and status as
     ``jko_flow``.
     """
     out = FlowOut(p_out, losses, f_out, g_out, diag)
-    return jko_flow(p0, E, C, C_T, Ks, prm, out, True, True, True, True, True, True)
+    return jko_flow(p0, E, C, C_T, Ks, prm, out, True, True, None, True, True, True, True)
 
 
 # ----------------------------------------------------------------------------------------
 # HIGH LEVEL (kernel): a batch, prange over queries
 # ----------------------------------------------------------------------------------------
 @kernel(parallel=True)
-def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, imp32, imp64, converged, duals):
+def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, unr32, imp32, imp64, converged, duals):
     """Rerank a ragged batch of pools, ``prange`` over queries, with the path tokens of ``jko_flow``.
 
     Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``; its C, K come from the
@@ -708,5 +723,5 @@ def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, imp
         cost_kernel(rows, qi, lo, hi, C, K)
         res = FlowOut(p_out[lo:hi], np.empty(prm.T * prm.inner), f_out[lo:hi], g_out[lo:hi], diag[qi])
         status[qi] = jko_flow(
-            p0[lo:hi], E[lo:hi], C, C, K, prm, res, unrolled, log_form, imp32, imp64, converged, duals
+            p0[lo:hi], E[lo:hi], C, C, K, prm, res, unrolled, log_form, unr32, imp32, imp64, converged, duals
         )
