@@ -141,6 +141,45 @@ class SGRSyntheticQuery(Benchmark):
     track_index_bytes_per_doc.unit = "bytes"
 
 
+class SGRSyntheticCompact(Benchmark):
+    """The compact index (``postings=False``, SPEC B.11) on the synthetic corpus, saved in
+    format 2: ``load(mmap=True)`` time, end-to-end search of 200 queries on the mapped index
+    (pages read on demand), and bytes per document."""
+
+    params = [[1]]
+    param_names = ["threads"]
+    timeout = 3600
+
+    def setup_cache(self):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        docs, queries = synthetic_texts(SYNTHETIC_DOCS, 200)
+        SparseGeometricRetriever(postings=False).fit(docs, n_threads=2).save(_SYNTHETIC_INDEX + "_compact")
+        return queries
+
+    def make_inputs(self, queries, threads):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        self.queries = queries
+        self.r = SparseGeometricRetriever.load(_SYNTHETIC_INDEX + "_compact", mmap=True)
+
+    def run(self, queries, threads):
+        self.r.search(self.queries, k=10, n_threads=threads)
+
+    def time_search_200_queries_mmap(self, queries, threads):
+        self.run(queries, threads)
+
+    def time_load_mmap(self, queries, threads):
+        from jkofast.sgr import SparseGeometricRetriever
+
+        SparseGeometricRetriever.load(_SYNTHETIC_INDEX + "_compact", mmap=True)
+
+    def track_index_bytes_per_doc(self, queries, threads):
+        return self.r.index_nbytes() / self.r.n_docs_
+
+    track_index_bytes_per_doc.unit = "bytes"
+
+
 class BM25sSyntheticQuery(_BM25sPeer):
     """Peer: bm25s (numba backend) on the same synthetic corpus and queries, tokenisation
     included, top-10."""

@@ -3,7 +3,7 @@
 
 Usage:
     python benchmarks/tools/sgr_synthetic.py [--docs 200000] [--queries 200] [--repeats 3] [--json F]
-                                    [--before REV]
+                                    [--before REV] [--no-postings] [--save DIR]
 
 One process: the SGR index is built once (2 threads, timed; index bytes per document), bm25s
 (numba backend) likewise; then text in -> top-10 out for the same queries, tokenisation
@@ -13,7 +13,11 @@ interleaved, best of ``--repeats``.  Also reports the median number of routed do
 per query and the median Σ df of the query terms (the postings bm25s adds).  ``--before
 REV`` also times that revision's SGR (its whole package exported and renamed, as
 ``sgr_eval.py --before`` does, so older layouts work too) in the same interleaved loop, and
-checks that both return the same ids and scores.
+checks that both return the same ids and scores.  ``--no-postings`` builds the compact index
+(``postings=False``: no inverted lexical postings, the rescue scans the support; same scores);
+the index bytes per document are printed per structure (``index_nbytes(breakdown=True)``).
+``--save DIR`` also saves the index (format 2) and times ``load(DIR, mmap=True)`` and the
+first search after it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
     ap.add_argument("--before", default=None)
+    ap.add_argument("--no-postings", action="store_true")
+    ap.add_argument("--save", default=None)
     args = ap.parse_args(argv)
 
     import bm25s
@@ -49,11 +55,31 @@ def main(argv=None) -> dict:
 
     docs, queries = synthetic_texts(args.docs, args.queries)
     out: dict = {"docs": args.docs, "queries": args.queries}
-    SparseGeometricRetriever().fit(docs[:50], n_threads=2).search(queries[:4])  # compile
+    kw = {"postings": False} if args.no_postings else {}
+    SparseGeometricRetriever(**kw).fit(docs[:50], n_threads=2).search(queries[:4])  # compile
     t0 = time.perf_counter()
-    r = SparseGeometricRetriever().fit(docs, n_threads=2)
+    r = SparseGeometricRetriever(**kw).fit(docs, n_threads=2)
     out["sgr_build_2t_s"] = time.perf_counter() - t0
+    out["postings"] = not args.no_postings
     out["sgr_index_bytes_per_doc"] = r.index_nbytes() / r.n_docs_
+    out["sgr_index_bytes_per_doc_breakdown"] = {k: v / r.n_docs_ for k, v in r.index_nbytes(breakdown=True).items()}
+    print("bytes per document by structure:", json.dumps(out["sgr_index_bytes_per_doc_breakdown"]), flush=True)
+    if args.save:
+        r.save(args.save)
+        want = r.search(queries, k=10, n_threads=1)
+        t0 = time.perf_counter()
+        r = SparseGeometricRetriever.load(args.save, mmap=True)
+        out["sgr_load_mmap_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got = r.search(queries[:1], k=10, n_threads=1)
+        out["sgr_first_query_after_load_s"] = time.perf_counter() - t0
+        got = r.search(queries, k=10, n_threads=1)
+        out["sgr_mmap_identical"] = bool(np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1]))
+        print(
+            f"load(mmap=True) {out['sgr_load_mmap_s']:.2f} s, first query {out['sgr_first_query_after_load_s']:.2f} s, "
+            f"identical to in-memory = {out['sgr_mmap_identical']}",
+            flush=True,
+        )
     out["sgr_index_bytes_per_doc_all_arrays"] = r.index_nbytes(False) / r.n_docs_
     out["n_terms"] = r.n_terms_
     print(
@@ -69,7 +95,7 @@ def main(argv=None) -> dict:
     pool = r.pool(queries, P=10)
     out["median_routed_docs"] = float(np.median(pool.n_routed_docs))
     qi, qt, _ = r.transform_queries(queries)
-    df = np.diff(r._ix["t_indptr"])
+    df = np.diff(r._ix["t_indptr"])  # (kept without postings: the document frequencies)
     out["median_sum_df"] = float(np.median([df[qt[qi[i] : qi[i + 1]]].sum() for i in range(len(queries))]))
 
     rold = None

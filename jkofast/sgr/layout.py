@@ -27,7 +27,7 @@ idf            float64 V   smooth idf of the full corpus (B.2)
 bm25_idf       float64 V   Lucene BM25 idf from the document frequencies (extension)
 dl             uint16 N    document length in analyser tokens (float64 when a length is
                            not an integer in [0, 65535])
-s_indptr       int64 N+1   binary support of each passage (B.3) ...
+s_indptr       uint32 N+1  binary support of each passage (B.3; int64 from 2**32 entries) ...
 s_idx          term        ... its term ids, ascending
 b_indptr       int64 V+1   memberships of branch j = rows ``b_indptr[j]:b_indptr[j+1]``,
                            ascending passage id (branch-major: no separate posting list)
@@ -574,6 +574,11 @@ class _Sink:
         return {k: np.load(os.path.join(self.out, k + ".npy"), mmap_mode="c") for k in names}
 
 
+def support_pointer_dtype(nnz: int) -> np.dtype:
+    """Dtype of the support pointer ``s_indptr``: uint32 below 2**32 support entries, else int64."""
+    return np.dtype(np.uint32) if nnz < 2**32 else np.dtype(np.int64)
+
+
 def _narrow_dl(dl: np.ndarray) -> np.ndarray:
     """uint16 when every length is an integer in [0, 65535] (exact), else float64."""
     if dl.size == 0 or (dl.min() >= 0 and dl.max() <= 65_535 and np.array_equal(dl, np.floor(dl))):
@@ -669,7 +674,7 @@ def assemble(
         "mem_m": sink.new("mem_m", (M,), np.float32),
         "code_term": sink.new("code_term", (M, S), tdt),
         "code_sign": sink.new("code_sign", (M, W), np.uint16),
-        "s_indptr": sink.new("s_indptr", (N + 1,), np.int64),
+        "s_indptr": sink.new("s_indptr", (N + 1,), support_pointer_dtype(nnz)),
         "s_idx": sink.new("s_idx", (nnz,), tdt),
     }
     if p["postings"]:

@@ -1313,7 +1313,6 @@ def _ids_in(ix, k, hi, zpath, arr=None):
 _DTYPES = {
     "idf": "f8",
     "bm25_idf": "f8",
-    "s_indptr": "i8",
     "b_indptr": "i8",
     "mem_doc": "i4",
     "mem_m": "f4",
@@ -1353,6 +1352,8 @@ def _check_structure(ix: dict, meta: dict, params: dict, where: str) -> None:
     for k in ("s_idx", "code_term", "c_terms", "r_terms", "g_idx"):
         if ix[k].dtype != tdt:
             raise _bad(where, k, f"has dtype {ix[k].dtype}, expected {tdt} for V = {V}")
+    if ix["s_indptr"].dtype != _layout.support_pointer_dtype(int(ix["s_idx"].shape[0])):
+        raise _bad(where, "s_indptr", f"has dtype {ix['s_indptr'].dtype}, expected uint32 (int64 from 2**32 entries)")
     if ix["dl"].dtype not in (np.uint16, np.float64) or ix["dl"].shape != (N,):
         raise _bad(where, "dl", f"must be uint16 or float64 of shape ({N},), got {ix['dl'].dtype} {ix['dl'].shape}")
     if meta["terms"] is not None and len(meta["terms"]) != V:
@@ -1414,7 +1415,8 @@ def _check_full(ix: dict, params: dict, where: str) -> None:
     """Read every N- and M-sized array: pointers monotone, ids in range, values finite."""
     V = ix["idf"].shape[0]
     N = ix["dl"].shape[0]
-    if np.any(np.diff(ix["s_indptr"]) < 0):
+    s = ix["s_indptr"]
+    if np.any(s[1:] < s[:-1]):  # (not np.diff: it wraps around on uint32)
         raise _bad(where, "s_indptr", "must be non-decreasing")
     _ids_in(ix, "s_idx", V, where)
     _ids_in(ix, "mem_doc", N, where)
@@ -1487,7 +1489,7 @@ def _v1_to_compact(old: dict, params: dict) -> dict:
         "idf": old["idf"].astype(np.float64),
         "bm25_idf": old["bm25_idf"].astype(np.float64),
         "dl": _layout._narrow_dl(dl),
-        "s_indptr": old["s_indptr"].astype(np.int64),
+        "s_indptr": old["s_indptr"].astype(_layout.support_pointer_dtype(int(old["s_idx"].shape[0]))),
         "s_idx": old["s_idx"].astype(tdt),
         "b_indptr": old["b_indptr"].astype(np.int64),
         "mem_doc": old["mem_doc"][order].astype(np.int32),

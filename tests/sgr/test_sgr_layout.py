@@ -238,3 +238,18 @@ def test_scifact_mmap_load_and_compact_equal_in_memory(tmp_path):
     got = r3.search(qs, k=10)
     assert_array_equal(got[0], want[0])
     assert_array_equal(got[1], want[1])
+
+
+def test_support_pointer_int64_fallback(parts):
+    """``s_indptr`` is uint32 below 2**32 support entries; the int64 of larger corpora gives
+    the same pools, bit for bit (every component, with and without postings)."""
+    corpus = parts[0]
+    for kw in (dict(), dict(postings=False)):
+        r = SparseGeometricRetriever(**SMALL, **kw).fit(corpus)
+        assert r._ix["s_indptr"].dtype == np.uint32
+        want = r.pool(QUERIES)
+        r._ix["s_indptr"] = r._ix["s_indptr"].astype(np.int64)
+        r._kix = None
+        got = r.pool(QUERIES)
+        for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
+            assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)

@@ -18,7 +18,7 @@ Bundles (module-level NamedTuples, so Numba's on-disk cache can key them):
   lists as CSR (int64 indptr, int32 ids, float32); memberships branch-major (branch j =
   rows ``b_indptr[j]:b_indptr[j + 1]``, ascending doc id): ``mem_doc`` int32, ``mem_m``
   float32, codes ``code_term`` (M, S) term (ascending, then a sentinel >= V), ``code_sign``
-  (M, ceil(S / 16)) uint16 sign bitmask; binary support ``s_indptr`` int64 / ``s_idx`` term,
+  (M, ceil(S / 16)) uint16 sign bitmask; binary support ``s_indptr`` uint32 (int64 from 2**32 entries) / ``s_idx`` term,
   ``dl`` uint16 or float64, ``idf`` float64; centres ``c_indptr``/``c_terms``/``c_vals``
   sorted by term id, ``c_norm`` float64; reliability ``r_indptr``/``r_terms``/``r_w``
   (stored (j, t) entries, float32), ``r_nj``, ``r_scale``, ``gvar`` float64; term postings
