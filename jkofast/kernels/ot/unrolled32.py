@@ -3,9 +3,11 @@
 ``w_unrolled32`` is ``jkofast.kernels.ot.transport.w_unrolled_scaled`` with every matvec on the
 float32 operators of a ``GibbsOps`` (``K = Kg``, ``KT = Kgᵀ``, ``KC = Kg ⊙ C``, ``KCT``,
 contiguous, float32; ``xs`` an M float32 scratch): each product is a row-dot ``matvec_lp``
-whose sums run in float32 (eight lanes per SIMD register instead of four; the published solver
-computes in float32 throughout), while the scalings ``u, v``, the tracked pairs, the loss and
-the adjoint accumulations stay float64. Same cold start, same ``n_warm + n_grad`` pairs, same
+whose sums run in float32 (eight lanes per SIMD register instead of four; the published
+solver computes in float32 throughout), while the scalings ``u, v``, the tracked pairs, the
+loss and the adjoint accumulations stay float64. Each half-step normalises in two
+branch-free passes straight into ``u`` / ``v``, the second also writing the float32 operand
+of the next matvec. Same cold start, same ``n_warm + n_grad`` pairs, same
 hand-written adjoint of the last ``n_grad`` pairs.
 
 Float32 range: the caller builds the operators only when every ``Kg`` entry is a normal float32
@@ -18,8 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
-from jkofast.kernels.ot.sinkhorn_log import matvec_lp, scaled_half_step_lp
+from jkofast.kernels.ot.sinkhorn_log import matvec_lp
 
 __all__ = ["TINY32", "w_unrolled32"]
 
@@ -28,39 +31,81 @@ __all__ = ["TINY32", "w_unrolled32"]
 TINY32 = 1e-30
 
 
+@kernel(fastmath=FASTMATH_ARITH)
+def _ratio32(w, y, tmp):
+    """``tmp = w / y`` where ``w > 0`` (0 elsewhere); return ``(max tmp, count of w > 0 with y <= TINY32)``.
+
+    Branch-free (selects), so it vectorises; ``scale_normalise``'s first pass.
+    """
+    tmax = 0.0
+    bad = 0
+    for i in range(w.shape[0]):
+        wi = w[i]
+        yi = y[i]
+        use = (wi > 0.0) & (yi > TINY32)
+        bad += (wi > 0.0) & (yi <= TINY32)
+        r = wi / yi if use else 0.0
+        tmp[i] = r
+        tmax = max(tmax, r)
+    return tmax, bad
+
+
+@kernel(fastmath=FASTMATH_ARITH)
+def _scale32(w, tmp, inv, xs):
+    """``tmp *= inv``, ``xs = tmp`` in float32 (the next matvec's operand); count w > 0 with tmp <= TINY32."""
+    bad = 0
+    for i in range(w.shape[0]):
+        t = tmp[i] * inv
+        tmp[i] = t
+        xs[i] = t
+        bad += (w[i] > 0.0) & (t <= TINY32)
+    return bad
+
+
+@kernel(inline="always")
+def _half_step32(A, w, xs, y, tmp):
+    """``y = A @ xs`` (float32), ``tmp = w / y`` normalised to max 1, ``xs = tmp``; False = underflow.
+
+    ``scale_normalise`` of the float64 path in two vectorised passes, the float32 copy of the
+    result fused into the second (it is the next half-step's operand).
+    """
+    matvec_lp(A, xs, y)
+    tmax, bad = _ratio32(w, y, tmp)
+    if bad > 0 or not tmax > 0.0 or not np.isfinite(tmax):
+        return False
+    return _scale32(w, tmp, 1.0 / tmax, xs) == 0
+
+
 @kernel(inline="always")
 def _forward32(ops, n_warm, n_grad, tr, sk):
     """Cold-started scaled pairs through ``ops`` (float32), the last ``n_grad`` stored in ``tr``; False = underflow."""
-    pa, u, y, tmp_m, qb, v, z, tmp_n = sk
+    pa, u, y, _, qb, v, z, _ = sk
     U, S, V, TT, _ = tr
     K, KT, xs = ops.K, ops.KT, ops.xs
     m = pa.shape[0]
     for j in range(m):
         v[j] = 1.0  # g = 0
+        xs[j] = 1.0
     for it in range(n_warm + n_grad):
         k = it - n_warm
         if k >= 0:
             for j in range(m):
                 V[k, j] = v[j]
-            ok, _ = scaled_half_step_lp(K, pa, v, xs, S[k], tmp_m, TINY32)
+            ok = _half_step32(K, pa, xs, S[k], u)
         else:
-            ok, _ = scaled_half_step_lp(K, pa, v, xs, y, tmp_m, TINY32)
+            ok = _half_step32(K, pa, xs, y, u)
         if not ok:
             return False
-        for i in range(m):
-            u[i] = tmp_m[i]
         if k >= 0:
             for i in range(m):
                 U[k, i] = u[i]
-            ok, _ = scaled_half_step_lp(KT, qb, u, xs, TT[k], tmp_n, TINY32)
+            ok = _half_step32(KT, qb, xs, TT[k], v)
             for j in range(m):
                 z[j] = TT[k, j]
         else:
-            ok, _ = scaled_half_step_lp(KT, qb, u, xs, z, tmp_n, TINY32)
+            ok = _half_step32(KT, qb, xs, z, v)
         if not ok:
             return False
-        for j in range(m):
-            v[j] = tmp_n[j]
     return True
 
 
