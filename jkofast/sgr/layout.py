@@ -80,6 +80,7 @@ __all__ = [
     "Shard",
     "assemble",
     "calibrate",
+    "calibrate_and_encode",
     "encode",
     "read_shard",
     "term_dtype",
@@ -250,6 +251,15 @@ def calibrate(X, params: dict, n_threads: int | None = None) -> Geometry:
     ValueError
         ``X`` has no row or holds NaN/inf.
     """
+    return _calibrate(X, params, n_threads)[0]
+
+
+def _calibrate(X, params: dict, n_threads, keep_codes: bool = False):
+    """Return ``(geometry, codes)``.
+
+    ``codes`` = (mem_doc, mem_branch, mem_m, code_term, code_sign) of the calibration rows
+    when ``keep_codes`` (what ``encode`` of the same rows computes), else None.
+    """
     p = _full_params(params)
     x_indptr, x_idx, x_data, (N, V) = _check_X(X)
     if N < 1 or V < 1:
@@ -271,9 +281,19 @@ def calibrate(X, params: dict, n_threads: int | None = None) -> Geometry:
         c_norm = np.sqrt(np.bincount(crow, weights=c_vals.astype(np.float64) ** 2, minlength=V))
         code_term, code_sign = _codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, (c_indptr, c_terms, c_vals), S, V)
         rel = _reliability(b_indptr, b_mem, code_term, code_sign, p, V, n_chunks)
+        codes = (mem_doc, mem_branch, mem_m, code_term, code_sign) if keep_codes else None
         del code_term, code_sign
         graphs = _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks)
-    return Geometry(c_indptr, c_terms, c_vals, c_norm, *rel, *graphs, n_calibration=int(N))
+    return Geometry(c_indptr, c_terms, c_vals, c_norm, *rel, *graphs, n_calibration=int(N)), codes
+
+
+def calibrate_and_encode(X, params: dict, n_threads: int | None = None, *, counts) -> tuple[Geometry, Shard]:
+    """``calibrate(X)`` and ``encode(X, ..., first_doc=0)`` in one pass (the codes are computed once).
+
+    What ``SparseGeometricRetriever.fit`` does: the same geometry and shard as the two calls.
+    """
+    geometry, codes = _calibrate(X, params, n_threads, keep_codes=True)
+    return geometry, encode(X, geometry, params, n_threads, counts=counts, _codes_of=codes)
 
 
 def _reliability(b_indptr, b_mem, code_term, code_sign, p, V, n_chunks):
@@ -366,7 +386,9 @@ def _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks):
     return a_indptr, a_idx, a_val64.astype(np.float32), g_indptr, g_idx, g_val.astype(np.float32)
 
 
-def encode(X, geometry: Geometry, params: dict, n_threads: int | None = None, first_doc: int = 0, *, counts) -> Shard:
+def encode(
+    X, geometry: Geometry, params: dict, n_threads: int | None = None, first_doc: int = 0, *, counts, _codes_of=None
+) -> Shard:
     """Encode a contiguous block of passages against ``geometry`` (SPEC B.3-B.4).
 
     Parameters
@@ -422,12 +444,15 @@ def encode(X, geometry: Geometry, params: dict, n_threads: int | None = None, fi
         if not (np.array_equal(C.indptr, x_indptr) and np.array_equal(C.indices, x_idx)):
             raise ValueError("counts: its non-zeros must be those of X (the same passages, the same terms)")
     tdt = term_dtype(V)
-    with numba_threads(n_threads):
-        mem_doc, mem_branch, mem_m = _memberships(x_indptr, x_idx, x_data, p["n_memberships"])
-        g = geometry
-        code_term, code_sign = _codes(
-            mem_doc, mem_branch, x_indptr, x_idx, x_data, (g.c_indptr, g.c_terms, g.c_vals), p["code_size"], V
-        )
+    if _codes_of is not None:  # calibrate_and_encode: the calibration's own memberships and codes
+        mem_doc, mem_branch, mem_m, code_term, code_sign = _codes_of
+    else:
+        with numba_threads(n_threads):
+            mem_doc, mem_branch, mem_m = _memberships(x_indptr, x_idx, x_data, p["n_memberships"])
+            g = geometry
+            code_term, code_sign = _codes(
+                mem_doc, mem_branch, x_indptr, x_idx, x_data, (g.c_indptr, g.c_terms, g.c_vals), p["code_size"], V
+            )
     return Shard(
         first_doc=int(first_doc),
         n_terms=int(V),

@@ -511,8 +511,7 @@ class SparseGeometricRetriever:
     def _build(self, X, counts, dl, idf, n_threads) -> None:
         """Calibrate on the whole corpus, encode it as one shard, assemble (``jkofast.sgr.layout``)."""
         p = self.params
-        geometry = _layout.calibrate(X, p, n_threads)
-        shard = _layout.encode(X, geometry, p, n_threads, counts=counts)
+        geometry, shard = _layout.calibrate_and_encode(X, p, n_threads, counts=counts)
         ix = _layout.assemble(geometry, [shard], idf, dl, p, n_threads)
         self._set_index(ix, geometry.n_calibration)
 
