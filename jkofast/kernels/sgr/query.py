@@ -254,6 +254,7 @@ class SGRWork(NamedTuple):
     wi: np.ndarray
     wf: np.ndarray
     btab: np.ndarray  # float64 (V, 3): branch table of local_score (stamp, c_j[t], stored weight)
+    cbits: np.ndarray  # int64 V/64 + 1: the current branch's centre terms as a bitset (zero between branches)
 
 
 # Top-k on the query path: ``topk_ids`` / ``topk_pos`` of jkofast.kernels.topk (caller-owned heap scratch).
@@ -472,13 +473,13 @@ def stage_local_score(gen, qt, n_routed, ix, prm, ws):
         (ix.r_indptr, ix.r_terms, ix.r_w, ix.r_nj, ix.r_scale, ix.gvar),
         (prm.rel_tau, prm.rel_beta, prm.rel_f16),
         (ws.mark, ws.qval, ws.qbits),
-        ws.btab,
+        (ws.btab, ws.cbits),
         (ws.dp, ws.esum, ws.csum, ws.dm_r, ws.dm_e, ws.dm_n, ws.ulist),
     )
 
 
 @kernel()
-def branch_tables(key, j, centres, btab):
+def branch_tables(key, j, centres, btab, cbits):
     """Scatter branch j's centre into the stamped term table ``btab`` float64 (V, 3).
 
     ``centres`` = (c_indptr, c_terms, c_vals, c_w, h2f): ``c_w`` the reliability weight of
@@ -487,13 +488,17 @@ def branch_tables(key, j, centres, btab):
     ``btab[t, 0] == key``: ``btab[t, 1] = c_j[t]`` and ``btab[t, 2]`` = the reliability
     weight of (j, t) (centre terms now, other terms once looked up by ``code_sums``; -2
     before); a term with another stamp has ``c_j[t] = 0`` and is not looked up yet.  One row
-    per term: a code slot reads one cache line.  (``key`` < 2**53, exact in float64.)
+    per term: a code slot reads one cache line.  (``key`` < 2**53, exact in float64.)  The
+    centre terms are also set in the bitset ``cbits`` (V bits, L1-resident), which lets
+    ``code_sums`` skip a slot that is neither a query term nor a centre term without
+    touching ``btab``; ``local_score`` clears them after the branch.
     """
     c_indptr, c_terms, c_vals, c_w, h2f = centres
     fkey = np.float64(key)
     half = h2f.shape[0] > 0
     for p in range(c_indptr[j], c_indptr[j + 1]):
         t = np.int64(c_terms[p])
+        cbits[t >> 6] |= np.int64(1) << (t & 63)
         btab[t, 0] = fkey
         btab[t, 1] = np.float64(c_vals[p])
         btab[t, 2] = np.float64(h2f[np.int64(c_w[p])]) if half else np.float64(c_w[p])
@@ -571,16 +576,23 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
             # that before any floating-point work (exact: the skipped E is 0.0 too)
             mu = np.uint64(p)  # unsigned row / column / term indices: no wrap-around code
             hit = np.uint64(0)
-            nc = 0
-            for r in range(n_slot):
-                t = np.uint64(code_term[mu, r])
-                if t >= n_terms:
-                    break
-                hit |= np.uint64(qbits[t >> np.uint64(6)]) >> (t & np.uint64(63))
-                nc += 1
+            nc = n_slot
+            if np.uint64(code_term[mu, n_slot - 1]) < n_terms:
+                # a full code (most memberships): no sentinel test per slot, the OR unrolls
+                for r in range(n_slot):
+                    t = np.uint64(code_term[mu, r])
+                    hit |= np.uint64(qbits[t >> np.uint64(6)]) >> (t & np.uint64(63))
+            else:
+                nc = 0
+                for r in range(n_slot):
+                    t = np.uint64(code_term[mu, r])
+                    if t >= n_terms:
+                        break
+                    hit |= np.uint64(qbits[t >> np.uint64(6)]) >> (t & np.uint64(63))
+                    nc += 1
             if hit & np.uint64(1):
                 if not scattered:
-                    branch_tables(key, j, centres, tabs)
+                    branch_tables(key, j, centres, tabs[0], tabs[1])
                     scattered = True
                 lsum, qsum = code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs)
                 if qsum > 0.0:
@@ -601,6 +613,10 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
             dm_r[a, c] = k
             dm_e[a, c] = e
             dm_n[a] += 1
+        if scattered:
+            cbits = tabs[1]
+            for p in range(centres[0][j], centres[0][j + 1]):
+                cbits[np.int64(centres[1][p]) >> 6] = 0
     for a in range(qt.shape[0]):
         qbits[np.int64(qt[a]) >> 6] = 0
     return nu
@@ -612,7 +628,8 @@ def code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs):
 
     ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r`` and ``Q = Σ_r q[t_r]²`` in slot order (see
     ``local_score``); a slot with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to both and
-    is skipped.  ``w`` is looked up once per (query, branch, term) and kept in ``tabs``: the
+    is skipped (decided from ``mark`` and the centre bitset before ``btab`` is read; ``tabs``
+    = (btab, cbits) of ``branch_tables``).  ``w`` is looked up once per (query, branch, term) and kept in ``btab``: the
     stored weight (binary search in the branch's row of ``rel``), else the one-occurrence
     value ``reliability_value(1, 1, n_j, gvar[t], τ, β, scale_j)`` (1.0 when n_j = 0).
     """
@@ -620,6 +637,7 @@ def code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs):
     r_indptr, r_terms, r_w, r_nj, r_scale, gvar = rel
     tau, beta, f16 = relp
     h2f = centres[4]
+    btab, cbits = tabs
     fkey = np.float64(key)
     lsum = 0.0
     qsum = 0.0
@@ -628,22 +646,24 @@ def code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs):
         qt_ = 0.0
         if mark[t] & 1:
             qt_ = qval[t]
-        if tabs[t, 0] != fkey:
+        elif not (np.uint64(cbits[t >> np.uint64(6)]) >> (t & np.uint64(63))) & np.uint64(1):
+            continue  # neither a query term nor on the centre: the slot adds exactly 0
+        if btab[t, 0] != fkey:
             if qt_ == 0.0:
                 continue  # c_j[t] = 0 too: the slot adds exactly 0
-            tabs[t, 0] = fkey
-            tabs[t, 1] = 0.0
-            tabs[t, 2] = -2.0
-        cv = tabs[t, 1]
+            btab[t, 0] = fkey
+            btab[t, 1] = 0.0
+            btab[t, 2] = -2.0
+        cv = btab[t, 1]
         if qt_ == 0.0 and cv == 0.0:
             continue
-        wv = tabs[t, 2]
+        wv = btab[t, 2]
         if wv == -2.0:
             wv = stored_weight(np.int64(t), r_indptr[j], r_indptr[j + 1], r_terms, r_w, h2f)
             if wv < 0.0:
                 nj = r_nj[j]
                 wv = 1.0 if nj == 0.0 else _bk.reliability_value(1.0, 1.0, nj, gvar[t], tau, beta, r_scale[j], f16)
-            tabs[t, 2] = wv
+            btab[t, 2] = wv
         s = 1.0 if (code_sign[mu, r >> 4] >> np.uint16(r & 15)) & np.uint16(1) else -1.0
         lsum += wv * (qt_ - cv) * s
         qsum += qt_ * qt_
@@ -1575,6 +1595,7 @@ def chunk_work(c, sc, sizes, n_docs):
         wi,
         wf,
         sc.bt[c],
+        np.zeros((sval.shape[0] >> 6) + 1, np.int64),
     )
 
 
