@@ -596,7 +596,8 @@ class _Sink:
             a.flush()
         names = list(self.arrays)
         self.arrays.clear()
-        return {k: np.load(os.path.join(self.out, k + ".npy"), mmap_mode="c") for k in names}
+        # plain ndarray views on copy-on-write maps: one Numba type, whatever the source
+        return {k: np.asarray(np.load(os.path.join(self.out, k + ".npy"), mmap_mode="c")) for k in names}
 
 
 def support_pointer_dtype(nnz: int) -> np.dtype:

@@ -253,3 +253,19 @@ def test_support_pointer_int64_fallback(parts):
         got = r.pool(QUERIES)
         for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
             assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+
+
+def test_assemble_out_then_save_in_place(parts, tmp_path):
+    """assemble(out=DIR) + from_parts + save(DIR): the mapped arrays stay (not rewritten),
+    meta.json is added, and the folder loads with the same results."""
+    _, C, X, idf, dl, terms, fitted = parts
+    g = layout.calibrate(X, SMALL)
+    d = str(tmp_path / "ix")
+    ix = layout.assemble(g, [layout.encode(X, g, SMALL, counts=C)], idf, dl, SMALL, out=d)
+    mtime = os.path.getmtime(os.path.join(d, "code_term.npy"))
+    r = SparseGeometricRetriever.from_parts(ix, params=SMALL, terms=terms, ids=[f"x{i}" for i in range(40)])
+    r.save(d)
+    assert os.path.getmtime(os.path.join(d, "code_term.npy")) == mtime
+    r2 = SparseGeometricRetriever.load(d, mmap=True)
+    _same_results(r2, fitted)
+    assert list(r2.ids_) == [f"x{i}" for i in range(40)]
