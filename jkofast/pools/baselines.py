@@ -299,10 +299,22 @@ def positions_to_docs(pos, offsets, doc_idx) -> np.ndarray:
 
 @register_warmup("baselines")
 def _warmup() -> None:
+    """Compile what the main job runs: float32 / float64 scores, float32 embedding rows."""
+    _warmup_rows(np.float32)
+
+
+@register_warmup("baselines.float64")
+def _warmup_float64() -> None:
+    """Compile the float64 embedding rows of ``mmr`` / ``dpp_map``."""
+    _warmup_rows(np.float64)
+
+
+def _warmup_rows(z_dtype) -> None:
+    """Run every baseline on 3-element scores of both float dtypes and ``z_dtype`` embedding rows."""
     off = np.array([0, 3], np.int64)
     for dt in (np.float32, np.float64):
         x = np.array([1.0, 3.0, 2.0], dt)
-        Z = np.eye(3, dtype=dt)
+        Z = np.eye(3, dtype=z_dtype)
         topk_by_score(x, off, 2)
         inpool_rrf(x, x[::-1].copy(), off, 2)
         mmr(x, Z, off, 2)

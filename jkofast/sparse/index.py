@@ -667,17 +667,27 @@ def cosine_cross(A, B, dtype=np.float64, n_threads: int | None = None) -> np.nda
 def prepare() -> None:
     """Compile (or load from the cache) the sparse-retrieval kernels only.
 
-    ``jkofast.warmup()`` does this and every other wing's.
+    ``jkofast.warmup(features=["text", "index", "index.variants"])`` does the same.
     """
     from jkofast.sparse.text import _warmup as _text_warmup
 
     _text_warmup()
     _warmup()
+    _warmup_variants()
 
 
 @register_warmup("index")
 def _warmup() -> None:
-    """Compile the index, search and cosine kernels on 3-document inputs (both float dtypes)."""
+    """Compile what the main job runs: BM25 (okapi, lucene) and TF-IDF fits, full-corpus float32 scores."""
+    texts = ["a b b", "b c", "c a d"]
+    for idx in (BM25Index("okapi"), BM25Index("lucene", analyzer=Analyzer(WORD)), TfidfIndex(Analyzer(WORD))):
+        idx.fit(texts)
+        idx.score_all(["a b"])
+
+
+@register_warmup("index.variants")
+def _warmup_variants() -> None:
+    """Compile the rest on 3-document inputs: top-k search, both float dtypes, the cosine kernels."""
     texts = ["a b b", "b c", "c a d"]
     for idx in (BM25Index("okapi"), BM25Index("lucene", analyzer=Analyzer(WORD)), TfidfIndex(Analyzer(WORD))):
         idx.fit(texts)

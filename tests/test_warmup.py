@@ -1,0 +1,108 @@
+"""``jkofast.warmup``: entry selection, and the default set covers what the main job calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jkofast.warmup as w
+from jkofast._numba import WARMUPS
+
+# the per-feature variants moved out of the default set (they compile on first use)
+MOVED = ("topk.variants", "index.variants", "baselines.float64", "evaluation.all")
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Replace every registered warm-up by a stub that records its name."""
+    w._import_wrappers()
+    calls = []
+    for name in list(WARMUPS):
+        monkeypatch.setitem(WARMUPS, name, lambda name=name: calls.append(name))
+    return calls
+
+
+def test_all_runs_every_entry_once(recorded):
+    times = w.warmup(features="all")
+    assert sorted(recorded) == sorted(WARMUPS) == sorted(times)
+
+
+def test_default_runs_the_default_set_and_leaves_the_rest(recorded):
+    times = w.warmup()
+    assert recorded == list(w.DEFAULT) == list(times)
+    lazy = w.lazy_entries()
+    assert set(lazy) | set(w.DEFAULT) == set(WARMUPS) and not set(lazy) & set(w.DEFAULT)
+    assert set(MOVED) <= set(lazy)
+
+
+def test_named_entries_and_unknown_names(recorded):
+    assert list(w.warmup(features=["index.variants", "topk"])) == ["index.variants", "topk"]
+    assert recorded == ["index.variants", "topk"]
+    with pytest.raises(ValueError, match="features"):
+        w.warmup(features=["index", "no-such-entry"])
+
+
+def test_moved_entries_run():
+    # the variants no longer in the default set still compile and run when asked for
+    assert set(w.warmup(features=list(MOVED))) == set(MOVED)
+
+
+DOCS = [
+    ("d1", "Solar", "solar panels convert sunlight"),
+    ("d2", "Wind", "wind turbines make power"),
+    ("d3", "", "sunlight and wind"),
+    ("d4", "Cat", "the cat sat on mat"),
+    ("d5", "Dog", "dog and cat"),
+    ("d6", "River", "rain fills the river"),
+]
+QUERIES = (("q1", "solar panels sunlight"), ("q2", "cat mat"), ("q3", "river rain"))
+
+
+def _tiny_beir_with_embeddings(root) -> str:
+    """A 6-document BEIR folder with random float16 'MiniLM' embeddings (the bundled layout)."""
+    emb = os.path.join(root, "embeddings", "minilm-l6-v2")
+    os.makedirs(emb)
+    os.makedirs(os.path.join(root, "qrels"))
+    with open(os.path.join(root, "corpus.jsonl"), "w") as fh:
+        fh.writelines(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS)
+    with open(os.path.join(root, "queries.jsonl"), "w") as fh:
+        fh.writelines(json.dumps({"_id": i, "text": x}) + "\n" for i, x in QUERIES)
+    with open(os.path.join(root, "qrels", "test.tsv"), "w") as fh:
+        fh.write("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\nq3\td6\t2\n")
+    rng = np.random.default_rng(0)
+    for name, n in (("docs", len(DOCS)), ("queries", len(QUERIES))):
+        x = rng.normal(size=(n, 8))
+        np.save(os.path.join(emb, f"{name}.npy"), (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float16))
+    return str(root)
+
+
+# after warmup(), the main job's default rows add no compiled signature to any kernel (SGR's
+# kernels aside, also those jko_sparse's geometry calls: the lazily compiled "sgr" entry): a warm-up on other argument types than the job's real calls
+# (dtype, layout, literal arguments) would leave the job to compile its own
+COVER = """
+import json, sys
+import jkofast
+from jkofast._numba import REGISTRY
+from jkofast.studies.main_job import DEFAULT_METHODS, run_main_job
+
+jkofast.warmup()
+before = {k: set(map(str, d.signatures)) for k, d in REGISTRY.items()}
+methods = tuple(m for m in DEFAULT_METHODS if m != "sgr")
+res = run_main_job(sys.argv[1], progress=False, methods=methods, include_sgr=False)
+assert set(methods) <= set(res.methods), sorted(res.methods)
+new = {k: sorted(set(map(str, d.signatures)) - before.get(k, set())) for k, d in REGISTRY.items()}
+print(json.dumps({k: v for k, v in new.items() if v and not k.startswith("jkofast.kernels.sgr.")}))
+"""
+
+
+def test_default_set_covers_the_main_job(tmp_path):
+    ds = _tiny_beir_with_embeddings(tmp_path / "beir")
+    out = subprocess.run([sys.executable, "-c", COVER, ds], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    new = json.loads(out.stdout.strip().splitlines()[-1])
+    assert new == {}, f"compiled by the main job after warmup(): {new}"
