@@ -82,8 +82,9 @@ def _tiny_beir_with_embeddings(root) -> str:
 
 
 # after warmup(), the main job's default rows add no compiled signature to any kernel (SGR's
-# kernels aside, also those jko_sparse's geometry calls: the lazily compiled "sgr" entry): a warm-up on other argument types than the job's real calls
-# (dtype, layout, literal arguments) would leave the job to compile its own
+# kernels aside, also those jko_sparse's geometry calls: the lazily compiled "sgr" entry): a
+# warm-up on other argument types than the job's real calls (dtype, layout, literal arguments)
+# would leave the job to compile its own
 COVER = """
 import json, sys
 import jkofast
