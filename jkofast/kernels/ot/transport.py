@@ -33,7 +33,7 @@ from jkofast.kernels.ot.sinkhorn_log import (
     matvec_lp,
     plan_fill,
     rmatvec,
-    scaled_half_step,
+    scale_normalise,
     sinkhorn_log_solve,
     sinkhorn_log_update_cols,
     sinkhorn_log_update_rows,
@@ -138,9 +138,12 @@ def _unrolled_forward(Kg, n_warm, n_grad, tr, sk):
         if k >= 0:
             for j in range(m):
                 V[k, j] = v[j]
-            ok, _ = scaled_half_step(Kg, False, pa, v, S[k], tmp_m, TINY)
+            y_k = S[k]
         else:
-            ok, _ = scaled_half_step(Kg, False, pa, v, y, tmp_m, TINY)
+            y_k = y
+        # scaled_half_step(Kg, False, ...) spelled out: a literal True / False compiled it twice
+        matvec(Kg, v, y_k)
+        ok, _ = scale_normalise(pa, y_k, tmp_m, TINY)
         if not ok:
             return False
         for i in range(m):
@@ -148,11 +151,13 @@ def _unrolled_forward(Kg, n_warm, n_grad, tr, sk):
         if k >= 0:
             for i in range(m):
                 U[k, i] = u[i]
-            ok, _ = scaled_half_step(Kg, True, qb, u, TT[k], tmp_n, TINY)
+            rmatvec(Kg, u, TT[k])
+            ok, _ = scale_normalise(qb, TT[k], tmp_n, TINY)
             for j in range(m):
                 z[j] = TT[k, j]
         else:
-            ok, _ = scaled_half_step(Kg, True, qb, u, z, tmp_n, TINY)
+            rmatvec(Kg, u, z)
+            ok, _ = scale_normalise(qb, z, tmp_n, TINY)
         if not ok:
             return False
         for j in range(m):
