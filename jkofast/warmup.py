@@ -3,9 +3,12 @@
 Wrapper modules register a warm-up with :func:`jkofast._numba.register_warmup`; :func:`warmup`
 imports every public wrapper module of every wing (not the CLI, not the kernels themselves, which
 the wrappers import) and runs the registered warm-ups of the **default set** — what ``jkofast run``
-(the main job) calls: ``DEFAULT``. Every other entry (per-feature kernels: the SGR retriever, the
-encoder, the single-pool and extension solvers, studies' kernels, ...) compiles on its first use and
-is cached from then on; ``warmup(features="all")`` / ``jkofast warmup --all`` compiles them now.
+(the main job) calls: ``DEFAULT``, each entry on the argument types of the main job's own calls
+(``tests/test_warmup.py`` checks that the job compiles nothing more after it). Every other entry
+(per-feature kernels: the SGR retriever, the encoder, the single-pool and extension solvers,
+studies' kernels, and the other dtypes / variants of the default wings: ``topk.variants``,
+``index.variants``, ``baselines.float64``, ``evaluation.all``) compiles on its first use and is
+cached from then on; ``warmup(features="all")`` / ``jkofast warmup --all`` compiles them now.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ __all__ = ["DEFAULT", "lazy_entries", "warmup"]
 _SKIP = {"jkofast.cli", "jkofast.__main__", "jkofast.warmup", "jkofast.commands", "jkofast.kernels"}
 
 # the entries the main job runs (jkofast run: BM25 / tokens, pools, baselines, energy, the JKO
-# rerank paths it uses, metrics); the rest are per-feature and compile lazily
+# rerank paths it uses, metrics), each on the job's argument types only; the rest compile lazily
+# (SGR's "sgr" entry too, though the sgr and jko_sparse rows call its kernels)
 DEFAULT = ("topk", "text", "index", "energy", "pools", "baselines", "evaluation", "jko")
 
 
