@@ -21,6 +21,12 @@ def add_parser(sub) -> None:
     p.add_argument("--queries", type=int, default=30, help="number of pools to use (<= 30)")
     p.add_argument("--configs", default="all", help="comma-separated config keys, or 'all'")
     p.add_argument("--no-implicit", action="store_true", help="skip the implicit fast path")
+    p.add_argument(
+        "--dtype",
+        choices=("float64", "float32"),
+        default="float64",
+        help="operators of the unrolled runs (float32: the float32 parity path; default float64)",
+    )
     p.add_argument("--threads", type=int, default=1, help="Numba threads (default 1)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -45,7 +51,9 @@ def run(args) -> int:
         prog.update()
 
     with numba_threads(args.threads):
-        out, ref_ms = parity_report(args.fixture, args.queries, args.configs, not args.no_implicit, tick=tick)
+        out, ref_ms = parity_report(
+            args.fixture, args.queries, args.configs, not args.no_implicit, tick=tick, dtype=args.dtype
+        )
     prog.close()
     try:  # stored as a JSON string: --json printed it as a string holding JSON, not an object
         ref_obj = json.loads(ref_ms)

@@ -59,6 +59,7 @@ def parity_report(
     configs: str = "all",
     implicit: bool = True,
     tick: Callable[[int], None] | None = None,
+    dtype: str = "float64",
 ) -> tuple[dict, str]:
     """Rerank the fixture's pools and compare with the published solver's ``p_T``.
 
@@ -74,6 +75,9 @@ def parity_report(
         Also run the ``grad="implicit"`` fast path for the tuned-wasserstein and contrib configs.
     tick : callable, optional
         ``tick(total)`` is called once per reranked pool, with the number of pool runs in all (progress).
+    dtype : {"float64", "float32"}
+        Operators of the unrolled runs (``JKOConfig.dtype``; ``"float32"`` = the float32 parity path, its
+        results keyed ``"<config>[unrolled,float32]"``); the implicit runs ignore it.
 
     Returns
     -------
@@ -86,9 +90,11 @@ def parity_report(
     Raises
     ------
     ValueError
-        ``queries < 1`` or an unknown configuration key.
+        ``queries < 1``, an unknown configuration key or ``dtype``.
     """
     from jkofast.jko.solver import JKOConfig, run_jko, run_jko_with_duals
+
+    dtype = JKOConfig(dtype=dtype).dtype  # checked (and normalised) before any work
 
     if queries < 1:
         raise ValueError(f"--queries must be >= 1, got {queries}")
@@ -105,7 +111,8 @@ def parity_report(
         runs += [(k, "implicit") for k in keys if k.startswith(("tuned_wasserstein", "contrib"))]
     out = {}
     for key, grad in runs:
-        cfg = JKOConfig(**stored[key], grad=grad)
+        cfg = JKOConfig(**stored[key], grad=grad, dtype=dtype if grad == "unrolled" else "float64")
+        label = f"{key}[{grad},float32]" if grad == "unrolled" and dtype == "float32" else f"{key}[{grad}]"
         tau0 = tau[key.split("_")[0]]
         maxabs, l1, same, ms = [], [], 0, []
         for q in range(nq):
@@ -119,7 +126,7 @@ def parity_report(
             same += set(np.argsort(-p)[:10]) == set(np.argsort(-ref)[:10])
             if tick is not None:
                 tick(len(runs) * nq)
-        out[f"{key}[{grad}]"] = {
+        out[label] = {
             "max_abs_dp": max(maxabs),
             "max_l1": max(l1),
             "top10_identical": same,

@@ -251,3 +251,20 @@ def test_parity_cli_bad_arguments(capsys, extra, match):
 
     assert main(["parity", "--no-implicit", *extra]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_parity_cli_float32_path(capsys):
+    """``jkofast parity --dtype float32`` reports the float32 unrolled path under its own key, within the bar."""
+    import json
+
+    from jkofast.cli import main
+
+    args = ["parity", "--queries", "2", "--configs", "base_wasserstein", "--no-implicit", "--dtype", "float32"]
+    assert main([*args, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)["results"]
+    assert list(res) == ["base_wasserstein[unrolled,float32]"]
+    r = res["base_wasserstein[unrolled,float32]"]
+    assert r["pools"] == 2 and r["top10_identical"] == 2 and r["max_abs_dp"] <= 1e-5
+    with pytest.raises(SystemExit) as exc:  # argparse choices
+        main(["parity", "--no-implicit", "--dtype", "float16"])
+    assert exc.value.code == 2
