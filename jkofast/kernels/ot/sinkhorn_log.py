@@ -453,7 +453,9 @@ def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny,
         vmax = 1.0
         col_fail = False
         while True:
-            ok, smax = scaled_half_step(Kg, False, pa, v, s, tmp_m, tiny)
+            # scaled_half_step(Kg, False / True, ...) spelled out: a literal bool compiles it twice
+            matvec(Kg, v, s)
+            ok, smax = scale_normalise(pa, s, tmp_m, tiny)
             if _check_due(it, max_iter, tol, check_every):
                 err = _row_error(vmax, u, s, pa)
                 if it >= max_iter or err < tol:
@@ -465,7 +467,8 @@ def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny,
             vec_copy(tmp_m, u)
             # f_i = eps*(a_i - log s_i) - (G - cmin) = eps*log(u_i) + F
             F = eps * np.log(smax) - G + cmin
-            ok, vmax = scaled_half_step(Kg, True, qb, u, t, tmp_n, tiny)
+            rmatvec(Kg, u, t)
+            ok, vmax = scale_normalise(qb, t, tmp_n, tiny)
             if not ok:
                 # (u, F) committed, (v, G) still the previous column state: finish this pair in log form
                 scaled_to_log(u, F, eps, f)
