@@ -695,22 +695,6 @@ def test_format1_written_here_with_shuffled_memberships(retr, tmp_path):
             assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
 
 
-def test_code_terms_uint16_match_int32():
-    """Code term ids are stored as uint16 when V <= 65,535 (sentinel 65,535); the kernels
-    give the same pools (ids and every component, bit for bit) with the uint32 ids of the
-    fallback (sentinel 2**32 - 1)."""
-    r = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
-    assert r._ix["code_term"].dtype == np.uint16
-    want = r.pool(QUERIES)
-    ct = r._ix["code_term"]
-    r._ix["code_term"] = np.where(ct == 65_535, np.uint32(2**32 - 1), ct.astype(np.uint32))
-    r._kix = None
-    got = r.pool(QUERIES)
-    for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1", "status"):
-        assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
-    assert np.isfinite(want.tail[want.doc >= 0]).all()
-
-
 # ---------------------------------------------------------------- QA round 2: bad input
 
 
