@@ -18,8 +18,8 @@ sides then import alike: the working tree imported next to an export runs a few 
 slower in an A/A check).  Numba runs on one thread.
 
 Usage:
-  python benchmarks/tools/make_synthetic_pools.py /tmp/syn --queries 5000 --pool 200 [--scores]
-  python benchmarks/tools/bench_rerank_io.py /tmp/syn [--base feaac95 [--head HEAD]] [--repeats 5] [--json out.json]
+  python benchmarks/tools/make_synthetic_pools.py SYN_DIR --queries 5000 --pool 200 [--scores]
+  python benchmarks/tools/bench_rerank_io.py SYN_DIR [--base feaac95 [--head HEAD]] [--repeats 5] [--json out.json]
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ see the same machine load:
 (b) the same with the cache the cold run filled (torch: a second fresh process);
 (c) ``--warmup``: ``jkofast warmup`` with an empty cache (what it compiles is in its output);
 (d) ``--run-cmd "jkofast run --dataset scifact"``: any command, timed with an empty cache
-    (for the README's first command, run it from a fresh virtualenv: ``python3 -m venv /tmp/v &&
-    /tmp/v/bin/pip install . && python benchmarks/tools/coldstart.py --run-cmd "/tmp/v/bin/jkofast
+    (for the README's first command, run it from a fresh virtualenv: ``python3 -m venv VENV &&
+    VENV/bin/pip install . && python benchmarks/tools/coldstart.py --run-cmd "VENV/bin/jkofast
     run --dataset scifact"``);
 (e) ``--speed N``: warm per-query speed of the tuned unrolled path on the first N real SciFact
     pools (M = 200, one thread, compilation excluded): float64 vs ``dtype="float32"`` interleaved

@@ -68,16 +68,12 @@ def test_unreachable_scheduler_fails_within_the_timeout(tmp_path, capsys):
 
 
 def test_bad_settings_fail_before_the_cluster_starts(tmp_path, capsys, monkeypatch):
-    try:
-        import distributed
-    except ImportError:
-        distributed = None
-    if distributed is not None:  # a LocalCluster started here would be work done before the check
+    distributed = pytest.importorskip("distributed", reason='the distributed extra: pip install "jkofast[distributed]"')
 
-        def no_cluster(*a, **k):
-            raise AssertionError("a LocalCluster was started before the settings were checked")
+    def no_cluster(*a, **k):  # a LocalCluster started here would be work done before the check
+        raise AssertionError("a LocalCluster was started before the settings were checked")
 
-        monkeypatch.setattr(distributed, "LocalCluster", no_cluster)
+    monkeypatch.setattr(distributed, "LocalCluster", no_cluster)
     run = write_pools(tmp_path)
     assert main([*rerank_args(run, str(tmp_path / "x.trec")), "--dask", "local:2", "--chunk-size", "0"]) == 2
     assert "--chunk-size must be >= 1" in capsys.readouterr().err
