@@ -43,6 +43,28 @@ def test_geometry_kernels_match_oracle():
     assert_allclose(Ks, K_ref, atol=1e-12)
 
 
+def test_csr_geometry_equals_merge_join_bit_for_bit():
+    # scatter / gather adds the merge join's products in its order: equal to the last bit, on
+    # rows with disjoint supports, a zero row, negative values, and a pool not starting at row 0
+    rng = np.random.default_rng(3)
+    X = sp.random(12, 40, density=0.25, random_state=4, format="csr", dtype=np.float64)
+    X.data = rng.standard_normal(X.data.size)
+    X = sp.vstack([X, sp.csr_matrix((1, 40)), sp.csr_matrix(([1.5, -2.0], ([0, 0], [38, 39])), shape=(1, 40))]).tocsr()
+    Xs = X[3:]
+    E = np.zeros(Xs.shape[0])
+    Cs, Ks = pool_geometry(csr=Xs)
+    C_ref, K_ref = ref.geometry_csr_merge_naive(Xs)
+    assert_array_equal(Cs, C_ref)
+    assert_array_equal(Ks, K_ref)
+    assert_array_equal(Cs, Cs.T)
+    assert Cs[-2, -2] == 1.0 and Ks[-2].max() == 0.0  # the zero row: cosine 0 with everything
+    # the same pool at offset 3 of a batch (lo > 0 in the kernel) gives the same geometry
+    off = np.array([0, 3, 3 + Xs.shape[0]])
+    res = rerank_batch(np.zeros(X.shape[0]), None, off, csr=X, config=CFG, return_duals=True)
+    res_one = rerank_batch(E, None, np.array([0, Xs.shape[0]]), csr=Xs, config=CFG, return_duals=True)
+    assert_array_equal(res.pool(1), res_one.pool(0))
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_batch_equals_per_query_run_jko(sparse):
     E, p0, off, emb = batch(sparse=sparse)
