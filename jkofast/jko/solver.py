@@ -713,10 +713,13 @@ def _pool_rows(embeddings, csr, off: np.ndarray, normalise: bool, reject, custom
         )
     if projection is not None:
         raise ValueError("projection needs dense embeddings (it projects the embedding rows)")
+    # the unused Z is float32, the dtype of the main job's dense rows: CSR rows and user blocks
+    # then share that rerank_pools specialisation (one compile less, ~6 s) instead of their own
+    no_z = np.empty((0, 0), np.float32)
     if csr is None:  # both blocks given: no rows needed
         return _geo.PoolRows(
             True,
-            np.empty((0, 0)),
+            no_z,
             True,
             np.zeros(1, np.int64),
             np.empty(0, np.int64),
@@ -737,7 +740,7 @@ def _pool_rows(embeddings, csr, off: np.ndarray, normalise: bool, reject, custom
         if nf.any():
             rows_bad[np.repeat(np.arange(n), np.diff(ipt))[nf]] = True
     reject(segment_any(rows_bad, off), _status.BAD_INPUT, "csr rows contain NaN or inf")
-    return _geo.PoolRows(False, np.empty((0, 0)), True, ipt, ix, rescale_rows_csr(ipt, dt), no_w, cblk, kblk, boff)
+    return _geo.PoolRows(False, no_z, True, ipt, ix, rescale_rows_csr(ipt, dt), no_w, cblk, kblk, boff)
 
 
 def rerank_batch(

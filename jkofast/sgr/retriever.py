@@ -1666,10 +1666,18 @@ def _new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) ->
 
 @register_warmup("sgr")
 def _warmup() -> None:
+    # what a batch search compiles (jkofast run's SGR row; the compile-ahead child of the main
+    # job runs this entry): fit, and the parallel batch kernel -- _SERIAL_BELOW queries take it
+    # on one core too
     r = SparseGeometricRetriever(
         pool_size=3, bm25_candidates=2, bm25_weight=0.5, bm25_rescue_weight=0.5, tail_gate=True, gate_min=1
     )
     r.fit(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"])
-    r.search(["alpha gamma", "zzz"], k=2)
+    r.search(["alpha gamma", "zzz"] * (_SERIAL_BELOW // 2), k=2)
     r.transform_queries(["alpha gamma", "zzz"] * 32)  # the parallel analysis kernel (>= 64 queries)
+
+
+@register_warmup("sgr.one_query")
+def _warmup_one_query() -> None:
+    # the serial twin: a few queries on one chunk (one-query search calls)
     SparseGeometricRetriever(pool_size=3).fit(["aa bb", "bb cc", "cc aa"]).search(["aa"], k=2)

@@ -87,6 +87,44 @@ def test_main_job_smoke_tiny():
     assert "nDCG@10" in res.table()
 
 
+def test_main_job_sgr_row_waits_for_compile_ahead_and_keeps_table_order(monkeypatch):
+    # the SGR row runs after the dense JKO rows (its kernels compile in a child meanwhile) but
+    # the table keeps its order; a failed child is reported and the job compiles them itself
+    import jkofast.studies.main_job as mj
+    from jkofast.sgr.retriever import SparseGeometricRetriever
+
+    events = []
+
+    class FailedChild:
+        returncode = 1
+
+        def wait(self):
+            events.append("wait")
+            return False
+
+        def error(self):
+            return "boom"
+
+        def close(self):
+            events.append("close")
+
+    fit = SparseGeometricRetriever.fit
+
+    def recorded_fit(self, *a, **k):
+        events.append("fit")
+        return fit(self, *a, **k)
+
+    monkeypatch.setattr(mj, "_sgr_ahead", FailedChild)
+    monkeypatch.setattr(SparseGeometricRetriever, "fit", recorded_fit)
+    want = ("blend", "sgr", "kl_blend")
+    res = mj.run_main_job("scifact", n_queries=3, config="fast", progress=False, methods=want)
+    assert list(res.methods) == ["bm25", "dense", "blend", "sgr", "kl_blend"]
+    assert events == ["wait", "fit", "close"]
+    assert any("compile-ahead process failed (boom)" in n for n in res.notes)
+    assert mj._row_order({"a": 1, "jko_tuned": 2, "sgr": 3}) == {"a": 1, "sgr": 3, "jko_tuned": 2}
+    assert mj._row_order({"a": 1, "sgr": 3}) == {"a": 1, "sgr": 3}
+
+
 def test_cli_has_run_and_demo():
     from jkofast.cli import build_parser
 

@@ -1648,8 +1648,9 @@ def sgr_query_batch(
     """
     sizes = _batch_sizes(q_indptr, q_terms, ix.sem_indptr, prm, sc.dmr.shape[2])
     for c in prange(n_chunks):
+        # prange's index is uint64: as int64 the body shares sgr_query_serial's specialisation
         _query_chunk(
-            c,
+            np.int64(c),
             n_chunks,
             gen_base,
             sizes,

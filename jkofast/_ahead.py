@@ -1,0 +1,106 @@
+"""Compile ahead: a child process fills Numba's on-disk cache while the caller does other work.
+
+Numba compiles on one core. On a machine with two or more cores and a cold cache, a long job
+(``jkofast run``) starts ``python -m jkofast warmup --only ENTRIES`` in a child process for the
+kernels it needs last (the SGR retriever's), runs its other stages meanwhile, and waits for the
+child just before those kernels are first called: they then load from the cache instead of
+compiling on the job's own core. Nothing is started when the cache already holds the probed
+kernels, when caching is off, on one core, or with ``JKOFAST_COMPILE_AHEAD=0``; when the child
+fails, the job compiles the kernels itself (same results: the child only writes cache files,
+through Numba's own atomic writes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+
+__all__ = ["Ahead", "cached", "compile_ahead"]
+
+ENV_SWITCH = "JKOFAST_COMPILE_AHEAD"
+
+
+def _cpus() -> int:
+    """Return the number of cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def cached(dispatcher) -> bool | None:
+    """Whether Numba's on-disk cache holds a specialisation of ``dispatcher`` for its current source.
+
+    Returns None when the dispatcher does not cache (``cache=False``, or caching switched off).
+    """
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if cache_file is None:  # NullCache: nothing is written to disk, a child could not help
+        return None
+    return bool(cache_file._load_index())  # {} when missing, of another Numba version or stale
+
+
+class Ahead:
+    """A running ``jkofast warmup --only ENTRIES`` child (:func:`compile_ahead`)."""
+
+    def __init__(self, entries: Sequence[str], proc: subprocess.Popen, err) -> None:
+        self.entries = tuple(entries)
+        self._proc = proc
+        self._err = err
+        self.returncode: int | None = None
+
+    def wait(self) -> bool:
+        """Wait for the child; True when it compiled every entry (exit status 0)."""
+        if self.returncode is None:
+            self.returncode = self._proc.wait()
+        return self.returncode == 0
+
+    def error(self) -> str:
+        """Return the last line the child wrote to stderr ('' when none)."""
+        self._err.seek(0)
+        lines = [ln.strip() for ln in self._err.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        return lines[-1] if lines else ""
+
+    def close(self) -> None:
+        """Stop the child if it still runs and release its stderr file (idempotent)."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait()
+        if self.returncode is None:
+            self.returncode = self._proc.returncode
+        self._err.close()
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
+    """Start a child compiling the warm-up ``entries`` when the cache lacks any of ``probes``.
+
+    Parameters
+    ----------
+    entries : sequence of str
+        Warm-up entry names (``jkofast.warmup.lazy_entries()`` lists them).
+    probes : sequence of numba dispatchers
+        Kernels whose cached specialisations say the entries are already compiled.
+
+    Returns
+    -------
+    Ahead or None
+        The running child, or None when none was started (cache warm, caching off, one core,
+        ``JKOFAST_COMPILE_AHEAD=0``).
+    """
+    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off") or _cpus() < 2:
+        return None
+    state = [cached(d) for d in probes]
+    if any(s is None for s in state) or all(state):
+        return None
+    err = tempfile.TemporaryFile()
+    cmd = [sys.executable, "-m", "jkofast", "warmup", "--only", ",".join(entries)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    return Ahead(entries, proc, err)

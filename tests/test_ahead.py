@@ -1,0 +1,71 @@
+"""Compile ahead (``jkofast._ahead``): the cache probe, when a child starts, its success and failure."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import numpy as np
+import pytest
+
+import jkofast._ahead as ahead
+
+
+def _fresh_module(tmp_path, name: str):
+    """A module with one cached and one uncached njit function, never compiled before."""
+    (tmp_path / f"{name}.py").write_text(
+        "import numba\n"
+        "@numba.njit(cache=True)\n"
+        "def twice(x):\n"
+        "    return 2 * x\n"
+        "@numba.njit\n"
+        "def thrice(x):\n"
+        "    return 3 * x\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_cached_probe_follows_the_on_disk_index(tmp_path):
+    m = _fresh_module(tmp_path, "ahead_probe_mod")
+    assert ahead.cached(m.twice) is False
+    assert m.twice(np.int64(4)) == 8
+    assert ahead.cached(m.twice) is True
+    assert ahead.cached(m.thrice) is None  # no cache: a child could not help
+
+
+def test_no_child_when_warm_off_or_one_core(tmp_path, monkeypatch):
+    m = _fresh_module(tmp_path, "ahead_probe_mod2")
+    started = []
+    monkeypatch.setattr(ahead.subprocess, "Popen", lambda *a, **k: started.append(a))
+    assert ahead.compile_ahead(("topk",), [m.thrice]) is None  # caching off
+    monkeypatch.setenv(ahead.ENV_SWITCH, "0")
+    assert ahead.compile_ahead(("topk",), [m.twice]) is None
+    monkeypatch.delenv(ahead.ENV_SWITCH)
+    monkeypatch.setattr(ahead, "_cpus", lambda: 1)
+    assert ahead.compile_ahead(("topk",), [m.twice]) is None
+    monkeypatch.setattr(ahead, "_cpus", lambda: 2)
+    m.twice(np.int64(1))
+    assert ahead.compile_ahead(("topk",), [m.twice]) is None  # everything cached already
+    assert started == []
+
+
+@pytest.mark.skipif(ahead._cpus() < 2, reason="compile ahead starts a child only with two or more cores")
+def test_child_runs_the_entries_and_reports_failure(tmp_path):
+    m = _fresh_module(tmp_path, "ahead_probe_mod3")
+    with ahead.compile_ahead(("topk",), [m.twice]) as a:
+        assert a.entries == ("topk",)
+        assert a.wait() and a.returncode == 0
+    bad = ahead.compile_ahead(("no-such-entry",), [m.twice])
+    try:
+        assert bad.wait() is False and bad.returncode == 2  # `jkofast warmup` refuses the name
+        assert isinstance(bad.error(), str)
+    finally:
+        bad.close()
+    slow = ahead.compile_ahead(("topk",), [m.twice])
+    slow.close()  # stopped while it may still run: no exception, a return code, idempotent
+    slow.close()
+    assert slow.returncode is not None
