@@ -64,7 +64,56 @@ def lazy_entries(features="default") -> list[str]:
     return [n for n in sorted(WARMUPS) if n not in done]
 
 
-def warmup(verbose: bool = False, features: str | Sequence[str] = "default") -> dict[str, float]:
+# rough compile seconds of the heavy entries (cold cache, one core), to balance the processes of
+# a parallel warm-up; the others count _COST_OTHER
+_COST = {"jko": 40.0, "sgr": 45.0, "evaluation": 17.0, "baselines": 7.0, "pools": 6.0, "multires": 57.0, "theory": 68.0}
+_COST_OTHER = 4.0
+
+
+def _groups(names: list[str], n: int) -> list[list[str]]:
+    """Split ``names`` into at most ``n`` groups of similar cost (largest first, to the lightest group)."""
+    groups: list[list[str]] = [[] for _ in range(min(n, len(names)))]
+    load = [0.0] * len(groups)
+    for name in sorted(names, key=lambda x: -_COST.get(x, _COST_OTHER)):
+        g = load.index(min(load))
+        groups[g].append(name)
+        load[g] += _COST.get(name, _COST_OTHER)
+    return [g for g in groups if g]
+
+
+def _warmup_parallel(names: list[str], processes: int, verbose: bool) -> dict[str, float]:
+    """Run ``names`` in ``processes`` processes: this one and children (``jkofast warmup --only``)."""
+    import json
+    import subprocess
+
+    groups = _groups(names, processes)
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "jkofast", "warmup", "--jobs", "1", "--json", "--only", ",".join(g)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        for g in groups[1:]
+    ]
+    times = warmup(verbose, groups[0])
+    for g, child in zip(groups[1:], children):
+        out, err = child.communicate()
+        if child.returncode == 0:
+            got = json.loads(out.decode())["compiled"]
+            times.update(got)
+            if verbose:
+                for name in g:
+                    print(f"warmup {name}: {got[name]:.2f}s (child process)")
+        else:  # compile them here (a child that failed to start or crashed loses nothing)
+            if verbose:
+                last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {child.returncode}"]
+                print(f"warmup: the child for {', '.join(g)} failed ({last[0]}); compiling here")
+            times.update(warmup(verbose, g))
+    return {n: times[n] for n in names}
+
+
+def warmup(verbose: bool = False, features: str | Sequence[str] = "default", processes: int = 1) -> dict[str, float]:
     """Run the registered warm-ups of ``features`` (compiles, or loads from Numba's on-disk cache).
 
     Parameters
@@ -77,25 +126,38 @@ def warmup(verbose: bool = False, features: str | Sequence[str] = "default") -> 
         implicit gradient with float32 operators on dense float32 rows and on sparse rows, and
         the KL proximal term); ``"all"``: every registered entry; or a list of entry names
         (``lazy_entries()`` lists the others).
+    processes : int
+        Processes to compile in (Numba compiles on one core): 1 = this process only; more =
+        this one and ``processes - 1`` child processes (``jkofast warmup --only``), the entries
+        split by cost. The children's kernels land in the on-disk cache, which this process
+        loads on first use (milliseconds per kernel); a child that fails has its entries
+        compiled here. ``jkofast warmup`` uses every core.
 
     Returns
     -------
     dict of str to float
-        Seconds per warm-up entry (``"topk"``, ``"index"``, ``"jko"``, ...).
+        Seconds per warm-up entry (``"topk"``, ``"index"``, ``"jko"``, ...), in whichever
+        process ran it.
 
     Raises
     ------
     ValueError
-        An unknown entry name in ``features``.
+        An unknown entry name in ``features``, or ``processes`` < 1.
 
     Examples
     --------
     >>> import jkofast
     >>> times = jkofast.warmup()  # doctest: +SKIP
     """
+    from jkofast._validation import check_int
+
+    processes = check_int(processes, "processes", min_value=1)
     _import_wrappers()
+    names = _selected(features)
+    if processes > 1 and len(names) > 1:
+        return _warmup_parallel(names, processes, verbose)
     times = {}
-    for name in _selected(features):
+    for name in names:
         t0 = time.perf_counter()
         WARMUPS[name]()
         times[name] = time.perf_counter() - t0

@@ -52,6 +52,50 @@ def test_moved_entries_run():
     assert set(w.warmup(features=list(MOVED))) == set(MOVED)
 
 
+def test_groups_balance_cost_and_keep_every_entry():
+    names = ["jko", "evaluation", "baselines", "pools", "index", "topk", "text", "energy"]
+    g = w._groups(names, 2)
+    assert sorted(n for grp in g for n in grp) == sorted(names) and len(g) == 2
+    cost = [sum(w._COST.get(n, w._COST_OTHER) for n in grp) for grp in g]
+    assert max(cost) - min(cost) <= max(w._COST.values())  # greedy: within one entry of balance
+    assert w._groups(["topk"], 4) == [["topk"]]
+    assert sorted(map(sorted, w._groups(["a", "b", "c"], 3))) == [["a"], ["b"], ["c"]]
+
+
+def test_parallel_warmup_runs_each_entry_once_across_processes():
+    times = w.warmup(features=["topk", "text"], processes=2)
+    assert list(times) == ["topk", "text"]
+    with pytest.raises(ValueError, match="processes"):
+        w.warmup(features=["topk"], processes=0)
+
+
+def test_parallel_warmup_compiles_a_failed_childs_entries_here(recorded, monkeypatch):
+    import subprocess
+
+    class Failed:
+        returncode = 3
+
+        def __init__(self, cmd, **kw):
+            self.cmd = cmd
+
+        def communicate(self):
+            return b"", b"Traceback ...\nRuntimeError: boom\n"
+
+    monkeypatch.setattr(subprocess, "Popen", Failed)
+    times = w.warmup(features=["index.variants", "topk"], processes=2)
+    assert sorted(recorded) == ["index.variants", "topk"] and list(times) == ["index.variants", "topk"]
+
+
+def test_warmup_cli_jobs(capsys):
+    from jkofast.cli import main
+
+    assert main(["warmup", "--only", "topk,text", "--jobs", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["compiled"]) == {"topk", "text"} and out["processes"] == 2 and isinstance(out["wall_s"], float)
+    assert main(["warmup", "--only", "topk", "--jobs", "-1"]) == 2
+    assert "--jobs" in capsys.readouterr().out
+
+
 DOCS = [
     ("d1", "Solar", "solar panels convert sunlight"),
     ("d2", "Wind", "wind turbines make power"),
