@@ -135,30 +135,58 @@ def test_phase_bad_input(parts):
         SparseGeometricRetriever.from_parts({"idf": idf}, params=SMALL)
 
 
-def test_uint32_fallback_above_65535_terms():
-    """V > 65,535: term ids as uint32 (sentinel 2**32 - 1) in the shards and the index;
-    the same pools as the oracle-checked path on the same counts (here V = 70,000)."""
-    rng = np.random.default_rng(0)
-    n, V = 30, 70_000
-    cols = np.r_[0:20, V - 20 : V]
-    rows = [np.sort(rng.choice(cols, size=int(rng.integers(2, 12)), replace=False)) for _ in range(n)]
-    indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
-    data = rng.integers(1, 4, size=indptr[-1]).astype(np.float32)
-    Cb = sp.csr_matrix((data, np.concatenate(rows), indptr), shape=(n, V))
-    r = SparseGeometricRetriever(**SMALL).fit(Cb)
-    for k in ("code_term", "s_idx", "c_terms", "r_terms"):
-        assert r._ix[k].dtype == np.uint32, k
-    assert r._ix["code_term"].max() == 2**32 - 1 or (r._ix["code_term"] < V).all()
-    # the same corpus on a narrow vocabulary (the 40 used columns renumbered): same pools
-    used = np.unique(Cb.indices)
-    Cn = sp.csr_matrix((Cb.data, np.searchsorted(used, Cb.indices), Cb.indptr), shape=(n, used.size))
-    rn = SparseGeometricRetriever(**SMALL).fit(Cn)
-    assert rn._ix["code_term"].dtype == np.uint16
-    q = sp.csr_matrix(Cb[[1, 4, 7]].toarray())
-    ia, sa = r.search_counts(q, k=6)
-    ib, sb = rn.search_counts(sp.csr_matrix(q.toarray()[:, used]), k=6)
-    assert_array_equal(ia, ib)
-    assert_array_equal(sa, sb)
+def _kernel_outputs(r, q_counts):
+    """``search_counts`` at k = pool size, with every output of the query kernel kept (ranked
+    documents, all component scores, pool sizes, routing counts, status)."""
+    outs = []
+    run = r._run
+    r._run = lambda *a, **kw: outs.append(run(*a, **kw)) or outs[-1]  # the instance's own _run, recorded
+    try:
+        r.search_counts(q_counts, k=r.params["pool_size"], n_threads=1)
+    finally:
+        del r._run
+    return outs[0]
+
+
+def test_wide_layout_uint32_terms_int64_pointer(parts):
+    """Both wide fallbacks in one index (one extra query-kernel compile for the two):
+    V > 65,535 stores term ids as uint32 (sentinel 2**32 - 1) in the index; ``s_indptr`` is
+    uint32 below 2**32 support entries, and the int64 pointer of larger corpora (forced here)
+    is read the same.  The wide index (uint32 ids, int64 pointer; V = 70,000 with the corpus's
+    terms split between both ends) gives the narrow index (uint16 ids, uint32 pointer, the
+    same counts renumbered) every kernel output bit for bit, with and without postings.
+    One thread, few queries: the serial twin, the cheaper compile of the two (the id and
+    pointer types are read only in the chunk body both twins share; serial == batch is
+    tests/sgr/test_sgr.py's)."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    _, C, _, _, _, terms, _ = parts
+    V0, V = C.shape[1], 70_000
+    wide_col = np.where(np.arange(V0) < V0 // 2, np.arange(V0), V - V0 + np.arange(V0))  # order kept
+    Cw = sp.csr_matrix((C.data, wide_col[C.indices], C.indptr), shape=(C.shape[0], V))
+    cv = CountVectorizer(token_pattern=r"(?u)\b\w\w+\b", vocabulary=terms, dtype=np.float32)
+    q = cv.transform(QUERIES).tocsr()  # "zzz": an empty query
+    qw = sp.csr_matrix((q.data, wide_col[q.indices], q.indptr), shape=(q.shape[0], V))
+    for kw in (dict(), dict(postings=False)):
+        rn = SparseGeometricRetriever(**SMALL, **kw).fit(C)
+        assert rn._ix["code_term"].dtype == np.uint16 and rn._ix["s_indptr"].dtype == np.uint32
+        rw = SparseGeometricRetriever(**SMALL, **kw).fit(Cw)
+        for k in ("code_term", "s_idx", "c_terms", "r_terms"):
+            assert rw._ix[k].dtype == np.uint32, k
+        assert rw._ix["code_term"].max() == 2**32 - 1 or (rw._ix["code_term"] < V).all()
+        assert rw._ix["s_idx"].max() > 65_535  # ids beyond the uint16 range are stored and read
+        assert rw._ix["s_indptr"].dtype == np.uint32
+        rw._ix["s_indptr"] = rw._ix["s_indptr"].astype(np.int64)  # as assemble stores it from 2**32 entries
+        rw._kix = None
+        want, got = _kernel_outputs(rn, q), _kernel_outputs(rw, qw)
+        assert rw._kix.s_indptr.dtype == np.int64 and rw._kix.code_term.dtype == np.uint32  # what the kernel read
+        assert (want[0][:3] >= 0).any()  # real pools
+        for name, a, b in zip(("doc", "components", "n", "info", "status"), got, want, strict=True):
+            assert_array_equal(a, b, err_msg=name)
+        ia, sa = rw.search_counts(qw, k=6, n_threads=1)
+        ib, sb = rn.search_counts(q, k=6, n_threads=1)
+        assert_array_equal(ia, ib)
+        assert_array_equal(sa, sb)
 
 
 def test_save_load_mmap_equals_in_memory(parts, tmp_path):
@@ -239,21 +267,6 @@ def test_scifact_mmap_load_and_compact_equal_in_memory(tmp_path):
     got = r3.search(qs, k=10)
     assert_array_equal(got[0], want[0])
     assert_array_equal(got[1], want[1])
-
-
-def test_support_pointer_int64_fallback(parts):
-    """``s_indptr`` is uint32 below 2**32 support entries; the int64 of larger corpora gives
-    the same pools, bit for bit (every component, with and without postings)."""
-    corpus = parts[0]
-    for kw in (dict(), dict(postings=False)):
-        r = SparseGeometricRetriever(**SMALL, **kw).fit(corpus)
-        assert r._ix["s_indptr"].dtype == np.uint32
-        want = r.pool(QUERIES)
-        r._ix["s_indptr"] = r._ix["s_indptr"].astype(np.int64)
-        r._kix = None
-        got = r.pool(QUERIES)
-        for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
-            assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
 
 
 def test_assemble_out_then_save_in_place(parts, tmp_path):
