@@ -327,12 +327,18 @@ def _path_tokens(cfg: JKOConfig, with_duals: bool, f64: bool = False, fallback: 
     the fallback kernel of the path (the log form of ``unrolled``, ``w_converged`` of
     ``implicit``; the float64 forms under float32 ``unrolled``) after a ``RETRY_FALLBACK``.
     ``dtype="float32"`` puts the unrolled path on float32 operators (``RETRY_F64``: the pool
-    runs in float64).
+    runs in float64). Modes without a transport term take the implicit float32 tokens (their
+    code is the same in every specialisation).
     """
     al = min(max(float(cfg.alpha_prox), 0.0), 1.0)
     use_w = cfg.mode == "wasserstein" or (cfg.mode == "bregman" and al > 0.0)
     duals = True if with_duals and cfg.mode in ("wasserstein", "bregman") else None
     unrolled = log_form = unr32 = imp32 = imp64 = converged = None
+    if not use_w:
+        # no transport term (kl, noproximal, bregman at alpha 0): the kernel never enters the W
+        # code (every W step is behind the run-time use_w), so these modes run on the default
+        # implicit float32 specialisation -- one compile serves the main job's KL and W rows
+        return None, None, None, True, None, None, duals
     if use_w and cfg.objective == "entropic":
         converged = True
     elif use_w and cfg.grad == "implicit":
