@@ -112,4 +112,5 @@ def resample_means(x, idx, out):
     """
     n = idx.shape[1]
     for b in prange(idx.shape[0]):
-        out[b] = (0.0 + _pairwise(x, idx, b, n)) / n
+        # int64: prange's uint64 index compiled _pairwise a second time
+        out[b] = (0.0 + _pairwise(x, idx, np.int64(b), n)) / n

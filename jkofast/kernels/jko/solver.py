@@ -720,7 +720,7 @@ def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, unr
             continue
         C = np.empty((m, m))
         K = np.empty((m, m))
-        cost_kernel(rows, qi, lo, hi, C, K)
+        cost_kernel(rows, np.int64(qi), lo, hi, C, K)  # int64: prange's uint64 index compiled it twice
         res = FlowOut(p_out[lo:hi], np.empty(prm.T * prm.inner), f_out[lo:hi], g_out[lo:hi], diag[qi])
         status[qi] = jko_flow(
             p0[lo:hi], E[lo:hi], C, C, K, prm, res, unrolled, log_form, unr32, imp32, imp64, converged, duals

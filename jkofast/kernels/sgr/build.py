@@ -27,7 +27,7 @@ from jkofast._numba import kernel
 from jkofast.kernels.topk import topk_select
 
 
-@kernel()
+@kernel()  # callers in prange bodies pass np.int64(c): the uint64 index compiled it twice
 def _chunk_bounds(n, n_chunks, c):
     step = (n + n_chunks - 1) // n_chunks
     lo = c * step
@@ -81,7 +81,7 @@ def branch_centres(
     n_branches = b_indptr.shape[0] - 1
     # per-chunk scratch as in the other chunked builders: allocated inside prange so each chunk owns it
     for c in prange(n_chunks):
-        lo, hi = _chunk_bounds(n_branches, n_chunks, c)
+        lo, hi = _chunk_bounds(n_branches, n_chunks, np.int64(c))
         if lo >= hi:
             continue
         acc = np.zeros(n_terms, np.float64)
@@ -305,7 +305,7 @@ def reliability_rows(
     n_terms = gvar.shape[0]
     count_only = r_indptr[0] < 0
     for c in prange(n_chunks):
-        lo, hi = _chunk_bounds(n_branches, n_chunks, c)
+        lo, hi = _chunk_bounds(n_branches, n_chunks, np.int64(c))
         if lo >= hi:
             continue
         cnt = np.zeros(n_terms, np.float64)
@@ -381,7 +381,7 @@ def ppmi_graph(
     """
     # per-chunk scratch as in branch_centres: allocated inside prange so each chunk owns it
     for c in prange(n_chunks):
-        lo, hi = _chunk_bounds(n_terms, n_chunks, c)
+        lo, hi = _chunk_bounds(n_terms, n_chunks, np.int64(c))
         if lo >= hi:
             continue
         acc = np.zeros(n_terms, np.float64)
@@ -443,7 +443,7 @@ def second_order_graph(
     """
     # per-chunk scratch as in ppmi_graph (no stamp table here): allocated inside prange, one per chunk
     for c in prange(n_chunks):
-        lo, hi = _chunk_bounds(n_terms, n_chunks, c)
+        lo, hi = _chunk_bounds(n_terms, n_chunks, np.int64(c))
         if lo >= hi:
             continue
         # Â ≥ 0, so a touched entry is > 0: the accumulator doubles as its own "seen"
