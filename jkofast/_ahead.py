@@ -36,10 +36,17 @@ def cached(dispatcher) -> bool | None:
 
     Returns None when the dispatcher does not cache (``cache=False``, or caching switched off).
     """
-    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    from jkofast._numba import sources_digest
+
+    cache = getattr(dispatcher, "_cache", None)
+    cache_file = getattr(cache, "_cache_file", None)
     if cache_file is None:  # NullCache: nothing is written to disk, a child could not help
         return None
-    return bool(cache_file._load_index())  # {} when missing, of another Numba version or stale
+    keys = cache_file._load_index()  # {} when missing, of another Numba version or stale
+    if type(cache).__name__ != "JkofastFunctionCache":  # Numba's own keys
+        return bool(keys)
+    digest = sources_digest()  # jkofast's keys end with the kernel-source digest
+    return any(isinstance(k, tuple) and k and k[-1] == digest for k in keys)
 
 
 class Ahead:

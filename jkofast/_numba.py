@@ -25,7 +25,7 @@ import numba
 
 from jkofast import _config
 
-__all__ = ["REGISTRY", "WARMUPS", "kernel", "register_warmup"]
+__all__ = ["REGISTRY", "WARMUPS", "kernel", "register_warmup", "sources_digest"]
 
 REGISTRY: dict[str, object] = {}
 WARMUPS: dict[str, Callable[[], None]] = {}
@@ -67,7 +67,42 @@ def _function_cache_class():
     class JkofastFunctionCache(caching.FunctionCache):
         _impl_class = JkofastCacheImpl
 
+        def _index_key(self, sig, codegen):
+            # Numba keys a cached kernel by its own file stamp and bytecode: a kernel whose
+            # callee (in another file) changed loaded its stale machine code. The digest of
+            # every kernel source joins the key, so any change recompiles what depends on it.
+            return (*super()._index_key(sig, codegen), sources_digest())
+
     return JkofastFunctionCache
+
+
+_PKG = os.path.dirname(os.path.abspath(__file__))
+
+
+def sources_digest(root: str = _PKG) -> str:
+    """Return the SHA-256 of the kernel sources under ``root`` (a package folder; cached per root).
+
+    The files hashed: ``kernels/**/*.py`` and the private top-level modules ``_*.py`` (the
+    settings and constants kernels read), by relative path and content.
+    """
+    got = _DIGESTS.get(root)
+    if got is None:
+        import hashlib
+
+        h = hashlib.sha256()
+        files = [os.path.join(root, f) for f in os.listdir(root) if f.startswith("_") and f.endswith(".py")]
+        for base, dirs, names in os.walk(os.path.join(root, "kernels")):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            files += [os.path.join(base, n) for n in names if n.endswith(".py")]
+        for f in sorted(files):
+            h.update(os.path.relpath(f, root).encode() + b"\0")
+            with open(f, "rb") as fh:
+                h.update(fh.read() + b"\0")
+        got = _DIGESTS[root] = h.hexdigest()
+    return got
+
+
+_DIGESTS: dict[str, str] = {}
 
 
 _FUNCTION_CACHE = _function_cache_class()

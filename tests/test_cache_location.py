@@ -37,3 +37,46 @@ def test_numba_cache_dir_wins(tmp_path):
 def test_xdg_cache_home_is_the_default_root(tmp_path):
     _run({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
     assert list((tmp_path / "xdg" / "jkofast" / "numba").rglob("*.nbi"))
+
+
+def _tree(root: pathlib.Path) -> pathlib.Path:
+    (root / "kernels" / "ot").mkdir(parents=True)
+    (root / "kernels" / "ot" / "a.py").write_text("x = 1\n")
+    (root / "_config.py").write_text("CACHE = True\n")
+    (root / "wrapper.py").write_text("y = 2\n")
+    return root
+
+
+def test_sources_digest_follows_every_kernel_source(tmp_path):
+    # a cached kernel is keyed by this digest too: Numba alone keys it by its own file, so a
+    # caller loaded its stale machine code after a callee in another file changed
+    from jkofast._numba import _DIGESTS, sources_digest
+
+    root = _tree(tmp_path / "pkg")
+    first = sources_digest(str(root))
+    for path, text, changes in (
+        (root / "wrapper.py", "y = 3\n", False),  # not kernel code
+        (root / "kernels" / "ot" / "a.py", "x = 2\n", True),
+        (root / "_config.py", "CACHE = False\n", True),  # settings kernels read
+        (root / "kernels" / "ot" / "b.py", "", True),  # a new kernel file
+    ):
+        _DIGESTS.clear()
+        before = sources_digest(str(root))
+        path.write_text(text)
+        _DIGESTS.clear()
+        assert (sources_digest(str(root)) != before) is changes, path
+    assert first != sources_digest(str(root))
+
+
+def test_kernel_index_keys_end_with_the_digest():
+    import numba
+
+    import jkofast.kernels.pools.baselines  # noqa: F401 - registers the kernel
+    from jkofast._numba import REGISTRY, sources_digest
+
+    disp = REGISTRY["jkofast.kernels.pools.baselines.minmax_segments"]
+    cache = disp._cache
+    assert type(cache).__name__ == "JkofastFunctionCache"
+    sig = (numba.float64[::1], numba.int64[::1], numba.float64[::1])
+    codegen = disp.targetctx.codegen()
+    assert cache._index_key(sig, codegen)[-1] == sources_digest()
