@@ -672,12 +672,14 @@ def run_main_job(
     )
 
 
-def rerank_blocks(energy, p0, offsets, csr, config, n_threads=None, block: int = 32):
+def rerank_blocks(energy, p0, offsets, csr, config, n_threads=None, block: int = 32, rows=None):
     """Run ``rerank_batch(energy, p0, offsets, csr=csr, config=config)`` in blocks of ``block`` queries.
 
     The same per-query results (each query is solved independently), with the solver's copies
     of the geometry rows bounded by one block.  Capped inner steps are counted in
-    ``.unconverged`` (no warning here; the main job reports them in its notes).
+    ``.unconverged`` (no warning here; the main job reports them in its notes).  With ``rows``
+    (int, one per pool entry), ``csr`` holds corpus rows and pool entry ``i`` is row
+    ``csr[rows[i]]``: each block gathers only its own rows (no copy of every pool's rows).
 
     Returns
     -------
@@ -696,7 +698,16 @@ def rerank_blocks(energy, p0, offsets, csr, config, n_threads=None, block: int =
         p0 = np.asarray(p0)
         if p0.shape != energy.shape:
             raise ValueError(f"p0 and energy must have the same shape, got {p0.shape} and {energy.shape}")
-    if getattr(csr, "shape", (None,))[0] != energy.shape[0]:
+    if rows is not None:
+        rows = np.asarray(rows)
+        n_rows = getattr(csr, "shape", (0,))[0]
+        if rows.shape != energy.shape or rows.dtype.kind not in "iu":
+            raise ValueError(
+                f"rows must be integers, one per pool entry ({energy.shape[0]}), got {rows.dtype} {rows.shape}"
+            )
+        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
+            raise ValueError(f"rows must lie in [0, {n_rows}) (the rows of csr)")
+    elif getattr(csr, "shape", (None,))[0] != energy.shape[0]:
         raise ValueError(
             f"csr must have one row per pool entry ({energy.shape[0]}), got shape {getattr(csr, 'shape', None)}"
         )
@@ -712,7 +723,7 @@ def rerank_blocks(energy, p0, offsets, csr, config, n_threads=None, block: int =
             energy[a:b],
             None if p0 is None else p0[a:b],
             off[q0 : q1 + 1] - a,
-            csr=csr[a:b],
+            csr=csr[a:b] if rows is None else csr[rows[a:b]],
             config=config,
             n_threads=n_threads,
             warn_unconverged=False,

@@ -281,6 +281,12 @@ def sparse_only_inputs(
     ValueError
         ``corpus`` was built for another title weight or analyser.
     """
+    P, r, G = _sparse_parts(ds, queries, query_ids, recipe, n_threads, corpus)
+    return P, r, G[P.doc_idx]
+
+
+def _sparse_parts(ds, queries, query_ids, recipe, n_threads, corpus):
+    """``(pools, r, G)`` of :func:`sparse_only_inputs`, ``G`` the geometry of every corpus row."""
     if not isinstance(recipe, SparseRecipe):
         raise TypeError(f"recipe must be a SparseRecipe, got {type(recipe).__name__}")
     if corpus is not None and not corpus.matches(recipe):
@@ -291,7 +297,7 @@ def sparse_only_inputs(
     sc = SparseRecipeCorpus.for_recipe(ds, recipe, n_threads) if corpus is None else corpus
     S = sc.bm25_scores(queries)
     P = build_pools(S, None, query_ids=query_ids, M=recipe.pool_size, n_threads=n_threads)
-    return P, pool_scores(S, P), sc.ppmi_geometry(recipe.ppmi_terms, recipe.ppmi_weight)[P.doc_idx]
+    return P, pool_scores(S, P), sc.ppmi_geometry(recipe.ppmi_terms, recipe.ppmi_weight)
 
 
 def sparse_recipe_search(
@@ -360,9 +366,9 @@ def sparse_recipe_search(
     if len(query_ids) != len(queries):
         raise ValueError(f"{len(query_ids)} query_ids for {len(queries)} queries")
     cs = recipe.jko_config(grad=grad)
-    P, r, X = sparse_only_inputs(ds, queries, query_ids, recipe=recipe, n_threads=n_threads, corpus=corpus)
-    # query blocks: the solver's copies of the (wide, PPMI-smoothed) geometry rows stay bounded
-    # by the block, not the batch; per-query results are identical
-    res = rerank_blocks(-r, softmax_tau(r, P.offsets, cs.tau0), P.offsets, X, cs, n_threads)
+    P, r, G = _sparse_parts(ds, queries, query_ids, recipe, n_threads, corpus)
+    # query blocks, each gathering its own pool rows of the corpus geometry: the solver's copies
+    # of the (wide, PPMI-smoothed) rows stay bounded by the block; per-query results are identical
+    res = rerank_blocks(-r, softmax_tau(r, P.offsets, cs.tau0), P.offsets, G, cs, n_threads, rows=P.doc_idx)
     top = readout_topk(res.p, P, k)
     return (top, res) if return_result else top

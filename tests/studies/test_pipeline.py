@@ -245,6 +245,22 @@ def test_rerank_blocks_equals_one_batch():
     assert blk.errors == one.errors and list(blk.errors) == [2]
 
 
+def test_rerank_blocks_rows_gathers_each_block_from_the_corpus_rows():
+    # rows= picks pool entries from corpus rows block by block: equal to passing the gathered
+    # rows; a corpus row may serve several pools
+    E, off, X, cfg = _blocks_case()
+    rows = np.array([4, 0, 7, 7, 1, 2, 3, 8, 0], np.int64)
+    from jkofast.studies.main_job import rerank_blocks
+
+    got = rerank_blocks(E, None, off, X, cfg, block=2, rows=rows)
+    want = rerank_blocks(E, None, off, X[rows], cfg, block=2)
+    np.testing.assert_array_equal(got.p, want.p)
+    np.testing.assert_array_equal(got.status, want.status)
+    for bad, match in ((rows[:-1], "one per pool entry"), (rows + 0.5, "integers"), (rows + 1, r"\[0, 9\)")):
+        with pytest.raises(ValueError, match=match):
+            rerank_blocks(E, None, off, X, cfg, rows=bad)
+
+
 # ------------------------------------------------------------- QA round 2: bad arguments
 
 
