@@ -1,7 +1,7 @@
 """Compile ahead: a child process fills Numba's on-disk cache while the caller does other work.
 
 Numba compiles on one core. On a machine with two or more cores and a cold cache, a long job
-(``jkofast run``) starts ``python -m jkofast warmup --only ENTRIES`` in a child process for the
+(``jkofast run``) starts ``jkofast warmup --only ENTRIES`` in a child process (on its own jkofast) for the
 kernels it needs last (the SGR retriever's), runs its other stages meanwhile, and waits for the
 child just before those kernels are first called: they then load from the cache instead of
 compiling on the job's own core. Nothing is started when the cache already holds the probed
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-__all__ = ["Ahead", "cached", "compile_ahead"]
+__all__ = ["Ahead", "cached", "compile_ahead", "jkofast_command"]
 
 ENV_SWITCH = "JKOFAST_COMPILE_AHEAD"
 
@@ -47,6 +47,20 @@ def cached(dispatcher) -> bool | None:
         return bool(keys)
     digest = sources_digest()  # jkofast's keys end with the kernel-source digest
     return any(isinstance(k, tuple) and k and k[-1] == digest for k in keys)
+
+
+def jkofast_command(args: Sequence[str]) -> list[str]:
+    """Return the command running ``jkofast ARGS`` in a child on *this* process's jkofast.
+
+    Not ``python -m jkofast``: from a repository root that imports the checkout in the current
+    folder rather than the installed copy this process runs, and the two cache apart (one cache
+    folder per source folder), so the child's kernels would never reach this process.
+    """
+    import jkofast
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(jkofast.__file__)))
+    code = f"import sys; sys.path.insert(0, {root!r}); from jkofast.cli import main; sys.exit(main({list(args)!r}))"
+    return [sys.executable, "-c", code]
 
 
 class Ahead:
@@ -108,6 +122,6 @@ def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
     if any(s is None for s in state) or all(state):
         return None
     err = tempfile.TemporaryFile()
-    cmd = [sys.executable, "-m", "jkofast", "warmup", "--only", ",".join(entries)]
+    cmd = jkofast_command(["warmup", "--jobs", "1", "--only", ",".join(entries)])
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
     return Ahead(entries, proc, err)

@@ -86,10 +86,12 @@ def _warmup_parallel(names: list[str], processes: int, verbose: bool) -> dict[st
     import json
     import subprocess
 
+    from jkofast._ahead import jkofast_command
+
     groups = _groups(names, processes)
     children = [
         subprocess.Popen(
-            [sys.executable, "-m", "jkofast", "warmup", "--jobs", "1", "--json", "--only", ",".join(g)],
+            jkofast_command(["warmup", "--jobs", "1", "--json", "--only", ",".join(g)]),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

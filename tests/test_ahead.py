@@ -69,3 +69,20 @@ def test_child_runs_the_entries_and_reports_failure(tmp_path):
     slow.close()  # stopped while it may still run: no exception, a return code, idempotent
     slow.close()
     assert slow.returncode is not None
+
+
+def test_child_command_runs_this_processs_jkofast(tmp_path):
+    # from a folder holding another "jkofast" (a repository root beside an installed copy), the
+    # child must import the same package as this process: its cache entries are per source folder
+    import subprocess
+
+    import jkofast
+
+    (tmp_path / "jkofast").mkdir()
+    (tmp_path / "jkofast" / "__init__.py").write_text("raise ImportError('the checkout in the current folder')\n")
+    (tmp_path / "jkofast" / "__main__.py").write_text("")
+    probe = ahead.jkofast_command(["warmup", "--only", "no-such-entry"])
+    probe[2] = probe[2].split("; from jkofast.cli")[0] + "; import jkofast; print(jkofast.__file__)"
+    out = subprocess.run(probe, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == jkofast.__file__
