@@ -516,7 +516,7 @@ def _sgr_row(job: _Job, ahead) -> None:
 
 
 def _row_order(rows: dict) -> dict:
-    """Return ``rows`` with the ``sgr`` row before the JKO rows (the table's order; it runs after them)."""
+    """Return ``rows`` with the ``sgr`` row before the JKO rows (the table's order; it runs last)."""
     names = [n for n in rows if n != "sgr"]
     if "sgr" in rows:
         at = next((i for i, n in enumerate(names) if n in JKO_METHODS), len(names))
@@ -629,7 +629,7 @@ def run_main_job(
         doc_emb, q_emb = emb[0], emb[1][[qrow[q] for q in qids]]
     want_sgr = include_sgr and "sgr" in methods
     # cold cache, >= 2 cores: a child compiles the SGR kernels while this process runs the
-    # stages before them (the SGR rows run after the dense JKO rows; the table keeps its order)
+    # stages before them (the SGR row runs last; the table keeps its order)
     ahead = _sgr_ahead() if want_sgr and sparse != "sgr" else None
     try:
         S = _first_stage(job, sparse)
@@ -650,10 +650,10 @@ def run_main_job(
             )
             if emb is not None:
                 _dense_jko_methods(job, P, rer, Z, cfg, jko_methods)
+        if "jko_sparse" in jko_methods:  # (its SGR fit kernels are the child's first, long done)
+            _sparse_jko(job, cfg)
         if want_sgr:
             _sgr_row(job, ahead)
-        if "jko_sparse" in jko_methods:
-            _sparse_jko(job, cfg)
     finally:
         if ahead is not None:
             ahead.close()
