@@ -115,7 +115,8 @@ def run(args) -> int:
     if args.dask:
         ds, qids, idx, sc, workers, build_s, search_s = _search_on_dask(args)
     else:
-        prepare()  # the sparse kernels only
+        if args.method != "sgr":  # the sparse-retrieval kernels (an SGR index never calls them)
+            prepare()
         ds, retr, build_s = _load_index(args) if args.index else build_retriever(args)
         qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
         qmap = ds.queries
