@@ -203,7 +203,10 @@ def geometry_csr_merge_naive(X):
     X = X.tocsr()
     X.sort_indices()
     m = X.shape[0]
-    rows = [dict(zip(X.indices[X.indptr[i] : X.indptr[i + 1]].tolist(), X.data[X.indptr[i] : X.indptr[i + 1]].tolist())) for i in range(m)]
+    rows = [
+        dict(zip(X.indices[X.indptr[i] : X.indptr[i + 1]].tolist(), X.data[X.indptr[i] : X.indptr[i + 1]].tolist()))
+        for i in range(m)
+    ]
 
     def dot(a, b):
         s = 0.0
