@@ -59,7 +59,17 @@ def jkofast_command(args: Sequence[str]) -> list[str]:
     import jkofast
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(jkofast.__file__)))
-    code = f"import sys; sys.path.insert(0, {root!r}); from jkofast.cli import main; sys.exit(main({list(args)!r}))"
+    # the child drops the current folder from its path (unless this jkofast lives there) and
+    # puts this jkofast's folder first only when it is not on the path already (site-packages is)
+    code = (
+        "import os, sys\n"
+        f"root = {root!r}\n"
+        "cwd = os.getcwd()\n"
+        "sys.path[:] = [p for p in sys.path if os.path.abspath(p or cwd) != cwd or cwd == root]\n"
+        "if root not in [os.path.abspath(p or cwd) for p in sys.path]:\n"
+        "    sys.path.insert(0, root)\n"
+        f"from jkofast.cli import main\nsys.exit(main({list(args)!r}))\n"
+    )
     return [sys.executable, "-c", code]
 
 

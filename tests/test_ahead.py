@@ -82,7 +82,7 @@ def test_child_command_runs_this_processs_jkofast(tmp_path):
     (tmp_path / "jkofast" / "__init__.py").write_text("raise ImportError('the checkout in the current folder')\n")
     (tmp_path / "jkofast" / "__main__.py").write_text("")
     probe = ahead.jkofast_command(["warmup", "--only", "no-such-entry"])
-    probe[2] = probe[2].split("; from jkofast.cli")[0] + "; import jkofast; print(jkofast.__file__)"
+    probe[2] = probe[2].split("\nfrom jkofast.cli")[0] + "\nimport jkofast\nprint(jkofast.__file__)\n"
     out = subprocess.run(probe, cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == jkofast.__file__
