@@ -126,3 +126,31 @@ class Float32Speedup(Benchmark):
         return float(np.abs(p64 - p32).sum())
 
     track_l1_vs_float64.unit = "L1"
+
+
+class CSRGeometry(Benchmark):
+    """C, K of one pool of 200 sparse rows (``pool_geometry(csr=...)``, the ``jko_sparse`` row's geometry).
+
+    Rows shaped like SciFact's PPMI-smoothed TF-IDF rows (≈ 550 of 26,000 Zipf-drawn columns, so
+    rows share many columns); the CSR cosine is a scatter / gather (bit-identical to a merge join).
+    """
+
+    def make_inputs(self):
+        import scipy.sparse as sp
+
+        rng = np.random.default_rng(SEED)
+        m, v, nnz = 200, 26_000, 550
+        p = 1.0 / np.arange(1, v + 1) ** 0.9
+        p /= p.sum()
+        cols = [np.unique(rng.choice(v, size=nnz, p=p)) for _ in range(m)]
+        indptr = np.concatenate([[0], np.cumsum([c.size for c in cols])])
+        data = rng.random(int(indptr[-1])).astype(np.float32) + 0.01
+        self.X = sp.csr_matrix((data, np.concatenate(cols), indptr), shape=(m, v))
+
+    def run(self):
+        from jkofast.jko import pool_geometry
+
+        return pool_geometry(csr=self.X)
+
+    def time_pool_geometry_csr(self):
+        self.run()
