@@ -34,8 +34,8 @@ def test_nm_jko_quick_rows_training_and_metric_file(tiny, tmp_path):
     tr = res.extra["training"]
     assert tr["epochs"] == 2 and tr["n_tuning"] == 4 and 1 <= tr["n_train"] == tr["n_eligible"] <= 4
     assert tr["published"]["n_train"] == 79 and np.isfinite(tr["final_loss"])
-    assert isinstance(tr["train_seconds"], float) and isinstance(tr["train_cpu_seconds"], float)
-    assert np.isfinite(res.extra["time_ratio"])  # a value, not a speed bound
+    assert {"train_seconds", "train_cpu_seconds"} <= set(tr)
+    assert "time_ratio" in res.extra  # reported, never bounded (speed belongs in asv)
     met = load_metric(tmp_path / nm.W_FILE, d=384)
     assert met.W.shape == (64, 384) and met.n_train == tr["n_train"] and met.epochs == 2
     assert met.final_loss == pytest.approx(tr["final_loss"])
