@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from beir_helpers import write_beir
 
 from jkofast.cli import main
 
@@ -26,14 +27,7 @@ QUERIES = (("q1", "sunlight power"), ("q2", "cat"), ("q3", "wind"))
 
 
 def tiny_beir(root) -> str:
-    os.makedirs(os.path.join(root, "qrels"), exist_ok=True)
-    with open(os.path.join(root, "corpus.jsonl"), "w") as fh:
-        fh.writelines(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS)
-    with open(os.path.join(root, "queries.jsonl"), "w") as fh:
-        fh.writelines(json.dumps({"_id": i, "text": x}) + "\n" for i, x in QUERIES)
-    with open(os.path.join(root, "qrels", "test.tsv"), "w") as fh:
-        fh.write("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\n")
-    return str(root)
+    return write_beir(root, DOCS, QUERIES, (("q1", "d1", 1), ("q2", "d4", 1)))
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from beir_helpers import write_beir
 
 from jkofast.cli import main
 from jkofast.sgr.retriever import SparseGeometricRetriever
@@ -21,15 +22,7 @@ DOCS = [
 
 
 def _beir(root):
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "qrels").mkdir(exist_ok=True)
-    (root / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS), encoding="utf-8"
-    )
-    (root / "queries.jsonl").write_text(
-        json.dumps({"_id": "q1", "text": "sunlight power"}) + "\n" + json.dumps({"_id": "q2", "text": "cat dog"}) + "\n"
-    )
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td5\t1\n")
+    write_beir(root, DOCS, (("q1", "sunlight power"), ("q2", "cat dog")), (("q1", "d1", 1), ("q2", "d5", 1)))
     return root
 
 

@@ -1,6 +1,7 @@
 """``jkofast run``: arguments are checked before the job starts (QA review)."""
 
 import pytest
+from beir_helpers import write_beir
 
 from jkofast.cli import main
 
@@ -25,10 +26,6 @@ def test_bad_arguments_fail_up_front(capsys, extra, match):
 
 
 def _tiny_beir(root):
-    import json
-
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "qrels").mkdir(exist_ok=True)
     docs = [
         ("d1", "Solar", "solar panels convert sunlight"),
         ("d2", "Wind", "wind turbines make power"),
@@ -36,14 +33,8 @@ def _tiny_beir(root):
         ("d4", "Cat", "the cat sat on mat"),
         ("d5", "Dog", "dog and cat"),
     ]
-    (root / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs)
-    )
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": i, "text": x}) + "\n" for i, x in (("q1", "sunlight power"), ("q2", "cat")))
-    )
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\n")
-    return str(root)
+    queries = (("q1", "sunlight power"), ("q2", "cat"))
+    return write_beir(root, docs, queries, (("q1", "d1", 1), ("q2", "d4", 1)))
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from beir_helpers import write_beir
 
 from jkofast.cli import main
 from jkofast.studies.main_job import DENSE_METHODS, run_main_job
@@ -23,15 +24,8 @@ DOCS = [
 
 
 def tiny_beir(root) -> str:
-    os.makedirs(os.path.join(root, "qrels"), exist_ok=True)
-    with open(os.path.join(root, "corpus.jsonl"), "w") as fh:
-        fh.writelines(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in DOCS)
-    with open(os.path.join(root, "queries.jsonl"), "w") as fh:
-        qs = (("q1", "solar panels sunlight"), ("q2", "cat mat"), ("q3", "river rain"))
-        fh.writelines(json.dumps({"_id": i, "text": x}) + "\n" for i, x in qs)
-    with open(os.path.join(root, "qrels", "test.tsv"), "w") as fh:
-        fh.write("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td4\t1\nq3\td6\t2\n")
-    return str(root)
+    qs = (("q1", "solar panels sunlight"), ("q2", "cat mat"), ("q3", "river rain"))
+    return write_beir(root, DOCS, qs, (("q1", "d1", 1), ("q2", "d4", 1), ("q3", "d6", 2)))
 
 
 def test_run_without_embeddings_runs_the_sparse_rows_and_names_the_rest(tmp_path, capsys):
