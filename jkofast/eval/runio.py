@@ -26,13 +26,13 @@ or a 6-field TREC line.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import os
-import uuid
 
 import numpy as np
+
+from jkofast._io import atomic_open
 
 __all__ = [
     "Chunk",
@@ -738,45 +738,3 @@ def topk_to_ragged(indices, scores, doc_ids):
     off = np.zeros(idx.shape[0] + 1, np.int64)
     np.cumsum(lens, out=off[1:])
     return off, [doc_ids[i] for i in idx[keep].tolist()], sc[keep].tolist()
-
-
-@contextlib.contextmanager
-def atomic_open(path, *, fsync: bool = True):
-    r"""Write ``path`` atomically: yield a binary handle on a temporary file beside it.
-
-    The temporary file (an exclusive create, so it gets the umask's mode, not mkstemp's 0600)
-    is flushed, optionally fsynced and renamed over ``path`` (``os.replace``) when the block
-    succeeds, and removed when it raises; ``path`` is then untouched.  The bytes are written
-    as given (no compression by suffix: callers wrap the handle, as :func:`jkofast.eval.trec.write_run`
-    does for ``.gz``).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The target file; its folder must exist.
-    fsync : bool
-        Flush the data to disk before the rename (a resumable job relies on it).
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> p = os.path.join(tempfile.mkdtemp(), "x.txt")
-    >>> with atomic_open(p) as fh:
-    ...     _ = fh.write(b"done\n")
-    >>> open(p).read()
-    'done\n'
-    """
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(d, f".tmp-{os.getpid()}-{uuid.uuid4().hex}-{os.path.basename(path)}")
-    try:
-        with open(tmp, "xb") as fh:
-            yield fh
-            fh.flush()
-            if fsync:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -1,0 +1,116 @@
+"""Crash-safe file writing: every file jkofast writes goes through :func:`atomic_open`.
+
+A write goes to a temporary file in the target's folder, is flushed (and fsynced unless the
+caller opts out), then renamed over the target with ``os.replace``.  An interrupted write
+therefore leaves either the old file or the new one, never a partial file; a failed block
+removes its temporary file.  The helpers below wrap the common payloads (``.npy`` arrays,
+``.npz`` archives, text and JSON) on top of it.
+
+:func:`check_writable` checks an output path before any computation, so a long job never
+computes a result it cannot save.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+
+import numpy as np
+
+__all__ = [
+    "atomic_open",
+    "atomic_save_npy",
+    "atomic_save_npz",
+    "atomic_write_json",
+    "atomic_write_text",
+    "check_writable",
+]
+
+
+@contextlib.contextmanager
+def atomic_open(path, *, fsync: bool = True):
+    r"""Write ``path`` atomically: yield a binary handle on a temporary file beside it.
+
+    The temporary file (an exclusive create, so it gets the umask's mode, not mkstemp's 0600)
+    is flushed, optionally fsynced and renamed over ``path`` (``os.replace``) when the block
+    succeeds, and removed when it raises; ``path`` is then untouched.  The bytes are written
+    as given (no compression by suffix: callers wrap the handle, as :func:`jkofast.eval.trec.write_run`
+    does for ``.gz``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target file; its folder must exist.
+    fsync : bool
+        Flush the data to disk before the rename (a resumable job relies on it).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "x.txt")
+    >>> with atomic_open(p) as fh:
+    ...     _ = fh.write(b"done\n")
+    >>> open(p).read()
+    'done\n'
+    """
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(d, f".tmp-{os.getpid()}-{uuid.uuid4().hex}-{os.path.basename(path)}")
+    try:
+        with open(tmp, "xb") as fh:
+            yield fh
+            fh.flush()
+            if fsync:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_save_npy(path, arr, *, fsync: bool = True) -> None:
+    """Save one array as ``.npy`` at exactly ``path`` (no suffix added), atomically."""
+    with atomic_open(path, fsync=fsync) as fh:
+        np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
+
+
+def atomic_save_npz(path, *, compressed: bool = False, fsync: bool = True, **arrays) -> None:
+    """Save named arrays as an ``.npz`` archive at exactly ``path``, atomically."""
+    with atomic_open(path, fsync=fsync) as fh:
+        (np.savez_compressed if compressed else np.savez)(fh, **arrays)
+
+
+def atomic_write_text(path, text: str, *, fsync: bool = True) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_open(path, fsync=fsync) as fh:
+        fh.write(text.encode("utf-8"))
+
+
+def atomic_write_json(path, obj, *, fsync: bool = True, **dump_kw) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically (``dump_kw`` go to :func:`json.dumps`)."""
+    atomic_write_text(path, json.dumps(obj, **dump_kw), fsync=fsync)
+
+
+def check_writable(path, name: str) -> str:
+    """Check before any work that ``path`` can be created or replaced; return it as ``str``.
+
+    The folder must exist and accept a new file (probed by creating and removing a temporary
+    file there), and ``path`` must not be a folder.  Raises ``ValueError`` naming ``name``.
+    """
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise ValueError(f"{name}: {p!r} is a folder, not a file")
+    d = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(d):
+        raise ValueError(f"{name}: folder {d!r} does not exist")
+    probe = os.path.join(d, f".probe-{os.getpid()}-{uuid.uuid4().hex}")
+    try:
+        with open(probe, "xb"):
+            pass
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{name}: cannot write in {d!r} ({e.strerror or e})") from None
+    return p
