@@ -42,7 +42,7 @@ ENTRY = {
     + "rerank_batch(E, None, np.array([0, 200]), embeddings=Z.astype(np.float32), config='tuned', n_threads=1)\n",
     "evaluate": "from jkofast.eval.metrics import evaluate\n"
     + "evaluate({'q': {'a': 1.0, 'b': 0.5}}, {'q': {'a': 1}}, ['ndcg@10', 'map'])\n",
-    "bm25_search": "from jkofast.sparse.retriever import get_retriever\n"
+    "bm25_search": "from jkofast.pools.retrievers import get_retriever\n"
     + "get_retriever('bm25').fit(['a b c', 'b c d', 'c d e']).search(['b d'], 2)\n",
     "minmax": "import numpy as np\nfrom jkofast.jko.energy import minmax\nminmax(np.array([1.0, 2.0, 3.0]))\n",
 }

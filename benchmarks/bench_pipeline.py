@@ -89,7 +89,7 @@ class SciFactPools(Benchmark):
 
     def make_inputs(self, step):
         C = jk("jkofast.pools.candidates")
-        get_retriever = jk("jkofast.sparse.retriever").get_retriever
+        get_retriever = jk("jkofast.pools.retrievers").get_retriever
 
         ds = jk("jkofast.datasets.beir").load_dataset("scifact")
         n = 60 if PROFILE == "fast" else 300

@@ -27,7 +27,7 @@ def zipf(n_docs):
 
 
 def _retriever(method):
-    return jk("jkofast.sparse.retriever").get_retriever(method)
+    return jk("jkofast.pools.retrievers").get_retriever(method)
 
 
 class SciFactBuild(Benchmark):
@@ -37,7 +37,7 @@ class SciFactBuild(Benchmark):
     param_names = ["method"]
 
     def make_inputs(self, method):
-        DOC_SEP = jk("jkofast.sparse.retriever").DOC_SEP
+        DOC_SEP = jk("jkofast.pools.retrievers").DOC_SEP
         ds, _ = scifact()
         self.docs = ds.doc_texts(DOC_SEP[method])
 
@@ -56,7 +56,7 @@ class SciFactSearch(Benchmark):
     param_names = ["method", "k"]
 
     def make_inputs(self, method, k):
-        DOC_SEP = jk("jkofast.sparse.retriever").DOC_SEP
+        DOC_SEP = jk("jkofast.pools.retrievers").DOC_SEP
         ds, qs = scifact()
         self.index = _retriever(method).fit(ds.doc_texts(DOC_SEP[method])).index
         self.q = self.index.query_csr(qs)

@@ -54,6 +54,7 @@ MOVED = {
     "jkofast.kernels.eval.metrics": "jkofast.kernels.ranking_metrics",
     "jkofast.pools.baselines": "jkofast.baselines",
     "jkofast.pools.candidates": "jkofast.pools",
+    "jkofast.pools.retrievers": "jkofast.sparse.retriever",
     "jkofast.sgr.retriever": "jkofast.sgr",
     "jkofast.sparse.index": "jkofast.index",
     "jkofast.sparse.retriever": "jkofast.retriever",
@@ -72,7 +73,7 @@ def jk(path: str):
         old = MOVED.get(path)
         if old is None or not (path == missing or path.startswith(missing + ".")):
             raise
-    return importlib.import_module(old)
+    return jk(old)
 
 
 class Benchmark(abc.ABC):

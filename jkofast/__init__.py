@@ -34,7 +34,7 @@ __getattr__, __dir__, _names = lazy_exports(
         "operating_point": "jkofast.jko.solver",
         "pool_geometry": "jkofast.jko.solver",
         "SparseGeometricRetriever": "jkofast.sgr.retriever",
-        "get_retriever": "jkofast.sparse.retriever",
+        "get_retriever": "jkofast.pools.retrievers",
         "evaluate": "jkofast.eval.metrics",
     },
 )

@@ -14,8 +14,8 @@ import re
 
 import pytest
 
+from jkofast.pools.retrievers import METHODS, get_retriever
 from jkofast.sgr.scripts import fold_script, script_tokenizer
-from jkofast.sparse.retriever import METHODS, get_retriever
 from jkofast.sparse.text import SKLEARN, WORD, Analyzer
 
 ZWNJ, ZWJ, TATWEEL = "\u200c", "\u200d", "\u0640"

@@ -113,7 +113,7 @@ def _bm25(s):
 
 def _sgr(s):
     from jkofast.datasets.beir import load_dataset
-    from jkofast.sparse.retriever import get_retriever
+    from jkofast.pools.retrievers import get_retriever
 
     ds = load_dataset("scifact")
     sgr = get_retriever("sgr").fit(ds.doc_texts(" "))

@@ -8,7 +8,7 @@ import time
 
 __all__ = ["METHODS", "Progress", "add_method_args", "build_retriever", "emit", "method_params", "parse_param"]
 
-# = jkofast.sparse.retriever.METHODS, spelled out: building the parser must not import the retriever (numba)
+# = jkofast.pools.retrievers.METHODS, spelled out: building the parser must not import the retriever (numba)
 METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
 # = jkofast.sparse.text.STOPWORD_LISTS (+ "none") and the keys of jkofast.sgr.retriever.PRESETS, likewise
 STOPWORD_CHOICES = ("english", "sklearn", "lucene", "bm25s", "none")
@@ -151,7 +151,7 @@ def _preset_and_params(args) -> dict:
     preset, pairs = getattr(args, "preset", None), getattr(args, "param", None) or []
     if preset is None and not pairs:
         return {}
-    from jkofast.sparse.retriever import param_types, presets
+    from jkofast.pools.retrievers import param_types, presets
 
     out = {}
     if preset is not None:
@@ -198,7 +198,7 @@ def parse_param(key: str, value: str, kind: type):
 def build_retriever(args):
     """Load the dataset and fit the retriever; returns ``(dataset, retriever, seconds)``."""
     from jkofast.datasets.beir import load_dataset
-    from jkofast.sparse.retriever import DOC_SEP, get_retriever
+    from jkofast.pools.retrievers import DOC_SEP, get_retriever
 
     ds = load_dataset(args.dataset, strict=getattr(args, "strict", False))
     retr = get_retriever(args.method, **method_params(args))

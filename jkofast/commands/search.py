@@ -32,16 +32,9 @@ def _load_index(args):
 
     ds = load_dataset(args.dataset, strict=getattr(args, "strict", False))
     t0 = time.perf_counter()
-    if args.method == "sgr":
-        from jkofast.sgr.retriever import SparseGeometricRetriever
+    from jkofast.pools.retrievers import load_retriever
 
-        retr = SparseGeometricRetriever.load(args.index, mmap=True)  # opens in seconds; pages read on demand
-    else:
-        from jkofast.sparse.retriever import SparseRetriever
-
-        retr = SparseRetriever.load(args.index)
-        if retr.method != args.method:
-            raise ValueError(f"--index holds a {retr.method} index, not {args.method}")
+    retr = load_retriever(args.method, args.index, name="--index")  # memory-mapped: opens in seconds
     build_s = time.perf_counter() - t0
     _check_index(ds, retr.n_docs, getattr(retr, "ids_", None))
     return ds, retr, build_s
@@ -73,9 +66,7 @@ def _search_on_dask(args):
     ds = load_dataset(args.dataset, strict=getattr(args, "strict", False))
     with dask_client(args.dask, timeout=args.dask_timeout, warm=False) as client:
         t0 = time.perf_counter()
-        info = client.submit(index_info, os.path.abspath(args.index), args.method, pure=False).result()
-        if info["method"] != args.method:
-            raise ValueError(f"--index holds a {info['method']} index, not {args.method}")
+        info = client.submit(index_info, os.path.abspath(args.index), args.method, "--index", pure=False).result()
         _check_index(ds, info["n_docs"], info["ids"])
         build_s = time.perf_counter() - t0
         qmap = ds.queries

@@ -16,7 +16,9 @@ import threading
 
 import numpy as np
 
-__all__ = ["index_info", "load_retriever", "search_chunk_task", "search_on_dask"]
+from jkofast.pools.retrievers import load_retriever
+
+__all__ = ["cached_retriever", "index_info", "search_chunk_task", "search_on_dask"]
 
 _RETRIEVERS: dict = {}  # per process: the last index, loaded once
 _LOCK = threading.Lock()  # one load and one kernel launch at a time per process
@@ -28,28 +30,24 @@ def _index_key(path: str, method: str) -> tuple:
     return path, method, files
 
 
-def load_retriever(path: str, method: str):
-    """Return the retriever saved in folder ``path`` (``method``: ``sgr`` or a sparse method), cached per process."""
+def cached_retriever(path: str, method: str, name: str | None = None):
+    """Return the retriever saved in folder ``path`` (``method``: ``sgr`` or a sparse method), cached per process.
+
+    ``name`` is how a mismatch message names the folder (see :func:`jkofast.pools.retrievers.load_retriever`).
+    """
     key = _index_key(path, method)
     retr = _RETRIEVERS.get(key)
     if retr is None:
-        if method == "sgr":
-            from jkofast.sgr.retriever import SparseGeometricRetriever
-
-            retr = SparseGeometricRetriever.load(path)
-        else:
-            from jkofast.sparse.retriever import SparseRetriever
-
-            retr = SparseRetriever.load(path)  # memory-mapped arrays
+        retr = load_retriever(method, path, name=name)  # memory-mapped arrays
         _RETRIEVERS.clear()  # one index at a time
         _RETRIEVERS[key] = retr
     return retr
 
 
-def index_info(path: str, method: str) -> dict:
+def index_info(path: str, method: str, name: str | None = None) -> dict:
     """Return what the client checks of a saved index: its method, ``n_docs`` and saved document ids (or None)."""
     with _LOCK:
-        retr = load_retriever(path, method)
+        retr = cached_retriever(path, method, name)
     ids = getattr(retr, "ids_", None)
     return {
         "method": getattr(retr, "method", method),
@@ -68,7 +66,7 @@ def search_chunk_task(path: str, method: str, texts: list, k: int, threads: int 
     from jkofast.jko.stream import _worker_name
 
     with _LOCK:
-        retr = load_retriever(path, method)
+        retr = cached_retriever(path, method)
         idx, sc = retr.search(texts, k, n_threads=threads)
     return idx, sc, _worker_name(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 

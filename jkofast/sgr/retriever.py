@@ -667,7 +667,7 @@ class SparseGeometricRetriever:
         self._qtable = (table, voc_off, voc_cp)
 
     # ------------------------------------------------------------------ query
-    doc_sep = " "  # the title/text separator of the published method (jkofast.sparse.retriever)
+    doc_sep = " "  # the title/text separator of the published method
 
     @property
     def n_docs(self) -> int:

@@ -1,4 +1,4 @@
-r"""First-stage retrievers with one interface, and a registry.
+r"""Sparse first-stage retrievers (BM25, TF-IDF) with the interface every retriever shares.
 
 Every retriever has
 
@@ -11,7 +11,8 @@ Every retriever has
 * ``doc_sep`` -- the title/text separator the method was published with, for
   ``BeirDataset.doc_texts(sep)``.
 
-Methods (``get_retriever(method, **params)``):
+The registry over these and SparseGeometricRAG (``get_retriever(method, **params)``,
+``load_retriever(method, path)``) is :mod:`jkofast.pools.retrievers`, above both wings.  Methods:
 
 =============== ========================================================================= ========
 method          what                                                                      doc_sep
@@ -30,13 +31,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from jkofast.sparse.index import BM25Index, SparseIndex, TfidfIndex, load_index
-from jkofast.sparse.text import SKLEARN, WORD, Analyzer
+from jkofast.sparse.index import SparseIndex, TfidfIndex, load_index
 
-__all__ = ["METHODS", "SparseRetriever", "get_retriever", "param_types", "presets"]
+__all__ = ["DOC_SEP", "SparseRetriever"]
 
-METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
-DOC_SEP = {"bm25": ". ", "bm25-lucene": " ", "tfidf": " ", "sgr": " "}
+# the title/text separator each sparse method was published with (BeirDataset.doc_texts(sep))
+DOC_SEP = {"bm25": ". ", "bm25-lucene": " ", "tfidf": " "}
 
 
 class SparseRetriever:
@@ -87,119 +87,3 @@ class SparseRetriever:
             else:
                 method = "bm25" if idx.variant == "okapi" else "bm25-lucene"
         return cls(idx, method)
-
-
-def _analyzer(params: dict, default_pattern: str, default_stop):
-    """Pop the analyser settings (or a ready ``analyzer``) from ``params`` and build the Analyzer."""
-    if "analyzer" in params:
-        an = params.pop("analyzer")
-        if not isinstance(an, Analyzer):  # a str failed later with an AttributeError
-            raise TypeError(f"analyzer must be a jkofast.sparse.text.Analyzer, got {type(an).__name__} {an!r}")
-        return an
-    return Analyzer(
-        params.pop("token_pattern", default_pattern),
-        params.pop("lowercase", True),
-        params.pop("stopwords", default_stop),
-        params.pop("stemmer", None),
-        params.pop("compounds", False),
-        params.pop("scripts", True),
-    )
-
-
-# the analyser's parameters (jkofast.sparse.text.Analyzer) and their types; None-valued settings
-# (stopwords, stemmer, max_features) are given as these types, "none" meaning None
-_ANALYSER_TYPES = {
-    "token_pattern": str,
-    "lowercase": bool,
-    "stopwords": str,
-    "stemmer": str,
-    "compounds": bool,
-    "scripts": bool,
-    "max_features": int,
-}
-_SPARSE_TYPES = {
-    "bm25": {"k1": float, "b": float, "epsilon": float, **_ANALYSER_TYPES},
-    "bm25-lucene": {"k1": float, "b": float, **_ANALYSER_TYPES},
-    "tfidf": dict(_ANALYSER_TYPES),
-}
-
-
-def param_types(method: str) -> dict:
-    """Return ``{parameter: type}`` of what ``get_retriever(method, **params)`` accepts (the CLI's ``--param``).
-
-    SGR: every :class:`jkofast.sgr.retriever.SparseGeometricRetriever` parameter, typed by its
-    default (``bool``, ``int``, ``float`` or ``str``).
-
-    Raises
-    ------
-    ValueError
-        Unknown method.
-    """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if method == "sgr":
-        from jkofast.sgr.retriever import default_params
-
-        return {k: type(v) for k, v in default_params().items()}
-    return dict(_SPARSE_TYPES[method])
-
-
-def presets(method: str) -> dict:
-    """Return the named parameter sets of ``method`` (SGR: ``"published"``; the others: none)."""
-    if method == "sgr":
-        from jkofast.sgr.retriever import PRESETS
-
-        return {k: dict(v) for k, v in PRESETS.items()}
-    return {}
-
-
-def get_retriever(method: str, **params):
-    """Build an (unfitted) retriever by name.
-
-    Parameters
-    ----------
-    method : {"bm25", "bm25-lucene", "tfidf", "sgr"}
-    **params
-        ``bm25``/``bm25-lucene``: ``k1``, ``b``, ``epsilon`` (okapi), ``token_pattern``,
-        ``lowercase``, ``stopwords`` (``None``, ``"english"`` = ``"sklearn"``, ``"lucene"``,
-        ``"bm25s"`` or a list), ``stemmer`` (``None``, ``"porter"`` or ``"snowball-<language>"``,
-        PyStemmer), ``compounds``, ``scripts`` (:class:`jkofast.sparse.text.Analyzer`),
-        ``max_features`` or a full ``analyzer``.
-        ``tfidf``: ``token_pattern``, ``lowercase``, ``stopwords``, ``stemmer``, ``compounds``,
-        ``scripts``, ``max_features``.
-        ``sgr``: passed to ``jkofast.sgr.retriever.SparseGeometricRetriever``.
-
-    Returns
-    -------
-    SparseRetriever or SparseGeometricRetriever
-
-    Raises
-    ------
-    ValueError
-        Unknown method or parameter.
-
-    Examples
-    --------
-    >>> r = get_retriever("bm25").fit(["the cat sat", "a dog", "cat and dog"])
-    >>> r.search(["dog"], k=2)[0].tolist()
-    [[1, 2]]
-    """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    params = dict(params)
-    if method == "sgr":
-        from jkofast.sgr.retriever import SparseGeometricRetriever
-
-        return SparseGeometricRetriever(**params)
-    if method in ("bm25", "bm25-lucene"):
-        okapi = method == "bm25"
-        an = _analyzer(params, WORD if okapi else SKLEARN, None if okapi else "english")
-        kw = {k: params.pop(k) for k in ("k1", "b", "epsilon", "max_features") if k in params}
-        if params:
-            raise ValueError(f"unknown parameter(s) for {method}: {', '.join(sorted(params))}")
-        return SparseRetriever(BM25Index("okapi" if okapi else "lucene", analyzer=an, **kw), method)
-    an = _analyzer(params, SKLEARN, None)
-    kw = {k: params.pop(k) for k in ("max_features",) if k in params}
-    if params:
-        raise ValueError(f"unknown parameter(s) for {method}: {', '.join(sorted(params))}")
-    return SparseRetriever(TfidfIndex(analyzer=an, **kw), method)

@@ -195,7 +195,7 @@ def study_inputs(
     from jkofast.datasets.beir import load_dataset
     from jkofast.jko.energy import align_scores, read_score_file
     from jkofast.pools.candidates import build_pools, dense_scores
-    from jkofast.sparse.retriever import get_retriever
+    from jkofast.pools.retrievers import get_retriever
 
     say = log or (lambda m: None)
     t0 = time.perf_counter()

@@ -309,7 +309,7 @@ def study(opts: StudyOptions) -> StudyResult:
     published SPEC A.9.5 values beside them.
     """
     from jkofast.datasets.beir import load_dataset
-    from jkofast.sparse.retriever import get_retriever
+    from jkofast.pools.retrievers import get_retriever
 
     name, cfg, ns, n_sel = _setting(opts.dataset, opts.quick)
     ds = load_dataset(opts.dataset)

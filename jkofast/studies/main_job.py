@@ -311,7 +311,7 @@ def _check_job_args(methods, n_queries, n_threads, batch_size, sparse, config, g
     # n_queries=-1 dropped the last query, 0 failed as 'scores must not be empty')
     from jkofast._threads import resolve_threads
     from jkofast._validation import check_int
-    from jkofast.sparse.retriever import METHODS as _SPARSE_METHODS
+    from jkofast.pools.retrievers import METHODS as _SPARSE_METHODS
 
     if n_queries is not None:
         n_queries = check_int(n_queries, "n_queries", min_value=1)
@@ -393,7 +393,7 @@ def _skipped_note(ds, name, skipped, model) -> str:
 
 def _first_stage(job: _Job, sparse):
     """Run the sparse first stage over the whole corpus: its row in the table and its full score matrix."""
-    from jkofast.sparse.retriever import get_retriever
+    from jkofast.pools.retrievers import get_retriever
 
     ds, nq, n_threads = job.ds, job.nq, job.n_threads
     with job.stage("bm25_index"):

@@ -111,7 +111,7 @@ class _Pools:
 
 def _build_pools(ds, doc_emb, q_emb, qids, opts, log) -> _Pools:
     from jkofast.pools.candidates import build_pools, dense_scores
-    from jkofast.sparse.retriever import get_retriever
+    from jkofast.pools.retrievers import get_retriever
 
     times = {}
     texts = [ds.queries[q] for q in qids]

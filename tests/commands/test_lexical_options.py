@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jkofast.cli import main
-from jkofast.sparse.retriever import get_retriever, param_types, presets
+from jkofast.pools.retrievers import get_retriever, param_types, presets
 from jkofast.sparse.text import LUCENE_ENGLISH_STOP_WORDS, Analyzer
 
 

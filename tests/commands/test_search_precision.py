@@ -4,7 +4,7 @@ import numpy as np
 
 from jkofast.cli import main
 from jkofast.datasets.beir import load_dataset
-from jkofast.sparse.retriever import get_retriever
+from jkofast.pools.retrievers import get_retriever
 
 
 def test_search_scores_round_trip(tmp_path):

@@ -870,7 +870,7 @@ def test_load_mmap_skips_the_full_scan_but_verify_runs_it(retr, tmp_path):
 
 
 def test_load_refuses_foreign_or_broken_folders(retr, tmp_path):
-    from jkofast.sparse.retriever import get_retriever
+    from jkofast.pools.retrievers import get_retriever
 
     bm = str(tmp_path / "bm25")
     get_retriever("bm25").fit(["aa bb", "bb cc"]).save(bm)

@@ -6,8 +6,9 @@ import pytest
 
 from jkofast.cli import main
 from jkofast.datasets.beir import load_dataset
+from jkofast.pools.retrievers import METHODS, get_retriever
 from jkofast.sparse.index import BM25Index, TfidfIndex
-from jkofast.sparse.retriever import METHODS, SparseRetriever, get_retriever
+from jkofast.sparse.retriever import SparseRetriever
 
 DOCS = ["the cat sat on the mat", "the dog chased the cat", "birds fly", "a mat, a rug"]
 

@@ -263,7 +263,8 @@ def test_stemmer_through_registry_save_load_and_cli(tmp_path, data_dir, capsys):
     import os
 
     from jkofast.cli import main
-    from jkofast.sparse.retriever import SparseRetriever, get_retriever
+    from jkofast.pools.retrievers import get_retriever
+    from jkofast.sparse.retriever import SparseRetriever
 
     docs = ["the cats are running", "a cat runs", "dogs bark"]
     r = get_retriever("bm25-lucene", stemmer="porter").fit(docs)

@@ -137,7 +137,7 @@ def test_cli_has_run_and_demo():
 def test_main_job_user_scores_file(tmp_path):
     """--scores with the BM25 scores themselves reproduces the default (BM25 stand-in) run."""
     from jkofast.datasets.beir import load_dataset
-    from jkofast.sparse.retriever import get_retriever
+    from jkofast.pools.retrievers import get_retriever
     from jkofast.studies.main_job import run_main_job
 
     ds = load_dataset("scifact")
