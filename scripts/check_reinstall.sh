@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # The README's two commands in one environment: `pip install .`, a run (kernels compiled and
-# cached), then `pip install -e .` -- jkofast must still import and run (issue #16: Numba cache
-# files written inside site-packages/jkofast once survived the uninstall and shadowed the
-# editable install as a namespace package). Uses a throw-away venv on top of the current
-# interpreter's packages (numpy, numba, ... are not reinstalled) and a throw-away cache root.
+# cached), then `pip install -e .` -- jkofast must still import and run, and no Numba cache file
+# may be left inside the installed package (it would shadow the editable install as a namespace
+# package). Uses a throw-away venv that sees the packages of the interpreter running this script
+# (numpy, numba, ... are not reinstalled) and a throw-away cache root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 unset NUMBA_CACHE_DIR JKOFAST_CACHE_DIR
 export XDG_CACHE_HOME="$work/cache"
-python3 -m venv --system-site-packages "$work/venv"
+# The venv is made from the active interpreter (a venv's python3 included) and sees that
+# interpreter's site-packages through a .pth of plain paths: --system-site-packages would show
+# the *base* interpreter's packages instead, which lack numba when the active one is a venv.
+# Plain path lines add the folders without running their .pth hooks, so an editable jkofast
+# installed there stays invisible and the probe imports the copy installed below.
+python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
+python3 -c 'import site, sys, sysconfig
+dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+if site.ENABLE_USER_SITE: dirs.append(site.getusersitepackages())
+print("\n".join(dict.fromkeys(d for d in dirs if d)))' >"$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_parent_env.pth"
 # a copy of the tree: `pip install .` must not write build/ or *.egg-info into the checkout
 git ls-files -z | tar --null -cf - -T - | (mkdir -p "$work/src" && tar -xf - -C "$work/src")
 probe='import numpy as np, jkofast; from jkofast.jko.energy import minmax
