@@ -597,8 +597,31 @@ def iter_rows(path):
                     continue
                 yield lineno, s.split("\t") if "\t" in s else s.split()
         except UnicodeDecodeError as exc:
-            # the decoder works on blocks: the bad byte is at or after this line
-            raise ValueError(f"{os.fspath(path)}: not valid UTF-8 after line {lineno} ({exc.reason})") from None
+            lineno, col = _utf8_error_position(path)
+            raise ValueError(
+                f"{os.fspath(path)}:{lineno}: invalid UTF-8 at byte {col} of the line ({exc.reason})"
+            ) from None
+
+
+def _utf8_error_position(path) -> tuple[int, int]:
+    """``(line number, byte in the line)`` of the first byte of ``path`` that is not UTF-8.
+
+    The text reader decodes in blocks, so its error does not say the line; this re-reads the
+    bytes one ``\n``-line at a time and counts lines as text mode does (``\n``, ``\r\n`` and a
+    lone ``\r`` each end one).  Returns ``(0, 0)`` when every line decodes.
+    """
+    path = os.fspath(path)
+    lineno = 0
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as fh:
+        for raw in fh:
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                head = raw[: exc.start]
+                starts = [0] + [i + 1 for i, b in enumerate(head) if b == 0x0D and head[i + 1 : i + 2] != b"\n"]
+                return lineno + len(starts), exc.start - starts[-1]
+            lineno += 1 + raw.rstrip(b"\n").count(b"\r") - raw.count(b"\r\n")
+    return 0, 0
 
 
 # ---------------------------------------------------------------------------------------------

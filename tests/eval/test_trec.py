@@ -222,10 +222,22 @@ def test_write_run_validates_arrays_and_scores(tmp_path):
     assert read_run(p) == {"q": {"a": 2.0}}
 
 
-def test_invalid_utf8_names_the_file(tmp_path):
+def test_invalid_utf8_names_the_file_and_exact_line(tmp_path):
     p = tmp_path / "bad.trec"
     p.write_bytes(b"q Q0 d 1 1.0 t\nq Q0 \xff 2 0.5 t\n")
-    with pytest.raises(ValueError, match=r"bad\.trec: not valid UTF-8"):
+    with pytest.raises(ValueError, match=r"bad\.trec:2: invalid UTF-8 at byte 5 of the line"):
+        read_run(p)
+    # deep in a file (the text decoder works on blocks, so its own error knows no line), and with
+    # \r\n and a lone \r counted as text mode counts them
+    lines = [f"q Q0 d{i} {i + 1} {20 - i} t\n".encode() for i in range(12)]
+    lines[9] = lines[9].replace(b"d9", b"d\xff9")
+    p.write_bytes(b"".join(lines))
+    with pytest.raises(ValueError, match=r"bad\.trec:10: invalid UTF-8 at byte 6 of the line"):
+        read_run(p)
+    with pytest.raises(ValueError, match=r"bad\.trec:10: invalid UTF-8"):
+        read_run_arrays(p)
+    p.write_bytes(b"q Q0 a 1 1 t\r\nq Q0 b 2 0.5 t\rq Q0 c\xff 3 0.2 t\n")
+    with pytest.raises(ValueError, match=r"bad\.trec:3: invalid UTF-8 at byte 6 of the line"):
         read_run(p)
 
 
