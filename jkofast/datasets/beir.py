@@ -140,6 +140,8 @@ def _check_id(v, what: str, path: str, lineno: int) -> str:
     if isinstance(v, bool) or not isinstance(v, str | int):
         raise ValueError(f"{path}:{lineno}: {what} must be a string, got {type(v).__name__} {v!r}")
     v = str(v)
+    if not v.isascii():
+        _check_encodable(v, what, path, lineno)
     if not v or any(c.isspace() for c in v):
         raise ValueError(
             f"{path}:{lineno}: {what} {v!r} must be non-empty without whitespace (TREC run lines could not carry it)"
@@ -171,7 +173,21 @@ def _str_field(obj: dict, key: str, path: str, lineno: int) -> str:
         return ""
     if not isinstance(v, str):
         raise ValueError(f"{path}:{lineno}: field {key!r} must be a string, got {type(v).__name__}")
+    if not v.isascii():
+        _check_encodable(v, f"field {key!r}", path, lineno, obj.get("_id"))
     return v
+
+
+def _check_encodable(v: str, what: str, path: str, lineno: int, rid=None) -> None:
+    """Reject a string that cannot be encoded as UTF-8 (a JSON surrogate escape that is not half of a pair)."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        who = f" of id {rid!r}" if isinstance(rid, str | int) and not isinstance(rid, bool) else ""
+        raise ValueError(
+            f"{path}:{lineno}: {what}{who} holds a lone surrogate {v[e.start]!r} at character {e.start} "
+            "(a \\ud800-\\udfff escape that is not half of a pair): not valid Unicode text"
+        ) from None
 
 
 def _read_records(

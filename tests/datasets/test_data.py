@@ -76,6 +76,27 @@ def test_gzip_and_missing(tiny_copy):
         ("queries.jsonl", 2, '{"_id": "q 2", "text": "x"}\n', r"queries.jsonl:2: _id 'q 2'"),
         ("qrels/test.tsv", 3, "10\td1\t2\n", r"test.tsv:3: duplicate judgement for query '10' and document 'd1'"),
         ("qrels/test.tsv", 3, "\td1\t2\n", r"test.tsv:3: empty query id"),
+        # valid JSON that is not valid Unicode text: a lone surrogate escape (the encoder failed later with a
+        # message naming neither the file, the line nor the document)
+        (
+            "corpus.jsonl",
+            2,
+            '{"_id": "d2", "text": "ok \\ud800 x"}\n',
+            r"corpus.jsonl:2: field 'text' of id 'd2' holds a lone surrogate",
+        ),
+        (
+            "corpus.jsonl",
+            2,
+            '{"_id": "d2", "title": "\\udfff"}\n',
+            r"corpus.jsonl:2: field 'title' of id 'd2' holds a lone",
+        ),
+        ("corpus.jsonl", 2, '{"_id": "d\\ud800", "text": "x"}\n', r"corpus.jsonl:2: _id holds a lone surrogate"),
+        (
+            "queries.jsonl",
+            2,
+            '{"_id": "2", "text": "why \\udbff"}\n',
+            r"queries.jsonl:2: field 'text' of id '2' holds a lone",
+        ),
     ],
 )
 def test_malformed_names_file_and_line(tiny_copy, fname, line, content, match):
