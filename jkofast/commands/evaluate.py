@@ -55,6 +55,11 @@ def add_parser(sub) -> None:
         default="skip",
         help="qrels queries absent from the run: skip (pytrec_eval/BEIR) or score 0",
     )
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="score an empty run or qrels, or files with no query in common (default: exit 2, naming the file)",
+    )
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000; 0: means only, no CI)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--per-query", action="store_true", help="include per-query values (with --json)")
@@ -89,6 +94,23 @@ def _score(args: argparse.Namespace):
     return res, qrels_src, sum(q not in qrels for q in run_qids), sum(q not in run_qids for q in qrels)
 
 
+def _check_not_empty(args, n_scored: int, n_run_only: int, n_qrels_only: int, qrels_src: str) -> None:
+    """Refuse to print metrics over nothing: an empty run, empty qrels, or no query in common."""
+    both = n_scored - (n_qrels_only if args.missing == "zero" else 0)
+    n_run, n_qrels = n_run_only + both, n_qrels_only + both
+    if n_run and n_qrels and both:
+        return
+    if not n_run and not n_qrels:
+        what = f"--run {args.run!r} and the qrels {qrels_src!r} hold no query"
+    elif not n_run:
+        what = f"--run {args.run!r} holds no result line"
+    elif not n_qrels:
+        what = f"the qrels {qrels_src!r} hold no judgement"
+    else:
+        what = f"--run {args.run!r} ({n_run} queries) and the qrels {qrels_src!r} ({n_qrels}) share no query id"
+    raise ValueError(f"{what}: every metric would be 0 over 0 queries (--allow-empty to accept)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Score the run against the qrels and print the metrics with their CIs (exit status)."""
     import time
@@ -100,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     res, qrels_src, n_run_only, n_qrels_only = _score(args)
     t_eval = time.perf_counter() - t0
+    if not args.allow_empty:
+        _check_not_empty(args, len(res.query_ids), n_run_only, n_qrels_only, qrels_src)
     t0 = time.perf_counter()
     ci = args.n_boot > 0
     summ = res.summary(ci=ci, n_boot=max(args.n_boot, 1), seed=args.seed)

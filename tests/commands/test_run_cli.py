@@ -1,5 +1,8 @@
 """``jkofast run``: arguments are checked before the job starts (QA review)."""
 
+import json
+import re
+
 import pytest
 from beir_helpers import write_beir
 
@@ -135,3 +138,27 @@ def test_parity_json_reference_times_are_an_object(capsys):
     out = json.loads(capsys.readouterr().out)
     ref = out["reference_ms_per_query_1thread"]
     assert isinstance(ref, dict) and ref["base_kl"] > 0
+
+
+@pytest.mark.parametrize(
+    "run_text, qrels_text, extra, match",
+    [
+        ("", "q1 0 d1 1\n", [], r"--run '.*run\.txt' holds no result line"),
+        ("q1 Q0 d1 1 1.0 t\n", "", [], r"the qrels '.*qrels\.txt' hold no judgement"),
+        ("", "", [], r"hold no query"),
+        ("q1 Q0 d1 1 1.0 t\n", "q9 0 d1 1\n", [], r"\(1 queries\) and the qrels .* \(1\) share no query id"),
+        ("", "q1 0 d1 1\n", ["--missing", "zero"], r"holds no result line"),
+    ],
+)
+def test_evaluate_refuses_empty_inputs(tmp_path, capsys, run_text, qrels_text, extra, match):
+    """An empty run or qrels (or no query in common) printed every metric as 0.0000 over 0 queries, exit 0."""
+    run, qrels = tmp_path / "run.txt", tmp_path / "qrels.txt"
+    run.write_text(run_text)
+    qrels.write_text(qrels_text)
+    argv = ["evaluate", "--run", str(run), "--qrels", str(qrels), "--n-boot", "0", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err), err
+    assert "--allow-empty to accept" in err
+    assert main([*argv, "--allow-empty", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["ndcg@10"]["mean"] == 0.0
