@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from jkofast._lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __getattr__, __dir__, _names = lazy_exports(
     __name__,

@@ -90,12 +90,13 @@ def test_interrupted_client_run_resumes_from_parts(tmp_path, dask_client, capsys
 def test_version_mismatch_is_detected_up_front(tmp_path, dask_client, capsys, monkeypatch):
     import jkofast
 
+    worker_version = jkofast.__version__
     monkeypatch.setattr(jkofast, "__version__", "0.0.0-client")
     run = write_pools(tmp_path)
     assert main([*rerank_args(run, str(tmp_path / "x.trec")), "--dask", dask_client.scheduler.address]) == 2
     err = capsys.readouterr().err
     assert err.startswith("jkofast rerank: error: version mismatch: Dask worker tcp://127.0.0.1:")
-    assert "has jkofast 0.1.0, this client has 0.0.0-client" in err
+    assert f"has jkofast {worker_version}, this client has 0.0.0-client" in err
     assert not (tmp_path / "x.trec.parts").exists()
 
 
