@@ -6,8 +6,17 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis: a bounded example count in CI ("ci", the default), a long run locally with HYPOTHESIS_PROFILE=dev.
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.register_profile("dev", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 sys.path.insert(0, os.path.dirname(__file__))  # `import reference` for the naive oracles
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fuzz"))  # the fuzz strategies (`import mutate`)
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

@@ -142,9 +142,10 @@ def _check_id(v, what: str, path: str, lineno: int) -> str:
     v = str(v)
     if not v.isascii():
         _check_encodable(v, what, path, lineno)
-    if not v or any(c.isspace() for c in v):
+    if not v or any(c.isspace() or c == "\0" for c in v):
         raise ValueError(
-            f"{path}:{lineno}: {what} {v!r} must be non-empty without whitespace (TREC run lines could not carry it)"
+            f"{path}:{lineno}: {what} {v!r} must be non-empty without whitespace or NUL "
+            "(TREC run lines could not carry it)"
         )
     return v
 

@@ -74,6 +74,9 @@ def _parse_table(buf: np.ndarray, kind: int, n_threads):
     from jkofast._threads import numba_threads, resolve_threads
 
     data = buf[:-1]  # buf ends with the sentinel line feed
+    if data.size and not data.all():
+        # a NUL byte: NumPy's fixed-width bytes ids would drop it at the end of an id (``b"d\0"`` == ``b"d"``)
+        return None
     n_chunks = max(1, min(resolve_threads(n_threads) * 16, data.shape[0] // _CHUNK_BYTES + 1))
     if data.shape[0] < 16 * _CHUNK_BYTES:  # a small file: one thread (no parallel region to wait on)
         n_threads = 1

@@ -164,6 +164,13 @@ def _rows_to_dict(rows) -> dict:
     return out
 
 
+def _check_row_ids(path, lineno: int, qid: str, docid: str) -> None:
+    if not qid or not docid:
+        raise ValueError(f"{path}:{lineno}: empty query or document id")
+    if "\0" in qid or "\0" in docid:  # NumPy string arrays drop a trailing NUL: "d\0" would read as "d"
+        raise ValueError(f"{path}:{lineno}: NUL character in an id")
+
+
 def _read_run_rows(path):
     """Yield (qid, docid, score) triples, validating every line."""
     first = True
@@ -186,8 +193,7 @@ def _read_run_rows(path):
             raise ValueError(f"{path}:{lineno}: score {score!r} is not a number") from None
         if s != s:
             raise ValueError(f"{path}:{lineno}: score is NaN")
-        if not qid or not docid:
-            raise ValueError(f"{path}:{lineno}: empty query or document id")
+        _check_row_ids(path, lineno, qid, docid)
         yield qid, docid, s
 
 
@@ -256,8 +262,7 @@ def _read_qrels_rows(path):
             r = int(rel)
         except ValueError:
             raise ValueError(f"{path}:{lineno}: relevance {rel!r} is not an integer") from None
-        if not qid or not docid:
-            raise ValueError(f"{path}:{lineno}: empty query or document id")
+        _check_row_ids(path, lineno, qid, docid)
         yield qid, docid, r
 
 
@@ -280,13 +285,13 @@ def read_qrels_arrays(path) -> QrelsArrays:
     return QrelsArrays.from_dict(read_qrels(path))
 
 
-_BAD_ID = re.compile(r"\s")
+_BAD_ID = re.compile(r"[\s\0]")
 
 
 def _check_ids(q: str, docs: list) -> None:
     """Reject an empty id or one with whitespace (the line would not read back)."""
     if not q or _BAD_ID.search(q):
-        raise ValueError(f"query id {q!r}: ids must be non-empty and contain no whitespace")
+        raise ValueError(f"query id {q!r}: ids must be non-empty and contain no whitespace or NUL")
     try:
         joined = "".join(docs)
     except TypeError:  # non-str ids (written with str())
@@ -294,7 +299,7 @@ def _check_ids(q: str, docs: list) -> None:
         joined = "".join(docs)
     if docs and (not all(docs) or _BAD_ID.search(joined)):
         bad = next(d for d in docs if not d or _BAD_ID.search(d))
-        raise ValueError(f"document id {bad!r} (query {q!r}): ids must be non-empty and contain no whitespace")
+        raise ValueError(f"document id {bad!r} (query {q!r}): ids must be non-empty and contain no whitespace or NUL")
 
 
 def _check_scores(q: str, docs: list, scores) -> None:

@@ -249,3 +249,23 @@ def test_write_run_file_mode_follows_the_umask(tmp_path):
     ref_file.write_text("x")
     assert (p.stat().st_mode & 0o777) == (ref_file.stat().st_mode & 0o777)
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp-")]
+
+
+def test_nul_in_an_id_is_rejected_everywhere(tmp_path):
+    """NumPy string arrays drop a trailing NUL, so the fast reader read ``d\\0`` as ``d`` (found by the fuzz suite)."""
+    from jkofast.eval.fastread import evaluate_files, read_run_arrays_fast
+
+    p = tmp_path / "nul.trec"
+    p.write_bytes(b"q1\td1\t0.5\nq1\td\x00\t0.25\n")
+    for reader in (read_run, read_run_arrays, read_run_arrays_fast):
+        with pytest.raises(ValueError, match=r"nul\.trec:2: NUL character in an id"):
+            reader(p)
+    q = tmp_path / "qrels.txt"
+    q.write_bytes(b"q1 0 d\x00 1\n")
+    with pytest.raises(ValueError, match=r"qrels\.txt:1: NUL character in an id"):
+        read_qrels(q)
+    p.write_bytes(b"q1\td1\t0.5\n")
+    with pytest.raises(ValueError, match=r"qrels\.txt:1: NUL character"):
+        evaluate_files(p, q, ["ndcg@10"])
+    with pytest.raises(ValueError, match="no whitespace or NUL"):
+        write_run(tmp_path / "w.trec", {"q1": {"d\x00": 1.0}})
