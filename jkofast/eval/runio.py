@@ -604,7 +604,7 @@ def iter_rows(path):
 
 
 def _utf8_error_position(path) -> tuple[int, int]:
-    """``(line number, byte in the line)`` of the first byte of ``path`` that is not UTF-8.
+    r"""``(line number, byte in the line)`` of the first byte of ``path`` that is not UTF-8.
 
     The text reader decodes in blocks, so its error does not say the line; this re-reads the
     bytes one ``\n``-line at a time and counts lines as text mode does (``\n``, ``\r\n`` and a
