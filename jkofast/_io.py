@@ -26,6 +26,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "check_writable",
+    "load_array",
 ]
 
 
@@ -92,6 +93,54 @@ def atomic_write_text(path, text: str, *, fsync: bool = True) -> None:
 def atomic_write_json(path, obj, *, fsync: bool = True, **dump_kw) -> None:
     """Write ``obj`` as JSON to ``path`` atomically (``dump_kw`` go to :func:`json.dumps`)."""
     atomic_write_text(path, json.dumps(obj, **dump_kw), fsync=fsync)
+
+
+def load_array(path, *, mmap: bool = False, kinds: str = "biuf", ndim: int | None = None, what: str | None = None):
+    """Read one ``.npy`` file as untrusted input; any failure is a ``ValueError`` naming the file.
+
+    numpy's own errors for a damaged file (a zeroed or truncated header, data shorter than the
+    header says, an object array) say neither which file nor what to do; this reads the header,
+    checks the dtype kind (``kinds``: numpy kind letters, default bool/int/uint/float) and the
+    number of dimensions, then the data (memory-mapped with ``mmap``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    mmap : bool
+        Map the data read-only instead of reading it.
+    kinds : str
+        Accepted ``dtype.kind`` letters.
+    ndim : int, optional
+        Required number of dimensions.
+    what : str, optional
+        How messages name the file (default: its path).
+    """
+    p = os.fspath(path)
+    name = what or p
+    if not os.path.isfile(p):
+        raise ValueError(f"{name}: missing ({p!r} is not a file)")
+    try:
+        with open(p, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(fh)
+            offset = fh.tell()
+    except Exception as exc:  # numpy raises ValueError, EOFError, SyntaxError or UnicodeDecodeError here
+        raise ValueError(f"{name}: not a readable .npy file (damaged header: {exc})") from None
+    if dtype.hasobject or dtype.kind not in kinds:
+        raise ValueError(f"{name}: unexpected dtype {dtype} (kind {dtype.kind!r} not in {kinds!r})")
+    if ndim is not None and len(shape) != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array, got shape {shape}")
+    need = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = os.path.getsize(p)
+    if size < need:
+        raise ValueError(f"{name}: truncated ({size} bytes, its header needs {need})")
+    try:
+        return np.load(p, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except Exception as exc:  # anything numpy raises on a file that passed the checks above
+        raise ValueError(f"{name}: not a readable .npy file ({exc})") from None
 
 
 def check_writable(path, name: str) -> str:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from jkofast._io import load_array
 from jkofast._validation import check_bool
 
 __all__ = [
@@ -462,7 +463,7 @@ class BeirDataset:
             p = os.path.join(d, fname)
             if not os.path.isfile(p):
                 raise FileNotFoundError(f"{p} not found (make the folder with: jkofast embed --dataset {self.path})")
-            head = np.load(p, mmap_mode="r")  # header only: shapes are checked before the data is read
+            head = load_array(p, mmap=True)  # header only: shapes are checked before the data is read
             if head.ndim != 2:
                 raise ValueError(f"{p}: expected a 2-D (rows, dim) array, got shape {head.shape}")
             if head.shape[0] != len(ids):
@@ -472,8 +473,8 @@ class BeirDataset:
                 )
             check_saved_ids(os.path.join(d, idname), ids)
             arrays[fname] = p
-        doc = np.load(arrays["docs.npy"]).astype(np.float32)
-        qry = np.load(arrays["queries.npy"]).astype(np.float32)
+        doc = load_array(arrays["docs.npy"]).astype(np.float32)
+        qry = load_array(arrays["queries.npy"]).astype(np.float32)
         for fname, emb in (("docs.npy", doc), ("queries.npy", qry)):
             bad = ~np.isfinite(emb).all(axis=1)
             if bad.any():  # flowed into NaN dense scores and pools
