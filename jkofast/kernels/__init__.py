@@ -3,8 +3,18 @@
 Every kernel is created with ``jkofast._numba.kernel`` (lazy compile, one cache switch,
 named fastmath presets).  Wrappers in ``jkofast`` validate and coerce before calling.
 
-Sub-packages mirror the wings (``ot``, ``jko``, ``sparse``, ``sgr``, ``eval``, ``pools``);
+Sub-packages mirror the wings (``text``, ``ot``, ``eval``, ``encode``, ``sparse``, ``sgr``, ``pools``, ``jko``);
 leaves shared by several wings sit at this level (``topk``).
 """
 
-__all__ = ["eval", "jko", "ot", "pools", "sgr", "sparse", "topk"]  # kernel modules / wing sub-packages
+__all__ = [
+    "encode",
+    "eval",
+    "jko",
+    "ot",
+    "pools",
+    "sgr",
+    "sparse",
+    "text",
+    "topk",
+]  # kernel modules / wing sub-packages
