@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 __getattr__, __dir__, _names = lazy_exports(
     __name__,
     {
-        "warmup": "jkofast.warmup",
+        "warmup": "jkofast.warmups",
         "numba_threads": "jkofast._threads",
         "ConvergenceWarning": "jkofast._status",
         "topk": "jkofast.selection",
