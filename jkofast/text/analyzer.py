@@ -129,7 +129,7 @@ class Analyzer:
         object.__setattr__(self, "stopwords", sw)
         st = None if self.stemmer in (None, "none") else self.stemmer
         if isinstance(st, str) and st.startswith("snowball-"):
-            snowball_stemmer(st[len("snowball-") :])  # an unknown language or no PyStemmer: ValueError now
+            snowball_stemmer(st[len("snowball-") :])  # an unknown language or no PyStemmer: ValueError at construction
         elif st not in STEMMERS:
             raise ValueError(
                 f"stemmer must be None, 'porter' or 'snowball-<language>' (e.g. 'snowball-english'), "
