@@ -4,7 +4,8 @@ Every kernel is created with ``jkofast._numba.kernel`` (lazy compile, one cache 
 named fastmath presets).  Wrappers in ``jkofast`` validate and coerce before calling.
 
 Sub-packages mirror the wings (``text``, ``ot``, ``eval``, ``encode``, ``sparse``, ``sgr``, ``pools``, ``jko``);
-leaves shared by several wings sit at this level (``topk``).
+leaves shared by several wings sit at this level (``topk``).  The rules every kernel follows
+(cache key, inlining, int64 indices, specialisation flags) and how to add one: docs/develop.md.
 """
 
 __all__ = [
