@@ -68,9 +68,9 @@ def sparse_analyzer(recipe: dict | None = None):
     r"""The first-stage analyser of a recipe dict: Porter stemmer always, lowercase, the recipe's
     ``token_pattern`` (default ``"sklearn"``, ``\b\w\w+\b``; ``"word"`` keeps 1-character tokens),
     ``stopwords`` (default ``"english"``; ``"lucene"`` or None) and ``compounds`` (default False;
-    hyphen-free compounds added, :class:`jkofast.sparse.text.Analyzer`).  Missing keys give the
+    hyphen-free compounds added, :class:`jkofast.text.Analyzer`).  Missing keys give the
     analyser of the first two attempts."""
-    from jkofast.sparse.text import Analyzer
+    from jkofast.text import Analyzer
 
     recipe = {} if recipe is None else recipe
     return Analyzer(

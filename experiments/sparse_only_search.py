@@ -61,7 +61,7 @@ def bigram_texts(texts, analyzer):
 
 def signals(ds, queries, t: int, with_sgr: bool = True) -> dict:
     from jkofast.sparse.index import BM25Index, TfidfIndex
-    from jkofast.sparse.text import SKLEARN, WORD, Analyzer
+    from jkofast.text import SKLEARN, WORD, Analyzer
 
     st = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
     texts = title_texts(ds, t)
@@ -115,9 +115,9 @@ def main(argv=None):
     from jkofast.pools.baselines import positions_to_docs, topk_by_score
     from jkofast.pools.candidates import build_pools
     from jkofast.sparse.index import BM25Index, TfidfIndex
-    from jkofast.sparse.text import SKLEARN, Analyzer
     from jkofast.studies.main_job import evaluate_topk, readout_topk
     from jkofast.studies.tuning import sample_configs, train_queries
+    from jkofast.text import SKLEARN, Analyzer
 
     t_start = time.perf_counter()
     ds = load_dataset("scifact")

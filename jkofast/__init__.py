@@ -5,8 +5,9 @@ The main entry points are re-exported lazily (PEP 562): importing ``jkofast`` im
 its wings.
 
 Wings: :mod:`jkofast.ot` (Sinkhorn, entropic OT), :mod:`jkofast.jko` (JKO-RAG reranking),
-:mod:`jkofast.sparse` (analyser, CSR indexes, retriever registry), :mod:`jkofast.sgr`
-(SparseGeometricRAG), :mod:`jkofast.pools` (candidate pools, pool baselines),
+:mod:`jkofast.text` (the analyser: token patterns, Unicode folding, stop words, stemmers),
+:mod:`jkofast.sparse` (vocabulary, CSR TF-IDF / BM25 indexes), :mod:`jkofast.sgr`
+(SparseGeometricRAG), :mod:`jkofast.pools` (candidate pools, pool baselines, the retriever registry),
 :mod:`jkofast.eval` (metrics, TREC IO), :mod:`jkofast.datasets` (BEIR loading),
 :mod:`jkofast.studies` (end-to-end jobs), :mod:`jkofast.commands` (the CLI);
 every kernel lives in :mod:`jkofast.kernels`, whose sub-packages mirror the wings.
@@ -21,7 +22,7 @@ __version__ = "0.2.0"
 __getattr__, __dir__, _names = lazy_exports(
     __name__,
     {
-        "warmup": "jkofast.warmup",
+        "warmup": "jkofast.warmups",
         "numba_threads": "jkofast._threads",
         "ConvergenceWarning": "jkofast._status",
         "topk": "jkofast.selection",

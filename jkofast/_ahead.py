@@ -18,12 +18,15 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-__all__ = ["Ahead", "cached", "compile_ahead", "jkofast_command"]
+import jkofast
+from jkofast._numba import sources_digest
+
+__all__ = ["Ahead", "cached", "compile_ahead", "cpu_count", "jkofast_command"]
 
 ENV_SWITCH = "JKOFAST_COMPILE_AHEAD"
 
 
-def _cpus() -> int:
+def cpu_count() -> int:
     """Return the number of cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
@@ -36,13 +39,14 @@ def cached(dispatcher) -> bool | None:
 
     Returns None when the dispatcher does not cache (``cache=False``, or caching switched off).
     """
-    from jkofast._numba import sources_digest
-
     cache = getattr(dispatcher, "_cache", None)
     cache_file = getattr(cache, "_cache_file", None)
     if cache_file is None:  # NullCache: nothing is written to disk, a child could not help
         return None
-    keys = cache_file._load_index()  # {} when missing, of another Numba version or stale
+    load_index = getattr(cache_file, "_load_index", None)  # Numba internals (jkofast._numba.NUMBA_HOOKS_TESTED)
+    if load_index is None:  # pragma: no cover - another Numba layout: nothing to probe
+        return None
+    keys = load_index()  # {} when missing, of another Numba version or stale
     if type(cache).__name__ != "JkofastFunctionCache":  # Numba's own keys
         return bool(keys)
     digest = sources_digest()  # jkofast's keys end with the kernel-source digest
@@ -56,8 +60,6 @@ def jkofast_command(args: Sequence[str]) -> list[str]:
     folder rather than the installed copy this process runs, and the two cache apart (one cache
     folder per source folder), so the child's kernels would never reach this process.
     """
-    import jkofast
-
     root = os.path.dirname(os.path.dirname(os.path.abspath(jkofast.__file__)))
     # the child drops the current folder from its path (unless this jkofast lives there) and
     # puts this jkofast's folder first only when it is not on the path already (site-packages is)
@@ -116,7 +118,7 @@ def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
     Parameters
     ----------
     entries : sequence of str
-        Warm-up entry names (``jkofast.warmup.lazy_entries()`` lists them).
+        Warm-up entry names (``jkofast.warmups.lazy_entries()`` lists them).
     probes : sequence of numba dispatchers
         Kernels whose cached specialisations say the entries are already compiled.
 
@@ -126,7 +128,7 @@ def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
         The running child, or None when none was started (cache warm, caching off, one core,
         ``JKOFAST_COMPILE_AHEAD=0``).
     """
-    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off") or _cpus() < 2:
+    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off") or cpu_count() < 2:
         return None
     state = [cached(d) for d in probes]
     if any(s is None for s in state) or all(state):

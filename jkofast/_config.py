@@ -8,7 +8,7 @@
 ``JKOFAST_NUM_THREADS``  default thread count used by ``numba_threads(None)``.
 
 Tunables of the algorithms are *arguments*, never module globals: Numba freezes
-globals at compile time.
+globals at compile time (docs/develop.md, "The compile-time rules").
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ share or shadow entries) through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
+Two hooks reach into Numba internals (``numba.core.caching``'s ``FunctionCache`` and locator
+classes, and the dispatcher's ``_cache`` slot); they are used only on the Numba versions they were
+written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once and leaves caching
+to Numba's own locator and key.  docs/develop.md describes the compile-time rules.
+
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
 runs their kernels on 3-element inputs of every supported dtype; ``jkofast.warmup()``
 imports the wrapper modules and calls them all.
@@ -19,28 +24,58 @@ imports the wrapper modules and calls them all.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 
 import numba
 
 from jkofast import _config
 
-__all__ = ["REGISTRY", "WARMUPS", "kernel", "register_warmup", "sources_digest"]
+__all__ = ["NUMBA_HOOKS_TESTED", "REGISTRY", "WARMUPS", "kernel", "register_warmup", "sources_digest"]
+
+# the (major, minor) range of Numba whose caching internals the hooks below were written against
+NUMBA_HOOKS_TESTED = ((0, 59), (0, 68))
 
 REGISTRY: dict[str, object] = {}
 WARMUPS: dict[str, Callable[[], None]] = {}
 
 
+def _numba_version(version: str) -> tuple[int, int]:
+    """Return ``(major, minor)`` of a Numba version string (``(0, 0)`` if it does not parse)."""
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        return (0, 0)
+
+
+def _hooks_supported(version: str) -> bool:
+    """Whether Numba ``version`` is one the cache hooks were written for; warn (once) if not."""
+    lo, hi = NUMBA_HOOKS_TESTED
+    if lo <= _numba_version(version) <= hi:
+        return True
+    warnings.warn(
+        f"jkofast: numba {version} is outside the versions its cache hooks were written for "
+        f"({lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}); kernels are cached by Numba's own locator and key, which "
+        "does not see a change in a callee in another file (clear the cache after editing kernels)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return False
+
+
 def _function_cache_class():
     """Return Numba's ``FunctionCache`` subclass whose first locator is jkofast's cache folder (or None)."""
+    if not _hooks_supported(numba.__version__):
+        return None
     try:
         from numba.core import caching
     except ImportError:  # pragma: no cover - numba without the caching module
         return None
     base = getattr(caching, "UserProvidedCacheLocator", None)
     impl = getattr(caching, "CompileResultCacheImpl", None)
-    if base is None or impl is None:  # pragma: no cover - numba internals moved: Numba's default places
-        return None
+    if base is None or impl is None or not hasattr(caching.FunctionCache, "_index_key"):  # pragma: no cover
+        return None  # numba internals moved: Numba's default places and key
 
     class JkofastCacheLocator(base):
         """Cache files in ``_config.CACHE_DIR/<source folder>_<hash>`` (yields to ``NUMBA_CACHE_DIR``)."""
@@ -147,7 +182,7 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
             fastmath=fm,
             inline=inline,
         )(fn)
-        if own_cache:
+        if own_cache and hasattr(disp, "_cache"):
             disp._cache = _FUNCTION_CACHE(fn)  # what enable_caching() does, with jkofast's locator first
         REGISTRY[f"{fn.__module__}.{fn.__name__}"] = disp
         return disp

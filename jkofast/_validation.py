@@ -143,7 +143,7 @@ def check_csr(
     """
     for part, arr in (("indptr", indptr), ("indices", indices)):
         a = np.asarray(arr)
-        if a.size and a.dtype.kind not in "iu":  # floats were truncated to ids silently
+        if a.size and a.dtype.kind not in "iu":  # a float would be truncated to an id silently
             raise TypeError(f"{name}: {part} must be an integer array, got dtype {a.dtype}")
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int64)

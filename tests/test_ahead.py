@@ -45,15 +45,15 @@ def test_no_child_when_warm_off_or_one_core(tmp_path, monkeypatch):
     monkeypatch.setenv(ahead.ENV_SWITCH, "0")
     assert ahead.compile_ahead(("topk",), [m.twice]) is None
     monkeypatch.delenv(ahead.ENV_SWITCH)
-    monkeypatch.setattr(ahead, "_cpus", lambda: 1)
+    monkeypatch.setattr(ahead, "cpu_count", lambda: 1)
     assert ahead.compile_ahead(("topk",), [m.twice]) is None
-    monkeypatch.setattr(ahead, "_cpus", lambda: 2)
+    monkeypatch.setattr(ahead, "cpu_count", lambda: 2)
     m.twice(np.int64(1))
     assert ahead.compile_ahead(("topk",), [m.twice]) is None  # everything cached already
     assert started == []
 
 
-@pytest.mark.skipif(ahead._cpus() < 2, reason="compile ahead starts a child only with two or more cores")
+@pytest.mark.skipif(ahead.cpu_count() < 2, reason="compile ahead starts a child only with two or more cores")
 def test_child_runs_the_entries_and_reports_failure(tmp_path):
     m = _fresh_module(tmp_path, "ahead_probe_mod3")
     with ahead.compile_ahead(("topk",), [m.twice]) as a:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from beir_helpers import write_beir
 
-import jkofast.warmup as w
+import jkofast.warmups as w
 from jkofast._numba import WARMUPS
 
 # the per-feature variants moved out of the default set (they compile on first use)

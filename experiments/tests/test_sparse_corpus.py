@@ -98,7 +98,7 @@ def test_sparse_only_analyser_options():
     another analyser gives the pools of a BM25 lucene index built directly with it."""
     from jkofast.datasets.beir import load_dataset
     from jkofast.sparse.index import BM25Index
-    from jkofast.sparse.text import SKLEARN, Analyzer
+    from jkofast.text import SKLEARN, Analyzer
 
     old = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
     assert sparse_analyzer() == old == sparse_analyzer({"title_repeats": 3})

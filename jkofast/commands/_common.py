@@ -10,7 +10,7 @@ __all__ = ["METHODS", "Progress", "add_method_args", "build_retriever", "emit", 
 
 # = jkofast.pools.retrievers.METHODS, spelled out: building the parser must not import the retriever (numba)
 METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
-# = jkofast.sparse.text.STOPWORD_LISTS (+ "none") and the keys of jkofast.sgr.retriever.PRESETS, likewise
+# = jkofast.text.stopwords.STOPWORD_LISTS (+ "none") and the keys of jkofast.sgr.retriever.PRESETS, likewise
 STOPWORD_CHOICES = ("english", "sklearn", "lucene", "bm25s", "none")
 PRESET_CHOICES = ("published",)
 

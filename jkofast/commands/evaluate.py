@@ -35,7 +35,6 @@ def add_parser(sub) -> None:
         default="ndcg@10,recall@10,p@10,mrr@10,map",
         help="comma-separated metric names (default ndcg@10,recall@10,p@10,mrr@10,map)",
     )
-    # --gain: a choice option alike in shape to --missing; declarations, one per option as --help lists them
     p.add_argument(
         "--gain",
         choices=("linear", "exponential"),
@@ -48,7 +47,6 @@ def add_parser(sub) -> None:
         default="trec_eval",
         help="trec_eval: sort by score, ties by doc id desc (default); given: file order",
     )
-    # --missing: a choice option alike in shape to --gain; declarations, one per option as --help lists them
     p.add_argument(
         "--missing",
         choices=("skip", "zero"),

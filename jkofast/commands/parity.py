@@ -37,7 +37,7 @@ def run(args) -> int:
     from jkofast._threads import numba_threads, resolve_threads
     from jkofast.commands._common import Progress, emit
     from jkofast.jko.parity import parity_report
-    from jkofast.warmup import warmup
+    from jkofast.warmups import warmup
 
     if not os.path.exists(args.fixture):
         print(f"fixture not found: {args.fixture}")

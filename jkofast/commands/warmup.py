@@ -28,15 +28,15 @@ def run(args) -> int:
     """Compile (or load from the cache) the selected kernels and print the time taken (exit status)."""
     import time
 
-    from jkofast._ahead import _cpus
+    from jkofast._ahead import cpu_count
     from jkofast.commands._common import emit
-    from jkofast.warmup import lazy_entries, warmup
+    from jkofast.warmups import lazy_entries, warmup
 
     features = "all" if args.all else ([x for x in args.only.split(",") if x] if args.only else "default")
     if args.jobs < 0:
         print(f"jkofast warmup: --jobs must be >= 0 (0 = one per core), got {args.jobs}")
         return 2
-    jobs = args.jobs or _cpus()
+    jobs = args.jobs or cpu_count()
     t0 = time.perf_counter()
     try:
         times = warmup(features=features, processes=jobs)

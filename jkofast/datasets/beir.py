@@ -122,7 +122,7 @@ def _lines(fh, path: str):
             raw = next(it)
         except StopIteration:
             return
-        except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # was a bare BadGzipFile without the path
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # re-raised with the file named
             raise ValueError(f"{path}: corrupted gzip data at or after line {lineno + 1} ({e})") from None
         lineno += 1
         try:

@@ -32,6 +32,8 @@ import numba
 import numpy as np
 
 from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads, resolve_threads
+from jkofast._validation import check_int
 from jkofast.kernels.encode import bert as _k
 
 __all__ = ["encode", "forward", "tokenize"]
@@ -77,8 +79,6 @@ def forward(model, ids, offsets, types=None, n_threads: int | None = None) -> np
     -------
     float32 ndarray (N, H)
     """
-    from jkofast._threads import numba_threads
-
     ids, off, lengths, types = _check_batch(model, ids, offsets, types)
     with numba_threads(n_threads), _blas_threads(1):  # Numba runs the BLAS calls side by side
         return _forward(model, ids, off, lengths, types)
@@ -86,7 +86,7 @@ def forward(model, ids, offsets, types=None, n_threads: int | None = None) -> np
 
 def _forward(model, ids, off, lengths, types):
     # Dynamic scheduling (chunks of one iteration) over many blocks: on a shared machine a
-    # descheduled thread no longer holds up every parallel region.
+    # descheduled thread does not hold up every parallel region.
     with numba.parallel_chunksize(1):
         return _forward_layers(model, ids, off, lengths, types)
 
@@ -193,9 +193,6 @@ def encode(
     >>> encode(load_model(), ["a sentence"]).shape  # doctest: +SKIP
     (1, 384)
     """
-    from jkofast._threads import numba_threads, resolve_threads
-    from jkofast._validation import check_int
-
     batch_size = check_int(batch_size, "batch_size", min_value=1)
     nt = resolve_threads(n_threads)
     toks = tokenize(model, texts)

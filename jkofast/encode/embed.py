@@ -6,11 +6,11 @@ rows in corpus order, ``docs_ids.txt``, ``queries.npy`` float16 (n_queries, d),
 ``query_ids.txt``, ``meta.json``.  Document text: ``(title + " " + text).strip()``; query text:
 the query.
 
-Work is cut into chunks of ``chunk_size`` texts, each written atomically (temporary file, then
-``os.replace``) to ``embeddings/<model>.parts/``; a rerun skips the chunks already there
-(``manifest.json`` records the model's sha256, the chunk size and the ids, and parts made for
-anything else are discarded).  Memory is bounded by one chunk of texts and one batch of
-activations; the final arrays are assembled through a memory map and the folder appears
+Work is cut into chunks of ``chunk_size`` texts, each written atomically (:mod:`jkofast._io`)
+to ``embeddings/<model>.parts/``; a rerun skips the chunks already there (``manifest.json``
+records the model's sha256, the chunk size and the ids, and parts made for anything else are
+discarded).  Memory is bounded by one chunk of texts and one batch of activations; the final
+arrays are assembled through a memory map and the folder appears
 complete or not at all (built as ``<model>.tmp`` and renamed).
 """
 
@@ -24,6 +24,13 @@ import shutil
 import time
 
 import numpy as np
+
+import jkofast
+from jkofast._io import atomic_save_npy, atomic_write_text
+from jkofast._threads import resolve_threads
+from jkofast._validation import check_int
+from jkofast.encode.bert import encode
+from jkofast.encode.model import BertModel, load_model
 
 __all__ = ["embed_dataset", "embeddings_dir"]
 
@@ -40,19 +47,6 @@ def _ids_digest(ids) -> str:
     return h.hexdigest()
 
 
-def _save_atomic(path: str, arr: np.ndarray) -> None:
-    tmp = path + ".tmp.npy"
-    np.save(tmp, arr)
-    os.replace(tmp, path)
-
-
-def _write_text(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def _prepare_parts(parts: str, manifest: dict) -> None:
     """Create the parts folder; discard parts made for another model, chunking or corpus."""
     mpath = os.path.join(parts, "manifest.json")
@@ -66,13 +60,11 @@ def _prepare_parts(parts: str, manifest: dict) -> None:
             shutil.rmtree(parts)
     os.makedirs(parts, exist_ok=True)
     if not os.path.isfile(mpath):
-        _write_text(mpath, json.dumps(manifest, indent=1))
+        atomic_write_text(mpath, json.dumps(manifest, indent=1))
 
 
 def _embed_chunks(model, texts, parts, prefix, chunk_size, batch_size, n_threads, progress):
     """Encode ``texts`` chunk by chunk into ``parts/<prefix>-NNNNN.npy`` (float16), skipping finished chunks."""
-    from jkofast.encode.bert import encode
-
     n_chunks = (len(texts) + chunk_size - 1) // chunk_size
     paths = []
     for c in range(n_chunks):
@@ -84,7 +76,7 @@ def _embed_chunks(model, texts, parts, prefix, chunk_size, batch_size, n_threads
                 progress(b - a)
             continue
         emb = encode(model, texts[a:b], batch_size=batch_size, n_threads=n_threads, progress=progress)
-        _save_atomic(path, emb.astype(np.float16))
+        atomic_save_npy(path, emb.astype(np.float16))
     return paths
 
 
@@ -143,10 +135,6 @@ def embed_dataset(
     ImportError, FileNotFoundError, ValueError
         From :func:`jkofast.encode.model.load_model`; a bad ``name``, ``batch_size`` or ``chunk_size``.
     """
-    from jkofast._threads import resolve_threads
-    from jkofast._validation import check_int
-    from jkofast.encode.model import BertModel, load_model
-
     batch_size = check_int(batch_size, "batch_size", min_value=1)
     chunk_size = check_int(chunk_size, "chunk_size", min_value=1)
     nt = resolve_threads(n_threads)
@@ -177,10 +165,10 @@ def embed_dataset(
     os.makedirs(tmp)
     _assemble(doc_paths, ds.n_docs, model.dim, os.path.join(tmp, "docs.npy"))
     _assemble(q_paths, len(ds.query_ids), model.dim, os.path.join(tmp, "queries.npy"))
-    _write_text(os.path.join(tmp, "docs_ids.txt"), "".join(i + "\n" for i in ds.doc_ids))
-    _write_text(os.path.join(tmp, "query_ids.txt"), "".join(i + "\n" for i in ds.query_ids))
+    atomic_write_text(os.path.join(tmp, "docs_ids.txt"), "".join(i + "\n" for i in ds.doc_ids))
+    atomic_write_text(os.path.join(tmp, "query_ids.txt"), "".join(i + "\n" for i in ds.query_ids))
     meta = _meta(model, ds, batch_size, nt, t1 - t0, t2 - t1)
-    _write_text(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=2) + "\n")
+    atomic_write_text(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=2) + "\n")
     if os.path.isdir(final):
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -189,8 +177,6 @@ def embed_dataset(
 
 
 def _meta(model, ds, batch_size, n_threads, t_docs, t_queries) -> dict:
-    import jkofast
-
     return {
         "model": model.name,
         "model_path": model.path,

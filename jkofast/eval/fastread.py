@@ -25,7 +25,11 @@ import numba
 import numpy as np
 
 from jkofast._numba import register_warmup
+from jkofast._threads import numba_threads, resolve_threads
+from jkofast.eval import metrics as _m
+from jkofast.eval.metrics import EvalResult
 from jkofast.eval.trec import RunArrays, read_qrels, read_run
+from jkofast.kernels.eval import fileeval as _f
 from jkofast.kernels.eval import parse as _k
 
 __all__ = ["evaluate_files", "read_run_arrays_fast"]
@@ -71,8 +75,6 @@ def _parse_table(buf: np.ndarray, kind: int, n_threads):
     document id start, length of each row in ``buf``; float64 scores (runs) or int64 labels
     (qrels); the row offsets of the blocks of equal consecutive query ids.
     """
-    from jkofast._threads import numba_threads, resolve_threads
-
     data = buf[:-1]  # buf ends with the sentinel line feed
     if data.size and not data.all():
         # a NUL byte: NumPy's fixed-width bytes ids would drop it at the end of an id (``b"d\0"`` == ``b"d"``)
@@ -249,8 +251,6 @@ def evaluate_files(
     >>> evaluate_files(os.path.join(d, "run"), os.path.join(d, "qrels"), ["mrr@10", "p@1"]).means
     {'mrr@10': 0.5, 'p@1': 0.0}
     """
-    from jkofast.eval import metrics as _m
-
     gain_mode, tie_mode = _m._check_mode(gain, tie_break, missing)
     names, kinds, ks = _m._parse_metrics(_m.DEFAULT_METRICS if metrics is None else metrics)
     if (kinds == _m.DIVERSITY).any():
@@ -277,10 +277,6 @@ def evaluate_files(
 
 def _evaluate_parsed(rbuf, rp, qbuf, qp, names, kinds, ks, gain_mode, tie_mode, missing, n_threads):
     """``(EvalResult, counts)`` from the parsed tables, or None when a run query's lines are not contiguous."""
-    from jkofast._threads import numba_threads
-    from jkofast.eval.metrics import EvalResult
-    from jkofast.kernels.eval import fileeval as _f
-
     pos, scores, _, off = rp
     qpos, _, qlabels, _ = qp
     q_start, q_len = pos[0], pos[1]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jkofast._validation import check_offsets
 from jkofast.eval.runio import atomic_open, format_run, iter_rows
 
 __all__ = [
@@ -67,7 +68,6 @@ class RunArrays:
         return cls(*_dict_to_ragged(run, np.float64))
 
 
-# same shape as RunArrays on purpose: two public types (float ``scores`` / int ``labels``), one pair of helpers below
 @dataclass
 class QrelsArrays:
     """Qrels in ragged-array form (``query_ids``, ``offsets``, ``doc_ids``, int64 ``labels``)."""
@@ -186,7 +186,6 @@ def _read_run_rows(path):
                 raise ValueError(f"{path}:{lineno}: rank {f[3]!r} is not an integer")
         else:
             qid, docid, score = f
-        # value check alike in shape to _read_qrels_rows' (float + NaN test here, int there): messages differ
         try:
             s = float(score)
         except ValueError:
@@ -257,7 +256,6 @@ def _read_qrels_rows(path):
             qid, docid, rel = f[0], f[2], f[3]
         else:
             qid, docid, rel = f
-        # value check alike in shape to _read_run_rows' (int here, float + NaN test there): messages differ
         try:
             r = int(rel)
         except ValueError:
@@ -331,8 +329,6 @@ def _run_lines(run, tag, query_ids, doc_ids):
         is32 = sc.dtype == np.float32
         ids = np.asarray(run.doc_ids).tolist()
         scl = sc.tolist()
-        from jkofast._validation import check_offsets
-
         off = check_offsets(run.offsets, len(ids), "run.offsets")
         if len(scl) != len(ids):
             raise ValueError(f"run: doc_ids and scores must have the same length, got {len(ids)} and {len(scl)}")

@@ -3,8 +3,19 @@
 Every kernel is created with ``jkofast._numba.kernel`` (lazy compile, one cache switch,
 named fastmath presets).  Wrappers in ``jkofast`` validate and coerce before calling.
 
-Sub-packages mirror the wings (``ot``, ``jko``, ``sparse``, ``sgr``, ``eval``, ``pools``);
-leaves shared by several wings sit at this level (``topk``).
+Sub-packages mirror the wings (``text``, ``ot``, ``eval``, ``encode``, ``sparse``, ``sgr``, ``pools``, ``jko``);
+leaves shared by several wings sit at this level (``topk``).  The rules every kernel follows
+(cache key, inlining, int64 indices, specialisation flags) and how to add one: docs/develop.md.
 """
 
-__all__ = ["eval", "jko", "ot", "pools", "sgr", "sparse", "topk"]  # kernel modules / wing sub-packages
+__all__ = [
+    "encode",
+    "eval",
+    "jko",
+    "ot",
+    "pools",
+    "sgr",
+    "sparse",
+    "text",
+    "topk",
+]  # kernel modules / wing sub-packages

@@ -368,7 +368,6 @@ def build_pools(
     return Pools(list(query_ids), offsets, doc_idx, sparse, dense, fused[mask])
 
 
-# keyword-only tail alike in shape to jko.energy.blend's: plain signature boilerplate, different parameters
 def pools_from_lists(
     sparse_idx,
     sparse_val,

@@ -14,7 +14,8 @@ from jkofast.sgr.retriever import PRESETS, SparseGeometricRetriever, default_par
 from jkofast.sparse.index import BM25Index, TfidfIndex
 from jkofast.sparse.retriever import DOC_SEP as _SPARSE_DOC_SEP
 from jkofast.sparse.retriever import SparseRetriever
-from jkofast.sparse.text import SKLEARN, WORD, Analyzer
+from jkofast.text.analyzer import Analyzer
+from jkofast.text.patterns import SKLEARN, WORD
 
 __all__ = ["DOC_SEP", "METHODS", "get_retriever", "load_retriever", "param_types", "presets"]
 
@@ -32,7 +33,7 @@ def _analyzer(params: dict, default_pattern: str, default_stop):
     if "analyzer" in params:
         an = params.pop("analyzer")
         if not isinstance(an, Analyzer):
-            raise TypeError(f"analyzer must be a jkofast.sparse.text.Analyzer, got {type(an).__name__} {an!r}")
+            raise TypeError(f"analyzer must be a jkofast.text.Analyzer, got {type(an).__name__} {an!r}")
         return an
     return Analyzer(
         params.pop("token_pattern", default_pattern),
@@ -44,7 +45,7 @@ def _analyzer(params: dict, default_pattern: str, default_stop):
     )
 
 
-# the analyser's parameters (jkofast.sparse.text.Analyzer) and their types; None-valued settings
+# the analyser's parameters (jkofast.text.Analyzer) and their types; None-valued settings
 # (stopwords, stemmer, max_features) are given as these types, "none" meaning None
 _ANALYSER_TYPES = {
     "token_pattern": str,
@@ -96,7 +97,7 @@ def get_retriever(method: str, **params):
         ``bm25``/``bm25-lucene``: ``k1``, ``b``, ``epsilon`` (okapi), ``token_pattern``,
         ``lowercase``, ``stopwords`` (``None``, ``"english"`` = ``"sklearn"``, ``"lucene"``,
         ``"bm25s"`` or a list), ``stemmer`` (``None``, ``"porter"`` or ``"snowball-<language>"``,
-        PyStemmer), ``compounds``, ``scripts`` (:class:`jkofast.sparse.text.Analyzer`),
+        PyStemmer), ``compounds``, ``scripts`` (:class:`jkofast.text.Analyzer`),
         ``max_features`` or a full ``analyzer``.
         ``tfidf``: ``token_pattern``, ``lowercase``, ``stopwords``, ``stemmer``, ``compounds``,
         ``scripts``, ``max_features``.

@@ -30,13 +30,13 @@ from jkofast._threads import numba_threads, resolve_threads
 from jkofast._validation import check_bool, check_int, check_positive, read_json_file
 from jkofast.kernels.sgr import build as _b
 from jkofast.kernels.sgr import query as _q
-from jkofast.kernels.sgr import tokenize as _tok
+from jkofast.kernels.text import tokenize as _tok
 from jkofast.sgr import layout as _layout
-from jkofast.sgr.scripts import fold_script, script_tokenizer, script_word_table
+from jkofast.text.patterns import SKLEARN as TOKEN_PATTERN
+from jkofast.text.scripts import fold_script, script_tokenizer, script_word_table
 
 __all__ = ["COMPONENTS", "PRESETS", "TOKEN_PATTERN", "SGRPool", "SparseGeometricRetriever", "default_params"]
 
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 # which code points ``\w`` matches, for the query-analysis kernel: ASCII at import, every
 # code point (1.1 MB, from the regex engine itself) on the first non-ASCII batch
 _WORD_RE = re.compile(r"(?u)\w")
@@ -422,7 +422,7 @@ class SparseGeometricRetriever:
             raise ValueError("texts must not be empty")
         ids = self._check_ids(ids, len(texts))
         p = self.params
-        # TOKEN_PATTERN on lowercased text; non-ASCII text folded first (jkofast.sgr.scripts): ASCII
+        # TOKEN_PATTERN on lowercased text; non-ASCII text folded first (jkofast.text.scripts): ASCII
         # texts and every SciFact text give the same tokens as CountVectorizer(token_pattern=TOKEN_PATTERN)
         self.scripts_ = True
         cv = CountVectorizer(analyzer=script_tokenizer(TOKEN_PATTERN), max_features=p["max_features"], dtype=np.float32)
@@ -555,7 +555,7 @@ class SparseGeometricRetriever:
             Passages the geometry was calibrated on (default: N).
         scripts : bool, default True
             Whether non-Latin scripts were folded as ``fit`` folds them (the tokeniser of
-            ``jkofast.sgr.scripts``).
+            ``jkofast.text.scripts``).
 
         Raises
         ------
@@ -645,7 +645,7 @@ class SparseGeometricRetriever:
         """Build the query-analysis kernel's vocabulary table.
 
         The query-analysis kernel's vocabulary: the terms' code points (UTF-32) with
-        offsets, and an open-addressing hash table over them (``kernels/tokenize.py``).
+        offsets, and an open-addressing hash table over them (``kernels/text/tokenize.py``).
         ``None`` for an index built from counts (no vocabulary).
         """
         self._qtable = None
@@ -748,7 +748,7 @@ class SparseGeometricRetriever:
     def _analyse_batch(self, query_texts, n_threads=None):
         """Return the query TF-IDF rows from the analysis kernel, or ``None``.
 
-        Query TF-IDF rows from the analysis kernel (``kernels/tokenize.py``), or ``None``
+        Query TF-IDF rows from the analysis kernel (``kernels/text/tokenize.py``), or ``None``
         (no vocabulary table, or a non-str item: the per-query path then names it).
 
         Each query is lowercased on its own (``str.lower`` of the whole batch when it is
@@ -767,7 +767,7 @@ class SparseGeometricRetriever:
             low = joined.lower() + " "
             lens = np.fromiter(map(len, query_texts), np.int64, nq)
             wtab = _WTAB_ASCII
-        elif getattr(self, "scripts_", False):  # folded as the documents were (jkofast.sgr.scripts)
+        elif getattr(self, "scripts_", False):  # folded as the documents were (jkofast.text.scripts)
             lows = [fold_script(q).lower() for q in query_texts]
             low = " ".join(lows) + " "
             lens = np.fromiter(map(len, lows), np.int64, nq)

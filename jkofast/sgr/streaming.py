@@ -46,6 +46,8 @@ import warnings
 import numpy as np
 
 from jkofast.kernels.sgr import stream as _st
+from jkofast.text.patterns import SKLEARN
+from jkofast.text.scripts import script_tokenizer
 
 __all__ = ["build_index", "corpus_file", "read_corpus_shards", "shard_term_counts", "stream_vocabulary"]
 
@@ -270,10 +272,7 @@ def shard_term_counts(texts) -> dict:
 
 def _non_ascii_tokens(texts, docs, terms, rows, cols, dl):
     """Add the tokens of the non-ASCII passages ``docs`` (exact analyser) to the kernel's ``rows`` / ``cols``."""
-    from jkofast.sgr.retriever import TOKEN_PATTERN
-    from jkofast.sgr.scripts import script_tokenizer
-
-    analyse = script_tokenizer(TOKEN_PATTERN)
+    analyse = script_tokenizer(SKLEARN)
     vocab = {w: i for i, w in enumerate(terms)}
     terms = list(terms)
     extra_r: list = []

@@ -1,4 +1,4 @@
-"""Sparse first stage: analyser and vocabulary, CSR TF-IDF / BM25 indexes, the retriever registry.
+"""Sparse first stage: vocabulary and CSR TF-IDF / BM25 indexes on the analyser of :mod:`jkofast.text`.
 
 The ``__all__`` of each module below is re-exported lazily (PEP 562): importing this package
 imports none of them.
@@ -6,4 +6,4 @@ imports none of them.
 
 from jkofast._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, ["text", "index", "retriever"])
+__getattr__, __dir__, __all__ = lazy_exports(__name__, ["vocabulary", "index", "retriever"])

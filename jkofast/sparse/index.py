@@ -24,19 +24,30 @@ format version, a missing file or a truncated / mismatched array.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 import scipy.sparse as sp
 
+from jkofast._io import atomic_save_npy, atomic_write_json, atomic_write_text
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_csr, check_csr, check_int, check_positive, read_json_file, rescale_rows_csr
+from jkofast._validation import (
+    as_csr,
+    check_csr,
+    check_int,
+    check_offsets,
+    check_positive,
+    read_json_file,
+    rescale_rows_csr,
+)
 from jkofast.kernels.sparse import cosine as _kc
 from jkofast.kernels.sparse import scoring as _ks
 from jkofast.kernels.sparse import weights as _kw
-from jkofast.sparse.text import SKLEARN, WORD, Analyzer, Vocabulary, counts_from_token_ids
+from jkofast.sparse.vocabulary import Vocabulary, counts_from_token_ids
+from jkofast.sparse.vocabulary import _warmup as _vocabulary_warmup
+from jkofast.text.analyzer import Analyzer
+from jkofast.text.patterns import SKLEARN, WORD
 
 __all__ = [
     "FORMAT_NAME",
@@ -260,18 +271,20 @@ class SparseIndex:
 
     # ---- persistence -----------------------------------------------------------------
     def save(self, path: str) -> str:
-        """Write the index to folder ``path`` (created); returns ``path``."""
+        """Write the index to folder ``path`` (created); returns ``path``.
+
+        Every file is written atomically (:mod:`jkofast._io`), the manifest last.
+        """
         self._check_fitted()
         os.makedirs(path, exist_ok=True)
         arrays = {}
         for name in self._arrays:
             a = np.ascontiguousarray(getattr(self, name))
-            np.save(os.path.join(path, f"{name}.npy"), a, allow_pickle=False)
+            atomic_save_npy(os.path.join(path, f"{name}.npy"), a)
             arrays[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
         has_vocab = self.vocab.terms is not None
         if has_vocab:
-            with open(os.path.join(path, "vocab.txt"), "w", encoding="utf-8") as fh:
-                fh.write("\n".join(self.vocab.terms) + "\n")
+            atomic_write_text(os.path.join(path, "vocab.txt"), "\n".join(self.vocab.terms) + "\n")
         manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -284,8 +297,7 @@ class SparseIndex:
             "vocab": "vocab.txt" if has_vocab else None,
             "arrays": arrays,
         }
-        with open(os.path.join(path, "manifest.json"), "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=2)
+        atomic_write_json(os.path.join(path, "manifest.json"), manifest, indent=2)  # last: it names the files above
         return path
 
 
@@ -624,8 +636,6 @@ def cosine_pools(X, offsets, dtype=np.float64, n_threads: int | None = None):
         ``flat[out_offsets[q]:out_offsets[q+1]].reshape(m_q, m_q)``.
     out_offsets : int64 ndarray (n_pools + 1,)
     """
-    from jkofast._validation import check_offsets
-
     dtype = _out_dtype(dtype)
     ip, ix, dt, shape = _csr_arrays(X, "X")
     off = check_offsets(offsets, shape[0])
@@ -669,9 +679,7 @@ def prepare() -> None:
 
     ``jkofast.warmup(features=["text", "index", "index.variants"])`` does the same.
     """
-    from jkofast.sparse.text import _warmup as _text_warmup
-
-    _text_warmup()
+    _vocabulary_warmup()
     _warmup()
     _warmup_variants()
 

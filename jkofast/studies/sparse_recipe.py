@@ -51,7 +51,7 @@ class SparseRecipe:
     title_repeats : int
         The title is repeated this many times before the abstract (a one-field BM25F).
     token_pattern : str
-        Token pattern of :class:`jkofast.sparse.text.Analyzer` (``"word"`` = ``\w+``).
+        Token pattern of :class:`jkofast.text.Analyzer` (``"word"`` = ``\w+``).
     stopwords : str or None
         Stop list of the analyser (``"english"``: scikit-learn's 318 words).
     pool_size : int
@@ -110,9 +110,9 @@ def sparse_analyzer(recipe: SparseRecipe = SPARSE_RECIPE):
 
     Returns
     -------
-    jkofast.sparse.text.Analyzer
+    jkofast.text.Analyzer
     """
-    from jkofast.sparse.text import Analyzer
+    from jkofast.text.analyzer import Analyzer
 
     return Analyzer(recipe.token_pattern, stopwords=recipe.stopwords, stemmer="porter")
 
@@ -134,7 +134,7 @@ class SparseRecipeCorpus:
     ----------
     ds : jkofast.datasets.beir.BeirDataset
     title_repeats : int
-    analyzer : jkofast.sparse.text.Analyzer
+    analyzer : jkofast.text.Analyzer
     n_threads : int or None
     """
 
@@ -142,12 +142,12 @@ class SparseRecipeCorpus:
         from jkofast._threads import resolve_threads
         from jkofast._validation import check_int
         from jkofast.sparse.index import BM25Index, TfidfIndex
-        from jkofast.sparse.text import Analyzer
+        from jkofast.text.analyzer import Analyzer
 
         # int(1.7) / int(-1) were taken silently; a str analyser failed deep in the index
         title_repeats = check_int(title_repeats, "title_repeats", min_value=0)
         if not isinstance(analyzer, Analyzer):
-            raise TypeError(f"analyzer must be a jkofast.sparse.text.Analyzer, got {type(analyzer).__name__}")
+            raise TypeError(f"analyzer must be a jkofast.text.Analyzer, got {type(analyzer).__name__}")
         resolve_threads(n_threads)
         self.n_threads = n_threads
         self.analyzer = analyzer

@@ -10,7 +10,8 @@ import pytest
 
 from jkofast.cli import main
 from jkofast.pools.retrievers import get_retriever, param_types, presets
-from jkofast.sparse.text import LUCENE_ENGLISH_STOP_WORDS, Analyzer
+from jkofast.text.analyzer import Analyzer
+from jkofast.text.stopwords import LUCENE_ENGLISH_STOP_WORDS
 
 
 def _need_pystemmer():
@@ -54,15 +55,15 @@ def test_snowball_stemmer_any_language():
 
 
 def test_snowball_without_pystemmer_says_how_to_install(monkeypatch):
-    from jkofast.sparse import text
+    from jkofast.text import stemmers
 
     monkeypatch.setitem(sys.modules, "Stemmer", None)  # import Stemmer -> ImportError
-    text._snowball.cache_clear()
+    stemmers.snowball_stemmer.cache_clear()
     try:
         with pytest.raises(ValueError, match=r'pip install "jkofast\[bench\]"'):
             Analyzer(stemmer="snowball-english")
     finally:
-        text._snowball.cache_clear()
+        stemmers.snowball_stemmer.cache_clear()
 
 
 def test_snowball_index_saves_and_loads(tmp_path):

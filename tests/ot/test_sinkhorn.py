@@ -147,7 +147,9 @@ def test_entropic_ot_gradients_centred_and_match_fd():
     eps = 0.3
     r = entropic_ot(a, b, C, eps, tol=1e-13, max_iter=20000)
     assert abs(r.grad_a.sum()) < 1e-12 and abs(r.grad_b.sum()) < 1e-12
-    assert_allclose(r.grad_C, r.plan if hasattr(r, "plan") else r.grad_C)
+    # grad_C is the plan exp((f_i + g_j - C_ij) / eps) of the solve, and cost = <plan, C>
+    assert_allclose(r.grad_C, np.exp((r.f[:, None] + r.g[None, :] - C) / eps), rtol=1e-12)
+    assert_allclose(r.cost, float((r.grad_C * C).sum()), rtol=1e-12)
     rng = np.random.default_rng(0)
     d = rng.normal(size=a.size)
     d -= d.mean()  # tangent direction of the simplex

@@ -423,11 +423,11 @@ def _naive_script_tokens(text: str) -> list:
     """Maximal runs of >= 2 word characters of the folded, lowercased text, character by character.
 
     A word character is what ``\\w`` matches (``str.isalnum()`` or ``_``) or a combining mark (Mn,
-    Mc, Me): the analysis of jkofast.sgr.scripts (``"İ".lower()`` is ``i`` + U+0307, one word).
+    Mc, Me): the analysis of jkofast.text.scripts (``"İ".lower()`` is ``i`` + U+0307, one word).
     """
     import unicodedata
 
-    from jkofast.sgr.scripts import fold_script
+    from jkofast.text.scripts import fold_script
 
     toks, cur = [], []
     for c in fold_script(text).lower() + " ":
@@ -458,7 +458,7 @@ def _naive_query_tfidf(texts, vocabulary, idf32):
 
 
 def _check_analysis(r, batch):
-    # ASCII text: the literal regex oracle; the index folds non-ASCII text (jkofast.sgr.scripts:
+    # ASCII text: the literal regex oracle; the index folds non-ASCII text (jkofast.text.scripts:
     # full-width "Ｗ０１" -> "w01", combining marks inside words): the character-by-character oracle
     if all(q.isascii() for q in batch):
         want = ref.sgr_query_tfidf(batch, r.vocabulary_, r._idf32)
@@ -490,7 +490,7 @@ def test_query_analysis_non_ascii_vocabulary():
     """Terms with non-ASCII code points (found through the full \\w table) and every term of
     the vocabulary looked up through the hash table; a tiny table still resolves every
     term (long probe chains)."""
-    from jkofast.kernels.sgr import tokenize as tk
+    from jkofast.kernels.text import tokenize as tk
 
     docs = [
         "Σίσυφος ΟΔΟΣ café naïve ﬃx straße",

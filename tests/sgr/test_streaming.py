@@ -18,7 +18,7 @@ from jkofast.kernels.sgr import stream as _st
 from jkofast.sgr import layout
 from jkofast.sgr import streaming as st
 from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
-from jkofast.sgr.scripts import script_tokenizer
+from jkofast.text.scripts import script_tokenizer
 
 ANALYSE = script_tokenizer(TOKEN_PATTERN)
 SMALL = {"pool_size": 20}  # a small pool: tiny corpora

@@ -8,7 +8,8 @@ import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.datasets.beir import load_dataset
 from jkofast.sparse.index import BM25Index, TfidfIndex, load_index
-from jkofast.sparse.text import SKLEARN, WORD, Analyzer
+from jkofast.text.analyzer import Analyzer
+from jkofast.text.patterns import SKLEARN, WORD
 
 TINY = [
     "the cat sat on the mat",

@@ -102,7 +102,7 @@ def test_cli_search_scifact(tmp_path, capsys):
 
 
 def test_registry_refuses_a_non_analyzer_and_sgr_has_the_common_attributes():
-    with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.sparse\.text\.Analyzer"):
+    with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.text\.Analyzer"):
         get_retriever("bm25", analyzer="word")  # failed later with an AttributeError
     r = get_retriever("sgr", pool_size=3).fit(DOCS)
     assert r.n_docs == 4 and r.doc_sep == " "  # SGR had neither (the search CLI's corpus check skipped it)

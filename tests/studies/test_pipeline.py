@@ -167,8 +167,8 @@ def test_sparse_recipe_is_the_train_selected_point():
     """SPARSE_RECIPE = the point experiments/sparse_only_v3.py selected on train
     (experiments/results/sparse_only_v3.json: tokens word, stop english, title x4; geometry ppmi;
     JKO point mild_fast_h8_T1)."""
-    from jkofast.sparse.text import Analyzer
     from jkofast.studies.sparse_recipe import SPARSE_RECIPE, sparse_analyzer
+    from jkofast.text.analyzer import Analyzer
 
     assert (SPARSE_RECIPE.title_repeats, SPARSE_RECIPE.pool_size) == (4, 200)
     assert (SPARSE_RECIPE.ppmi_terms, SPARSE_RECIPE.ppmi_weight) == (12, 0.5)
@@ -189,8 +189,8 @@ def test_sparse_only_inputs_pools_energy_geometry():
 
     from jkofast.datasets.beir import load_dataset
     from jkofast.sparse.index import BM25Index
-    from jkofast.sparse.text import Analyzer
     from jkofast.studies.sparse_recipe import SPARSE_RECIPE, SparseRecipeCorpus, sparse_only_inputs, title_texts
+    from jkofast.text.analyzer import Analyzer
 
     ds = load_dataset("scifact")
     qids = ds.split_query_ids("test")[:3]

@@ -1,5 +1,8 @@
 """Explicit warm-up: compile (or load from cache) the kernels of the main job on tiny inputs.
 
+:func:`warmup` is the package's ``jkofast.warmup``; this module (``jkofast.warmups``) also holds the
+entry selection (``DEFAULT``, :func:`lazy_entries`).
+
 Wrapper modules register a warm-up with :func:`jkofast._numba.register_warmup`; :func:`warmup`
 imports every public wrapper module of every wing (not the CLI, not the kernels themselves, which
 the wrappers import) and runs the registered warm-ups of the **default set** — what ``jkofast run``
@@ -14,20 +17,22 @@ cached from then on; ``warmup(features="all")`` / ``jkofast warmup --all`` compi
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
-import sys
+import subprocess
 import time
-import types
 from collections.abc import Sequence
 
 import jkofast
+from jkofast._ahead import jkofast_command
 from jkofast._numba import WARMUPS
+from jkofast._validation import check_int
 
 __all__ = ["DEFAULT", "lazy_entries", "warmup"]
 
 # not wrapper modules: the CLI (imports every command), this module, and the kernels (imported
 # by the wrappers that use them)
-_SKIP = {"jkofast.cli", "jkofast.__main__", "jkofast.warmup", "jkofast.commands", "jkofast.kernels"}
+_SKIP = {"jkofast.cli", "jkofast.__main__", "jkofast.warmups", "jkofast.commands", "jkofast.kernels"}
 
 # the entries the main job runs (jkofast run: BM25 / tokens, pools, baselines, energy, the JKO
 # rerank paths it uses, metrics), each on the job's argument types only; the rest compile lazily
@@ -83,11 +88,6 @@ def _groups(names: list[str], n: int) -> list[list[str]]:
 
 def _warmup_parallel(names: list[str], processes: int, verbose: bool) -> dict[str, float]:
     """Run ``names`` in ``processes`` processes: this one and children (``jkofast warmup --only``)."""
-    import json
-    import subprocess
-
-    from jkofast._ahead import jkofast_command
-
     groups = _groups(names, processes)
     children = [
         subprocess.Popen(
@@ -151,8 +151,6 @@ def warmup(verbose: bool = False, features: str | Sequence[str] = "default", pro
     >>> import jkofast
     >>> times = jkofast.warmup()  # doctest: +SKIP
     """
-    from jkofast._validation import check_int
-
     processes = check_int(processes, "processes", min_value=1)
     _import_wrappers()
     names = _selected(features)
@@ -166,18 +164,3 @@ def warmup(verbose: bool = False, features: str | Sequence[str] = "default", pro
         if verbose:
             print(f"warmup {name}: {times[name]:.2f}s")
     return times
-
-
-class _CallableModule(types.ModuleType):
-    """Make the module callable, so ``jkofast.warmup()`` works every time.
-
-    Importing ``jkofast.warmup`` (the submodule) rebinds the package attribute ``jkofast.warmup``
-    from the function to this module; calling the module runs the function, not only on first
-    access.
-    """
-
-    def __call__(self, *args, **kwargs):
-        return warmup(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,3 +1,5 @@
+"""The analyser (jkofast.text): token patterns, stop lists, stemmers, compounds; its counts equal CountVectorizer's."""
+
 import re
 
 import numpy as np
@@ -5,16 +7,11 @@ import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
 
 import reference as ref
-from jkofast.sparse.text import (
-    COMPOUND,
-    LUCENE_ENGLISH_STOP_WORDS,
-    SKLEARN,
-    WORD,
-    Analyzer,
-    Vocabulary,
-    counts_from_token_ids,
-    porter_stem,
-)
+from jkofast.sparse.vocabulary import Vocabulary
+from jkofast.text.analyzer import Analyzer
+from jkofast.text.patterns import COMPOUND, SKLEARN, WORD
+from jkofast.text.stemmers import porter_stem
+from jkofast.text.stopwords import LUCENE_ENGLISH_STOP_WORDS
 
 TEXTS = [
     "The cat sat on the mat; a cat!",
@@ -66,57 +63,6 @@ def test_counts_equal_countvectorizer(pattern, stop):
     qp, qi, qc = v.transform(["cat cat zebra", ""])
     assert qp.tolist()[-1] == qi.size
     np.testing.assert_array_equal(qc, cv.transform(["cat cat zebra"]).data)
-
-
-def test_max_features_matches_sklearn_and_doc_len_counts_cut_terms():
-    v = Vocabulary(Analyzer(SKLEARN), max_features=3)
-    indptr, indices, counts, doc_len = v.fit_transform(TEXTS)
-    cv = CountVectorizer(max_features=3)
-    X = cv.fit_transform(TEXTS)
-    assert v.terms == cv.get_feature_names_out().tolist()
-    full = CountVectorizer().fit_transform(TEXTS).toarray().sum(1)
-    np.testing.assert_array_equal(doc_len, full)  # SPEC B.2: dl counts out-of-vocabulary tokens
-    np.testing.assert_array_equal(np.diff(indptr), np.diff(X.indptr))
-    assert counts.sum() == X.sum()
-
-
-def test_errors():
-    v = Vocabulary()
-    with pytest.raises(RuntimeError, match="not fitted"):
-        v.transform(["a"])
-    with pytest.raises(TypeError, match="texts must be a list"):
-        v.fit_transform("a single string")
-    with pytest.raises(TypeError, match=r"texts\[1\]"):
-        v.fit_transform(["a", 3])
-    with pytest.raises(ValueError, match="must not be empty"):
-        v.fit_transform([])
-    with pytest.raises(ValueError, match="texts"):
-        Vocabulary(Analyzer(SKLEARN)).fit_transform(["a", "b"])  # empty vocabulary
-    with pytest.raises(ValueError, match="max_features"):
-        Vocabulary(max_features=0)
-
-
-def test_counts_from_token_ids_matches_naive():
-    rng = np.random.default_rng(0)
-    docs = [rng.integers(0, 7, rng.integers(0, 9)) for _ in range(12)]
-    indptr, indices, counts, doc_len, n_terms = counts_from_token_ids(docs, 10)
-    assert n_terms == 10
-    for i, d in enumerate(docs):
-        u, c = np.unique(d, return_counts=True)
-        s = slice(indptr[i], indptr[i + 1])
-        np.testing.assert_array_equal(indices[s], u)
-        np.testing.assert_array_equal(counts[s], c)
-        assert doc_len[i] == d.size
-    flat = np.concatenate(docs)
-    off = np.r_[0, np.cumsum([d.size for d in docs])]
-    again = counts_from_token_ids((flat, off))
-    np.testing.assert_array_equal(again[1], indices)
-    with pytest.raises(ValueError, match="n_terms"):
-        counts_from_token_ids(docs, 3)
-    with pytest.raises(ValueError, match="non-negative"):
-        counts_from_token_ids([np.array([-1, 2])])
-    with pytest.raises(TypeError, match="integers"):
-        counts_from_token_ids([np.array([1.5])])
 
 
 # Porter (1980): expected stems derived by hand from the paper's rules (its own step examples,
@@ -369,27 +315,6 @@ def test_compound_vocabulary_equals_vectorizer(stem, stop):
     assert sorted(v.terms[j] for j in qi) == ["il", "il6"] and qc.tolist() == [2.0, 2.0]
 
 
-def test_token_id_input_is_validated_before_the_kernels():
-    # a 2-D document array reached the sort kernel (SystemError, then a heap-corruption abort)
-    from jkofast.sparse.index import BM25Index
-    from jkofast.sparse.text import counts_from_token_ids
-
-    with pytest.raises(ValueError, match=r"token_ids\[0\] must be a 1-D array"):
-        counts_from_token_ids([np.array([[1, 2]])])
-    with pytest.raises(ValueError, match=r"token_ids\[0\] must be a 1-D array"):
-        BM25Index().fit_token_ids([np.array([[1, 2]])])
-    with pytest.raises(ValueError, match="flat array must be 1-D"):
-        counts_from_token_ids((np.array([[1, 2]]), np.array([0, 2])))
-    with pytest.raises(TypeError, match="flat array must hold integers"):
-        counts_from_token_ids((np.array([1.5, 2.0]), np.array([0, 2])))  # was truncated to ids 1, 2
-    # an absurd id sized every per-term table (1e12 + 1 entries: a 74.5 GiB allocation)
-    with pytest.raises(ValueError, match="map the ids to a dense range"):
-        counts_from_token_ids([np.array([10**12])])
-    ip, ix, cnt, dl, V = counts_from_token_ids([np.array([3, 1, 3]), np.array([0])])
-    assert ip.tolist() == [0, 2, 3] and ix.tolist() == [1, 3, 0] and cnt.tolist() == [1, 2, 1]
-    assert dl.tolist() == [3, 1] and V == 4
-
-
 def test_invalid_token_pattern_fails_at_construction():
     with pytest.raises(ValueError, match="token_pattern '\\(' is not a valid regular expression"):
         Analyzer(token_pattern="(")
@@ -400,16 +325,12 @@ def test_invalid_token_pattern_fails_at_construction():
 
 @pytest.mark.parametrize("pattern", ["", r"\s*", r"x?"])
 def test_token_pattern_matching_the_empty_string_is_refused(pattern):
-    from jkofast.sparse.text import Analyzer
-
     # every gap between characters became an empty-string term in the vocabulary
     with pytest.raises(ValueError, match=r"token_pattern .* matches the empty string"):
         Analyzer(token_pattern=pattern)
 
 
 def test_lowercase_must_be_bool_and_tokenize_takes_str():
-    from jkofast.sparse.text import Analyzer
-
     with pytest.raises(TypeError, match="lowercase must be a bool"):
         Analyzer(lowercase="no")  # bool("no") is True: lowercased silently
     assert Analyzer(lowercase=np.bool_(False)).tokenize("Ab CD") == ["Ab", "CD"]
@@ -419,12 +340,11 @@ def test_lowercase_must_be_bool_and_tokenize_takes_str():
 
 def test_vocabulary_and_indexes_refuse_a_non_analyzer():
     from jkofast.sparse.index import BM25Index, TfidfIndex
-    from jkofast.sparse.text import Vocabulary
 
     for make in (
         lambda: Vocabulary(analyzer="word"),
         lambda: BM25Index("lucene", analyzer="word"),
         lambda: TfidfIndex(analyzer="word"),
     ):
-        with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.sparse\.text\.Analyzer"):
+        with pytest.raises(TypeError, match=r"analyzer must be a jkofast\.text\.Analyzer"):
             make()

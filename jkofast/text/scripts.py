@@ -1,19 +1,18 @@
 r"""Scripts other than Latin: the Unicode folding and tokenising shared by every lexical retriever.
 
-SparseGeometricRAG (``jkofast.sgr.retriever``) and the sparse analyser (``jkofast.sparse.text``,
+SparseGeometricRAG (``jkofast.sgr``) and the sparse analyser (:class:`jkofast.text.analyzer.Analyzer`,
 BM25 / TF-IDF) analyse documents and queries through these functions, so both sides of every index
-fold alike.  (It lives in the ``sgr`` wing because ``sparse`` sits above it and imports it.)
+fold alike.
 
 :func:`fold_script` on a non-ASCII text: NFC; tatweel (U+0640), zero-width (non-)joiners
 (U+200C/U+200D) and the Arabic vowel marks (harakat U+064B-U+065F, U+0670, Quranic marks) deleted;
 digits of every script mapped to ASCII; Arabic presentation forms and full-/half-width forms mapped
 to their NFKC letters.  :func:`script_tokenizer` then counts the combining marks left (Mn, Mc, Me:
 Devanagari vowel signs, nukta, ...) as word characters for the ``\w+`` / ``\b\w\w+\b`` patterns:
-``\w`` alone split ``"किताब"`` into ``कि``, ``ता``, ``ब`` at every vowel sign (and ``\w\w+``
-then dropped them as too short), and ``"كَتَبَ"`` into single letters -- the "empty query" of
-SparseGeometricRAG on Arabic.  ASCII text takes exactly the old path, and the tokens of every
-SciFact document and query are identical with and without the folding (all 6,292 texts checked),
-so the published numbers do not move.
+``\w`` alone would split ``"किताब"`` into ``कि``, ``ता``, ``ब`` at every vowel sign (and ``\w\w+``
+then drop them as too short), and ``"كَتَبَ"`` into single letters.  ASCII text takes the plain
+regex path, and the tokens of every SciFact document and query are identical with and without the
+folding (all 6,292 texts checked).
 """
 
 from __future__ import annotations
@@ -24,10 +23,9 @@ import unicodedata
 
 import numpy as np
 
-__all__ = ["fold_script", "script_tokenizer", "script_word_table"]
+from jkofast.text.patterns import SKLEARN, WORD
 
-_WORD = r"(?u)\w+"  # = jkofast.sparse.text.WORD
-_SKLEARN = r"(?u)\b\w\w+\b"  # = jkofast.sparse.text.SKLEARN = jkofast.sgr.retriever.TOKEN_PATTERN
+__all__ = ["fold_script", "script_tokenizer", "script_word_table"]
 
 # ---------------------------------------------------------------------------------------------
 # Arabic harakat and Quranic annotation marks (deleted: optional vowelling; NFC has composed the
@@ -124,9 +122,9 @@ def _script_pattern(pattern: str):
     pattern is used as given.
     """
     marks = _script_tables()[1]
-    if pattern == _SKLEARN:
+    if pattern == SKLEARN:
         return re.compile(f"(?u)[\\w{marks}]{{2,}}")
-    if pattern == _WORD:
+    if pattern == WORD:
         return re.compile(f"(?u)[\\w{marks}]+")
     return re.compile(pattern)
 

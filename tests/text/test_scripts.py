@@ -15,8 +15,9 @@ import re
 import pytest
 
 from jkofast.pools.retrievers import METHODS, get_retriever
-from jkofast.sgr.scripts import fold_script, script_tokenizer
-from jkofast.sparse.text import SKLEARN, WORD, Analyzer
+from jkofast.text.analyzer import Analyzer
+from jkofast.text.patterns import SKLEARN, WORD
+from jkofast.text.scripts import fold_script, script_tokenizer
 
 ZWNJ, ZWJ, TATWEEL = "\u200c", "\u200d", "\u0640"
 

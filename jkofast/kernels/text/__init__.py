@@ -1,0 +1,3 @@
+"""Text-analysis kernels: word-run tokens over code points, vocabulary hash lookup, query TF-IDF."""
+
+__all__ = ["tokenize"]  # kernel modules
