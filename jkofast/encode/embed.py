@@ -7,10 +7,12 @@ rows in corpus order, ``docs_ids.txt``, ``queries.npy`` float16 (n_queries, d),
 the query.
 
 Work is cut into chunks of ``chunk_size`` texts, each written atomically (:mod:`jkofast._io`)
-to ``embeddings/<model>.parts/``; a rerun skips the chunks already there (``manifest.json``
-records the model's sha256, the chunk size and the ids, and parts made for anything else are
-discarded).  Memory is bounded by one chunk of texts and one batch of activations; the final
-arrays are assembled through a memory map and the folder appears
+to ``embeddings/<model>.parts/`` as ``<docs|queries>-NNNNN-<digest>.npy``, the digest a SHA-256
+of the chunk's texts.  A rerun reuses a part only when the texts it was made from are the texts
+now (a part of an edited text is encoded again; a damaged part too), and ``manifest.json``
+(the model's sha256, its maximum sequence length, the output dtype, the chunk size and the ids)
+discards every part made for anything else.  Memory is bounded by one chunk of texts and one
+batch of activations; the final arrays are assembled through a memory map and the folder appears
 complete or not at all (built as ``<model>.tmp`` and renamed).
 """
 
@@ -26,7 +28,7 @@ import time
 import numpy as np
 
 import jkofast
-from jkofast._io import atomic_save_npy, atomic_write_text
+from jkofast._io import atomic_save_npy, atomic_write_text, load_array
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
 from jkofast.encode.bert import encode
@@ -47,6 +49,15 @@ def _ids_digest(ids) -> str:
     return h.hexdigest()
 
 
+def _texts_digest(texts) -> str:
+    """SHA-256 (hex, 16 characters) of a chunk's texts: what a saved part was encoded from."""
+    h = hashlib.sha256()
+    for t in texts:
+        b = t.encode("utf-8")
+        h.update(len(b).to_bytes(8, "little") + b)
+    return h.hexdigest()[:16]
+
+
 def _prepare_parts(parts: str, manifest: dict) -> None:
     """Create the parts folder; discard parts made for another model, chunking or corpus."""
     mpath = os.path.join(parts, "manifest.json")
@@ -63,15 +74,33 @@ def _prepare_parts(parts: str, manifest: dict) -> None:
         atomic_write_text(mpath, json.dumps(manifest, indent=1))
 
 
+def _part_is_usable(path: str, rows: int, dim: int) -> bool:
+    """Whether a saved part reads as a float16 (rows, dim) array (a damaged part is encoded again)."""
+    try:
+        head = load_array(path, mmap=True, kinds="f", ndim=2)
+    except ValueError:
+        return False
+    return head.dtype == np.float16 and head.shape == (rows, dim)
+
+
 def _embed_chunks(model, texts, parts, prefix, chunk_size, batch_size, n_threads, progress):
-    """Encode ``texts`` chunk by chunk into ``parts/<prefix>-NNNNN.npy`` (float16), skipping finished chunks."""
+    """Encode ``texts`` chunk by chunk into ``parts/<prefix>-NNNNN-<digest>.npy`` (float16), reusing finished ones.
+
+    A part is reused only when its name carries the digest of the chunk's texts now; parts of the same
+    chunk made from other texts are removed.
+    """
     n_chunks = (len(texts) + chunk_size - 1) // chunk_size
+    present = set(os.listdir(parts))
     paths = []
     for c in range(n_chunks):
-        path = os.path.join(parts, f"{prefix}-{c:05d}.npy")
-        paths.append(path)
         a, b = c * chunk_size, min(len(texts), (c + 1) * chunk_size)
-        if os.path.isfile(path):
+        stem = f"{prefix}-{c:05d}-"
+        name = stem + _texts_digest(texts[a:b]) + ".npy"
+        path = os.path.join(parts, name)
+        paths.append(path)
+        for old in sorted(f for f in present if f.startswith(stem) and f != name):
+            os.unlink(os.path.join(parts, old))  # made from texts that have changed since
+        if name in present and _part_is_usable(path, b - a, model.dim):
             if progress is not None:
                 progress(b - a)
             continue
@@ -85,7 +114,7 @@ def _assemble(paths, n: int, dim: int, out: str) -> None:
     arr = np.lib.format.open_memmap(out, mode="w+", dtype=np.float16, shape=(n, dim))
     r = 0
     for p in paths:
-        x = np.load(p)
+        x = load_array(p, kinds="f", ndim=2)
         arr[r : r + x.shape[0]] = x
         r += x.shape[0]
     arr.flush()
@@ -150,6 +179,7 @@ def embed_dataset(
     manifest = {
         "model_sha256": model.sha256,
         "max_seq_length": model.max_seq_length,
+        "dtype": "float16",
         "chunk_size": chunk_size,
         "docs": _ids_digest(ds.doc_ids),
         "queries": _ids_digest(ds.query_ids),

@@ -67,7 +67,7 @@ def test_embed_writes_the_bundled_layout(folders, capsys):
 
 
 def test_embed_resumes_by_chunk(folders, monkeypatch):
-    import jkofast.encode.bert as B
+    import jkofast.encode.embed as B
     from jkofast.datasets.beir import load_dataset
     from jkofast.encode.embed import embed_dataset
     from jkofast.encode.model import load_model
@@ -87,7 +87,8 @@ def test_embed_resumes_by_chunk(folders, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         embed_dataset(ds, m, chunk_size=2, name="x")
     parts = os.path.join(ds_path, "embeddings", "x.parts")
-    assert sorted(os.listdir(parts)) == ["docs-00000.npy", "manifest.json"]
+    names = sorted(os.listdir(parts))
+    assert len(names) == 2 and names[0].startswith("docs-00000-") and names[1] == "manifest.json"
     assert not os.path.isdir(os.path.join(ds_path, "embeddings", "x"))  # the loader sees nothing
     assert load_dataset(ds_path).embeddings("x") is None
     calls.clear()
@@ -162,3 +163,75 @@ def test_missing_extra_names_the_pip_command(folders, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "safetensors.numpy", None)
     assert main(["embed", "--dataset", ds_path, "--model", model]) == 2
     assert 'pip install "jkofast[encode]"' in capsys.readouterr().err
+
+
+def test_resume_reencodes_a_part_whose_texts_changed(folders, monkeypatch):
+    """Resume compared the model, chunking and ids, never the texts: an edited document kept its old vector."""
+    import json as _json
+
+    import jkofast.encode.embed as E
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.encode.model import load_model
+
+    ds_path, model = folders
+    m = load_model(model)
+    real = E.encode
+    calls = []
+
+    def stop_after_first(model, texts, **kw):
+        calls.append(list(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(model, texts, **kw)
+
+    monkeypatch.setattr(E, "encode", stop_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        E.embed_dataset(load_dataset(ds_path), m, chunk_size=2, name="x")
+    # the user edits the text of a document whose part is already saved, then resumes
+    corpus = os.path.join(ds_path, "corpus.jsonl")
+    lines = open(corpus, encoding="utf-8").read().splitlines()
+    rec = _json.loads(lines[0])
+    rec["text"] = "an entirely different abstract about something else"
+    lines[0] = _json.dumps(rec)
+    open(corpus, "w", encoding="utf-8").write("\n".join(lines) + "\n")
+    ds = load_dataset(ds_path)
+    calls.clear()
+    monkeypatch.setattr(
+        E, "encode", lambda model, texts, **kw: (calls.append(list(texts)), real(model, texts, **kw))[1]
+    )
+    out = E.embed_dataset(ds, m, chunk_size=2, name="x")
+    assert calls[0] == ds.doc_texts(" ")[:2]  # chunk 0 encoded again: its texts changed
+    fresh = E.embed_dataset(ds, m, chunk_size=2, name="fresh")
+    for f in ("docs.npy", "queries.npy"):
+        np.testing.assert_array_equal(np.load(os.path.join(out, f)), np.load(os.path.join(fresh, f)))
+
+
+def test_resume_reencodes_a_damaged_part(folders, monkeypatch):
+    import jkofast.encode.embed as E
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.encode.model import load_model
+
+    ds_path, model = folders
+    ds, m = load_dataset(ds_path), load_model(model)
+    real = E.encode
+    calls = []
+
+    def stop_after_first(model, texts, **kw):
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(model, texts, **kw)
+
+    monkeypatch.setattr(E, "encode", stop_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        E.embed_dataset(ds, m, chunk_size=2, name="x")
+    parts = os.path.join(ds_path, "embeddings", "x.parts")
+    part = next(f for f in os.listdir(parts) if f.startswith("docs-00000-"))
+    with open(os.path.join(parts, part), "r+b") as fh:
+        fh.truncate(40)  # a damaged file (disk full, a copy cut short)
+    calls.clear()
+    monkeypatch.setattr(E, "encode", lambda model, texts, **kw: (calls.append(len(texts)), real(model, texts, **kw))[1])
+    out = E.embed_dataset(ds, m, chunk_size=2, name="x")
+    assert calls[0] == 2  # the damaged part was encoded again
+    fresh = E.embed_dataset(ds, m, chunk_size=2, name="fresh")
+    np.testing.assert_array_equal(np.load(os.path.join(out, "docs.npy")), np.load(os.path.join(fresh, "docs.npy")))
