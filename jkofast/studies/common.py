@@ -27,6 +27,7 @@ from jkofast.jko.energy import align_scores, blend, read_score_file
 from jkofast.pools.candidates import build_pools, dense_scores
 from jkofast.pools.retrievers import get_retriever
 from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk, readout_topk
+from jkofast.studies.registry import STUDIES
 
 __all__ = [
     "STUDIES",
@@ -41,23 +42,6 @@ __all__ = [
     "study_inputs",
     "topk_metrics",
 ]
-
-# name -> ("module:function", one-line description)
-STUDIES: dict[str, tuple[str, str]] = {
-    "dual-rank": ("jkofast.studies.dual_rank:study", "Dual-Rank: OT duals as confidence, selective coverage, ECE"),
-    "mr-jko": ("jkofast.studies.multires:study", "MR-JKO / SAM-JKO multi-resolution vs vanilla (speed, nDCG)"),
-    "nm-jko": ("jkofast.studies.nm_jko:study", "NM-JKO: learned low-rank ground metric (InfoNCE) vs vanilla"),
-    "bw-sweep": ("jkofast.studies.bw_sweep:study", "BW-JKO: Bregman-Wasserstein proximal, alpha sweep 0..1"),
-    "stability": ("jkofast.studies.stability:study", "paraphrase stability: W_C (biased, as published) and debiased"),
-    "distractors": ("jkofast.studies.distractors:study", "distractor injection: Leakage@10 and nDCG@10"),
-    "theory": ("jkofast.studies.theory:study", "theory E1-E4: descent, band responses, h-sweep, certified radius"),
-    "linear-response": (
-        "jkofast.studies.linear_response:study",
-        "linear response: implicit JVP of a JKO step vs finite differences",
-    ),
-    "ablations": ("jkofast.studies.ablations:study", "ablations of the JKO-RAG energy, proximal term and geometry"),
-    "report": ("jkofast.studies.report:study", "every study above, one Markdown report with tables and figures"),
-}
 
 
 @dataclasses.dataclass(frozen=True)
