@@ -26,6 +26,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "check_writable",
+    "check_writable_dir",
     "load_array",
 ]
 
@@ -162,4 +163,30 @@ def check_writable(path, name: str) -> str:
         os.unlink(probe)
     except OSError as e:
         raise ValueError(f"{name}: cannot write in {d!r} ({e.strerror or e})") from None
+    return p
+
+
+def check_writable_dir(path, name: str, *, create: bool = True) -> str:
+    """Check before any work that folder ``path`` exists (or can be created) and accepts new files.
+
+    ``create`` makes the folder (and its parents) now, so a path that cannot be made fails before
+    the computation rather than after it.  Raises ``ValueError`` naming ``name``; returns ``path``.
+    """
+    p = os.fspath(path)
+    if os.path.exists(p) and not os.path.isdir(p):
+        raise ValueError(f"{name}: {p!r} exists and is not a folder")
+    if create:
+        try:
+            os.makedirs(p, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"{name}: cannot create folder {p!r} ({e.strerror or e})") from None
+    elif not os.path.isdir(p):
+        raise ValueError(f"{name}: folder {p!r} does not exist")
+    probe = os.path.join(p, f".probe-{os.getpid()}-{uuid.uuid4().hex}")
+    try:
+        with open(probe, "xb"):
+            pass
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{name}: cannot write in {p!r} ({e.strerror or e})") from None
     return p

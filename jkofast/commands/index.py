@@ -87,16 +87,20 @@ def run(args) -> int:
     """Build the index and save it."""
     import os
 
+    from jkofast._io import check_writable_dir
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import build_retriever, emit, method_params
     from jkofast.sparse.index import prepare
 
-    # fail before the build: --threads 0 was accepted silently, an --out that is a file failed
-    # with a FileExistsError traceback after the whole build
+    # every argument is checked before the build, the output folder included (it must be writable)
     resolve_threads(args.threads)
     method_params(args)
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ValueError(f"--out {args.out!r} exists and is not a folder")
+    if os.path.isdir(args.out):
+        check_writable_dir(args.out, "--out", create=False)
+    else:
+        check_writable_dir(os.path.dirname(os.path.abspath(args.out)), "--out")
+        if os.path.exists(args.out):
+            raise ValueError(f"--out {args.out!r} exists and is not a folder")
     if args.method == "sgr":
         if args.calibrate is not None and args.calibrate <= 0:
             raise ValueError(f"--calibrate must be >= 1 (passages), got {args.calibrate}")

@@ -59,21 +59,20 @@ def run(args) -> int:
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
     from jkofast.jko.solver import operating_point
-    from jkofast.studies.main_job import run_main_job
+    from jkofast.studies.main_job import MainJobOptions, run_main_job
 
-    # fail before the minutes of work, not at the JKO stage (--quick used to hide a bad name)
+    # --config is checked even with --quick (which runs the "fast" point), before the minutes of work
     operating_point(args.config)
     resolve_threads(args.threads)
     if args.model is not None and not args.embed:
         raise ValueError("--model applies to --embed (pick saved embeddings with --embeddings NAME)")
     if args.methods is not None and not any(m.strip() for m in args.methods.split(",")):
-        raise ValueError(f"--methods names no method ({args.methods!r}); omit it to run all")  # ran all
+        raise ValueError(f"--methods names no method ({args.methods!r}); omit it to run all")
 
     # No global warm-up here: the job compiles (or loads from the cache) only the kernels it
     # calls, for the dtypes it uses -- on a fresh machine that is a fraction of warming every
     # kernel of the package for both dtypes.
-    res = run_main_job(
-        args.dataset,
+    options = MainJobOptions(
         split=args.split,
         config="fast" if args.quick else args.config,
         grad=None if args.grad == "config" else args.grad,
@@ -89,5 +88,6 @@ def run(args) -> int:
         embeddings=args.embeddings,
         batch_size=args.batch_size,
     )
+    res = run_main_job(args.dataset, options=options)
     emit(res.summary(), args.json, res.table())
     return 0

@@ -97,9 +97,12 @@ def run(args) -> int:
         raise ValueError(
             f"--tag must be non-empty without whitespace (the TREC line would not read back), got {args.tag!r}"
         )
-    if os.path.isdir(args.out):  # failed with IsADirectoryError after the whole search
+    from jkofast._io import check_writable, check_writable_dir
+
+    if os.path.isdir(args.out):
         raise ValueError(f"--out {args.out!r} is a folder; give a file path")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # an unwritable folder fails now
+    check_writable_dir(os.path.dirname(os.path.abspath(args.out)), "--out")  # before the search, not after it
+    check_writable(args.out, "--out")
     resolve_threads(args.threads)
     method_params(args)
     workers = None

@@ -37,10 +37,16 @@ from jkofast._threads import numba_threads
 from jkofast._validation import (
     PartialBatchError,
     PartialBatchWarning,
+    as_float_array,
+    check_int,
+    check_offsets,
+    check_positive,
+    check_same_length,
     keep_segments,
     segment_any,
     summarise_errors,
 )
+from jkofast.eval._diversity import check_diversity, diversity
 from jkofast.eval.trec import QrelsArrays, RunArrays
 from jkofast.kernels.eval import bootstrap as _kb
 from jkofast.kernels.eval import metrics as _k
@@ -191,8 +197,6 @@ def bootstrap_ci(x, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> B
     >>> 0.0 <= lo <= m <= hi <= 1.0
     True
     """
-    from jkofast._validation import as_float_array, check_int, check_positive
-
     x = as_float_array(x, "x", dtype=np.float64, ndim=1)
     n_boot = check_int(n_boot, "n_boot", min_value=1)
     alpha = check_positive(alpha, "alpha")
@@ -256,8 +260,6 @@ def paired_bootstrap_diff(a, b, n_boot: int = 2000, alpha: float = 0.05, seed: i
     >>> round(d.mean, 6), round(d.lo, 6), round(d.hi, 6)
     (0.5, 0.5, 0.5)
     """
-    from jkofast._validation import as_float_array, check_same_length
-
     a = as_float_array(a, "a", dtype=np.float64, ndim=1)
     b = as_float_array(b, "b", dtype=np.float64, ndim=1)
     check_same_length("a", a, "b", b)
@@ -314,8 +316,6 @@ class EvalResult:
         replicate indices are drawn once for all metrics; each interval equals
         :func:`bootstrap_ci` of that metric's values.
         """
-        from jkofast._validation import as_float_array, check_int, check_positive
-
         names = list(self.per_query)
         if not ci or not names or not self.per_query[names[0]].size:
             return {m: {"mean": float(v.mean()) if v.size else 0.0} for m, v in self.per_query.items()}
@@ -403,8 +403,6 @@ def evaluate_codes(
     >>> names, values.tolist(), n_ret.tolist()
     (['mrr@10'], [[0.5]], [2])
     """
-    from jkofast._validation import as_float_array, check_offsets
-
     gain_mode, tie_mode = _check_mode(gain, tie_break, "skip")
     names, kinds, ks = _parse_metrics(metrics)
     run_codes = _as_int64(run_codes, "run_codes")
@@ -416,7 +414,7 @@ def evaluate_codes(
     roff = check_offsets(run_offsets, run_codes.shape[0], "run_offsets")
     qoff = check_offsets(qrels_offsets, qrels_codes.shape[0], "qrels_offsets")
     if qrels_codes.size:
-        # duplicates within a query were counted twice in the ideal DCG and the recall denominator
+        # a code repeated within a query would count twice in the ideal DCG and the recall denominator
         qrow = np.repeat(np.arange(qoff.shape[0] - 1), np.diff(qoff))
         order = np.lexsort((qrels_codes, qrow))
         dup = (np.diff(qrow[order]) == 0) & (np.diff(qrels_codes[order]) == 0)
@@ -629,8 +627,6 @@ def _select_run_rows(ra: RunArrays, qrels: dict, missing: str):
     Returns ``(query_ids, offsets, doc_ids, scores)``: run order, then the qrels-only queries
     in qrels order.
     """
-    from jkofast._validation import check_offsets
-
     ids = np.asarray(ra.doc_ids)
     off = check_offsets(ra.offsets, ids.shape[0], "run offsets")
     if len(ra.query_ids) != off.shape[0] - 1:
@@ -741,36 +737,10 @@ def evaluate(
         raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
     names, kinds, ks = _parse_metrics(metrics)
     is_div = kinds == DIVERSITY
-    emb_lookup = _check_diversity(is_div.any(), embeddings)
-    lex = tie_mode == _k.TIE_TREC_EVAL
-
-    if isinstance(qrels, QrelsArrays):
-        qrels = qrels.to_dict()
-    if not isinstance(qrels, dict):
-        raise TypeError(f"qrels must be a dict or QrelsArrays, got {type(qrels).__name__}")
-    if not all(qrels.values()):  # a query without judgments is absent (pytrec_eval)
-        qrels = {q: d for q, d in qrels.items() if d}
-
-    ra = _as_run_arrays(run)
-    if ra is None and not isinstance(run, dict):
-        raise TypeError(
-            f"run must be a dict, RunArrays or (query_ids, offsets, doc_ids, scores), got {type(run).__name__}"
-        )
-
-    if ra is None:
-        all_q = [q for q in run if q in qrels]
-        if missing == "zero":
-            all_q += [q for q in qrels if q not in run]
-        roff, run_ids, scores = _flatten_dict(run, all_q, np.float64)
-        dedupe = False  # a dict holds no duplicate doc ids
-    else:
-        all_q, roff, run_ids, scores = _select_run_rows(ra, qrels, missing)
-        dedupe = True
-    qoff, qrels_ids, labels = _flatten_dict(qrels, all_q, np.float64, "qrels")
-    if not np.all(np.floor(labels) == labels):
-        raise ValueError("qrels labels must be integers")
-    _check_labels(labels, gain, "qrels")
-    labels = labels.astype(np.int64)
+    emb_lookup = check_diversity(is_div.any(), embeddings)
+    qrels = _judged_qrels(qrels)
+    all_q, roff, run_ids, scores, dedupe = _run_rows(run, qrels, missing)
+    qoff, qrels_ids, labels = _qrels_rows(qrels, all_q, gain)
     bad: dict = {}
     if tie_mode == _k.TIE_TREC_EVAL and np.isnan(scores).any():  # "given" order never reads scores
         nan_q = segment_any(np.isnan(scores), roff)
@@ -779,19 +749,15 @@ def evaluate(
         roff, (run_ids, scores) = keep_segments(roff, keep_q, run_ids, scores)
         qoff, (qrels_ids, labels) = keep_segments(qoff, keep_q, qrels_ids, labels)
         all_q = [q for q, k in zip(all_q, keep_q) if k]
-
-    rows = _id_rows(run_ids, qrels_ids)
-    if rows is None:  # very long ids: one-word rows of integer codes instead
-        rc, qc = _codes(list(run_ids), qrels_ids, lex)
-        rows = (rc.astype(np.uint64).reshape(-1, 1), qc.astype(np.uint64).reshape(-1, 1))
     lab_kinds, lab_ks = kinds[~is_div], ks[~is_div]
     if not lab_kinds.size:  # only diversity asked: the kernel still gives n_ret
         lab_kinds, lab_ks = np.array([_k.HIT], np.int64), np.array([1], np.int64)
+    rows = _label_rows(run_ids, qrels_ids, tie_mode)
     values, n_ret = _run_kernel(
         roff, rows[0], scores, qoff, rows[1], labels, lab_kinds, lab_ks, gain_mode, tie_mode, dedupe, n_threads
     )
     per_query = _per_query(
-        names, kinds, ks, values, lambda k: _diversity(roff, run_ids, scores, k, tie_mode, emb_lookup)
+        names, kinds, ks, values, lambda k: diversity(roff, run_ids, scores, k, tie_mode, emb_lookup)
     )
     res = EvalResult(all_q, per_query, n_ret, gain=gain, tie_break=tie_break)
     if bad:
@@ -802,56 +768,53 @@ def evaluate(
     return res
 
 
-def _embedding_lookup(embeddings) -> tuple[dict, np.ndarray]:
-    """Return ``(doc_id -> row, matrix)`` from ``(doc_ids, matrix)`` or ``{doc_id: vector}`` (validated)."""
-    if isinstance(embeddings, Mapping):
-        ids = [str(k) for k in embeddings]
-        Z = np.array([np.asarray(v, np.float64).ravel() for v in embeddings.values()]) if ids else np.zeros((0, 0))
-    elif isinstance(embeddings, tuple) and len(embeddings) == 2:
-        ids = [str(d) for d in embeddings[0]]
-        Z = np.asarray(embeddings[1])
-    else:
-        raise TypeError("embeddings must be (doc_ids, matrix) or {doc_id: vector}")
-    if Z.ndim != 2 or Z.shape[0] != len(ids):
-        raise ValueError(f"embeddings: the matrix must have one row per doc id ({len(ids)}), got shape {Z.shape}")
-    if Z.dtype.kind not in "fiu" or not np.isfinite(Z).all():
-        raise ValueError("embeddings must be finite real numbers")
-    return {d: i for i, d in enumerate(ids)}, Z
+def _judged_qrels(qrels) -> dict:
+    """Return ``qrels`` as ``{qid: {docid: label}}`` without the queries that have no judgement (pytrec_eval)."""
+    if isinstance(qrels, QrelsArrays):
+        qrels = qrels.to_dict()
+    if not isinstance(qrels, dict):
+        raise TypeError(f"qrels must be a dict or QrelsArrays, got {type(qrels).__name__}")
+    if not all(qrels.values()):
+        qrels = {q: d for q, d in qrels.items() if d}
+    return qrels
 
 
-def _check_diversity(wanted: bool, embeddings):
-    """Return the embedding lookup when a diversity metric is asked (None otherwise)."""
-    if not wanted:
-        return None
-    if embeddings is None:
-        raise ValueError("diversity@k needs embeddings=(doc_ids, matrix) or {doc_id: vector}")
-    return _embedding_lookup(embeddings)
+def _run_rows(run, qrels: dict, missing: str):
+    """Flatten the run's judged queries (with ``missing="zero"`` also the judged queries absent from the run).
+
+    Returns ``(query_ids, offsets, doc_ids, scores, dedupe)``; ``dedupe``: the run may repeat a
+    document within a query (ragged arrays; a dict cannot).
+    """
+    ra = _as_run_arrays(run)
+    if ra is not None:
+        return (*_select_run_rows(ra, qrels, missing), True)
+    if not isinstance(run, dict):
+        raise TypeError(
+            f"run must be a dict, RunArrays or (query_ids, offsets, doc_ids, scores), got {type(run).__name__}"
+        )
+    all_q = [q for q in run if q in qrels]
+    if missing == "zero":
+        all_q += [q for q in qrels if q not in run]
+    roff, run_ids, scores = _flatten_dict(run, all_q, np.float64)
+    return all_q, roff, run_ids, scores, False
 
 
-def _ranked_ids(ids, scores, tie_mode: int) -> list:
-    """Return the ranking the label kernel uses: list order (``given``) or trec_eval's (score desc, id desc)."""
-    ids = [str(d) for d in ids]
-    if tie_mode == _k.TIE_GIVEN:
-        return ids
-    last = {d: i for i, d in enumerate(ids)}  # a repeated doc keeps its last score
-    by_id = sorted(last, reverse=True)
-    return sorted(by_id, key=lambda d: -float(np.float32(scores[last[d]])))  # stable: ties keep id desc
+def _qrels_rows(qrels: dict, query_ids: list, gain: str):
+    """Flatten the qrels of ``query_ids`` -> ``(offsets, doc_ids, int64 labels)`` (integer labels checked)."""
+    qoff, qrels_ids, labels = _flatten_dict(qrels, query_ids, np.float64, "qrels")
+    if not np.all(np.floor(labels) == labels):
+        raise ValueError("qrels labels must be integers")
+    _check_labels(labels, gain, "qrels")
+    return qoff, qrels_ids, labels.astype(np.int64)
 
 
-def _diversity(roff, run_ids, scores, k: int, tie_mode: int, lookup) -> np.ndarray:
-    """Per-query Diversity@k of the ranked run (SPEC A.7.1): mean pairwise ``1 − z_iᵀz_j`` of the top k."""
-    rows, Z = lookup
-    out = np.zeros(roff.shape[0] - 1)
-    for q in range(out.shape[0]):
-        top = _ranked_ids(run_ids[roff[q] : roff[q + 1]], scores[roff[q] : roff[q + 1]], tie_mode)[:k]
-        if len(top) < 2:
-            continue
-        missing = [d for d in top if d not in rows]
-        if missing:
-            raise ValueError(f"diversity@{k}: no embedding for ranked document {missing[0]!r}")
-        Zq = np.asarray(Z[[rows[d] for d in top]], np.float64)
-        out[q] = float((1.0 - Zq @ Zq.T)[np.triu_indices(len(top), 1)].mean())
-    return out
+def _label_rows(run_ids, qrels_ids, tie_mode: int):
+    """Return the (run, qrels) document id rows the label kernel compares (integer codes for very long ids)."""
+    rows = _id_rows(run_ids, qrels_ids)
+    if rows is None:  # very long ids: one-word rows of integer codes instead
+        rc, qc = _codes(list(run_ids), qrels_ids, tie_mode == _k.TIE_TREC_EVAL)
+        rows = (rc.astype(np.uint64).reshape(-1, 1), qc.astype(np.uint64).reshape(-1, 1))
+    return rows
 
 
 def _per_query(names, kinds, ks, values, diversity) -> dict:

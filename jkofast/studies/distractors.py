@@ -29,32 +29,21 @@ import time
 
 import numpy as np
 
-from jkofast.studies.common import StudyOptions, StudyResult, method_row, study_inputs
+from jkofast.datasets.beir import load_dataset
+from jkofast.eval.metrics import bootstrap_ci, evaluate
+from jkofast.eval.stability import leakage_at_k
+from jkofast.jko.energy import blend, softmax_tau
+from jkofast.jko.solver import operating_point, rerank_batch
+from jkofast.pools.baselines import positions_to_docs, topk_by_score
+from jkofast.pools.retrievers import get_retriever
+from jkofast.studies.common import StudyOptions, StudyResult, method_row, require_matplotlib, study_inputs
+from jkofast.studies.published import published
 
-__all__ = ["METHODS", "PUBLISHED", "QUICK_QUERIES", "find_distractors", "inject", "plot", "select_queries", "study"]
+__all__ = ["METHODS", "QUICK_QUERIES", "find_distractors", "inject", "plot", "select_queries", "study"]
 
 METHODS = ("rerank", "noprox_blend", "kl_blend", "jko_blend")
 QUICK_QUERIES = 15
 _MODES = {"noprox_blend": "noproximal", "kl_blend": "kl", "jko_blend": "wasserstein"}
-# SPEC A.9.5, SciFact (n = 150, base config): (leakage10, ndcg10) per N and method; paired leak jko - kl
-PUBLISHED = {
-    "scifact": {
-        0: {"rerank": (0.0, 0.682), "noprox_blend": (0.0, 0.712), "kl_blend": (0.0, 0.714), "jko_blend": (0.0, 0.697)},
-        10: {
-            "rerank": (0.379, 0.680),
-            "noprox_blend": (0.419, 0.712),
-            "kl_blend": (0.428, 0.714),
-            "jko_blend": (0.209, 0.701),
-        },
-        30: {
-            "rerank": (0.483, 0.680),
-            "noprox_blend": (0.549, 0.710),
-            "kl_blend": (0.559, 0.712),
-            "jko_blend": (0.319, 0.700),
-        },
-    },
-}
-PUBLISHED_PAIRED = {"scifact": {0: (0.0, 0.0, 0.0), 10: (-0.2193, -0.2653, -0.1753), 30: (-0.2407, -0.2873, -0.1967)}}
 
 
 def select_queries(query_ids, qrels: dict, n: int) -> list[str]:
@@ -170,8 +159,7 @@ def inject(inp, distractors: list, n: int, bm25_all, doc_emb) -> _Injected:
 
 
 def _setting(dataset: str, quick: bool):
-    from jkofast.jko.solver import operating_point
-
+    """Return the dataset's name, operating point, distractor counts N and query sample size."""
     name = os.path.basename(os.path.normpath(dataset)).lower()
     if name == "scidocs":
         cfg, ns = operating_point("fast"), (0, 5, 10, 20, 40)
@@ -184,8 +172,6 @@ def _setting(dataset: str, quick: bool):
 
 def _eval(top_rows, qids, qrels, doc_ids) -> dict:
     """nDCG@10 (exponential gain) and Recall@10 of ranked lists that may repeat ids (published evaluator)."""
-    from jkofast.eval.metrics import evaluate
-
     run = {q: [doc_ids[int(i)] for i in top_rows[k] if i >= 0] for k, q in enumerate(qids)}
     res = evaluate(
         run, {q: qrels.get(q, {}) for q in qids}, ["ndcg@10", "recall@10"], gain="exponential",
@@ -201,10 +187,6 @@ def _eval(top_rows, qids, qrels, doc_ids) -> dict:
 
 def _run_all(inp, ext: dict, cfg, opts) -> tuple[dict, dict]:
     """Top-20 corpus rows of every (method, N); one rerank_batch call per JKO method over all N."""
-    from jkofast.jko.energy import blend, softmax_tau
-    from jkofast.jko.solver import rerank_batch
-    from jkofast.pools.baselines import positions_to_docs, topk_by_score
-
     ns = list(ext)
     offs = [ext[n].offsets for n in ns]
     base = np.concatenate([[0], np.cumsum([o[-1] for o in offs])])
@@ -234,15 +216,13 @@ def _run_all(inp, ext: dict, cfg, opts) -> tuple[dict, dict]:
 
 
 def _ci(x) -> list:
-    from jkofast.eval.metrics import bootstrap_ci
-
+    """``[mean, lo, hi]`` of the 95 % percentile bootstrap (2000 resamples, seed 0) as floats."""
     m, lo, hi = bootstrap_ci(np.asarray(x, np.float64))
     return [float(m), float(lo), float(hi)]
 
 
 def _rows(inp, ext, tops, ms, pub, pub_pair) -> list:
-    from jkofast.eval.stability import leakage_at_k
-
+    """One row per (N, method): nDCG@10 / Recall@10 / Leakage@10, the published pair beside them."""
     rows = []
     for n in ext:
         per = {}
@@ -308,21 +288,15 @@ def study(opts: StudyOptions) -> StudyResult:
     on ``jko_blend`` the paired ``leak_diff_vs_kl_blend`` and ``diff_vs_kl_blend`` (nDCG), and the
     published SPEC A.9.5 values beside them.
     """
-    from jkofast.datasets.beir import load_dataset
-    from jkofast.pools.retrievers import get_retriever
-
     name, cfg, ns, n_sel = _setting(opts.dataset, opts.quick)
     ds = load_dataset(opts.dataset)
     qrels = ds.qrels("test")
     qids = select_queries(ds.split_query_ids("test"), qrels, n_sel)
     if opts.quick:
         qids = qids[:QUICK_QUERIES]
-    log = lambda m: opts.log("distractors", m)  # noqa: E731
     times = {}
     t0 = time.perf_counter()
-    inp = study_inputs(
-        opts.dataset, "test", query_ids=qids, scores_file=opts.scores_file, n_threads=opts.n_threads, log=log
-    )
+    inp = study_inputs(opts, "test", study="distractors", query_ids=qids)
     times["inputs_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     pos = ds.doc_index
@@ -341,7 +315,8 @@ def study(opts: StudyOptions) -> StudyResult:
     t0 = time.perf_counter()
     tops, ms = _run_all(inp, ext, cfg, opts)
     times["solve_s"] = time.perf_counter() - t0
-    rows = _rows(inp, ext, tops, ms, PUBLISHED.get(name, {}), PUBLISHED_PAIRED.get(name, {}))
+    pub = published("distractors")  # SPEC A.9.5: (leakage10, ndcg10) per N and method; paired leak jko - kl
+    rows = _rows(inp, ext, tops, ms, pub["leakage_ndcg"].get(name, {}), pub["paired_leakage"].get(name, {}))
     notes = [
         *inp.notes,
         f"{'fast' if name == 'scidocs' else 'base'} operating point (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, "
@@ -361,8 +336,6 @@ def study(opts: StudyOptions) -> StudyResult:
 
 def plot(result: StudyResult, out_dir: str) -> list[str]:
     """Write ``distractors_leakage.png``: Leakage@10 and nDCG@10 against N per method (published dashed)."""
-    from jkofast.studies.common import require_matplotlib
-
     plt = require_matplotlib()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for m in METHODS:

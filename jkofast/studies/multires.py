@@ -33,6 +33,10 @@ import time
 
 import numpy as np
 
+from jkofast.jko.energy import minmax, softmax_tau
+from jkofast.jko.multires import coarse_config, fine_config, multires_rerank
+from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
+from jkofast.kernels.jko.geometry import cost_kernel_dense
 from jkofast.studies.common import (
     StudyOptions,
     StudyResult,
@@ -41,12 +45,11 @@ from jkofast.studies.common import (
     study_inputs,
     topk_metrics,
 )
+from jkofast.studies.published import published
 
 __all__ = [
     "G_KEEP",
     "METHODS",
-    "PUBLISHED",
-    "PUBLISHED_SCALING",
     "SCALING_M",
     "G",
     "scaling_inputs",
@@ -69,32 +72,6 @@ METHODS = (
     ("sam_b20", "sam", 2.0),
     ("sam_b40", "sam", 4.0),
 )
-# SPEC A.9.6 (SciFact test, n = 300, M = 200; PyTorch float32, cross-encoder rerank term)
-PUBLISHED = {
-    "vanilla": {"ndcg10": 0.7103, "ndcg10_ci": [0.666, 0.753], "recall10": 0.8357, "div10": 0.5612,
-                "ms_per_query": 947.6, "speedup": 1.000},
-    "mr_kmeans": {"ndcg10": 0.6409, "ndcg10_ci": [0.591, 0.689], "recall10": 0.7403, "div10": 0.5530,
-                  "ms_per_query": 486.6, "speedup": 1.948},
-    "sam_b05": {"ndcg10": 0.6621, "ndcg10_ci": [0.613, 0.708], "recall10": 0.7723, "div10": 0.5511,
-                "ms_per_query": 543.6, "speedup": 1.743},
-    "sam_b10": {"ndcg10": 0.6817, "ndcg10_ci": [0.635, 0.728], "recall10": 0.7990, "div10": 0.5524,
-                "ms_per_query": 481.6, "speedup": 1.968},
-    "sam_b20": {"ndcg10": 0.7146, "ndcg10_ci": [0.671, 0.757], "recall10": 0.8440, "div10": 0.5570,
-                "ms_per_query": 455.5, "speedup": 2.080},
-    "sam_b40": {"ndcg10": 0.7127, "ndcg10_ci": [0.670, 0.755], "recall10": 0.8423, "div10": 0.5566,
-                "ms_per_query": 438.7, "speedup": 2.160},
-}  # fmt: skip
-# SPEC A.9.6 synthetic scaling (single timed call each, no warm-up, threads not pinned)
-PUBLISHED_SCALING = {
-    100: {"vanilla_ms": 1860, "mr_ms": 384, "speedup": 4.85, "vanilla_mass_gold": 0.839, "mr_mass_gold": 0.962,
-          "top10_in_gold": 1.00, "pool_size": 29},
-    200: {"vanilla_ms": 934, "mr_ms": 672, "speedup": 1.39, "vanilla_mass_gold": 0.839, "mr_mass_gold": 0.929,
-          "top10_in_gold": 1.00, "pool_size": 100},
-    500: {"vanilla_ms": 1656, "mr_ms": 717, "speedup": 2.31, "vanilla_mass_gold": 0.880, "mr_mass_gold": 0.967,
-          "top10_in_gold": 0.40, "pool_size": 104},
-    1000: {"vanilla_ms": 3067, "mr_ms": 620, "speedup": 4.95, "vanilla_mass_gold": 0.899, "mr_mass_gold": 1.000,
-           "top10_in_gold": 0.20, "pool_size": 52},
-}  # fmt: skip
 SCALING_STREAM = (100, 200, 500, 1000, 2000, 5000)  # draw order of the shared generator
 SCALING_M = (200, 500, 1000, 2000, 5000)
 SCALING_M_QUICK = (200, 500)
@@ -106,17 +83,12 @@ GRADS = (("unrolled", ""), ("implicit", "_impl"))
 # SciFact part
 # ---------------------------------------------------------------------------------------------
 def _configs(grad: str):
-    from jkofast.jko.multires import coarse_config, fine_config
-    from jkofast.jko.solver import operating_point
-
+    """Return the (vanilla, coarse, fine) configurations of the SciFact part for gradient path ``grad``."""
     return operating_point("contrib", grad=grad), coarse_config(grad=grad), fine_config(reported=True, grad=grad)
 
 
 def _run_method(inp, rel, name, clustering, beta, grad, n_threads):
     """One batched call of a method; returns ``(p, wall seconds, CPU seconds, pool sizes or None)``."""
-    from jkofast.jko.multires import multires_rerank
-    from jkofast.jko.solver import rerank_batch
-
     van, co, fi = _configs(grad)
     c0 = time.process_time()
     t0 = time.perf_counter()
@@ -150,8 +122,6 @@ def _geometry_seconds(inp, repeats: int) -> tuple[float, float]:
 
     The published vanilla timing excludes this step.
     """
-    from jkofast.kernels.jko.geometry import cost_kernel_dense
-
     off = inp.offsets
     cost_kernel_dense(inp.Z, 0, 1, True, np.empty((1, 1)), np.empty((1, 1)))  # compiled / loaded untimed
     wall = cpu = np.inf
@@ -166,6 +136,8 @@ def _geometry_seconds(inp, repeats: int) -> tuple[float, float]:
 
 
 def _scifact_rows(inp, rel, opts: StudyOptions, repeats: int):
+    """Run every method with both gradients ``repeats`` times interleaved; return its rows and the geometry ms/q."""
+    pub = published("multires")["rows"]  # SPEC A.9.6, SciFact test, M = 200 (PyTorch float32, cross-encoder)
     runs = {}
     best = {}
     best_cpu = {}
@@ -212,7 +184,7 @@ def _scifact_rows(inp, rel, opts: StudyOptions, repeats: int):
                     m,
                     ms,
                     baseline=None if clustering is None else (base_key, base_metrics["ndcg"]),
-                    published=PUBLISHED[name],
+                    published=pub[name],
                     **extra,
                 )
             )
@@ -254,10 +226,6 @@ def scaling_inputs(m_values=SCALING_M, d: int = 384, n_clusters: int = 20) -> di
 
 def scaling_run(Z, rel, grad: str, n_threads=None, repeats: int = 1) -> dict:
     """Vanilla vs MR-JKO on one synthetic pool (SPEC A.7.10); best of ``repeats`` interleaved timings."""
-    from jkofast.jko.energy import softmax_tau
-    from jkofast.jko.multires import coarse_config, fine_config, multires_rerank
-    from jkofast.jko.solver import JKOConfig, rerank_batch
-
     M = Z.shape[0]
     per = M // 20
     off = np.array([0, M], np.int64)
@@ -306,7 +274,7 @@ def scaling_run(Z, rel, grad: str, n_threads=None, repeats: int = 1) -> dict:
         "vanilla_top10_in_gold": top10_in_gold(rv.p),
         "mr_top10_in_gold": top10_in_gold(rm.p),
         "pool_size": int(rm.pool_size[0]),
-        "published": PUBLISHED_SCALING.get(int(M)),
+        "published": published("multires")["scaling"].get(int(M)),  # SPEC A.9.6 synthetic scaling
     }
 
 
@@ -384,16 +352,7 @@ def study(opts: StudyOptions) -> StudyResult:
     gradient), the paired nDCG@10 difference vs that vanilla and the published figures.
     ``extra["scaling"]``: one dict per (M, gradient) of the synthetic part.
     """
-    from jkofast.jko.energy import minmax
-
-    inp = study_inputs(
-        opts.dataset,
-        "test",
-        n_queries=QUICK_QUERIES if opts.quick else None,
-        scores_file=opts.scores_file,
-        n_threads=opts.n_threads,
-        log=lambda m: opts.log(STUDY, m),
-    )
+    inp = study_inputs(opts, "test", study=STUDY, n_queries=QUICK_QUERIES if opts.quick else None)
     rel = np.asarray(minmax(inp.blend(0.4, 0.6), inp.offsets), np.float64)
     repeats = 1 if opts.quick else REPEATS
     rows, (geo_ms, geo_cpu_ms) = _scifact_rows(inp, rel, opts, repeats)

@@ -26,17 +26,15 @@ import time
 
 import numpy as np
 
-from jkofast.studies.common import StudyOptions, StudyResult, method_row, study_inputs, topk_metrics
+from jkofast.datasets.beir import load_dataset
+from jkofast.jko.energy import softmax_tau
+from jkofast.jko.metric import infonce_loss, init_projection, save_metric, select_training_queries, train_metric
+from jkofast.jko.solver import operating_point, rerank_batch
+from jkofast.studies.common import StudyOptions, StudyResult, method_row, pool_inputs, study_inputs, topk_metrics
+from jkofast.studies.published import published
+from jkofast.studies.tuning import train_queries
 
-__all__ = ["PUBLISHED", "PUBLISHED_TRAINING", "study", "train_split_metric"]
-
-# SPEC A.9.8, SciFact column (contrib config, (alpha, gamma) = (0.4, 0.6)), nDCG@10 means
-PUBLISHED = {
-    "jko_blend": {"ndcg10": 0.7105, "ndcg10_ci": [0.666, 0.753]},
-    "nm_jko": {"ndcg10": 0.7112, "diff_vs_jko_blend": "|diff| <= 0.0010, CI contains 0"},
-}
-# SPEC A.6.2 / C.1 #12
-PUBLISHED_TRAINING = {"n_train": 79, "epochs": 150, "n_tuning_queries": 80}
+__all__ = ["study", "train_split_metric"]
 
 N_TUNING = 80
 EPOCHS = 150
@@ -53,10 +51,6 @@ def train_split_metric(opts: StudyOptions, n_tuning: int, epochs: int, log=None)
     train :class:`~jkofast.studies.common.StudyInputs`). Returns ``(None, None, info)`` when the
     dataset has no train split (NM-JKO then falls back to vanilla).
     """
-    from jkofast.datasets.beir import load_dataset
-    from jkofast.jko.metric import select_training_queries, train_metric
-    from jkofast.studies.tuning import train_queries
-
     say = log or (lambda m: None)
     ds = load_dataset(opts.dataset)
     if "train" not in ds.splits():
@@ -64,7 +58,7 @@ def train_split_metric(opts: StudyOptions, n_tuning: int, epochs: int, log=None)
     tuning = train_queries(ds.qrels("train"), ds.query_ids, n=n_tuning, seed=0)
     t0 = time.perf_counter()
     # InfoNCE uses only the embeddings and the pools: the rerank term (and --scores) plays no part
-    tr = study_inputs(opts.dataset, "train", query_ids=tuning, n_threads=opts.n_threads, log=say)
+    tr = pool_inputs(opts.dataset, "train", query_ids=tuning, n_threads=opts.n_threads, log=say)
     pool_s = time.perf_counter() - t0
     pool_docs = [tr.doc_ids[i] for i in tr.pools.doc_idx]
     rng = np.random.default_rng(0)  # one stream: selection shuffle, then one shuffle per epoch
@@ -90,8 +84,6 @@ def _gold_mask(inp) -> np.ndarray:
 
 def _rerank_pair(inp, E, p0, cfg, W, n_threads, repeats: int = 2):
     """Vanilla and NM reranks, interleaved ``repeats`` times; return ``{name: (p, best ms/query)}``."""
-    from jkofast.jko.solver import rerank_batch
-
     out: dict = {}
     for _ in range(repeats):
         for name, proj in (("jko_blend", None), ("nm_jko", W)):
@@ -109,8 +101,6 @@ def _rerank_pair(inp, E, p0, cfg, W, n_threads, repeats: int = 2):
 
 def _test_infonce(inp, W0, W) -> dict:
     """Mean InfoNCE of the test queries with a gold doc in the pool, at the init and at the learned W."""
-    from jkofast.jko.metric import infonce_loss
-
     gold = _gold_mask(inp)
     try:
         a = infonce_loss(W0, inp.query_emb, inp.offsets, inp.Z, gold)
@@ -120,8 +110,29 @@ def _test_infonce(inp, W0, W) -> dict:
     return {"n": int(a.shape[0]), "init": float(a.mean()), "learned": float(b.mean())}
 
 
+def _training_record(metric, sel, info: dict, inp) -> dict:
+    """Return the JSON record of the training: counts, losses, seconds, drift of W, test InfoNCE, published."""
+    W0 = init_projection(metric.rank, metric.dim, metric.seed)
+    return {
+        "n_tuning": info["n_tuning"],
+        "n_eligible": sel.n_eligible,
+        "n_train": metric.n_train,
+        "epochs": metric.epochs,
+        "loss_first_epoch": float(metric.loss_history[0]) if metric.epochs else float("nan"),
+        "loss_last_epoch": float(metric.loss_history[-1]) if metric.epochs else float("nan"),
+        "final_loss": metric.final_loss,
+        "train_seconds": metric.train_seconds,
+        "train_cpu_seconds": metric.train_cpu_seconds,
+        "train_pool_seconds": info["pool_seconds"],
+        "w_drift": float(np.linalg.norm(metric.W - W0) / np.linalg.norm(W0)),
+        "test_infonce": _test_infonce(inp, W0, metric.W),
+        "published": published("nm_jko")["training"],  # SPEC A.6.2 / C.1 #12
+    }
+
+
 def _training_block(tr: dict, ms: dict) -> str:
-    pub = PUBLISHED_TRAINING
+    """Return the text table of the training record beside the published counts and the targets."""
+    pub = tr["published"]
     ratio = ms["nm_jko"] / ms["jko_blend"]
     lines = [
         "NM-JKO training and cost                    ours        published / target",
@@ -149,22 +160,12 @@ def study(opts: StudyOptions) -> StudyResult:
     published numbers beside; ``extra["training"]`` holds the training record (n_train, epochs,
     losses, seconds) and ``extra["time_ratio"]`` the NM/vanilla rerank time.
     """
-    from jkofast.jko.energy import softmax_tau
-    from jkofast.jko.metric import init_projection, save_metric
-    from jkofast.jko.solver import operating_point
-
     say = lambda m: opts.log("nm-jko", m)  # noqa: E731
     n_tuning = QUICK_TUNING if opts.quick else N_TUNING
     epochs = QUICK_EPOCHS if opts.quick else EPOCHS
     metric, sel, info = train_split_metric(opts, n_tuning, epochs, log=say)
-    inp = study_inputs(
-        opts.dataset,
-        "test",
-        n_queries=QUICK_TEST if opts.quick else None,
-        scores_file=opts.scores_file,
-        n_threads=opts.n_threads,
-        log=say,
-    )
+    inp = study_inputs(opts, "test", study="nm-jko", n_queries=QUICK_TEST if opts.quick else None)
+    pub = published("nm_jko")["rows"]  # SPEC A.9.8, SciFact column, nDCG@10 means
     cfg = operating_point("contrib")
     r = inp.blend(0.4, 0.6)
     p0 = softmax_tau(r, inp.offsets, cfg.tau0)
@@ -183,35 +184,20 @@ def study(opts: StudyOptions) -> StudyResult:
         W = None
     else:
         W = metric.W
-        W0 = init_projection(metric.rank, metric.dim, metric.seed)
-        extra["training"] = {
-            "n_tuning": info["n_tuning"],
-            "n_eligible": sel.n_eligible,
-            "n_train": metric.n_train,
-            "epochs": metric.epochs,
-            "loss_first_epoch": float(metric.loss_history[0]) if metric.epochs else float("nan"),
-            "loss_last_epoch": float(metric.loss_history[-1]) if metric.epochs else float("nan"),
-            "final_loss": metric.final_loss,
-            "train_seconds": metric.train_seconds,
-            "train_cpu_seconds": metric.train_cpu_seconds,
-            "train_pool_seconds": info["pool_seconds"],
-            "w_drift": float(np.linalg.norm(W - W0) / np.linalg.norm(W0)),
-            "test_infonce": _test_infonce(inp, W0, W),
-            "published": dict(PUBLISHED_TRAINING),
-        }
+        extra["training"] = _training_record(metric, sel, info, inp)
     runs = _rerank_pair(inp, -r, p0, cfg, W, opts.n_threads)
     mets = {name: topk_metrics(p, inp) for name, (p, _) in runs.items()}
     ms = {name: v[1] for name, v in runs.items()}
     for name in runs:
         say(f"{name:<10} nDCG@10 {np.mean(mets[name]['ndcg']):.4f}  {ms[name]:.1f} ms/q")
     rows = [
-        method_row("jko_blend", mets["jko_blend"], ms["jko_blend"], published=PUBLISHED["jko_blend"]),
+        method_row("jko_blend", mets["jko_blend"], ms["jko_blend"], published=pub["jko_blend"]),
         method_row(
             "nm_jko",
             mets["nm_jko"],
             ms["nm_jko"],
             baseline=("jko_blend", mets["jko_blend"]["ndcg"]),
-            published=PUBLISHED["nm_jko"],
+            published=pub["nm_jko"],
         ),
     ]
     extra["time_ratio"] = ms["nm_jko"] / ms["jko_blend"]

@@ -14,7 +14,7 @@ One point, every choice selected on the 809 SciFact TRAIN queries by the searche
 * JKO-RAG (Wasserstein) at h 8, λ 0.1, ρ 0.05, ε 0.2, T 1, 15 inner steps, τ0 1.
 
 :func:`sparse_only_inputs` builds the pools, ``r`` and the geometry rows; the main job solves them
-with :func:`jkofast.studies.main_job.rerank_blocks`.  :func:`sparse_recipe_search` is the whole
+with :func:`jkofast.studies.readout.rerank_blocks`.  :func:`sparse_recipe_search` is the whole
 recipe as one call on any dataset (``jkofast run --dataset FOLDER --methods jko_sparse``).
 """
 
@@ -25,8 +25,15 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from jkofast.jko.energy import minmax
+from jkofast._threads import resolve_threads
+from jkofast._validation import check_int
+from jkofast.jko.energy import minmax, softmax_tau
+from jkofast.jko.solver import JKOConfig
 from jkofast.pools.candidates import Pools, build_pools
+from jkofast.sgr.retriever import SparseGeometricRetriever
+from jkofast.sparse.index import BM25Index, TfidfIndex
+from jkofast.studies.readout import readout_topk, rerank_blocks
+from jkofast.text.analyzer import Analyzer
 
 __all__ = [
     "SPARSE_RECIPE",
@@ -84,8 +91,6 @@ class SparseRecipe:
 
     def jko_config(self, grad: str = "implicit"):
         """Return the recipe's :class:`jkofast.jko.solver.JKOConfig` (Wasserstein mode) for gradient path ``grad``."""
-        from jkofast.jko.solver import JKOConfig
-
         return JKOConfig(**self.jko_params(), grad=grad).validate()
 
     def describe(self) -> str:
@@ -112,8 +117,6 @@ def sparse_analyzer(recipe: SparseRecipe = SPARSE_RECIPE):
     -------
     jkofast.text.Analyzer
     """
-    from jkofast.text.analyzer import Analyzer
-
     return Analyzer(recipe.token_pattern, stopwords=recipe.stopwords, stemmer="porter")
 
 
@@ -139,12 +142,7 @@ class SparseRecipeCorpus:
     """
 
     def __init__(self, ds, title_repeats: int, analyzer, n_threads: int | None = None):
-        from jkofast._threads import resolve_threads
-        from jkofast._validation import check_int
-        from jkofast.sparse.index import BM25Index, TfidfIndex
-        from jkofast.text.analyzer import Analyzer
-
-        # int(1.7) / int(-1) were taken silently; a str analyser failed deep in the index
+        # a whole number of repeats, and an Analyzer (a str would fail deep in the index)
         title_repeats = check_int(title_repeats, "title_repeats", min_value=0)
         if not isinstance(analyzer, Analyzer):
             raise TypeError(f"analyzer must be a jkofast.text.Analyzer, got {type(analyzer).__name__}")
@@ -187,8 +185,6 @@ class SparseRecipeCorpus:
     def sgr(self):
         """SparseGeometricRetriever fitted on the stemmed count matrix (columns = BM25 term ids)."""
         if self._sgr is None:
-            from jkofast.sgr.retriever import SparseGeometricRetriever
-
             self._sgr = SparseGeometricRetriever().fit(self.doc_tf, n_threads=self.n_threads)
         return self._sgr
 
@@ -352,10 +348,6 @@ def sparse_recipe_search(
     >>> ds = load_dataset("scifact")
     >>> top = sparse_recipe_search(ds, ["coffee and heart disease"], k=5)  # doctest: +SKIP
     """
-    from jkofast._validation import check_int
-    from jkofast.jko.energy import softmax_tau
-    from jkofast.studies.main_job import readout_topk, rerank_blocks
-
     k = check_int(k, "k", min_value=1)
     if queries is None:
         queries, query_ids = list(ds.query_texts), list(ds.query_ids) if query_ids is None else query_ids

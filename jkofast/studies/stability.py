@@ -26,31 +26,25 @@ import time
 
 import numpy as np
 
-from jkofast.studies.common import StudyOptions, StudyResult, method_row
+from jkofast.datasets.beir import load_dataset
+from jkofast.encode.bert import encode
+from jkofast.encode.model import encoder_available, load_model
+from jkofast.eval.stability import wc_batch
+from jkofast.jko.energy import minmax, softmax_tau
+from jkofast.jko.solver import operating_point, rerank_batch
+from jkofast.pools.baselines import topk_by_score
+from jkofast.pools.candidates import build_pools, dense_scores
+from jkofast.pools.retrievers import get_retriever
+from jkofast.studies.common import StudyOptions, StudyResult, method_row, require_matplotlib
 from jkofast.studies.perturb import PERTURBATIONS, perturb_queries
+from jkofast.studies.published import published
+from jkofast.studies.readout import evaluate_topk, readout_topk
 
-__all__ = ["METHODS", "N_QUERIES", "PUBLISHED", "PUBLISHED_N", "QUICK_QUERIES", "plot", "sample_queries", "study"]
+__all__ = ["METHODS", "N_QUERIES", "QUICK_QUERIES", "plot", "sample_queries", "study"]
 
 METHODS = ("jko_rerank", "kl_rerank", "noprox", "rerank_topk", "dense_topk")
 N_QUERIES = 60
 QUICK_QUERIES = 10
-# SPEC A.9.4: mean W_C over the three perturbations (cross-encoder rerank term, cached original pools)
-_PUB_TABLE = {  # method order of METHODS
-    "scifact": (0.0450, 0.0731, 0.0408, 0.1142, 0.1020),
-    "nfcorpus": (0.0693, 0.0889, 0.0702, 0.1297, 0.1198),
-    "trec-covid": (0.0747, 0.1126, 0.0944, 0.0759, 0.0431),
-    "fiqa": (0.0717, 0.1158, 0.0784, 0.1172, 0.1158),
-    "scidocs": (0.0615, 0.1027, 0.0702, 0.1099, 0.1057),
-}
-PUBLISHED = {d: dict(zip(METHODS, v, strict=True)) for d, v in _PUB_TABLE.items()}
-# published n per (drop_stop, hedge, lower_nop)
-PUBLISHED_N = {
-    "scifact": (53, 60, 60),
-    "nfcorpus": (14, 60, 38),
-    "trec-covid": (46, 50, 46),
-    "fiqa": (47, 60, 59),
-    "scidocs": (56, 60, 60),
-}
 _MODES = {"jko_rerank": "wasserstein", "kl_rerank": "kl", "noprox": "noproximal"}
 _BM25_NOTE = "rerank term = BM25 pool score: no cross-encoder is loaded (the published runs use ms-marco-MiniLM-L-6-v2)"
 
@@ -81,11 +75,6 @@ def sample_queries(query_ids, n: int = N_QUERIES) -> list[str]:
 
 def _query_encoder(log):
     """``(encode(texts, n_threads) -> float32 rows, None)`` or ``(None, why not)``."""
-    try:
-        from jkofast.encode.bert import encode
-        from jkofast.encode.model import encoder_available, load_model
-    except ImportError as exc:
-        return None, f"jkofast.encode is not importable ({exc})"
     why = encoder_available()
     if why:
         return None, why
@@ -110,9 +99,7 @@ class _Pools:
 
 
 def _build_pools(ds, doc_emb, q_emb, qids, opts, log) -> _Pools:
-    from jkofast.pools.candidates import build_pools, dense_scores
-    from jkofast.pools.retrievers import get_retriever
-
+    """Build the original and perturbed pools (hybrid with the query encoder, else BM25-only), timed."""
     times = {}
     texts = [ds.queries[q] for q in qids]
     cases = perturb_queries(qids, texts)
@@ -140,10 +127,6 @@ def _build_pools(ds, doc_emb, q_emb, qids, opts, log) -> _Pools:
 
 def _run_methods(pp: _Pools, cfg0, opts) -> tuple[dict, dict]:
     """Distributions of every method on every pool (flat), and ms per pool of the JKO methods."""
-    from jkofast.jko.energy import minmax, softmax_tau
-    from jkofast.jko.solver import rerank_batch
-    from jkofast.pools.baselines import topk_by_score
-
     off = pp.pools.offsets
     r = minmax(pp.rerank, off)
     p0 = softmax_tau(r, off, 0.1)
@@ -183,8 +166,6 @@ def _segments(off, pools_idx):
 
 def _wc_all(pp: _Pools, dists: dict, doc_emb, qpos: dict, opts) -> dict:
     """W_C, self floors and debiased values of every (case, method), one wc_batch call."""
-    from jkofast.eval.stability import wc_batch
-
     off = pp.pools.offsets
     methods = list(dists)
     orig = [qpos[c[0]] for c in pp.cases for _ in methods]
@@ -284,8 +265,7 @@ def _gaps(summ: dict) -> dict:
 
 
 def _load(opts: StudyOptions):
-    from jkofast.datasets.beir import load_dataset
-
+    """Return the dataset and its saved MiniLM embeddings (which the study needs)."""
     ds = load_dataset(opts.dataset)
     emb = ds.embeddings()
     if emb is None:
@@ -296,41 +276,8 @@ def _load(opts: StudyOptions):
     return ds, emb
 
 
-def study(opts: StudyOptions) -> StudyResult:
-    """Run the paraphrase-stability protocol (module docstring) and return its rows.
-
-    Rows per method: nDCG@10 of the original queries (``method_row``), ``wc_mean``,
-    ``wc_debiased_mean``, ``self_floor_mean``, ``per_perturbation`` (mean/std/n/quartiles of
-    each quantity) and the published ``wc_mean`` of SPEC A.9.4 beside them.
-    """
-    from jkofast.jko.solver import operating_point
-    from jkofast.studies.main_job import evaluate_topk, readout_topk
-
-    t_all = time.perf_counter()
-    ds, (doc_emb, q_all) = _load(opts)
-    name = _name(opts.dataset)
-    qrels = ds.qrels("test")
-    qids = sample_queries(ds.split_query_ids("test"))
-    if opts.quick:
-        qids = qids[:QUICK_QUERIES]
-    qrow = {q: i for i, q in enumerate(ds.query_ids)}
-    q_emb = np.ascontiguousarray(q_all[[qrow[q] for q in qids]], dtype=np.float32)
-    log = lambda m: opts.log("stability", m)  # noqa: E731
-    log(f"{len(qids)} queries, building original + perturbed pools ...")
-    pp = _build_pools(ds, doc_emb, q_emb, qids, opts, log)
-    log(f"{len(pp.cases)} perturbed queries; pools {'hybrid' if pp.hybrid else 'BM25-only'}")
-    cfg = operating_point("base", inner_steps=40 if name == "scifact" else 25)
-    t0 = time.perf_counter()
-    dists, ms = _run_methods(pp, cfg, opts)
-    pp.times["solve_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    wc = _wc_all(pp, dists, doc_emb, {q: i for i, q in enumerate(qids)}, opts)
-    pp.times["wc_s"] = time.perf_counter() - t0
-    log(f"W_C of {len(pp.cases) * len(dists)} pairs ({pp.times['wc_s']:.1f} s)")
-    kinds = np.array([c[1] for c in pp.cases])
-    summ = _summaries(wc, kinds)
-    n_per = {k: int(np.count_nonzero(kinds == k)) for k in PERTURBATIONS}
-    pub = PUBLISHED.get(name, {})
+def _method_rows(pp: _Pools, dists: dict, ms: dict, summ: dict, pub: dict, qids, qrels, doc_ids) -> list:
+    """One row per method: nDCG@10 of the original queries, the W_C summaries, the published W_C."""
     P0 = pp.pools.subset(np.arange(pp.n_orig))
     n0 = int(P0.offsets[-1])
     rows = []
@@ -340,7 +287,7 @@ def study(opts: StudyOptions) -> StudyResult:
             p = pp.rerank[:n0]  # rank the one-shot baselines by their score (p is flat on the top 10)
         elif m == "dense_topk":
             p = np.asarray(pp.pools.dense[:n0], np.float64)
-        met = evaluate_topk(readout_topk(p, P0, 20), qids, qrels, ds.doc_ids, 10)
+        met = evaluate_topk(readout_topk(p, P0, 20), qids, qrels, doc_ids, 10)
         s = summ[m]
         rows.append(
             method_row(
@@ -352,8 +299,11 @@ def study(opts: StudyOptions) -> StudyResult:
                 per_perturbation=s["per_perturbation"],
             )
         )
-    pp.times["total_s"] = time.perf_counter() - t_all
-    why = pp.times.pop("why_no_encoder")
+    return rows
+
+
+def _notes(pp: _Pools, cfg, opts: StudyOptions, why) -> list:
+    """Return the notes: the rerank stand-in, the pools and encoder, the operating point, the stage times."""
     notes = [_BM25_NOTE + " (also for every perturbed query)"]
     if opts.scores_file:
         notes.append("--scores is not used here: the perturbed queries have no user scores, so both sides use BM25")
@@ -376,31 +326,72 @@ def study(opts: StudyOptions) -> StudyResult:
     if opts.quick:
         notes.append(f"--quick: first {QUICK_QUERIES} queries of the 60-query sample")
     notes.append("stage seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in pp.times.items()))
+    return notes
+
+
+def _gap_line(gap: dict, pub: dict) -> str:
+    """Return the line of 1 - W/KL (biased, debiased, self floor) with the published biased gap."""
+    return (
+        "1 - W/KL (jko_rerank vs kl_rerank): biased "
+        f"{100 * gap['wc_mean']:.1f} %, debiased {100 * gap['wc_debiased_mean']:.1f} %, self floor "
+        f"{100 * gap['self_floor_mean']:.1f} %"
+        + (f" (published biased {100 * (1 - pub['jko_rerank'] / pub['kl_rerank']):.1f} %)" if pub else "")
+    )
+
+
+def study(opts: StudyOptions) -> StudyResult:
+    """Run the paraphrase-stability protocol (module docstring) and return its rows.
+
+    Rows per method: nDCG@10 of the original queries (``method_row``), ``wc_mean``,
+    ``wc_debiased_mean``, ``self_floor_mean``, ``per_perturbation`` (mean/std/n/quartiles of
+    each quantity) and the published ``wc_mean`` of SPEC A.9.4 beside them.
+    """
+    t_all = time.perf_counter()
+    ds, (doc_emb, q_all) = _load(opts)
+    name = _name(opts.dataset)
+    qids = sample_queries(ds.split_query_ids("test"))
+    if opts.quick:
+        qids = qids[:QUICK_QUERIES]
+    qrow = {q: i for i, q in enumerate(ds.query_ids)}
+    q_emb = np.ascontiguousarray(q_all[[qrow[q] for q in qids]], dtype=np.float32)
+    log = lambda m: opts.log("stability", m)  # noqa: E731
+    log(f"{len(qids)} queries, building original + perturbed pools ...")
+    pp = _build_pools(ds, doc_emb, q_emb, qids, opts, log)
+    log(f"{len(pp.cases)} perturbed queries; pools {'hybrid' if pp.hybrid else 'BM25-only'}")
+    cfg = operating_point("base", inner_steps=40 if name == "scifact" else 25)
+    t0 = time.perf_counter()
+    dists, ms = _run_methods(pp, cfg, opts)
+    pp.times["solve_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    wc = _wc_all(pp, dists, doc_emb, {q: i for i, q in enumerate(qids)}, opts)
+    pp.times["wc_s"] = time.perf_counter() - t0
+    log(f"W_C of {len(pp.cases) * len(dists)} pairs ({pp.times['wc_s']:.1f} s)")
+    kinds = np.array([c[1] for c in pp.cases])
+    summ = _summaries(wc, kinds)
+    n_per = {k: int(np.count_nonzero(kinds == k)) for k in PERTURBATIONS}
+    tables = published("stability")  # SPEC A.9.4: mean W_C per dataset and method; n per perturbation
+    pub, pub_n = tables["wc_mean"].get(name, {}), tables["n_per_perturbation"].get(name)
+    rows = _method_rows(pp, dists, ms, summ, pub, qids, ds.qrels("test"), ds.doc_ids)
+    pp.times["total_s"] = time.perf_counter() - t_all
+    why = pp.times.pop("why_no_encoder")
+    notes = _notes(pp, cfg, opts, why)
     extra = {
         "published_source": "SPEC A.9.4",
         "n_per_perturbation": n_per,
-        "published_n_per_perturbation": dict(zip(PERTURBATIONS, PUBLISHED_N.get(name, ()), strict=False)),
+        "published_n_per_perturbation": dict(zip(PERTURBATIONS, pub_n or (), strict=False)),
         "relative_gap_w_vs_kl": _gaps(summ),
         "pools": "hybrid" if pp.hybrid else "bm25-only",
         "config": {"operating_point": "base", "inner_steps": cfg.inner_steps},
         "timings_s": dict(pp.times),
     }
-    blocks = [_block(summ, pub, PUBLISHED_N.get(name), n_per)]
-    gap = extra["relative_gap_w_vs_kl"]
-    if gap:
-        blocks.append(
-            "1 - W/KL (jko_rerank vs kl_rerank): biased "
-            f"{100 * gap['wc_mean']:.1f} %, debiased {100 * gap['wc_debiased_mean']:.1f} %, self floor "
-            f"{100 * gap['self_floor_mean']:.1f} %"
-            + (f" (published biased {100 * (1 - pub['jko_rerank'] / pub['kl_rerank']):.1f} %)" if pub else "")
-        )
+    blocks = [_block(summ, pub, pub_n, n_per)]
+    if extra["relative_gap_w_vs_kl"]:
+        blocks.append(_gap_line(extra["relative_gap_w_vs_kl"], pub))
     return StudyResult("stability", ds.name, len(qids), rows, extra=extra, blocks=blocks, notes=notes)
 
 
 def plot(result: StudyResult, out_dir: str) -> list[str]:
     """Write ``stability_wc.png``: per method, published W_C beside ours split into floor + debiased part."""
-    from jkofast.studies.common import require_matplotlib
-
     plt = require_matplotlib()
     rows = result.rows
     x = np.arange(len(rows))

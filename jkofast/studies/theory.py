@@ -26,16 +26,30 @@ term; here BM25 stands in unless ``--scores`` is given).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import numpy as np
 
-from jkofast.studies.common import StudyOptions, StudyResult, study_inputs
+from jkofast.datasets.beir import load_dataset
+from jkofast.eval.metrics import bootstrap_ci, paired_bootstrap_diff
+from jkofast.jko.energy import minmax, softmax_tau
+from jkofast.jko.solver import operating_point
+from jkofast.jko.theory import (
+    RADIUS_GRID,
+    TheoryBatch,
+    band_direction,
+    band_edges,
+    certified_radius,
+    gibbs_laplacian,
+    topk_preserved,
+)
+from jkofast.studies.common import StudyOptions, StudyResult, require_matplotlib, study_inputs
+from jkofast.studies.published import published
 
 __all__ = [
     "H_GRID",
     "N_QUERIES",
-    "PUBLISHED",
     "QUICK_QUERIES",
     "TheoryResult",
     "plot",
@@ -56,66 +70,9 @@ E2_DIRS, E4_DIRS = 2, 2
 TOP_K = 10
 MONOTONE_TOL = 1e-6
 
-# SPEC A.9.12 (SciFact, cross-encoder rerank term)
-PUBLISHED = {
-    "E1": {
-        "wasserstein": {
-            "F": [-0.9585, -0.9819, -0.9840, -0.9845, -0.9848, -0.9851],
-            "monotone_frac": 0.625,
-            "total_drop_mean": 0.0266,
-            "velocity": [0.0672, 0.0324, 0.0245, 0.0211, 0.0191],
-        },
-        "kl": {
-            "F": [-0.9585, -0.9647, -0.9694, -0.9730, -0.9759, -0.9781],
-            "monotone_frac": 1.0,
-            "total_drop_mean": 0.0196,
-            "velocity": [0.0697, 0.0640, 0.0594, 0.0555, 0.0523],
-        },
-    },
-    "E2": {
-        "wasserstein": {
-            "wc_gain": [0.1026, 0.1031, 0.1055, 0.1036],
-            "wc_gain_ci": [[0.075, 0.131], [0.075, 0.132], [0.078, 0.135], [0.076, 0.133]],
-            "l2_gain": [0.0819, 0.1208, 0.1568, 0.1237],
-            "high_low": 1.011,
-        },
-        "kl": {
-            "wc_gain": [0.2529, 0.2533, 0.2536, 0.2532],
-            "wc_gain_ci": [[0.202, 0.304], [0.202, 0.304], [0.203, 0.305], [0.203, 0.304]],
-            "l2_gain": [0.0282, 0.0262, 0.0339, 0.0284],
-            "high_low": 1.001,
-        },
-        "cross_band_w_over_kl": 0.409,
-    },
-    "E3": {
-        "wc_w": [0.0239, 0.0238, 0.0235, 0.0236, 0.0246, 0.0254],
-        "wc_kl": [0.0658, 0.0610, 0.0546, 0.0475, 0.0391, 0.0327],
-        "gap": [0.0420, 0.0372, 0.0311, 0.0239, 0.0145, 0.0074],
-        "rel_gap": [0.638, 0.609, 0.569, 0.503, 0.370, 0.225],
-    },
-    "E4": {
-        "wasserstein": {
-            "wc": [0.0, 0.0235, 0.0242, 0.0250, 0.0275, 0.0316, 0.0360, 0.0465],
-            "preserved": [1.0, 0.986, 0.964, 0.942, 0.896, 0.848, 0.794, 0.704],
-            "radius_mean": 0.288,
-            "radius_ci": [0.217, 0.365],
-            "radius_median": 0.2,
-        },
-        "kl": {
-            "wc": [0.0, 0.0566, 0.0570, 0.0574, 0.0587, 0.0607, 0.0625, 0.0665],
-            "preserved": [1.0, 1.0, 0.998, 0.988, 0.966, 0.952, 0.938, 0.916],
-            "radius_mean": 0.877,
-            "radius_ci": [0.736, 1.028],
-            "radius_median": 1.0,
-        },
-        "w_over_kl": 0.328,
-    },
-}
-
 
 def _ci(x) -> list:
-    from jkofast.eval.metrics import bootstrap_ci
-
+    """``[mean, lo, hi]`` of the 95 % percentile bootstrap (2000 resamples, seed 0) as floats."""
     m, lo, hi = bootstrap_ci(np.asarray(x, np.float64))
     return [float(m), float(lo), float(hi)]
 
@@ -124,7 +81,7 @@ class single_blas:
     """Context manager pinning BLAS to one thread (threadpoolctl; a no-op without it).
 
     The dense 200 x 200 eigendecompositions and 400 x 400 solves of the studies run between
-    Numba-parallel kernels; oversubscribed OpenBLAS threads made them ~50x slower on 2 cores.
+    Numba-parallel kernels; oversubscribed OpenBLAS threads make them ~50x slower on 2 cores.
     """
 
     def __enter__(self):
@@ -162,8 +119,6 @@ def select_queries(query_ids, qrels: dict, n: int) -> np.ndarray:
 
 def theory_energy(rerank, offsets) -> tuple[np.ndarray, np.ndarray]:
     """``E = −minmax(rerank)`` (float32) and ``p0 = softmax_{0.1}(minmax(rerank))`` per pool (A.7.7)."""
-    from jkofast.jko.energy import minmax, softmax_tau
-
     r = minmax(np.asarray(rerank, np.float32), offsets)
     return -r, softmax_tau(r, offsets, 0.1)
 
@@ -179,8 +134,6 @@ class _Setup:
     eig: dict = dataclasses.field(default_factory=dict)
 
     def laplacian(self, q: int):
-        from jkofast.jko.theory import gibbs_laplacian
-
         if q not in self.eig:
             self.eig[q] = gibbs_laplacian(self.batch.cost(q))[1]
         return self.eig[q]
@@ -208,7 +161,7 @@ def _e1(st: _Setup, cfg0) -> list:
         F = st.batch.free_energy(P, Ecat, pools, cfg.lam, cfg.rho)  # (T+1, nq)
         V = st.batch.wc(P[:-1], P[1:], pools)  # (T, nq)
         mono = np.all(F[1:] <= F[:-1] + MONOTONE_TOL, axis=0)
-        pub = PUBLISHED["E1"][mode]
+        pub = published("theory")["E1"][mode]
         rows.append(
             {
                 "method": f"E1_{mode}",
@@ -234,8 +187,6 @@ def _response(st: _Setup, pools, items_sv, cfg, T: int, k: int | None = None):
     ``W`` = ``wc(p_T(E), p_T(E + s v))``, ``L2`` = ``‖p_T(E + s v) − p_T(E)‖₂`` and (with ``k``)
     the top-k preservation, each (nq, n_per_query).
     """
-    from jkofast.jko.theory import topk_preserved
-
     nper = len(items_sv[0])
     items, energies = [], []
     for i, q in enumerate(pools):
@@ -268,8 +219,6 @@ def _response(st: _Setup, pools, items_sv, cfg, T: int, k: int | None = None):
 
 
 def _e2(st: _Setup, cfg0) -> tuple[list, dict]:
-    from jkofast.jko.theory import band_direction, band_edges
-
     pools = st.rows["E2"]
     rng = np.random.default_rng(0)
     dirs = {m: [] for m in MODES}  # mode -> per query: N_BANDS * E2_DIRS directions (band-major)
@@ -287,7 +236,7 @@ def _e2(st: _Setup, cfg0) -> tuple[list, dict]:
         Wg = (W / E2_S).reshape(len(pools), N_BANDS, E2_DIRS).mean(axis=2)
         Lg = (L2 / E2_S).reshape(len(pools), N_BANDS, E2_DIRS).mean(axis=2)
         gains[mode] = Wg
-        pub = PUBLISHED["E2"][mode]
+        pub = published("theory")["E2"][mode]
         for b in range(N_BANDS):
             m, lo, hi = _ci(Wg[:, b])
             rows.append(
@@ -313,9 +262,6 @@ def _e2(st: _Setup, cfg0) -> tuple[list, dict]:
 
 
 def _e3(st: _Setup, cfg0) -> list:
-    from jkofast.eval.metrics import paired_bootstrap_diff
-    from jkofast.jko.theory import band_direction
-
     pools = st.rows["E3"]
     rng = np.random.default_rng(0)
     dirs = []
@@ -323,7 +269,7 @@ def _e3(st: _Setup, cfg0) -> list:
         U = st.laplacian(q)
         dirs.append(band_direction(U, 0, U.shape[0], rng))
     rows = []
-    pub = PUBLISHED["E3"]
+    pub = published("theory")["E3"]
     for i, h in enumerate(H_GRID):
         w = {}
         for mode in MODES:
@@ -350,8 +296,6 @@ def _e3(st: _Setup, cfg0) -> list:
 
 
 def _e4(st: _Setup, cfg0) -> list:
-    from jkofast.jko.theory import RADIUS_GRID, band_direction, band_edges, certified_radius
-
     pools = st.rows["E4"]
     rng = np.random.default_rng(0)
     dirs = []
@@ -388,7 +332,7 @@ def _e4(st: _Setup, cfg0) -> list:
                 "radius_ci": [lo, hi],
                 "radius_median": float(np.median(radii)),
                 "radii": radii.tolist(),
-                "published": PUBLISHED["E4"][mode],
+                "published": published("theory")["E4"][mode],
             }
         )
     return rows
@@ -408,99 +352,109 @@ def _fmt(xs, f="{:.4f}") -> str:
 
 
 def _blocks(rows: list, ratios: dict) -> list:
+    """Return the text tables of E1-E4, ours beside the published (SPEC A.9.12)."""
+    pub_all = published("theory")
     by = {}
     for r in rows:
         by.setdefault(r["experiment"], []).append(r)
     out = []
     if "E1" in by:
-        t = ["E1 descent (F(p_t) means, t = 0..T; W_C velocity per step)  [published in brackets]"]
-        for r in by["E1"]:
-            p = r["published"]
-            t += [
-                f"  {r['mode']:<11} n {r['n']}",
-                f"    F            {_fmt(r['F_mean'])}",
-                f"    [published]  {_fmt(p['F'])}",
-                f"    monotone_frac {r['monotone_frac']:.3f} [{p['monotone_frac']:.3f}]   "
-                f"total_drop_mean {r['total_drop_mean']:.4f} [{p['total_drop_mean']:.4f}]",
-                f"    velocity     {_fmt(r['velocity'])}",
-                f"    [published]  {_fmt(p['velocity'])}",
-            ]
-        out.append("\n".join(t))
+        out.append(_e1_block(by["E1"]))
     if "E2" in by:
-        t = [
-            "E2 response by band (gain = W_C(p_T(E), p_T(E+sv))/s; ||dp||/s)  [published in brackets]",
-            f"  {'mode':<11} {'band':>4}  {'W_C gain [95% CI]':<26} {'published':<26} {'||dp||/s':>8} {'[pub]':>8}",
-        ]
-        for r in by["E2"]:
-            p = r["published"]
-            t.append(
-                f"  {r['mode']:<11} {r['band']:>4}  {r['wc_gain']:.4f} "
-                f"[{r['wc_gain_ci'][0]:.3f}, {r['wc_gain_ci'][1]:.3f}]"
-                f"     {p['wc_gain']:.4f} [{p['wc_gain_ci'][0]:.3f}, {p['wc_gain_ci'][1]:.3f}]"
-                f"     {r['l2_gain']:8.4f} {p['l2_gain']:8.4f}"
-            )
-        pub = PUBLISHED["E2"]
-        t.append(
-            f"  high/low: W {ratios.get('wasserstein_high_low', float('nan')):.3f} "
-            f"[{pub['wasserstein']['high_low']:.3f}], KL {ratios.get('kl_high_low', float('nan')):.3f} "
-            f"[{pub['kl']['high_low']:.3f}]; cross-band W/KL {ratios.get('cross_band_w_over_kl', float('nan')):.3f} "
-            f"[{pub['cross_band_w_over_kl']:.3f}]"
-        )
-        out.append("\n".join(t))
+        out.append(_e2_block(by["E2"], ratios, pub_all["E2"]))
     if "E3" in by:
-        t = [
-            "E3 h-sweep (mean W_C(p_T(E), p_T(E+sv)); gap = paired KL - W)  [published in brackets]",
-            f"  {'h':>5}  {'W':>7} {'[pub]':>7}  {'KL':>7} {'[pub]':>7}  {'gap [95% CI]':<27} {'[pub]':>7}  "
-            f"{'rel_gap':>7} {'[pub]':>6}",
-        ]
-        for r in by["E3"]:
-            p = r["published"]
-            g = r["gap"]
-            t.append(
-                f"  {r['h']:>5g}  {r['wc_w']:.4f} {p['wc_w']:.4f}   {r['wc_kl']:.4f} {p['wc_kl']:.4f}   "
-                f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] {p['gap']:+.4f}   {r['rel_gap']:.3f} {p['rel_gap']:.3f}"
-            )
-        out.append("\n".join(t))
+        out.append(_e3_block(by["E3"]))
     if "E4" in by:
-        t = ["E4 certified radius (s-grid; s = 0 set, not computed)  [published in brackets]"]
-        for r in by["E4"]:
-            p = r["published"]
-            t += [
-                f"  {r['mode']:<11} n {r['n']} x {E4_DIRS} directions; s = {_fmt(r['s'], '{:g}')}",
-                f"    W_C          {_fmt(r['wc'])}",
-                f"    [published]  {_fmt(p['wc'])}",
-                f"    preserved    {_fmt(r['preserved'], '{:.3f}')}",
-                f"    [published]  {_fmt(p['preserved'], '{:.3f}')}",
-                f"    radius mean {r['radius_mean']:.3f} [{r['radius_ci'][0]:.3f}, {r['radius_ci'][1]:.3f}] "
-                f"median {r['radius_median']:.2f}   [published {p['radius_mean']:.3f} "
-                f"[{p['radius_ci'][0]:.3f}, {p['radius_ci'][1]:.3f}] median {p['radius_median']:.2f}]",
-            ]
-        rw = [r for r in by["E4"] if r["mode"] == "wasserstein"]
-        rk = [r for r in by["E4"] if r["mode"] == "kl"]
-        if rw and rk and rk[0]["radius_mean"] > 0:
-            t.append(
-                f"  radius W/KL {rw[0]['radius_mean'] / rk[0]['radius_mean']:.3f} [{PUBLISHED['E4']['w_over_kl']:.3f}]"
-            )
-        out.append("\n".join(t))
+        out.append(_e4_block(by["E4"], pub_all["E4"]))
     return out
 
 
-def _setup(opts: StudyOptions, n_by_exp: dict) -> tuple[_Setup, object]:
-    from jkofast.datasets.beir import load_dataset
-    from jkofast.jko.theory import TheoryBatch
+def _e1_block(rows: list) -> str:
+    """Return the E1 table: F(p_t) means and the W_C velocity per step, published beside."""
+    t = ["E1 descent (F(p_t) means, t = 0..T; W_C velocity per step)  [published in brackets]"]
+    for r in rows:
+        p = r["published"]
+        t += [
+            f"  {r['mode']:<11} n {r['n']}",
+            f"    F            {_fmt(r['F_mean'])}",
+            f"    [published]  {_fmt(p['F'])}",
+            f"    monotone_frac {r['monotone_frac']:.3f} [{p['monotone_frac']:.3f}]   "
+            f"total_drop_mean {r['total_drop_mean']:.4f} [{p['total_drop_mean']:.4f}]",
+            f"    velocity     {_fmt(r['velocity'])}",
+            f"    [published]  {_fmt(p['velocity'])}",
+        ]
+    return "\n".join(t)
 
+
+def _e2_block(rows: list, ratios: dict, pub: dict) -> str:
+    """Return the E2 table: the response gain per band and mode, the band ratios, published beside."""
+    t = [
+        "E2 response by band (gain = W_C(p_T(E), p_T(E+sv))/s; ||dp||/s)  [published in brackets]",
+        f"  {'mode':<11} {'band':>4}  {'W_C gain [95% CI]':<26} {'published':<26} {'||dp||/s':>8} {'[pub]':>8}",
+    ]
+    for r in rows:
+        p = r["published"]
+        t.append(
+            f"  {r['mode']:<11} {r['band']:>4}  {r['wc_gain']:.4f} "
+            f"[{r['wc_gain_ci'][0]:.3f}, {r['wc_gain_ci'][1]:.3f}]"
+            f"     {p['wc_gain']:.4f} [{p['wc_gain_ci'][0]:.3f}, {p['wc_gain_ci'][1]:.3f}]"
+            f"     {r['l2_gain']:8.4f} {p['l2_gain']:8.4f}"
+        )
+    t.append(
+        f"  high/low: W {ratios.get('wasserstein_high_low', float('nan')):.3f} "
+        f"[{pub['wasserstein']['high_low']:.3f}], KL {ratios.get('kl_high_low', float('nan')):.3f} "
+        f"[{pub['kl']['high_low']:.3f}]; cross-band W/KL {ratios.get('cross_band_w_over_kl', float('nan')):.3f} "
+        f"[{pub['cross_band_w_over_kl']:.3f}]"
+    )
+    return "\n".join(t)
+
+
+def _e3_block(rows: list) -> str:
+    """Return the E3 table: W_C of W and KL per h, their paired gap, published beside."""
+    t = [
+        "E3 h-sweep (mean W_C(p_T(E), p_T(E+sv)); gap = paired KL - W)  [published in brackets]",
+        f"  {'h':>5}  {'W':>7} {'[pub]':>7}  {'KL':>7} {'[pub]':>7}  {'gap [95% CI]':<27} {'[pub]':>7}  "
+        f"{'rel_gap':>7} {'[pub]':>6}",
+    ]
+    for r in rows:
+        p = r["published"]
+        g = r["gap"]
+        t.append(
+            f"  {r['h']:>5g}  {r['wc_w']:.4f} {p['wc_w']:.4f}   {r['wc_kl']:.4f} {p['wc_kl']:.4f}   "
+            f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] {p['gap']:+.4f}   {r['rel_gap']:.3f} {p['rel_gap']:.3f}"
+        )
+    return "\n".join(t)
+
+
+def _e4_block(rows: list, pub: dict) -> str:
+    """Return the E4 table: W_C and top-k preservation along s, the certified radius, published beside."""
+    t = ["E4 certified radius (s-grid; s = 0 set, not computed)  [published in brackets]"]
+    for r in rows:
+        p = r["published"]
+        t += [
+            f"  {r['mode']:<11} n {r['n']} x {E4_DIRS} directions; s = {_fmt(r['s'], '{:g}')}",
+            f"    W_C          {_fmt(r['wc'])}",
+            f"    [published]  {_fmt(p['wc'])}",
+            f"    preserved    {_fmt(r['preserved'], '{:.3f}')}",
+            f"    [published]  {_fmt(p['preserved'], '{:.3f}')}",
+            f"    radius mean {r['radius_mean']:.3f} [{r['radius_ci'][0]:.3f}, {r['radius_ci'][1]:.3f}] "
+            f"median {r['radius_median']:.2f}   [published {p['radius_mean']:.3f} "
+            f"[{p['radius_ci'][0]:.3f}, {p['radius_ci'][1]:.3f}] median {p['radius_median']:.2f}]",
+        ]
+    rw = [r for r in rows if r["mode"] == "wasserstein"]
+    rk = [r for r in rows if r["mode"] == "kl"]
+    if rw and rk and rk[0]["radius_mean"] > 0:
+        t.append(f"  radius W/KL {rw[0]['radius_mean'] / rk[0]['radius_mean']:.3f} [{pub['w_over_kl']:.3f}]")
+    return "\n".join(t)
+
+
+def _setup(opts: StudyOptions, n_by_exp: dict) -> tuple[_Setup, object]:
+    """Sample every experiment's queries, build the pools of their union once; return ``(setup, inputs)``."""
     ds = load_dataset(opts.dataset)
     qids = list(ds.split_query_ids("test"))
     sel = {e: select_queries(qids, ds.qrels("test"), n) for e, n in n_by_exp.items()}
     union = sorted(set().union(*[set(v.tolist()) for v in sel.values()]))
-    inp = study_inputs(
-        opts.dataset,
-        "test",
-        query_ids=[qids[i] for i in union],
-        scores_file=opts.scores_file,
-        n_threads=opts.n_threads,
-        log=lambda m: opts.log("theory", m),
-    )
+    inp = study_inputs(opts, "test", study="theory", query_ids=[qids[i] for i in union])
     pos = {int(i): k for k, i in enumerate(union)}
     batch = TheoryBatch.from_embeddings(inp.Z, inp.offsets, n_threads=opts.n_threads)
     E, p0 = theory_energy(inp.rerank, inp.offsets)
@@ -523,8 +477,6 @@ def study(opts: StudyOptions) -> StudyResult:
     ``preserved`` curves, ``radius_mean`` + CI, ``radius_median``); each with ``published``
     (SPEC A.9.12). ``extra``: ``e2_ratios``, ``timings_s`` per experiment, ``query_ids``.
     """
-    from jkofast.jko.solver import operating_point
-
     n_by_exp = QUICK_QUERIES if opts.quick else N_QUERIES
     t0 = time.perf_counter()
     st, inp = _setup(opts, n_by_exp)
@@ -568,10 +520,6 @@ def study(opts: StudyOptions) -> StudyResult:
 
 def plot(result: StudyResult, out_dir: str) -> list:
     """Write the E1–E4 figures (paper style, published dashed) into ``out_dir``; return the file names."""
-    import os
-
-    from jkofast.studies.common import require_matplotlib
-
     plt = require_matplotlib()
     by: dict = {}
     for r in result.rows:

@@ -12,11 +12,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import time
 
 import numpy as np
 
 from jkofast._validation import check_int
+from jkofast.jko.energy import energy_and_p0
+from jkofast.jko.solver import operating_point, rerank_batch
+from jkofast.studies.readout import evaluate_topk, readout_topk
 
 __all__ = ["SEARCH_SPACE", "sample_configs", "select_best", "train_queries", "tune"]
 
@@ -56,7 +61,7 @@ def train_queries(qrels_train: dict, known_query_ids, n: int = 80, seed: int = 0
     The keys of ``qrels_train`` present in ``known_query_ids`` (dict order), shuffled with
     ``random.Random(seed)``, first ``n``.
     """
-    n = check_int(n, "n", min_value=0)  # n = -1 kept all but the last query
+    n = check_int(n, "n", min_value=0)  # a negative n would slice off the last queries instead
     known = set(known_query_ids)
     qids = [q for q in qrels_train if q in known]
     random.Random(seed).shuffle(qids)
@@ -118,13 +123,6 @@ def tune(
     dict with ``configs``, ``scores`` (mean nDCG@10 per config), ``recall`` (mean R@10),
     ``seconds`` per config, ``best`` (index) and ``best_config``.
     """
-    import dataclasses
-    import time
-
-    from jkofast.jko.energy import energy_and_p0
-    from jkofast.jko.solver import operating_point, rerank_batch
-    from jkofast.studies.main_job import evaluate_topk, readout_topk
-
     configs = sample_configs(25) if configs is None else configs
     base_cfg = operating_point(base) if isinstance(base, str) else base
     scores, recalls, secs = [], [], []

@@ -5,7 +5,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from jkofast.eval.selective import (
-    PUBLISHED_COVERAGES,
+    COVERAGE_GRID,
     ece_rank,
     n_keep,
     rank_confidence,
@@ -95,7 +95,7 @@ def test_selective_coverage_matches_oracle_with_many_ties():
     conf = rng.integers(0, 5, n).astype(float)  # many exact ties
     nd, rec, acc = rng.random(n), rng.random(n), rng.integers(0, 2, n)
     rows = selective_coverage(conf, {"ndcg10": nd, "recall10": rec, "top1_acc": acc})
-    assert [r["coverage"] for r in rows] == list(PUBLISHED_COVERAGES)
+    assert [r["coverage"] for r in rows] == list(COVERAGE_GRID)
     for r in rows:
         for name, x in (("ndcg10", nd), ("recall10", rec), ("top1_acc", acc)):
             k, mean = coverage_naive(conf, x, r["coverage"])

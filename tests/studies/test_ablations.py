@@ -6,6 +6,7 @@ from numpy.testing import assert_array_equal
 
 import jkofast.studies.ablations as ab
 from jkofast.studies.common import StudyOptions, run_study
+from jkofast.studies.published import published
 
 
 def test_ablation_costs_by_hand():
@@ -32,7 +33,7 @@ def test_ablations_quick_rows_and_plot(monkeypatch, tmp_path):
         d, lo, hi = r["diff_W_full_minus"]
         assert d == pytest.approx(full["ndcg10"] - r["ndcg10"], abs=1e-12)
         assert lo <= d + 1e-12 and d <= hi + 1e-12
-        assert r["published"] == ab.PUBLISHED[r["method"]]
+        assert r["published"] == published("ablations")["rows"][r["method"]]
     assert len(res.extra["blend_ablation"]) == 6
     assert res.figures == ["ablations.png"] and (tmp_path / "ablations.png").stat().st_size > 1000
     assert "ablations.png" in (tmp_path / "ablations.md").read_text()

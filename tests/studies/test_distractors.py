@@ -7,7 +7,8 @@ import pytest
 from reference_stability import leakage_naive, ndcg_exp_naive
 
 import jkofast.studies.distractors as dis
-from jkofast.studies.common import StudyOptions, run_study, study_inputs
+from jkofast.studies.common import StudyOptions, pool_inputs, run_study
+from jkofast.studies.published import published
 
 
 def test_select_queries_hand_case_and_seed0_choice():
@@ -37,7 +38,7 @@ def test_find_distractors_hand_case():
 
 
 def test_inject_scores_and_offsets():
-    inp = study_inputs("scifact", "test", query_ids=["1", "3"])
+    inp = pool_inputs("scifact", "test", query_ids=["1", "3"])
     d = [np.array([5, 7, 9]), np.array([11, 13, 17])]
     bm = np.arange(2 * inp.doc_emb.shape[0], dtype=np.float32).reshape(2, -1)
     ext = dis.inject(inp, d, 2, bm, inp.doc_emb)
@@ -71,12 +72,13 @@ def three_queries(monkeypatch):
 
 def test_quick_study_rows(three_queries, tmp_path):
     res = run_study("distractors", StudyOptions(quick=True, progress=False, out=str(tmp_path), n_threads=2))
+    pub = published("distractors")["leakage_ndcg"]["scifact"]
     assert [(r["base_method"], r["n_inject"]) for r in res.rows] == [(m, n) for n in (0, 10) for m in dis.METHODS]
     for r in res.rows:
         assert 0.0 <= r["leakage10"] <= 1.0 and 0.0 <= r["ndcg10"] <= 1.0
         if r["n_inject"] == 0:
             assert r["leakage10"] == 0.0
-        assert r["published"]["leakage10"] == dis.PUBLISHED["scifact"][r["n_inject"]][r["base_method"]][0]
+        assert r["published"]["leakage10"] == pub[r["n_inject"]][r["base_method"]][0]
     jko10 = next(r for r in res.rows if r["method"] == "jko_blend N=10")
     assert len(jko10["leak_diff_vs_kl_blend"]) == 3 and "diff_vs_kl_blend" in jko10
     assert jko10["published_leak_diff_vs_kl_blend"] == [-0.2193, -0.2653, -0.1753]
@@ -89,7 +91,7 @@ def test_leakage_of_the_study_matches_the_oracle(three_queries):
     # the study's leakage on its own read-outs equals the SPEC definition computed naively
     from jkofast.eval.stability import leakage_at_k
 
-    inp = study_inputs("scifact", "test", query_ids=["1", "3", "5"])
+    inp = pool_inputs("scifact", "test", query_ids=["1", "3", "5"])
     top = np.array([inp.pools.doc_idx[inp.offsets[q] : inp.offsets[q] + 10] for q in range(3)])
     inj = [top[0, :3], np.array([10**6]), top[2, [0, 0, 9]]]
     got = leakage_at_k(top, inj)

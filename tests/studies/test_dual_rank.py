@@ -8,9 +8,9 @@ from numpy.testing import assert_allclose
 
 import jkofast.studies.dual_rank as dr
 from jkofast.cli import main
-from jkofast.eval.selective import PUBLISHED_COVERAGES, n_keep
+from jkofast.eval.selective import COVERAGE_GRID, n_keep
 from jkofast.jko.solver import operating_point
-from jkofast.studies.common import StudyOptions, run_study, study_inputs
+from jkofast.studies.common import StudyOptions, pool_inputs, run_study
 
 NQ = 4
 
@@ -21,11 +21,11 @@ def few_queries(monkeypatch):
 
 
 def test_pipeline_matches_naive_recomputation():
-    inp = study_inputs("scifact", "test", n_queries=NQ, n_threads=1)
+    inp = pool_inputs("scifact", "test", n_queries=NQ, n_threads=1)
     cfg = operating_point("contrib", grad="implicit")
     run = dr.run_dual_rank(inp, cfg, n_threads=1)
-    res, sig, off = run["result"], run["signals"], inp.offsets
-    assert run["ok"].all()
+    res, sig, off = run.result, run.signals, inp.offsets
+    assert run.ok.all()
     acc = []
     for q in range(NQ):
         p, f = res.p[off[q] : off[q + 1]], res.f[off[q] : off[q + 1]]
@@ -38,20 +38,20 @@ def test_pipeline_matches_naive_recomputation():
         assert_allclose(sig.conf_margin[q], srt[0] - srt[1], rtol=1e-12)
         doc = inp.doc_ids[int(inp.pools.doc_idx[off[q] + t])]
         acc.append(float(doc in inp.qrels[inp.query_ids[q]]))
-        assert inp.pools.doc_idx[off[q] + t] == run["metrics"]["top"][q, 0]  # the read-out's first document
-    assert run["top1_acc"].tolist() == acc
+        assert inp.pools.doc_idx[off[q] + t] == run.metrics["top"][q, 0]  # the read-out's first document
+    assert run.top1_acc.tolist() == acc
     for key, (attr, _) in dr.SIGNALS.items():
         conf = getattr(sig, attr)
         order = sorted(range(NQ), key=lambda i: -conf[i])
-        for row in run["coverage"][key]:
+        for row in run.coverage[key]:
             kept = order[: max(1, round(row["coverage"] * NQ))]
             assert row["n_kept"] == len(kept)
-            assert_allclose(row["ndcg10"], np.mean(run["metrics"]["ndcg_exp"][kept]), rtol=1e-12)
-            assert_allclose(row["recall10"], np.mean(run["metrics"]["recall"][kept]), rtol=1e-12)
+            assert_allclose(row["ndcg10"], np.mean(run.metrics["ndcg_exp"][kept]), rtol=1e-12)
+            assert_allclose(row["recall10"], np.mean(run.metrics["recall"][kept]), rtol=1e-12)
             assert_allclose(row["top1_acc"], np.mean(np.array(acc)[kept]), rtol=1e-12)
     cd = sig.conf_dual
-    assert run["conf_dual_range"] == {"min": cd.min(), "median": np.median(cd), "max": cd.max()}
-    assert 0.0 <= run["ece"] <= 1.0
+    assert run.conf_dual_range == {"min": cd.min(), "median": np.median(cd), "max": cd.max()}
+    assert 0.0 <= run.ece <= 1.0
 
 
 def test_study_result_keys_tables_and_files(few_queries, tmp_path):
@@ -64,8 +64,8 @@ def test_study_result_keys_tables_and_files(few_queries, tmp_path):
     cov = res.extra["coverage"]
     assert set(cov) == {"dual", "softmax", "margin"}
     for rows in cov.values():
-        assert [r["coverage"] for r in rows] == list(PUBLISHED_COVERAGES)
-        assert [r["n_kept"] for r in rows] == [n_keep(c, NQ) for c in PUBLISHED_COVERAGES]
+        assert [r["coverage"] for r in rows] == list(COVERAGE_GRID)
+        assert [r["n_kept"] for r in rows] == [n_keep(c, NQ) for c in COVERAGE_GRID]
         assert rows[0]["ndcg10"] == pytest.approx(jd["ndcg10_exp"]) and rows[0]["top1_acc"] == jd["top1_acc"]
     assert res.extra["ece_published"] == 0.1405 and set(res.extra["conf_dual_range"]) == {"min", "median", "max"}
     doc = json.loads((tmp_path / "dual-rank.json").read_text())
@@ -86,4 +86,4 @@ def test_study_cli_json(few_queries, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["study"] == "dual-rank" and doc["n_queries"] == NQ
     assert [r["method"] for r in doc["rows"]][-1] == "jko_dual"
-    assert len(doc["coverage"]["margin"]) == len(PUBLISHED_COVERAGES) and "ece" in doc
+    assert len(doc["coverage"]["margin"]) == len(COVERAGE_GRID) and "ece" in doc

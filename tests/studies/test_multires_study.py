@@ -5,6 +5,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 from jkofast.studies import multires as st
+from jkofast.studies.published import published
 
 
 def _naive_scaling(m_values, d=384):
@@ -50,7 +51,7 @@ def test_scaling_run_reports_the_published_fields():
     for k in ("vanilla_top10_in_gold", "mr_top10_in_gold"):
         assert 0 <= s[k] <= 1
     assert 2 <= s["pool_size"] <= 200
-    assert s["published"] == st.PUBLISHED_SCALING[200]
+    assert s["published"] == published("multires")["scaling"][200]
 
 
 @pytest.fixture

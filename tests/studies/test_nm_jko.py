@@ -11,6 +11,7 @@ from jkofast.cli import main
 from jkofast.datasets.beir import load_dataset
 from jkofast.jko.metric import load_metric
 from jkofast.studies.common import StudyOptions, run_study
+from jkofast.studies.published import published
 from jkofast.studies.tuning import train_queries
 
 
@@ -27,8 +28,8 @@ def test_nm_jko_quick_rows_training_and_metric_file(tiny, tmp_path):
     for r in res.rows:
         assert {"method", "ndcg10", "recall10", "ms_per_query"} <= set(r)
         assert 0.0 <= r["ndcg10"] <= 1.0 and isinstance(r["ms_per_query"], float)
-    assert res.rows[0]["published"] == nm.PUBLISHED["jko_blend"]
-    assert res.rows[1]["published"]["ndcg10"] == nm.PUBLISHED["nm_jko"]["ndcg10"]
+    assert res.rows[0]["published"] == published("nm_jko")["rows"]["jko_blend"]
+    assert res.rows[1]["published"]["ndcg10"] == published("nm_jko")["rows"]["nm_jko"]["ndcg10"]
     d = res.rows[1]["diff_vs_jko_blend"]
     assert d[1] <= d[0] <= d[2]
     tr = res.extra["training"]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from jkofast.pools.candidates import Pools
-from jkofast.studies.main_job import evaluate_topk, readout_topk
+from jkofast.studies.readout import evaluate_topk, readout_topk
 from jkofast.studies.tuning import SEARCH_SPACE, sample_configs, select_best, train_queries
 
 KEYS = [k for k, _ in SEARCH_SPACE]
@@ -226,7 +226,7 @@ def test_rerank_blocks_equals_one_batch():
     import scipy.sparse as sp
 
     from jkofast.jko.solver import JKOConfig, rerank_batch
-    from jkofast.studies.main_job import rerank_blocks
+    from jkofast.studies.readout import rerank_blocks
 
     rng = np.random.default_rng(3)
     sizes = [5, 1, 7, 4, 6, 3, 8]
@@ -250,7 +250,7 @@ def test_rerank_blocks_rows_gathers_each_block_from_the_corpus_rows():
     # rows; a corpus row may serve several pools
     E, off, X, cfg = _blocks_case()
     rows = np.array([4, 0, 7, 7, 1, 2, 3, 8, 0], np.int64)
-    from jkofast.studies.main_job import rerank_blocks
+    from jkofast.studies.readout import rerank_blocks
 
     got = rerank_blocks(E, None, off, X, cfg, block=2, rows=rows)
     want = rerank_blocks(E, None, off, X[rows], cfg, block=2)
@@ -285,7 +285,7 @@ def _blocks_case():
     ],
 )
 def test_rerank_blocks_bad_block(kw, exc, match):
-    from jkofast.studies.main_job import rerank_blocks
+    from jkofast.studies.readout import rerank_blocks
 
     E, off, X, cfg = _blocks_case()
     with pytest.raises(exc, match=match):
@@ -294,7 +294,7 @@ def test_rerank_blocks_bad_block(kw, exc, match):
 
 def test_rerank_blocks_checks_offsets_p0_and_rows():
     from jkofast.jko.solver import rerank_batch
-    from jkofast.studies.main_job import rerank_blocks
+    from jkofast.studies.readout import rerank_blocks
 
     E, off, X, cfg = _blocks_case()
     with pytest.raises(ValueError, match="offsets"):  # the last pool was dropped silently
@@ -364,8 +364,8 @@ def test_main_table_variants():
 
     from jkofast.jko.energy import energy_and_p0
     from jkofast.jko.solver import rerank_batch
-    from jkofast.studies.common import study_inputs
-    from jkofast.studies.main_job import ALL_METHODS, JKO_VARIANTS, readout_topk, run_main_job
+    from jkofast.studies.common import pool_inputs
+    from jkofast.studies.main_job import ALL_METHODS, JKO_VARIANTS, run_main_job
 
     want = ("noprox_blend_dense", "kl_blend_dense", "jko_blend_dense", "noprox_rerank", "kl_rerank", "jko_rerank")
     assert set(want) <= set(ALL_METHODS)
@@ -378,13 +378,12 @@ def test_main_table_variants():
     # jko_rerank is JKO on the rerank-only energy: the same top-20 as rerank_batch with (0, 1)
     from jkofast.jko.solver import operating_point
 
-    inp = study_inputs("scifact", n_queries=3)
+    inp = pool_inputs("scifact", n_queries=3)
     cfg = operating_point("fast").replace(grad="implicit")
     E, p0 = energy_and_p0(inp.offsets, dense=inp.pools.dense, rerank=inp.rerank, alpha=0.0, gamma=1.0, tau0=cfg.tau0)
     p = rerank_batch(E, p0, inp.offsets, embeddings=inp.Z, config=cfg).p
     top = readout_topk(p, inp.pools)
     ref = res.methods["jko_rerank"]
-    from jkofast.studies.main_job import evaluate_topk
 
     np.testing.assert_array_equal(
         evaluate_topk(top, inp.query_ids, inp.qrels, inp.doc_ids)["ndcg"], np.asarray(ref["ndcg"])

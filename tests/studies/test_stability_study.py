@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import jkofast.studies.stability as st
-from jkofast.studies.common import StudyOptions, run_study, study_inputs
+from jkofast.studies.common import StudyOptions, pool_inputs, run_study
 from jkofast.studies.perturb import PERTURBATIONS
+from jkofast.studies.published import published
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def test_stability_rows_and_decomposition(three_queries, monkeypatch, tmp_path):
         assert r["wc_mean"] == pytest.approx(np.mean([per[k]["wc"]["mean"] for k in have]), rel=1e-12)
         assert r["wc_debiased_mean"] == pytest.approx(r["wc_mean"] - r["self_floor_mean"], abs=1e-12)
         assert r["self_floor_mean"] > 0  # W_C(p, p) > 0
-        assert r["published"]["wc_mean"] == st.PUBLISHED["scifact"][r["method"]]
+        assert r["published"]["wc_mean"] == published("stability")["wc_mean"]["scifact"][r["method"]]
         for k in have:
             c = per[k]["wc"]
             assert c["q25"] <= c["median"] <= c["q75"] and c["n"] == res.extra["n_per_perturbation"][k]
@@ -78,7 +79,7 @@ def test_original_pools_are_the_cached_hybrid_pools(monkeypatch):
     row = {q: i for i, q in enumerate(ds.query_ids)}
     opts = StudyOptions(progress=False)
     pp = st._build_pools(ds, doc_emb, q_all[[row[q] for q in qids]], qids, opts, lambda m: None)
-    ref = study_inputs("scifact", "test", query_ids=qids)
+    ref = pool_inputs("scifact", "test", query_ids=qids)
     n0 = int(ref.offsets[-1])
     np.testing.assert_array_equal(pp.pools.offsets[: len(qids) + 1], ref.offsets)
     np.testing.assert_array_equal(pp.pools.doc_idx[:n0], ref.pools.doc_idx)

@@ -10,6 +10,7 @@ import jkofast.studies.theory as th
 from jkofast.cli import main
 from jkofast.jko.theory import RADIUS_GRID
 from jkofast.studies.common import StudyOptions, run_study
+from jkofast.studies.published import published
 
 TINY = {"E1": 2, "E2": 2, "E3": 2, "E4": 2}
 
@@ -54,7 +55,7 @@ def test_theory_study_rows(tiny_study, tmp_path):
         assert len(r["F_mean"]) == 6 and len(r["velocity"]) == 5 and r["n"] == 2
         assert 0.0 <= r["monotone_frac"] <= 1.0
         assert r["total_drop_mean"] == pytest.approx(r["F_mean"][0] - r["F_mean"][-1])
-        assert r["published"] == th.PUBLISHED["E1"][r["mode"]]
+        assert r["published"] == published("theory")["E1"][r["mode"]]
     assert by["E1"][0]["F_mean"][0] == by["E1"][1]["F_mean"][0]  # same p0 for both modes
     assert [(r["mode"], r["band"]) for r in by["E2"]] == [(m, b) for m in ("wasserstein", "kl") for b in range(4)]
     assert all(r["wc_gain_ci"][0] <= r["wc_gain"] <= r["wc_gain_ci"][1] for r in by["E2"])
