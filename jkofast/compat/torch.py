@@ -7,9 +7,9 @@ a hand-written reverse sweep), giving the published function's gradients w.r.t. 
 and ``C`` with its truncation (the first ``max(0, n_iter - n_iter_grad)`` pairs detached). Arithmetic
 is float64 whatever the tensor dtype; results are cast back to the inputs' dtypes.
 
-The backward is first-order only (``once_differentiable``): differentiating the gradient again
-(``torch.autograd.grad(..., create_graph=True)`` followed by a backward through that gradient) raises
-a ``RuntimeError`` instead of returning a wrong (missing) second-order term.
+The backward is first-order only: a backward with ``create_graph=True`` through the loss (the caller
+asks for a differentiable gradient, e.g. to differentiate it again) raises a ``RuntimeError`` instead
+of returning a gradient whose own derivative would silently miss the loss's second-order term.
 
 This is the only jkofast module that imports torch, an optional extra: ``pip install "jkofast[torch]"``.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 try:
     import torch
-    from torch.autograd.function import once_differentiable
 except ImportError as e:  # pragma: no cover - exercised in an environment without torch
     raise ImportError(
         'jkofast.compat.torch needs PyTorch, an optional extra: pip install "jkofast[torch]" '
@@ -31,16 +30,21 @@ from jkofast.jko import compat as _compat
 
 __all__ = ["log_sinkhorn_loss", "log_sinkhorn_with_duals"]
 
+_SECOND_ORDER = (
+    "jkofast.compat.torch.log_sinkhorn_loss has a first-order gradient only: a backward with "
+    "create_graph=True through it (differentiating its gradient again) is not supported"
+)
+
 
 def _numpy(x, name: str) -> np.ndarray:
-    """Return a CPU float32/float64 tensor as a float64 NumPy array (a copy; the tensor is left untouched)."""
+    """Return a CPU float32/float64 tensor's data as a NumPy array (a view: jkofast only reads it)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.device.type != "cpu":
         raise TypeError(f"{name} is on {x.device}; jkofast.compat.torch takes CPU tensors (use .cpu())")
     if x.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"{name} must be float32 or float64, got {x.dtype}")
-    return x.detach().numpy().astype(np.float64)
+    return x.detach().numpy()
 
 
 class _LogSinkhornLoss(torch.autograd.Function):
@@ -58,8 +62,9 @@ class _LogSinkhornLoss(torch.autograd.Function):
         return torch.tensor(loss, dtype=C.dtype)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_output):
+        if torch.is_grad_enabled():  # create_graph=True: the caller wants this gradient differentiable
+            raise RuntimeError(_SECOND_ORDER)
         scale = float(grad_output)
         out = []
         for k, g in enumerate(ctx.grads):
@@ -102,7 +107,7 @@ def log_sinkhorn_loss(
     ValueError, FloatingPointError
         As in :func:`jkofast.jko.compat.log_sinkhorn_loss`.
     RuntimeError
-        A second-order backward through the result (the gradient is first-order only).
+        A backward with ``create_graph=True`` through the result (the gradient is first-order only).
 
     Examples
     --------
