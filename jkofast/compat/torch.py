@@ -7,9 +7,9 @@ a hand-written reverse sweep), giving the published function's gradients w.r.t. 
 and ``C`` with its truncation (the first ``max(0, n_iter - n_iter_grad)`` pairs detached). Arithmetic
 is float64 whatever the tensor dtype; results are cast back to the inputs' dtypes.
 
-The backward is first-order only: a backward with ``create_graph=True`` through the loss (the caller
-asks for a differentiable gradient, e.g. to differentiate it again) raises a ``RuntimeError`` instead
-of returning a gradient whose own derivative would silently miss the loss's second-order term.
+With ``create_graph=True`` the gradient is itself differentiable (NM-JKO end-to-end training
+differentiates the inner gradient w.r.t. the cost): its backward is the hand-written Hessian-vector
+product :func:`jkofast.jko.compat.log_sinkhorn_loss_hvp`. A third derivative raises ``RuntimeError``.
 
 This is the only jkofast module that imports torch, an optional extra: ``pip install "jkofast[torch]"``.
 """
@@ -30,9 +30,9 @@ from jkofast.jko import compat as _compat
 
 __all__ = ["log_sinkhorn_loss", "log_sinkhorn_with_duals"]
 
-_SECOND_ORDER = (
-    "jkofast.compat.torch.log_sinkhorn_loss has a first-order gradient only: a backward with "
-    "create_graph=True through it (differentiating its gradient again) is not supported"
+_THIRD_ORDER = (
+    "jkofast.compat.torch.log_sinkhorn_loss is differentiable twice: a third derivative (create_graph=True "
+    "through its Hessian-vector product) is not supported"
 )
 
 
@@ -53,23 +53,52 @@ class _LogSinkhornLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, log_p, log_q, C, eps, n_iter, n_iter_grad):
         a, b, c = _numpy(log_p, "log_p"), _numpy(log_q, "log_q"), _numpy(C, "C")
-        ctx.dtypes = (log_p.dtype, log_q.dtype, C.dtype)
+        ctx.args = (eps, n_iter, n_iter_grad)
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
             loss, ga, gb, gC = _compat.log_sinkhorn_loss_and_grad(a, b, c, eps, n_iter, n_iter_grad)
             ctx.grads = (ga, gb, gC)  # NumPy arrays: the backward is one scaling, no recomputation
+            ctx.save_for_backward(log_p, log_q, C)
         else:
             loss = _compat.log_sinkhorn_loss(a, b, c, eps, n_iter, n_iter_grad)
         return torch.tensor(loss, dtype=C.dtype)
 
     @staticmethod
     def backward(ctx, grad_output):
-        if torch.is_grad_enabled():  # create_graph=True: the caller wants this gradient differentiable
-            raise RuntimeError(_SECOND_ORDER)
+        inputs = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: the gradient must itself be differentiable
+            out = _LogSinkhornGrad.apply(grad_output, *inputs, *ctx.args, ctx.grads)
+        else:
+            scale = float(grad_output)
+            out = [torch.from_numpy(g * scale).to(x.dtype) for g, x in zip(ctx.grads, inputs)]
+        return (*(o if ctx.needs_input_grad[k] else None for k, o in enumerate(out)), None, None, None)
+
+
+class _LogSinkhornGrad(torch.autograd.Function):
+    """``grad_output * dL/d(log_p, log_q, C)``, differentiable once more through the hand-written HVP."""
+
+    @staticmethod
+    def forward(ctx, grad_output, log_p, log_q, C, eps, n_iter, n_iter_grad, grads):
+        ctx.save_for_backward(grad_output, log_p, log_q, C)
+        ctx.args = (eps, n_iter, n_iter_grad)
+        ctx.grads = grads
         scale = float(grad_output)
-        out = []
-        for k, g in enumerate(ctx.grads):
-            out.append(torch.from_numpy(g * scale).to(ctx.dtypes[k]) if ctx.needs_input_grad[k] else None)
-        return (*out, None, None, None)
+        return tuple(torch.from_numpy(g * scale).to(x.dtype) for g, x in zip(grads, (log_p, log_q, C)))
+
+    @staticmethod
+    def backward(ctx, u_p, u_q, u_C):
+        if torch.is_grad_enabled():
+            raise RuntimeError(_THIRD_ORDER)
+        grad_output, *inputs = ctx.saved_tensors
+        u = [
+            np.zeros(x.shape) if ux is None else _numpy(ux, "grad").astype(np.float64)
+            for ux, x in zip((u_p, u_q, u_C), inputs)
+        ]
+        a, b, c = (_numpy(x, name) for x, name in zip(inputs, ("log_p", "log_q", "C")))
+        hv = _compat.log_sinkhorn_loss_hvp(a, b, c, *u, *ctx.args)
+        scale = float(grad_output)
+        d_out = sum(float(np.vdot(ux, g)) for ux, g in zip(u, ctx.grads))
+        out = [torch.from_numpy(h * scale).to(x.dtype) for h, x in zip(hv, inputs)]
+        return (torch.tensor(d_out, dtype=grad_output.dtype), *out, None, None, None, None)
 
 
 def log_sinkhorn_loss(
@@ -107,7 +136,7 @@ def log_sinkhorn_loss(
     ValueError, FloatingPointError
         As in :func:`jkofast.jko.compat.log_sinkhorn_loss`.
     RuntimeError
-        A backward with ``create_graph=True`` through the result (the gradient is first-order only).
+        A third derivative (``create_graph=True`` through the Hessian-vector product).
 
     Examples
     --------

@@ -218,3 +218,39 @@ def test_the_torch_adapter_without_torch_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r'pip install "jkofast\[torch\]"'):
         importlib.import_module("jkofast.compat.torch")
     monkeypatch.delitem(sys.modules, "jkofast.compat.torch", raising=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# second order: the Hessian-vector product (what create_graph=True torch callers need)
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("m", "n", "eps", "n_iter", "n_grad"), [(5, 4, 0.3, 4, 4), (6, 6, 0.1, 3, 5), (4, 5, 0.5, 1, 1)]
+)
+def test_hvp_matches_finite_differences_of_the_gradient(m, n, eps, n_iter, n_grad):
+    # every pair tracked (n_iter <= n_iter_grad), so perturbing the inputs moves no detached warm dual
+    a, b, C = _toy(m, n, seed=m + n)
+    rng = np.random.default_rng(7)
+    v = (rng.normal(size=m), rng.normal(size=n), rng.normal(size=(m, n)))
+    h = 1e-5
+    plus = compat.log_sinkhorn_loss_and_grad(a + h * v[0], b + h * v[1], C + h * v[2], eps, n_iter, n_grad)
+    minus = compat.log_sinkhorn_loss_and_grad(a - h * v[0], b - h * v[1], C - h * v[2], eps, n_iter, n_grad)
+    got = jko_compat.log_sinkhorn_loss_hvp(a, b, C, *v, eps=eps, n_iter=n_iter, n_iter_grad=n_grad)
+    for x, p, q in zip(got, plus[1:], minus[1:]):
+        _close(x, (p - q) / (2 * h), rtol=1e-7)
+
+
+def test_hvp_is_symmetric_and_holds_the_warm_duals():
+    # <u, H v> = <v, H u> (the truncated loss is a scalar function), also with detached warm pairs
+    a, b, C = _toy(6, 5)
+    a[1] = -np.inf
+    rng = np.random.default_rng(8)
+    u = (rng.normal(size=6), rng.normal(size=5), rng.normal(size=(6, 5)))
+    v = (rng.normal(size=6), rng.normal(size=5), rng.normal(size=(6, 5)))
+    Hu = jko_compat.log_sinkhorn_loss_hvp(a, b, C, *u, eps=0.1, n_iter=30, n_iter_grad=4)
+    Hv = jko_compat.log_sinkhorn_loss_hvp(a, b, C, *v, eps=0.1, n_iter=30, n_iter_grad=4)
+    assert all(np.isfinite(x).all() for x in Hu) and Hu[0][1] == 0
+    uHv = sum(float(np.vdot(x, y)) for x, y in zip(u, Hv))
+    vHu = sum(float(np.vdot(x, y)) for x, y in zip(v, Hu))
+    assert_allclose(uHv, vHu, rtol=1e-10)
+    with pytest.raises(ValueError, match="the direction must have shapes"):
+        jko_compat.log_sinkhorn_loss_hvp(a, b, C, u[0][:-1], u[1], u[2])

@@ -140,13 +140,38 @@ def test_bad_input():
         log_sinkhorn_loss(a, torch.full((3,), float("nan")), C)
 
 
-def test_a_second_order_backward_raises_instead_of_dropping_the_term():
-    # NM-JKO end-to-end differentiates the inner gradient (create_graph=True): not supported, and said so
-    C = torch.rand(4, 4, dtype=torch.float64, requires_grad=True)
-    theta = torch.zeros(4, dtype=torch.float64, requires_grad=True)
-    log_q = torch.full((4,), -np.log(4.0), dtype=torch.float64)
-    w = log_sinkhorn_loss(torch.log_softmax(theta, 0), log_q, C, n_iter=10, n_iter_grad=4)
-    with pytest.raises(RuntimeError, match="first-order gradient only: a backward with create_graph=True"):
-        torch.autograd.grad(w, theta, create_graph=True)
-    (grad,) = torch.autograd.grad(w, theta)
-    assert torch.isfinite(grad).all()
+def _nm_jko_second_order(fn, C0, theta0, log_q, n_iter, n_grad, eps=0.2):
+    # the NM-JKO end-to-end pattern: the inner gradient in theta (create_graph=True), a loss on the
+    # updated theta, its gradient w.r.t. the cost C
+    C = C0.clone().requires_grad_(True)
+    theta = theta0.clone().requires_grad_(True)
+    w = fn(torch.log_softmax(theta, 0), log_q, C, eps=eps, n_iter=n_iter, n_iter_grad=n_grad)
+    (grad,) = torch.autograd.grad(w, theta, create_graph=True)
+    p = torch.softmax(theta - 0.1 * grad, 0)
+    (p * torch.arange(p.shape[0], dtype=p.dtype)).sum().backward()
+    return C.grad.numpy(), theta.grad.numpy()
+
+
+@pytest.mark.parametrize(("n_iter", "n_grad"), [(30, 4), (3, 5), (60, 3)])
+def test_second_order_equals_the_published_double_backward(pools, n_iter, n_grad):
+    for pi in pools[:2]:
+        C0 = torch.tensor(pi["C"], dtype=torch.float64)
+        theta0 = torch.tensor(pi["wc"][0], dtype=torch.float64)
+        log_q = torch.tensor(pi["wc"][1], dtype=torch.float64)
+        got = _nm_jko_second_order(log_sinkhorn_loss, C0, theta0, log_q, n_iter, n_grad)
+        want = _nm_jko_second_order(published_loss, C0, theta0, log_q, n_iter, n_grad)
+        for x, y in zip(got, want):
+            _close(x, y, 1e-9)
+
+
+def test_gradgradcheck_and_no_third_derivative():
+    rng = np.random.default_rng(4)
+    a = torch.tensor(np.log(rng.dirichlet(np.ones(4))), requires_grad=True)
+    b = torch.tensor(np.log(rng.dirichlet(np.ones(3))), requires_grad=True)
+    C = torch.tensor(rng.uniform(0, 1, size=(4, 3)), requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda x, y, z: log_sinkhorn_loss(x, y, z, 0.3, 3, 3), (a, b, C))
+    (gC,) = torch.autograd.grad(log_sinkhorn_loss(a, b, C, n_iter=5), C, create_graph=True)
+    (ga,) = torch.autograd.grad(gC.sum(), a, retain_graph=True)
+    assert torch.isfinite(ga).all()
+    with pytest.raises(RuntimeError, match="differentiable twice: a third derivative"):
+        torch.autograd.grad(gC.sum(), a, create_graph=True)
