@@ -17,7 +17,8 @@ call (eps 0.2, n_iter 30, n_iter_grad 4). Per call, all three inputs require gra
 
 One thread each (``torch.set_num_threads(1)`` after numba's pool starts, as in
 ``compare_published_loss.py``; asserted), rounds interleaved, the median of ``--repeat`` rounds of
-wall time per call over the pools (the typical round), and the best round too. **Values**: per
+wall time per call over the pools (the typical round), the best round too, and the median of process
+CPU time (steadier on a shared machine). **Values**: per
 setting, the largest deviation of the jkofast gradients from the published float64 autograd,
 relative to each gradient's largest entry (float64 inputs).
 """
@@ -116,14 +117,18 @@ def compare_speed(torch, pub, pools, repeat: int) -> dict:
                     "jkofast_numpy": jk_numpy,
                 }
                 times = {k: [] for k in fns}
+                cpu = {k: [] for k in fns}
                 for fn in fns.values():  # warm-up: compilation, allocator
                     fn()
                 for _ in range(repeat):
                     for k, fn in fns.items():
+                        c0 = time.process_time()
                         t0 = time.perf_counter()
                         fn()
                         times[k].append(1e3 * (time.perf_counter() - t0) / len(pools))
+                        cpu[k].append(1e3 * (time.process_time() - c0) / len(pools))
                 med = {k: float(np.median(v)) for k, v in times.items()}
+                med_cpu = {k: float(np.median(v)) for k, v in cpu.items()}
                 out[f"{name}/{dtype_name}"] = {
                     "eps": eps,
                     "n_iter": n_iter,
@@ -132,6 +137,8 @@ def compare_speed(torch, pub, pools, repeat: int) -> dict:
                     "best_ms_per_call": {k: float(min(v)) for k, v in times.items()},
                     "speedup_torch_adapter": med["published"] / med["jkofast_torch"],
                     "speedup_numpy": med["published"] / med["jkofast_numpy"],
+                    "median_cpu_ms_per_call": med_cpu,
+                    "speedup_torch_adapter_cpu_time": med_cpu["published"] / med_cpu["jkofast_torch"],
                 }
     return {
         "M": int(pools[0]["C"].shape[0]),
