@@ -30,8 +30,9 @@ def main(argv=None) -> int:
     src = os.path.join(args.data, "scifact")
     d = os.path.join(args.root, "data", "scifact", "scifact")
     os.makedirs(os.path.join(d, "qrels"), exist_ok=True)
-    with gzip.open(os.path.join(src, "corpus.jsonl.gz"), "rb") as fi, open(os.path.join(d, "corpus.jsonl"), "wb") as fo:
-        shutil.copyfileobj(fi, fo)
+    corpus = os.path.join(d, "corpus.jsonl")
+    with gzip.open(os.path.join(src, "corpus.jsonl.gz"), "rb") as fin, open(corpus, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
     shutil.copy(os.path.join(src, "queries.jsonl"), d)
     shutil.copy(os.path.join(src, "qrels", "train.tsv"), os.path.join(d, "qrels"))
     ix = os.path.join(args.root, "indices", "scifact")
