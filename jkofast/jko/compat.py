@@ -495,9 +495,8 @@ def log_sinkhorn_loss_hvp(
         dQs.append(_softmax_tangent(Q, dX, 0))
     with np.errstate(invalid="ignore"):
         Pi = np.exp((F[T][:, None] + G[T][None, :] - C) * inv)
+    # with no tracked pair df = dg = 0: only C moves the plan
     dPi = np.where(Pi > 0, Pi * (df[:, None] + dg[None, :] - vC) * inv, 0.0)
-    if T == 0:
-        dPi = -Pi * vC * inv  # f, g constant: only C moves
     R = Pi * C * inv
     dR = (dPi * C + Pi * vC) * inv
     # the reverse sweep (as sinkhorn_fixed_log_backward) and its tangent, side by side
