@@ -30,9 +30,16 @@ from jkofast._validation import check_int
 
 __all__ = ["DEFAULT", "lazy_entries", "warmup"]
 
-# not wrapper modules: the CLI (imports every command), this module, and the kernels (imported
-# by the wrappers that use them)
-_SKIP = {"jkofast.cli", "jkofast.__main__", "jkofast.warmups", "jkofast.commands", "jkofast.kernels"}
+# not wrapper modules: the CLI (imports every command), this module, the kernels (imported
+# by the wrappers that use them) and the torch adapter (an optional extra, no kernels of its own)
+_SKIP = {
+    "jkofast.cli",
+    "jkofast.__main__",
+    "jkofast.warmups",
+    "jkofast.commands",
+    "jkofast.kernels",
+    "jkofast.compat.torch",
+}
 
 # the entries the main job runs (jkofast run: BM25 / tokens, pools, baselines, energy, the JKO
 # rerank paths it uses, metrics), each on the job's argument types only; the rest compile lazily

@@ -243,3 +243,58 @@ def fixture_inputs(z, q, tau0):
     e = np.exp(x - x.max())
     p0 = (e / e.sum()).astype(np.float32)
     return p0, E, C, K
+
+
+def published_loss_frozen(log_a, log_b, C, eps, f0, g0, n_track):
+    """The published loss as a function of (log_a, log_b, C) with the warm duals frozen at ``(f0, g0)``.
+
+    ``n_track`` tracked pairs from ``g0`` (the row update reads only g; ``f0`` is the final f when
+    ``n_track = 0``), then ``<Pi, C>``: the function whose derivatives the published autograd returns
+    (for central finite differences).
+    """
+    f, g, _ = sinkhorn_log_naive(log_a, log_b, C, eps, n_track, f=f0, g=g0)
+    return float((plan_naive(f, g, np.asarray(C, np.float64), eps) * C).sum())
+
+
+def published_loss_grad_naive(log_a, log_b, C, eps, n_iter=60, n_iter_grad=3):
+    """The published ``log_sinkhorn_loss`` and its truncated gradients, plain float64 reverse mode.
+
+    ``max(0, n_iter - n_iter_grad)`` detached warm pairs from zero duals, then ``n_iter_grad`` tracked
+    pairs (so ``n_iter_grad > n_iter`` runs ``n_iter_grad`` pairs), then ``L = sum Pi * C``.  Returns
+    ``(loss, dL/dlog_a, dL/dlog_b, dL/dC)``, each step written out with dense softmax matrices.
+    """
+    C = np.asarray(C, np.float64)
+    log_a = np.asarray(log_a, np.float64)
+    log_b = np.asarray(log_b, np.float64)
+    n_warm = max(0, n_iter - n_iter_grad)
+    _, g, _ = sinkhorn_log_naive(log_a, log_b, C, eps, n_warm)
+    fs, gs = [], [g]
+    for _ in range(n_iter_grad):
+        f = eps * (log_a - logsumexp((gs[-1][None, :] - C) / eps, axis=1))
+        g = eps * (log_b - logsumexp((f[:, None] - C) / eps, axis=0))
+        fs.append(f)
+        gs.append(g)
+    if not fs:  # no tracked pair: the warm f is a constant too
+        fs.append(sinkhorn_log_naive(log_a, log_b, C, eps, n_warm)[0])
+    P = plan_naive(fs[-1], gs[-1], C, eps)
+    loss = float((P * C).sum())
+    fbar = (P * C).sum(1) / eps
+    gbar = (P * C).sum(0) / eps
+    Cbar = P - P * C / eps
+    abar = np.zeros_like(log_a)
+    bbar = np.zeros_like(log_b)
+    with np.errstate(invalid="ignore"):
+        for k in range(n_iter_grad, 0, -1):
+            # g_k = eps (log_b - LSE_i((f_k - C)/eps)): column softmax Q
+            X = (fs[k - 1][:, None] - C) / eps
+            Q = np.nan_to_num(np.exp(X - logsumexp(X, axis=0, keepdims=True)))
+            bbar += eps * gbar
+            fbar = (fbar if k == n_iter_grad else 0.0) - Q @ gbar
+            Cbar += Q * gbar[None, :]
+            # f_k = eps (log_a - LSE_j((g_{k-1} - C)/eps)): row softmax P
+            Y = (gs[k - 1][None, :] - C) / eps
+            Pk = np.nan_to_num(np.exp(Y - logsumexp(Y, axis=1, keepdims=True)))
+            abar += eps * fbar
+            Cbar += Pk * fbar[:, None]
+            gbar = -(Pk.T @ fbar)
+    return loss, abar, bbar, Cbar

@@ -39,6 +39,7 @@ from jkofast._validation import as_float_array, check_int, check_positive
 from jkofast.jko import solver as _jko
 from jkofast.jko.solver import JKOConfig
 from jkofast.kernels.ot import fixed as _kf
+from jkofast.kernels.ot import sinkhorn_backward as _kb
 
 __all__ = [
     "JKOConfig",
@@ -184,10 +185,18 @@ def _log_marginal(x, name: str) -> np.ndarray:
     return a
 
 
-def _sinkhorn_fixed(log_p, log_q, C, eps, n_iter, n_iter_grad):
+# the most update pairs a call may ask for: a larger count is a typo (and would overflow the kernel's int64)
+_MAX_PAIRS = 10**7
+
+
+def _fixed_inputs(log_p, log_q, C, eps, n_iter, n_iter_grad):
+    """Check the published loss's inputs; return ``(a, b, C float64 copy, eps, n_iter, n_iter_grad, out_dtype)``."""
     eps = check_positive(_scalar(eps, "eps"), "eps")
     n_iter = check_int(_scalar(n_iter, "n_iter"), "n_iter", min_value=1)
     n_iter_grad = check_int(_scalar(n_iter_grad, "n_iter_grad"), "n_iter_grad", min_value=0)
+    for name, v in (("n_iter", n_iter), ("n_iter_grad", n_iter_grad)):
+        if v > _MAX_PAIRS:
+            raise ValueError(f"{name} must be <= {_MAX_PAIRS}, got {v}")
     a = _log_marginal(log_p, "log_p")
     b = _log_marginal(log_q, "log_q")
     C = _as_numpy(C, "C")
@@ -196,6 +205,12 @@ def _sinkhorn_fixed(log_p, log_q, C, eps, n_iter, n_iter_grad):
     m, n = a.shape[0], b.shape[0]
     if C.shape != (m, n):
         raise ValueError(f"C must have shape (len(log_p), len(log_q)) = ({m}, {n}), got {C.shape}")
+    return a, b, C, eps, n_iter, n_iter_grad, out_dtype
+
+
+def _sinkhorn_fixed(log_p, log_q, C, eps, n_iter, n_iter_grad):
+    a, b, C, eps, n_iter, n_iter_grad, out_dtype = _fixed_inputs(log_p, log_q, C, eps, n_iter, n_iter_grad)
+    m, n = a.shape[0], b.shape[0]
     # the published loop runs max(0, n_iter - n_iter_grad) untracked pairs, then n_iter_grad tracked ones
     pairs = max(n_iter, n_iter_grad)
     C_T = np.ascontiguousarray(C.T)
@@ -309,3 +324,197 @@ def log_sinkhorn_with_duals(log_p, log_q, C, eps: float = 0.1, n_iter: int = 60,
 def _warmup() -> None:
     x = np.log(np.full(3, 1.0 / 3.0))
     log_sinkhorn_loss(x, x, 1.0 - np.eye(3), n_iter=2)
+
+
+def log_sinkhorn_loss_and_grad(
+    log_p, log_q, C, eps: float = 0.1, n_iter: int = 60, n_iter_grad: int = 3, grad_output: float = 1.0
+):
+    r"""Compute the published loss and its truncated gradients w.r.t. ``log_p``, ``log_q`` and ``C``.
+
+    The value is :func:`log_sinkhorn_loss`'s (bit-identical). The gradients are the ones the published
+    function's autograd returns (SPEC A.4.3): the first ``max(0, n_iter - n_iter_grad)`` pairs run
+    detached (their duals are constants, and so is ``C`` inside them), the last ``n_iter_grad`` pairs and
+    the final plan :math:`\Pi = \exp((f + g - C)/\varepsilon)` are differentiated. With ``n_iter_grad = 0``
+    only the plan's direct use of ``C`` carries a gradient (``log_p`` / ``log_q`` get zeros). The
+    backward is a hand-written reverse sweep through the tracked updates
+    (:mod:`jkofast.kernels.ot.sinkhorn_backward`), in float64; no autograd.
+
+    Parameters
+    ----------
+    log_p, log_q, C, eps, n_iter, n_iter_grad
+        As in :func:`log_sinkhorn_loss` (``n_iter_grad > n_iter`` runs ``n_iter_grad`` pairs, all tracked).
+        ``n_iter`` and ``n_iter_grad`` are at most ``10**7``; memory grows as ``n_iter_grad * (M + N)``.
+    grad_output : float, default 1.0
+        Upstream gradient ``dJ/dL`` the three gradients are multiplied by (a vector-Jacobian product).
+
+    Returns
+    -------
+    loss : float
+        ``<Pi, C>`` (float64).
+    grad_log_p : ndarray, shape (M,)
+    grad_log_q : ndarray, shape (N,)
+    grad_C : ndarray, shape (M, N)
+        ``grad_output`` times the gradients; float32 when ``C`` is float32, else float64 (computed in
+        float64). Entries of ``log_p`` / ``log_q`` equal to -inf get a zero gradient.
+
+    Raises
+    ------
+    TypeError, ValueError, FloatingPointError
+        As in :func:`log_sinkhorn_loss`; also ``n_iter`` / ``n_iter_grad`` above ``10**7`` (ValueError)
+        and a non-finite ``grad_output`` (ValueError).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from jkofast.jko.compat import log_sinkhorn_loss_and_grad
+    >>> C = np.array([[0.0, 1.0], [1.0, 0.0]])
+    >>> w, ga, gb, gC = log_sinkhorn_loss_and_grad(np.log([0.5, 0.5]), np.log([0.9, 0.1]), C, n_iter=80)
+    >>> round(w, 6), gC.shape
+    (0.4, (2, 2))
+    """
+    a, b, C, eps, n_iter, n_iter_grad, out_dtype = _fixed_inputs(log_p, log_q, C, eps, n_iter, n_iter_grad)
+    scale = _scalar(grad_output, "grad_output")
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"grad_output must be a real number, got {type(scale).__name__}")
+    if not np.isfinite(scale):
+        raise ValueError(f"grad_output must be finite, got {scale}")
+    m, n = a.shape[0], b.shape[0]
+    n_warm = max(0, n_iter - n_iter_grad)
+    C_T = np.ascontiguousarray(C.T)
+    Kg = np.empty_like(C)
+    Kg_T = np.empty_like(C_T)
+    F = np.zeros((n_iter_grad + 1, m))
+    G = np.zeros((n_iter_grad + 1, n))
+    cost, status = _kb.sinkhorn_fixed_log_tracked(
+        C, C_T, Kg, Kg_T, a, b, eps, n_warm, _TINY, F, G, np.empty(m), np.empty(m), np.empty(n), np.empty(n)
+    )
+    _status.warn_on_status(status, "log_sinkhorn_loss_and_grad", eps=eps, n_iter=n_warm + n_iter_grad)
+    grad_a = np.empty(m)
+    grad_b = np.empty(n)
+    grad_C = np.empty_like(C)
+    _kb.sinkhorn_fixed_log_backward(
+        C, C_T, Kg, Kg_T, eps, _TINY, F, G, grad_a, grad_b, grad_C, np.empty((4, m)), np.empty((4, n))
+    )
+    if scale != 1.0:
+        grad_a *= scale
+        grad_b *= scale
+        grad_C *= scale
+    return float(cost), grad_a.astype(out_dtype), grad_b.astype(out_dtype), grad_C.astype(out_dtype, copy=False)
+
+
+@register_warmup("jko.compat.grad")
+def _warmup_grad() -> None:
+    x = np.log(np.full(3, 1.0 / 3.0))
+    log_sinkhorn_loss_and_grad(x, x, 1.0 - np.eye(3), n_iter=2, n_iter_grad=1)
+
+
+def _softmax(X, axis):
+    """Softmax of ``X`` along ``axis`` by the max-shifted log-sum-exp (-inf entries weigh 0)."""
+    mx = X.max(axis=axis, keepdims=True)
+    E = np.exp(X - mx)
+    return E / E.sum(axis=axis, keepdims=True)
+
+
+def _softmax_tangent(S, Xdot, axis):
+    """Directional derivative of a softmax ``S`` whose logits move by ``Xdot``."""
+    SX = np.where(S > 0, S * Xdot, 0.0)  # a zero weight stays zero (its logit may be -inf)
+    return SX - S * SX.sum(axis=axis, keepdims=True)
+
+
+def log_sinkhorn_loss_hvp(
+    log_p, log_q, C, v_log_p, v_log_q, v_C, eps: float = 0.1, n_iter: int = 60, n_iter_grad: int = 3
+):
+    r"""Hessian-vector product of the published loss (its truncated gradient, differentiated once more).
+
+    The gradient of :func:`log_sinkhorn_loss_and_grad` is a function of ``(log_p, log_q, C)`` (the warm
+    duals held constant, as the published autograd does); this returns its derivative in the direction
+    ``v = (v_log_p, v_log_q, v_C)``, i.e. :math:`H v` with :math:`H` the Hessian of the truncated loss
+    (symmetric, so this is also the vector-Jacobian product of the gradient with ``v``). Written by hand:
+    the tangent of the tracked pairs and the plan, then the tangent of the reverse sweep, with dense
+    softmax matrices in float64 (NumPy; memory ``2 * n_iter_grad * M * N`` floats). This is what a
+    second-order torch caller (``create_graph=True``, as NM-JKO end-to-end training does) needs.
+
+    Parameters
+    ----------
+    log_p, log_q, C, eps, n_iter, n_iter_grad
+        As in :func:`log_sinkhorn_loss_and_grad`.
+    v_log_p : array_like, shape (M,)
+    v_log_q : array_like, shape (N,)
+    v_C : array_like, shape (M, N)
+        The direction (finite).
+
+    Returns
+    -------
+    hv_log_p : ndarray, shape (M,)
+    hv_log_q : ndarray, shape (N,)
+    hv_C : ndarray, shape (M, N)
+        float64. Entries of ``log_p`` / ``log_q`` equal to -inf get zeros.
+
+    Raises
+    ------
+    TypeError, ValueError, FloatingPointError
+        As in :func:`log_sinkhorn_loss_and_grad`; a direction of the wrong shape or not finite (ValueError).
+    """
+    a, b, C, eps, n_iter, n_iter_grad, _ = _fixed_inputs(log_p, log_q, C, eps, n_iter, n_iter_grad)
+    m, n = a.shape[0], b.shape[0]
+    va = as_float_array(_as_numpy(v_log_p, "v_log_p"), "v_log_p", dtype=np.float64, ndim=1)
+    vb = as_float_array(_as_numpy(v_log_q, "v_log_q"), "v_log_q", dtype=np.float64, ndim=1)
+    vC = as_float_array(_as_numpy(v_C, "v_C"), "v_C", dtype=np.float64, ndim=2)
+    if va.shape != (m,) or vb.shape != (n,) or vC.shape != (m, n):
+        raise ValueError(
+            f"the direction must have shapes ({m},), ({n},), ({m}, {n}); got {va.shape}, {vb.shape}, {vC.shape}"
+        )
+    T = n_iter_grad
+    C_T = np.ascontiguousarray(C.T)
+    F = np.zeros((T + 1, m))
+    G = np.zeros((T + 1, n))
+    _, status = _kb.sinkhorn_fixed_log_tracked(
+        C, C_T, np.empty_like(C), np.empty_like(C_T), a, b, eps, max(0, n_iter - T), _TINY, F, G,
+        np.empty(m), np.empty(m), np.empty(n), np.empty(n),
+    )  # fmt: skip
+    _status.warn_on_status(status, "log_sinkhorn_loss_hvp", eps=eps, n_iter=max(n_iter, T))
+    inv = 1.0 / eps
+    live_a = np.isfinite(a)
+    live_b = np.isfinite(b)
+    va = np.where(live_a, va, 0.0)
+    vb = np.where(live_b, vb, 0.0)
+    # tangent of the tracked pairs: P^k row softmax of (g_{k-1} - C)/eps, Q^k column softmax of (f_k - C)/eps
+    Ps, Qs, dPs, dQs = [], [], [], []
+    dg = np.zeros(n)
+    df = np.zeros(m)
+    for k in range(1, T + 1):
+        P = _softmax((G[k - 1][None, :] - C) * inv, 1)
+        dY = (dg[None, :] - vC) * inv
+        df = np.where(live_a, eps * va - (P * (dg[None, :] - vC)).sum(1), 0.0)
+        Q = _softmax((F[k][:, None] - C) * inv, 0)
+        dX = (df[:, None] - vC) * inv
+        dg = np.where(live_b, eps * vb - (Q * (df[:, None] - vC)).sum(0), 0.0)
+        Ps.append(P)
+        Qs.append(Q)
+        dPs.append(_softmax_tangent(P, dY, 1))
+        dQs.append(_softmax_tangent(Q, dX, 0))
+    with np.errstate(invalid="ignore"):
+        Pi = np.exp((F[T][:, None] + G[T][None, :] - C) * inv)
+    # with no tracked pair df = dg = 0: only C moves the plan
+    dPi = np.where(Pi > 0, Pi * (df[:, None] + dg[None, :] - vC) * inv, 0.0)
+    R = Pi * C * inv
+    dR = (dPi * C + Pi * vC) * inv
+    # the reverse sweep (as sinkhorn_fixed_log_backward) and its tangent, side by side
+    fbar, gbar = R.sum(1), R.sum(0)
+    dfbar, dgbar = dR.sum(1), dR.sum(0)
+    hv_a = np.zeros(m)
+    hv_b = np.zeros(n)
+    hv_C = dPi - dR
+    for k in range(T, 0, -1):
+        P, Q, dP, dQ = Ps[k - 1], Qs[k - 1], dPs[k - 1], dQs[k - 1]
+        hv_b += eps * dgbar
+        if k < T:
+            fbar = np.zeros(m)
+            dfbar = np.zeros(m)
+        fbar = fbar - Q @ gbar
+        dfbar = dfbar - dQ @ gbar - Q @ dgbar
+        hv_C += dQ * gbar[None, :] + Q * dgbar[None, :]
+        hv_a += eps * dfbar
+        hv_C += dP * fbar[:, None] + P * dfbar[:, None]
+        gbar, dgbar = -(P.T @ fbar), -(dP.T @ fbar) - P.T @ dfbar
+    return np.where(live_a, hv_a, 0.0), np.where(live_b, hv_b, 0.0), hv_C

@@ -5,4 +5,7 @@ their import with one word.
 """
 
 from jkofast.jko.compat import *  # noqa: F403
-from jkofast.jko.compat import __all__  # noqa: F401
+from jkofast.jko.compat import (
+    __all__,  # noqa: F401
+    log_sinkhorn_loss_and_grad,  # noqa: F401  (the gradients; not a published name)
+)
