@@ -162,3 +162,22 @@ def test_evaluate_refuses_empty_inputs(tmp_path, capsys, run_text, qrels_text, e
     assert "--allow-empty to accept" in err
     assert main([*argv, "--allow-empty", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"]["ndcg@10"]["mean"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "--dataset", "scifact", "--method", "bm25", "--out", "/proc/no/such/run.trec"],
+        ["index", "--dataset", "scifact", "--method", "bm25", "--out", "/proc/no-such-index"],
+    ],
+)
+def test_outputs_are_checked_before_any_work(argv, capsys, monkeypatch):
+    """An output that cannot be written fails before the search or the build, naming the option."""
+    import jkofast.sparse.index as index
+
+    def no_build(*a, **k):
+        raise AssertionError("the work started before the output was checked")
+
+    monkeypatch.setattr(index.SparseIndex, "fit", no_build)
+    assert main(argv) == 2
+    assert "--out: cannot" in capsys.readouterr().err
