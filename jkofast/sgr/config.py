@@ -89,6 +89,79 @@ class SGRConfig:
     and a bad value raises ``TypeError`` or ``ValueError`` naming the parameter.  Change one with
     :meth:`replace` (or ``dataclasses.replace``), which checks again.
 
+    Parameters
+    ----------
+    max_features : int, default 50000
+        Vocabulary cap V (most frequent terms by corpus term frequency).
+    n_memberships : int, default 4
+        F: top TF-IDF terms per document = its branch memberships.
+    centre_size : int, default 64
+        B: coordinates kept per branch centre.
+    code_size : int, default 16
+        S: residual sign-code coordinates per membership.
+    tau, beta : float, default 20.0, -0.2
+        Reliability shrinkage strength τ and exponent β.
+    reliability_mean : {"distinct", "occurrence"}, default "distinct"
+        Rescale weights to mean 1 over the branch's distinct (j, t) entries or over its
+        code occurrences (SPEC C.4).
+    reliability_float16 : bool, default True
+        Round reliability weights through float16 as the published package stores them.
+    cooc_top : int, default 12
+        L: top terms per document used for co-occurrence.
+    ppmi_damping : float, default 10.0
+        Significance damping ``n_ij/(n_ij + 10)``.
+    assoc_k, route_k : int, default 64, 32
+        Neighbours kept per term in graph A (PPMI) and G (second order).
+    ppmi_include_self : bool, default False
+        Keep the diagonal of the co-occurrence matrix in A.
+    alpha : float, default 0.10
+        Routing expansion weight α.
+    route_budget : int, default 32
+        Routed terms per query (literal terms always kept).
+    gamma : float, default 0.25
+        Exponent γ on the query mass ``Q_dj`` of a code.
+    lam_m : float, default 0.125
+        Consensus weight λ_M.
+    b_rescue, eta : float, default 0.2, 1.0
+        Length pivot of lex1 and its weight η in the shortlist score.
+    pool_size : int, default 100
+        P, the shortlist size.
+    b_final, coord_exp : float, default 0.1, 0.25
+        Length pivot of lex2 and the coordination exponent.
+    semantic_k : int, default 16
+        Neighbours per query term in the semantic-presence feature.
+    semantic_neighbours : {"strongest", "lowest_term_id"}, default "strongest"
+        Which A-neighbours: the strongest (intended) or the first ``semantic_k`` of the CSR
+        row, i.e. the lowest term ids (reproduces the published numbers; SPEC B.9).
+    n_rare : int, default 3
+        Highest-IDF query terms used by the rare-coverage feature.
+    w_tail, w_lex, w_sem, w_rare : float, default 1.0, 4.0, 0.3, 1.0
+        Weights of the pool z-scores in the relevance.
+    n_eligible, top_h, n_diverse, lam_d : default 10, 3, 10, 0.1
+        Diversity step: eligible branches, top-E count for ``H_j``, ranks diversified
+        (1 disables), bonus weight λ_D.
+    tail_gate : bool, default False
+        Keep only the top ``min(|U|, max(gate_min, gate_mult·P))`` routed documents by tail
+        before the rescue (the later optimised variant; an approximation).
+    bm25_weight, bm25_rescue_weight : float, default 0.0
+        Extensions (not published): weight of ``z(BM25)`` in the relevance / in the
+        shortlist score.
+    bm25_candidates : int, default 0
+        Extension: add the BM25 top-n documents of the full corpus to the routed set.
+    bm25_k1, bm25_b : float, default 1.2, 0.75
+        BM25 (Lucene idf) parameters of the extension.
+    rescue_mode : {"auto", "scan", "postings"}, default "auto"
+        How lex1 and the pool features are gathered: scanning every routed document's
+        binary support (the frozen method), streaming the postings of the query and
+        semantic terms, or (auto) per query term the cheaper of its postings and its
+        document bitset, with the semantic presence computed for the pool only.  Results
+        are bit-identical.  Without ``postings`` every mode scans the support.
+    postings : bool, default True
+        Keep the inverted lexical postings (``t_docs``/``t_tf``, ~8 bytes per support entry):
+        the fast rescue modes and the BM25 extension read them.  ``False`` gives the compact
+        index of SPEC B.11 (the frozen rescue scans the routed documents' support; the same
+        scores, bit for bit); the BM25 extension then raises.
+
     Examples
     --------
     >>> cfg = SGRConfig(pool_size=10)

@@ -61,12 +61,12 @@ def new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) -> 
     """
     m, V, N, F = n_slabs, n_terms, n_docs, n_memberships
     return kq.SGRScratch(
-        vi=np.full((m, 2, V), -1, np.int64),
-        vf=np.zeros((m, 3, V)),
+        vi=np.full((m, kq.N_VI, V), -1, np.int64),
+        vf=np.zeros((m, kq.N_VF, V)),
         mark=np.zeros((m, V), np.uint8),
         dp=np.full((m, N, 2), -1, np.int64),
-        ni=np.full((m, 4, N), -1, np.int64),
-        nf=np.zeros((m, 11, N)),
+        ni=np.full((m, kq.N_NI, N), -1, np.int64),
+        nf=np.zeros((m, kq.N_NF, N)),
         dmr=np.zeros((m, N, F), np.int64),
         dme=np.zeros((m, N, F)),
         slot=np.zeros((m, V), np.uint16),
@@ -253,7 +253,7 @@ class QueryPath:
         prm = self._params(P, q_indptr)
         out = (
             np.full((nq, n_out), -1, np.int64),
-            np.full((nq, len(COMPONENTS), n_out), np.nan, np.float64),
+            np.full((nq, kq.N_COMP, n_out), np.nan, np.float64),
             np.zeros(nq, np.int64),
             np.zeros((nq, 3), np.int64),
             np.zeros(nq, np.int32),

@@ -103,3 +103,11 @@ def test_config_round_trips_through_save_and_from_parts(tmp_path):
         j, t = r.search(["sunlight power"], k=3)
         np.testing.assert_array_equal(i, j)
         np.testing.assert_array_equal(s, t)
+
+
+def test_component_rows_follow_the_component_names():
+    from jkofast.kernels.sgr import query as kq
+    from jkofast.sgr.engine import COMPONENTS
+
+    rows = [getattr(kq, "C_" + ("REL" if c == "relevance" else c.upper())) for c in COMPONENTS]
+    assert rows == list(range(kq.N_COMP)) and kq.N_COMP == len(COMPONENTS)
