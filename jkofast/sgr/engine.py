@@ -142,8 +142,8 @@ class QueryPath:
 
         Count parameters are capped where a larger value cannot change a result (a pool holds at most N
         documents, at most V terms are routed, diversity reaches at most the pool): the kernel sizes its
-        workspace by them, so an uncapped ``n_eligible = 10**6`` asked for a 10**12-slot buffer inside the
-        kernel (SystemError) and ``gate_mult * P`` could overflow int64.  Every field is a Python float / int /
+        workspace by them, so an uncapped ``n_eligible = 10**6`` would ask for a 10**12-slot buffer inside the
+        kernel and ``gate_mult * P`` could overflow int64.  Every field is a Python float / int /
         bool, so the kernel signature never changes with the values.
         """
         p = self.config

@@ -230,13 +230,13 @@ class SparseGeometricRetriever(QueryPath):
         ip_, ix_, dt_, shape = as_csr(q_counts, "q_counts", dtype=np.float32)
         if shape[1] != self.n_terms_:
             raise ValueError(f"q_counts must have {self.n_terms_} columns, got {shape[1]}")
-        if dt_.size and dt_.min() < 0:  # were dropped silently (fit refuses them)
+        if dt_.size and dt_.min() < 0:  # ``keep`` below would drop them silently (fit refuses them)
             raise ValueError("q_counts: term counts must be non-negative")
         resolve_threads(n_threads)
         self._check_width(k, shape[0], "k")
         with np.errstate(over="ignore"):
             v = dt_ * self._idf32[ix_]
-        if not np.isfinite(v).all():  # tf x idf overflowed float32: NaN weights reached the kernel
+        if not np.isfinite(v).all():  # tf x idf overflows float32: NaN weights would reach the kernel
             raise ValueError("q_counts: counts too large for float32 tf-idf weights (overflow); rescale the rows")
         rows = np.repeat(np.arange(shape[0]), np.diff(ip_))
         nrm = np.sqrt(np.bincount(rows, weights=v.astype(np.float64) ** 2, minlength=shape[0]))
@@ -361,7 +361,7 @@ class SparseGeometricRetriever(QueryPath):
         """Refuse a padded output that cannot hold information.
 
         Refuse a padded output that cannot hold information and cannot be allocated: ranks
-        beyond the corpus are padding, and ``k = 10**12`` failed with a 7 TiB MemoryError.
+        beyond the corpus are padding, and ``k = 10**12`` would ask for 7 TiB.
         """
         if width > self.n_docs_ and nq * width > _MAX_PADDED_SLOTS:
             raise ValueError(

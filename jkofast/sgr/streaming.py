@@ -1,4 +1,4 @@
-"""Streaming, bounded-memory SparseGeometricRAG build from a corpus file (SPEC B.11; issue #17).
+"""Streaming, bounded-memory SparseGeometricRAG build from a corpus file (SPEC B.11).
 
 :func:`build_index` indexes a BEIR ``corpus.jsonl`` / ``corpus.jsonl.gz`` (or a BEIR folder)
 without holding the texts in memory, in shards of ``shard_size`` passages:
