@@ -78,7 +78,8 @@ class QueryPath:
     """Query-path methods of :class:`jkofast.sgr.retriever.SparseGeometricRetriever` (a mixin).
 
     Reads ``config``, ``_ix``, ``n_docs_``, ``n_terms_``, ``_lock`` and the caches the retriever's
-    constructor sets (``_scratch``, ``_gen``, ``_pa_cache``, ``_kix``, ``_entry``).
+    constructor sets (``_scratch``, ``_gen``, ``_pa_cache``, ``_kix``, ``_entry``); the class using it
+    provides ``_make_vocab_table`` (the query-analysis table, rebuilt with the other derived tables).
     """
 
     def _make_semantic(self) -> None:
