@@ -134,11 +134,12 @@ WF_QIDF, WF_QTOP = 0, 1  # the query terms' idf and its top-k values (rare terms
 WF_TOPK = 0  # top-k values of the shortlist
 WF_LEX1, WF_LEXADJ, WF_SEM, WF_RARE, WF_REL = 1, 2, 3, 4, 5  # pool features and relevance, shortlist order
 WF_FEAT, WF_ZF = 6, 7  # a feature over the pool and its z-scores
-WF_DIV = 8  # first of diversify's N_DF rows
+WF_DIV = 8  # first of diversify's N_DF rows (the last ones)
 N_WF = 15
 # diversify's rows, relative to WI_DIV / WF_DIV
 DI_HCNT, DI_ELIG, DI_HEAP, DI_ELIG_OF, DI_EB, DI_EBN, DI_USED, DI_SEL, DI_HAVE, N_DI = range(10)
 DF_HTOP, DF_H, DF_HSEL, DF_HEAP, DF_COS, DF_REL, DF_DEV, N_DF = range(8)
+WI_DIV_END = WI_DIV + N_DI  # = WI_POS
 # component rows of the outputs (the wrapper's COMPONENTS order)
 C_TAIL, C_LEXADJ, C_SEM, C_RARE, C_REL, C_LEX1, C_BM25, N_COMP = range(8)
 
@@ -1178,8 +1179,15 @@ def pool_relevance(npool, use_bm25, w_feat, tail, lex, lexadj, rare, pre, dp, bv
     (relevance desc, ties lowest doc id) as positions to ``wi[WI_PLAIN]``.
     """
     pool, pp, plain = wi[WI_POOL], wi[WI_POS], wi[WI_PLAIN]
-    lex1p, lexadjp, semp, rarep, rel = wf[WF_LEX1], wf[WF_LEXADJ], wf[WF_SEM], wf[WF_RARE], wf[WF_REL]
-    feat, zf = wf[WF_FEAT], wf[WF_ZF]
+    lex1p, lexadjp, semp, rarep, rel, feat, zf = (
+        wf[WF_LEX1],
+        wf[WF_LEXADJ],
+        wf[WF_SEM],
+        wf[WF_RARE],
+        wf[WF_REL],
+        wf[WF_FEAT],
+        wf[WF_ZF],
+    )
     for a in range(npool):
         o = pp[a]
         lex1p[a] = lex[o]
@@ -1233,8 +1241,8 @@ def diversify(npool, n_routed, ix, prm, ws):
         for a in range(npool):
             out_order[a] = plain[a]
         return
-    wi = ws.wi[WI_DIV : WI_DIV + N_DI]
-    wf = ws.wf[WF_DIV : WF_DIV + N_DF]
+    wi = ws.wi[WI_DIV:WI_DIV_END]
+    wf = ws.wf[WF_DIV:]
     ne = eligible_branches(ws.wi[WI_POS], npool, n_routed, prm.top_h, prm.n_elig, ws.dm_r, ws.dm_e, ws.dm_n, wi, wf)
     doc_branches(plain, npool, n_routed, ne, ws.pre, ws.dm_r, ws.dm_n, wi, wf)
     nd = min(n_div, npool)
