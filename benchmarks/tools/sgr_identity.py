@@ -74,13 +74,23 @@ CACHE = os.path.join(tempfile.gettempdir(), "jkofast_sgr_identity")
 REF = os.path.join(CACHE, "reference.pkl")
 
 
+_BUILD_SOURCES = (
+    "jkofast/sgr/retriever.py",
+    "jkofast/sgr/config.py",
+    "jkofast/sgr/layout.py",
+    "jkofast/kernels/sgr/build.py",
+)
+
+
 def _build_key() -> str:
-    """Hash of the sources that define the fitted index (not the query kernels)."""
+    """Hash of the sources that define the fitted index (not the query kernels; a missing file counts as empty)."""
     root = os.path.abspath(os.path.join(HERE, "..", ".."))
     h = hashlib.sha256()
-    for rel in ("jkofast/sgr/retriever.py", "jkofast/kernels/sgr/build.py"):
-        with open(os.path.join(root, rel), "rb") as f:
-            h.update(f.read())
+    for rel in _BUILD_SOURCES:
+        f = os.path.join(root, rel)
+        if os.path.exists(f):
+            with open(f, "rb") as fh:
+                h.update(fh.read())
     return h.hexdigest()[:16]
 
 

@@ -10,7 +10,8 @@ for what each one is.
 
 from __future__ import annotations
 
-from jkofast.sgr.retriever import PRESETS, SparseGeometricRetriever, default_params
+from jkofast.sgr.config import PRESETS, SGRConfig
+from jkofast.sgr.retriever import SparseGeometricRetriever
 from jkofast.sparse.index import BM25Index, TfidfIndex
 from jkofast.sparse.retriever import DOC_SEP as _SPARSE_DOC_SEP
 from jkofast.sparse.retriever import SparseRetriever
@@ -66,8 +67,8 @@ _SPARSE_TYPES = {
 def param_types(method: str) -> dict:
     """Return ``{parameter: type}`` of what ``get_retriever(method, **params)`` accepts (the CLI's ``--param``).
 
-    SGR: every :class:`jkofast.sgr.retriever.SparseGeometricRetriever` parameter, typed by its
-    default (``bool``, ``int``, ``float`` or ``str``).
+    SGR: every :class:`jkofast.sgr.config.SGRConfig` field with its type (``bool``, ``int``,
+    ``float`` or ``str``).
 
     Raises
     ------
@@ -76,7 +77,7 @@ def param_types(method: str) -> dict:
     """
     _check_method(method)
     if method == "sgr":
-        return {k: type(v) for k, v in default_params().items()}
+        return SGRConfig.field_types()
     return dict(_SPARSE_TYPES[method])
 
 

@@ -64,15 +64,17 @@ The centre value ``c_j[t]`` of a code coordinate is looked up in the centre at q
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from jkofast._io import atomic_save_npy, atomic_write_json
 from jkofast._threads import numba_threads
+from jkofast._validation import check_int, read_json_file
 from jkofast.kernels.sgr import build as _b
+from jkofast.sgr.config import as_config
 
 __all__ = [
     "FORMAT",
@@ -161,16 +163,8 @@ def term_dtype(n_terms: int) -> np.dtype:
 
 
 def _full_params(params) -> dict:
-    from jkofast.sgr.retriever import SparseGeometricRetriever, default_params
-
-    if not isinstance(params, dict):
-        raise TypeError(f"params must be a dict, got {type(params).__name__}")
-    p = default_params()
-    unknown = set(params) - set(p)
-    if unknown:
-        raise TypeError(f"params: unknown SparseGeometricRetriever parameter(s): {sorted(unknown)}")
-    p.update(params)
-    return SparseGeometricRetriever._check_params(p)
+    """Return every parameter of ``params`` (an SGRConfig, or a dict completed with the defaults), checked."""
+    return as_config(params).to_dict()
 
 
 def _check_X(X, name: str = "X"):
@@ -222,7 +216,7 @@ def _compact(nbr, val, cnt):
     return indptr, nbr[mask].astype(np.int32), val[mask]
 
 
-def calibrate(X, params: dict, n_threads: int | None = None) -> Geometry:
+def calibrate(X, params, n_threads: int | None = None) -> Geometry:
     """Calibrate the geometry on the TF-IDF rows ``X`` (SPEC B.3-B.5).
 
     Parameters
@@ -230,7 +224,7 @@ def calibrate(X, params: dict, n_threads: int | None = None) -> Geometry:
     X : scipy.sparse CSR matrix, float32 (n, V)
         L2-normalised TF-IDF rows of the calibration passages (idf from the full corpus),
         indices sorted within rows.
-    params : dict
+    params : dict or SGRConfig
         ``SparseGeometricRetriever`` parameters (missing ones take the defaults); the build
         parameters (``n_memberships``, ``centre_size``, ``code_size``, ``tau``, ``beta``,
         ``reliability_mean``, ``reliability_float16``, ``cooc_top``, ``ppmi_damping``,
@@ -254,7 +248,7 @@ def calibrate(X, params: dict, n_threads: int | None = None) -> Geometry:
     return _calibrate(X, params, n_threads)[0]
 
 
-def _calibrate(X, params: dict, n_threads, keep_codes: bool = False):
+def _calibrate(X, params, n_threads, keep_codes: bool = False):
     """Return ``(geometry, codes)``.
 
     ``codes`` = (mem_doc, mem_branch, mem_m, code_term, code_sign) of the calibration rows
@@ -287,7 +281,7 @@ def _calibrate(X, params: dict, n_threads, keep_codes: bool = False):
     return Geometry(c_indptr, c_terms, c_vals, c_norm, *rel, *graphs, n_calibration=int(N)), codes
 
 
-def calibrate_and_encode(X, params: dict, n_threads: int | None = None, *, counts) -> tuple[Geometry, Shard]:
+def calibrate_and_encode(X, params, n_threads: int | None = None, *, counts) -> tuple[Geometry, Shard]:
     """``calibrate(X)`` and ``encode(X, ..., first_doc=0)`` in one pass (the codes are computed once).
 
     What ``SparseGeometricRetriever.fit`` does: the same geometry and shard as the two calls.
@@ -387,7 +381,7 @@ def _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks):
 
 
 def encode(
-    X, geometry: Geometry, params: dict, n_threads: int | None = None, first_doc: int = 0, *, counts, _codes_of=None
+    X, geometry: Geometry, params, n_threads: int | None = None, first_doc: int = 0, *, counts, _codes_of=None
 ) -> Shard:
     """Encode a contiguous block of passages against ``geometry`` (SPEC B.3-B.4).
 
@@ -397,7 +391,7 @@ def encode(
         L2-normalised TF-IDF rows (idf from the full corpus), indices sorted.
     geometry : Geometry
         From :func:`calibrate` (same V).
-    params : dict
+    params : dict or SGRConfig
         As for :func:`calibrate` (``n_memberships`` and ``code_size`` are used).
     n_threads : int, optional
         Numba threads; the result does not depend on it.
@@ -418,8 +412,6 @@ def encode(
         ``geometry`` of another vocabulary size, ``first_doc`` < 0 or past int32 ids.
     """
     import scipy.sparse as sp
-
-    from jkofast._validation import check_int
 
     p = _full_params(params)
     if not isinstance(geometry, Geometry):
@@ -468,21 +460,6 @@ def encode(
 
 
 # ----------------------------------------------------------------------------- shard files
-def _atomic_save(path: str, arr: np.ndarray) -> None:
-    tmp = path + ".tmp.npy"
-    np.save(tmp, np.ascontiguousarray(arr))
-    os.replace(tmp, path)
-
-
-def _atomic_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def write_shard(folder: str, shard: Shard) -> None:
     """Write ``shard`` into ``folder``: one ``.npy`` per array, then ``shard.json``.
 
@@ -499,7 +476,7 @@ def write_shard(folder: str, shard: Shard) -> None:
     if os.path.exists(man):
         os.remove(man)
     for name in _SHARD_ARRAYS:
-        _atomic_save(os.path.join(folder, name + ".npy"), getattr(shard, name))
+        atomic_save_npy(os.path.join(folder, name + ".npy"), getattr(shard, name), fsync=False)
     meta = {
         "first_doc": shard.first_doc,
         "n_docs": shard.n_docs,
@@ -507,7 +484,7 @@ def write_shard(folder: str, shard: Shard) -> None:
         "n_memberships": int(shard.mem_doc.shape[0]),
         "code_size": int(shard.code_term.shape[1]),
     }
-    _atomic_json(man, meta)
+    atomic_write_json(man, meta)
 
 
 def read_shard(folder: str, mmap: bool = True) -> Shard:
@@ -519,8 +496,6 @@ def read_shard(folder: str, mmap: bool = True) -> Shard:
         No ``shard.json`` (an incomplete shard), a missing or unreadable array, or arrays
         whose lengths disagree with the manifest.
     """
-    from jkofast._validation import read_json_file
-
     folder = os.fspath(folder)
     man = os.path.join(folder, _SHARD_MANIFEST)
     meta = read_json_file(
@@ -617,7 +592,7 @@ def assemble(
     shards: Sequence,
     idf,
     dl,
-    params: dict,
+    params,
     n_threads: int | None = None,
     out: str | None = None,
 ) -> dict:
@@ -633,7 +608,7 @@ def assemble(
         Smooth idf of the full corpus.
     dl : array (N,)
         Document lengths in analyser tokens.
-    params : dict
+    params : dict or SGRConfig
         ``SparseGeometricRetriever`` parameters; ``postings`` decides whether the inverted
         lexical postings ``t_docs``/``t_tf`` are written.
     n_threads : int, optional

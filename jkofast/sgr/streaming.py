@@ -1,4 +1,4 @@
-"""Streaming, bounded-memory SparseGeometricRAG build from a corpus file (SPEC B.11; issue #17).
+"""Streaming, bounded-memory SparseGeometricRAG build from a corpus file (SPEC B.11).
 
 :func:`build_index` indexes a BEIR ``corpus.jsonl`` / ``corpus.jsonl.gz`` (or a BEIR folder)
 without holding the texts in memory, in shards of ``shard_size`` passages:
@@ -45,8 +45,13 @@ import warnings
 
 import numpy as np
 
+from jkofast._io import atomic_save_npy, atomic_write_json
+from jkofast._threads import resolve_threads
+from jkofast._validation import check_int
 from jkofast.kernels.sgr import stream as _st
-from jkofast.text.patterns import SKLEARN
+from jkofast.sgr import layout
+from jkofast.sgr.config import BUILD_PARAMS, as_config
+from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
 from jkofast.text.scripts import script_tokenizer
 
 __all__ = ["build_index", "corpus_file", "read_corpus_shards", "shard_term_counts", "stream_vocabulary"]
@@ -272,7 +277,7 @@ def shard_term_counts(texts) -> dict:
 
 def _non_ascii_tokens(texts, docs, terms, rows, cols, dl):
     """Add the tokens of the non-ASCII passages ``docs`` (exact analyser) to the kernel's ``rows`` / ``cols``."""
-    analyse = script_tokenizer(SKLEARN)
+    analyse = script_tokenizer(TOKEN_PATTERN)
     vocab = {w: i for i, w in enumerate(terms)}
     terms = list(terms)
     extra_r: list = []
@@ -298,11 +303,8 @@ def _atomic_dir_write(folder: str, arrays: dict, manifest: dict) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     for k, v in arrays.items():
-        np.save(os.path.join(tmp, k + ".npy"), v, allow_pickle=False)
-    with open(os.path.join(tmp, "manifest.json"), "w") as fh:
-        json.dump(manifest, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
+        atomic_save_npy(os.path.join(tmp, k + ".npy"), v, fsync=False)
+    atomic_write_json(os.path.join(tmp, "manifest.json"), manifest)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
 
@@ -513,9 +515,7 @@ def _check_state(work: str, state: dict, resume: bool) -> None:
         return
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    with open(p + ".tmp", "w") as fh:
-        json.dump(state, fh, indent=1)
-    os.replace(p + ".tmp", p)
+    atomic_write_json(p, state, fsync=False, indent=1)
 
 
 def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar) -> int:
@@ -550,8 +550,8 @@ def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar) -> int:
         n_shards, n_docs = k + 1, n_docs + len(ids)
     if n_docs == 0:
         raise ValueError(f"{path}: no document (empty corpus file)")
-    with open(os.path.join(tdir, "_end.json"), "w") as fh:
-        json.dump({"n_shards": n_shards, "n_docs": n_docs, "corpus": _fingerprint(path)}, fh)
+    end = {"n_shards": n_shards, "n_docs": n_docs, "corpus": _fingerprint(path)}
+    atomic_write_json(os.path.join(tdir, "_end.json"), end, fsync=False)
     return n_shards
 
 
@@ -609,14 +609,10 @@ def _calibration_rows(work: str, n_shards: int, n_docs: int, calibrate, mode: st
 # ---------------------------------------------------------------------------------------------- build
 def _build_params(params) -> dict:
     """Return the full, checked parameters (defaults + ``params``) of a :class:`SparseGeometricRetriever`."""
-    from jkofast.sgr.retriever import SparseGeometricRetriever
-
-    return SparseGeometricRetriever(**(params or {})).params
+    return as_config(params or {}).to_dict()
 
 
 def _check_build_args(calibrate, calibrate_mode, seed, shard_size) -> None:
-    from jkofast._validation import check_int
-
     if calibrate is not None:
         calibrate = check_int(calibrate, "calibrate")
         if calibrate <= 0:
@@ -635,8 +631,6 @@ def _geometry(work: str, n_shards: int, n_docs: int, cal: tuple, rows_of, p: dic
     A saved geometry of another calibration choice is replaced (and the shards encoded against it
     are removed).
     """
-    from jkofast.sgr import layout
-
     gdir = os.path.join(work, "geometry")
     names = [f for f in layout.Geometry._fields if f != "n_calibration"]
     key = [
@@ -659,8 +653,6 @@ def _geometry(work: str, n_shards: int, n_docs: int, cal: tuple, rows_of, p: dic
 
 def _encode_shards(work, n_shards, geometry, rows_of, p, n_threads, bar) -> list:
     """Stage 4: encode every shard not yet written (``work/shards/NNNNN``); return the shard folders."""
-    from jkofast.sgr import layout
-
     folders, first = [], 0
     for k in range(n_shards):
         folder = os.path.join(os.path.dirname(work), "shards", f"{k:05d}")
@@ -758,8 +750,6 @@ def build_index(
     FileNotFoundError
         No corpus.
     """
-    from jkofast._threads import resolve_threads
-
     _check_build_args(calibrate, calibrate_mode, seed, shard_size)
     resolve_threads(n_threads)
     p = _build_params(params)
@@ -768,13 +758,11 @@ def build_index(
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"out {out!r} exists and is not a folder")
     work = os.path.join(out, "_build")
-    from jkofast.sgr.retriever import _BUILD_PARAMS
-
     state = {
         "version": _STATE_VERSION,
         "corpus": os.path.abspath(path),
         "shard_size": int(shard_size),
-        "params": {k: p[k] for k in _BUILD_PARAMS},
+        "params": {k: p[k] for k in BUILD_PARAMS},
         "vocabulary": [int(local_k), int(candidate_k)],
     }
     os.makedirs(out, exist_ok=True)
@@ -843,9 +831,6 @@ def _ids(work: str, n_shards: int) -> list:
 
 def _assemble(out, work, n_shards, geometry, folders, voc, p, n_threads):
     """Stage 5: merge the shards into ``out`` and write ``meta.json`` last; return the opened index."""
-    from jkofast.sgr import layout
-    from jkofast.sgr.retriever import SparseGeometricRetriever
-
     ids = _ids(work, n_shards)
     idf = np.asarray(voc["idf"], np.float32).astype(np.float64)
     dl = np.asarray(voc["dl"], np.float64)

@@ -13,7 +13,8 @@ from test_sgr_build import SMALL, synthetic_corpus
 import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.kernels.sgr import query as gk
-from jkofast.sgr.retriever import SparseGeometricRetriever, _new_scratch
+from jkofast.sgr.engine import new_scratch
+from jkofast.sgr.retriever import SparseGeometricRetriever
 
 QUERIES = [
     "w00 w03 w07",
@@ -53,7 +54,7 @@ def _sem_lists(r):
 
 def _work(r, qi, qt):
     """A fresh one-chunk ``SGRWork`` (stamps -1, tables zero) for the batch ``qi``/``qt``."""
-    sc = _new_scratch(1, r.n_terms_, r.n_docs_, r.params["n_memberships"])
+    sc = new_scratch(1, r.n_terms_, r.n_docs_, r.params["n_memberships"])
     prm = r._params(r.params["pool_size"], qi)
     sizes = gk._batch_sizes(qi, qt, r._index().sem_indptr, prm, sc.dmr.shape[2])
     return gk.chunk_work(0, sc, sizes, r.n_docs_)
@@ -647,52 +648,19 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
             assert lexadj[d_pos] == pytest.approx(want[1], rel=1e-15)
 
 
-FORMAT1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "sgr_format1")
-
-
-def test_load_format1_fixture_matches_fit():
-    """``tests/data/sgr_format1``: an index saved by the format-1 code (``index.npz``, one
-    reliability weight and centre value per code slot; jkofast 3eebaf6 on this corpus and
-    parameters).  It still loads, converted to the compact layout, and gives the ids and
-    scores of a fresh fit, bit for bit."""
-    r1 = SparseGeometricRetriever.load(FORMAT1)
-    assert r1.ids_ == [f"doc{i}" for i in range(40)]
-    fresh = SparseGeometricRetriever(**SMALL).fit(synthetic_corpus(n_docs=40, seed=1))
-    for a, b in ((r1.search(QUERIES, k=8), fresh.search(QUERIES, k=8)),):
-        assert_array_equal(a[0], b[0])
-        assert_array_equal(a[1], b[1])
-    pa, pb = r1.pool(QUERIES), fresh.pool(QUERIES)
-    for name in ("doc", "n", "tail", "lexadj", "sem", "rare", "relevance", "lex1"):
-        assert_array_equal(getattr(pa, name), getattr(pb, name), err_msg=name)
-
-
-def test_format1_written_here_with_shuffled_memberships(retr, tmp_path):
-    """A format-1 folder written from this index (the wide per-slot arrays of
-    ``reference_sgr.wide_view``, memberships in a shuffled order with ``b_mem`` the branch
-    postings, as early versions saved them) loads with the same pools; saving it again
-    writes format 2, which loads with the same pools too."""
+def test_format1_folder_is_refused(retr, tmp_path):
+    """A format-1 folder (``index.npz`` + ``meta.json`` with ``"format": 1``; never released) is
+    not read: ``load`` raises a ValueError that names the format and says to rebuild."""
     import json
 
-    w = ref.wide_view(retr._ix, retr.params)
-    m = w["mem_doc"].shape[0]
-    perm = np.random.default_rng(0).permutation(m)
-    old = {k: w[k] for k in w if k not in ("sem_indptr", "sem_idx", "sem_val", "tb_row", "tb_bits")}
-    for key in ("mem_doc", "mem_branch", "mem_m", "code_term", "code_sign", "code_cval", "code_w", "code_count"):
-        old[key] = w[key][perm]
-    old["b_mem"] = np.argsort(perm)  # branch posting p -> position of membership p
     d = tmp_path / "v1"
     d.mkdir()
-    np.savez(d / "index.npz", **old)
-    meta = {"params": {k: v for k, v in retr.params.items() if k != "postings"}, "terms": retr.terms_}
-    meta.update(ids=None, n_docs=retr.n_docs_, format=1)
+    np.savez(d / "index.npz", idf=np.ones(3))
+    meta = {"params": retr.params, "terms": retr.terms_, "ids": None, "n_docs": retr.n_docs_, "format": 1}
     (d / "meta.json").write_text(json.dumps(meta))
-    want = retr.pool(QUERIES)
-    r1 = SparseGeometricRetriever.load(str(d))
-    r1.save(str(tmp_path / "v2"))
-    r2 = SparseGeometricRetriever.load(str(tmp_path / "v2"), mmap=True)
-    for got in (r1.pool(QUERIES), r2.pool(QUERIES)):
-        for name in ("doc", "n", "tail", "lexadj", "sem", "relevance", "lex1"):
-            assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    for kw in (dict(), dict(mmap=True)):
+        with pytest.raises(ValueError, match=r"format 1 .*not supported; rebuild the index"):
+            SparseGeometricRetriever.load(str(d), **kw)
 
 
 # ---------------------------------------------------------------- QA round 2: bad input

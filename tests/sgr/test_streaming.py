@@ -1,4 +1,4 @@
-"""Streaming SGR build (jkofast.sgr.streaming, issue #17 item 2): tokens, vocabulary, TF-IDF rows,
+"""Streaming SGR build (jkofast.sgr.streaming): tokens, vocabulary, TF-IDF rows,
 calibration subsets, resume, bad input -- against the in-memory ``fit`` and naive oracles."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
 from jkofast.kernels.sgr import stream as _st
-from jkofast.sgr import layout
+from jkofast.sgr import layout, persist
 from jkofast.sgr import streaming as st
 from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
 from jkofast.text.scripts import script_tokenizer
@@ -377,7 +377,7 @@ def test_a_failed_final_write_leaves_no_complete_index(tmp_path, monkeypatch):
     def disk_full(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(layout, "_atomic_json", disk_full)  # the meta.json write fails
+    monkeypatch.setattr(persist, "atomic_write_json", disk_full)  # the meta.json write fails
     with pytest.raises(OSError, match="No space left"):
         st.build_index(path, out, params=SMALL, n_threads=1, progress=False, resume=False)
     assert not os.path.exists(out / "meta.json")

@@ -116,6 +116,33 @@ RESCUE_AUTO, RESCUE_SCAN, RESCUE_POSTINGS = 0, 1, 2
 # cost more compile time than it saved.
 _THIN = "always"
 
+# Rows of the scratch slabs (SGRScratch; chunk_work gives each its SGRWork name).
+VI_RSTAMP, VI_RBUF, N_VI = 0, 1, 2  # vi (V-sized int64): routing stamps; routed / semantic term buffer
+VF_QVAL, VF_RVAL, VF_SVAL, N_VF = 0, 1, 2, 3  # vf (V-sized float64): query, route and semantic values
+NI_BSTAMP, NI_DMN, NI_ULIST, NI_BLIST, N_NI = 0, 1, 2, 3, 4  # ni (N-sized int64)
+# nf (N-sized float64): position-indexed features and scores, then the BM25 values by document
+NF_ESUM, NF_CSUM, NF_TAIL, NF_LEX, NF_LEXADJ, NF_SEM, NF_RARE, NF_Z1, NF_Z2, NF_PRE, NF_BVAL, N_NF = range(12)
+
+# Pool-sized work rows (SGRWork.wi int64, SGRWork.wf float64), from the shortlist on.
+WI_POOL = 0  # pool documents in shortlist order (before it: the rare query terms' positions)
+WI_PLAIN = 1  # pool positions in plain relevance order
+WI_FINAL = 2  # pool positions in final (diversified) order
+WI_DIV = 3  # first of diversify's N_DI rows
+WI_POS = 12  # positions (in U) of the pool documents, shortlist order
+N_WI = 13
+WF_QIDF, WF_QTOP = 0, 1  # the query terms' idf and its top-k values (rare terms; free again after them)
+WF_TOPK = 0  # top-k values of the shortlist
+WF_LEX1, WF_LEXADJ, WF_SEM, WF_RARE, WF_REL = 1, 2, 3, 4, 5  # pool features and relevance, shortlist order
+WF_FEAT, WF_ZF = 6, 7  # a feature over the pool and its z-scores
+WF_DIV = 8  # first of diversify's N_DF rows (the last ones)
+N_WF = 15
+# diversify's rows, relative to WI_DIV / WF_DIV
+DI_HCNT, DI_ELIG, DI_HEAP, DI_ELIG_OF, DI_EB, DI_EBN, DI_USED, DI_SEL, DI_HAVE, N_DI = range(10)
+DF_HTOP, DF_H, DF_HSEL, DF_HEAP, DF_COS, DF_REL, DF_DEV, N_DF = range(8)
+WI_DIV_END = WI_DIV + N_DI  # = WI_POS
+# component rows of the outputs (the wrapper's COMPONENTS order)
+C_TAIL, C_LEXADJ, C_SEM, C_RARE, C_REL, C_LEX1, C_BM25, N_COMP = range(8)
+
 
 class SGRIndex(NamedTuple):
     """Index arrays of the query path (layout in the module docstring)."""
@@ -198,12 +225,12 @@ class SGRParams(NamedTuple):
 class SGRScratch(NamedTuple):
     """Caller-owned scratch, one slab per chunk (chunk c touches slab c only); see ``sgr_query_batch``."""
 
-    vi: np.ndarray  # int64 (m, 2, V): route stamps, route / semantic-term buffer
-    vf: np.ndarray  # float64 (m, 3, V): query, route and semantic values (semantic row zero between queries)
+    vi: np.ndarray  # int64 (m, N_VI, V): rows VI_*: route stamps, route / semantic-term buffer
+    vf: np.ndarray  # float64 (m, N_VF, V): rows VF_*: query, route, semantic values (semantic zero between queries)
     mark: np.ndarray  # uint8 (m, V): bit 0 query term, 1 semantic, 2 rare; zero between queries
     dp: np.ndarray  # int64 (m, N, 2): per document (stamp, position in U)
-    ni: np.ndarray  # int64 (m, 4, N): BM25 stamps (by doc), membership counts (by position), U list, BM25 list
-    nf: np.ndarray  # float64 (m, 11, N): position-indexed rows (see SGRWork), BM25 values (by doc)
+    ni: np.ndarray  # int64 (m, N_NI, N): rows NI_*: BM25 stamps (by doc), membership counts, U list, BM25 list
+    nf: np.ndarray  # float64 (m, N_NF, N): rows NF_*: position-indexed rows (see SGRWork), BM25 values (by doc)
     dmr: np.ndarray  # int64 (m, N, F): routed-branch index of each membership (by position)
     dme: np.ndarray  # float64 (m, N, F): its E_dj
     slot: np.ndarray  # uint16 (m, V): semantic term -> entry of svs; zero between queries
@@ -213,10 +240,11 @@ class SGRScratch(NamedTuple):
 class SGRWork(NamedTuple):
     """Chunk c's scratch: named views of its ``SGRScratch`` slab plus per-call work arrays.
 
-    ``wi`` int64 (13, W) / ``wf`` float64 (15, W) are pool-sized work rows: from the
-    shortlist on ``wi[0]`` = pool docs (shortlist order), ``wi[12]`` = their positions,
-    ``wi[1]`` = plain relevance order, ``wi[2]`` = final order; ``wf[1..5]`` = lex1, lexadj,
-    sem, rare, relevance over the pool; ``wi[3:12]`` / ``wf[8:]`` belong to ``diversify``.
+    ``wi`` int64 (N_WI, W) / ``wf`` float64 (N_WF, W) are pool-sized work rows, addressed by the
+    module's ``WI_*`` / ``WF_*`` names: from the shortlist on ``wi[WI_POOL]`` = pool docs (shortlist
+    order), ``wi[WI_POS]`` = their positions, ``wi[WI_PLAIN]`` = plain relevance order,
+    ``wi[WI_FINAL]`` = final order; ``wf[WF_LEX1 .. WF_REL]`` = lex1, lexadj, sem, rare, relevance
+    over the pool; the ``N_DI`` / ``N_DF`` rows from ``WI_DIV`` / ``WF_DIV`` belong to ``diversify``.
     """
 
     qval: np.ndarray  # float64 V: query value of each query term
@@ -824,11 +852,11 @@ def stage_query_tables(qt, qv, ix, prm, ws):
     idf = ix.idf
     mark = ws.mark
     n_rare = min(prm.n_rare, nq)
-    qidf = ws.wf[0]
+    qidf = ws.wf[WF_QIDF]
     for a in range(nq):
         qidf[a] = idf[qt[a]]
-    rpos = ws.wi[0]
-    n_rare = topk_pos(qidf, nq, n_rare, rpos, ws.wf[1], ws.heap_v, ws.heap_i)
+    rpos = ws.wi[WI_POOL]
+    n_rare = topk_pos(qidf, nq, n_rare, rpos, ws.wf[WF_QTOP], ws.heap_v, ws.heap_i)
     for a in range(n_rare):
         mark[qt[rpos[a]]] |= 4
     return n_sem, n_rare
@@ -1074,7 +1102,7 @@ def stage_shortlist(nuse, prm, ws):
 
     ``pre = z_U(tail) + η z_U(lex1)`` (+ the BM25 extension's rescue term) and the top-P
     pool (SPEC B.8); z-scores in position order (= the order of ``ulist``).  Writes the pool
-    documents to ``wi[0]`` (shortlist order) and their positions to ``wi[12]``; returns |pool|.
+    documents to ``wi[WI_POOL]`` (shortlist order) and their positions to ``wi[WI_POS]``; returns |pool|.
     """
     tail, lex, z1, z2, pre, ulist, dp, bval = ws.tail, ws.lex, ws.z1, ws.z2, ws.pre, ws.ulist, ws.dp, ws.bval
     zscore(tail, nuse, z1)
@@ -1090,9 +1118,9 @@ def stage_shortlist(nuse, prm, ws):
         for a in range(nuse):
             pre[a] += wbr * z1[a]
     npool = min(prm.pool, nuse)
-    pool = ws.wi[0]
-    npool = topk_ids_pos(pre, ulist, nuse, npool, pool, ws.wf[0], ws.heap_v, ws.heap_i)
-    pp = ws.wi[12]
+    pool = ws.wi[WI_POOL]
+    npool = topk_ids_pos(pre, ulist, nuse, npool, pool, ws.wf[WF_TOPK], ws.heap_v, ws.heap_i)
+    pp = ws.wi[WI_POS]
     for a in range(npool):
         pp[a] = dp[pool[a], 1]
     return npool
@@ -1103,13 +1131,13 @@ def stage_shortlist(nuse, prm, ws):
 def stage_pool_semantic(npool, n_sem, ix, prm, ws):
     """Compute the semantic presence of the pool documents (SPEC B.9).
 
-    Semantic presence of the pool into ``wf[3]`` (computed here in the auto rescue mode,
+    Semantic presence of the pool into ``wf[WF_SEM]`` (computed here in the auto rescue mode,
     copied from the rescue otherwise), then ``sval`` back to all zero (``diversify`` uses it
     as its zero table).
     """
     sval, rbuf = ws.sval, ws.rbuf
-    pool, pp, sem = ws.wi[0], ws.wi[12], ws.sem
-    semp = ws.wf[3]
+    pool, pp, sem = ws.wi[WI_POOL], ws.wi[WI_POS], ws.sem
+    semp = ws.wf[WF_SEM]
     if prm.rescue_mode == RESCUE_AUTO:
         semantic_presence_pool(sval, ws.slot, ws.svs, rbuf, n_sem, pool, npool, ix.s_indptr, ix.s_idx, semp)
     else:
@@ -1147,11 +1175,19 @@ def pool_relevance(npool, use_bm25, w_feat, tail, lex, lexadj, rare, pre, dp, bv
 
     Final features and relevance on the pool (SPEC B.9): ``relevance = Σ w z_P(feature)``
     over tail, lexadj, sem, rare (and the BM25 extension), z-scores over the pool in pool
-    order; the relevance goes to ``wf[5]`` and, by position, to ``pre``; the plain order
-    (relevance desc, ties lowest doc id) as positions to ``wi[1]``.
+    order; the relevance goes to ``wf[WF_REL]`` and, by position, to ``pre``; the plain order
+    (relevance desc, ties lowest doc id) as positions to ``wi[WI_PLAIN]``.
     """
-    pool, pp, plain = wi[0], wi[12], wi[1]
-    lex1p, lexadjp, semp, rarep, rel, feat, zf = wf[1], wf[2], wf[3], wf[4], wf[5], wf[6], wf[7]
+    pool, pp, plain = wi[WI_POOL], wi[WI_POS], wi[WI_PLAIN]
+    lex1p, lexadjp, semp, rarep, rel, feat, zf = (
+        wf[WF_LEX1],
+        wf[WF_LEXADJ],
+        wf[WF_SEM],
+        wf[WF_RARE],
+        wf[WF_REL],
+        wf[WF_FEAT],
+        wf[WF_ZF],
+    )
     for a in range(npool):
         o = pp[a]
         lex1p[a] = lex[o]
@@ -1190,29 +1226,29 @@ def pool_relevance(npool, use_bm25, w_feat, tail, lex, lexadj, rare, pre, dp, bv
 def diversify(npool, n_routed, ix, prm, ws):
     """Soft high-quality-branch diversity for ranks 2..n_div (SPEC B.10), over positions.
 
-    Reads the pool positions ``wi[12]``, their plain relevance order ``wi[1]`` (desc, ties
-    lowest doc id) and the position-indexed relevance ``pre``; writes the final order to
-    ``wi[2][:npool]``: rank 1 = the first in plain order; ranks 2..n_div greedily maximise
+    Reads the pool positions ``wi[WI_POS]``, their plain relevance order ``wi[WI_PLAIN]`` (desc,
+    ties lowest doc id) and the position-indexed relevance ``pre``; writes the final order to
+    ``wi[WI_FINAL][:npool]``: rank 1 = the first in plain order; ranks 2..n_div greedily maximise
     ``minmax(rel over remaining) + λ_D · max dev_b`` over the doc's eligible branches
     (ties: earlier in plain order); the rest follow plain order.  ``sval`` is the all-zero
-    V-table one centre at a time is scattered into (zero again on exit); ``wi[3:12]`` /
-    ``wf[8:]`` are its work rows (``>= max(n_routed·top_h, n_elig², npool·(F+1),
+    V-table one centre at a time is scattered into (zero again on exit); the ``N_DI`` / ``N_DF``
+    rows from ``WI_DIV`` / ``WF_DIV`` are its work rows (``>= max(n_routed·top_h, n_elig², npool·(F+1),
     n_div + npool, n_routed) + 1`` wide).
     """
-    plain, out_order = ws.wi[1], ws.wi[2]
+    plain, out_order = ws.wi[WI_PLAIN], ws.wi[WI_FINAL]
     n_div = prm.n_div
     if n_div <= 1 or npool <= 1:
         for a in range(npool):
             out_order[a] = plain[a]
         return
-    wi = ws.wi[3:12]
-    wf = ws.wf[8:]
-    ne = eligible_branches(ws.wi[12], npool, n_routed, prm.top_h, prm.n_elig, ws.dm_r, ws.dm_e, ws.dm_n, wi, wf)
+    wi = ws.wi[WI_DIV:WI_DIV_END]
+    wf = ws.wf[WF_DIV:]
+    ne = eligible_branches(ws.wi[WI_POS], npool, n_routed, prm.top_h, prm.n_elig, ws.dm_r, ws.dm_e, ws.dm_n, wi, wf)
     doc_branches(plain, npool, n_routed, ne, ws.pre, ws.dm_r, ws.dm_n, wi, wf)
     nd = min(n_div, npool)
     centres = (ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_norm)
     greedy_ranks(plain, npool, nd, ne, ws.dm_r.shape[1], prm.lam_d, ws.rt, centres, ws.sval, wi, wf, out_order)
-    used = wi[6, :npool]
+    used = wi[DI_USED, :npool]
     o = nd
     for a in range(npool):
         if not used[a]:
@@ -1226,11 +1262,11 @@ def eligible_branches(pool, n_pool, n_routed, top_h, n_elig, dm_r, dm_e, dm_n, w
 
     ``H_j`` = mean of the top-``top_h`` ``E_dj`` over the pool docs (a doc's max when it has
     two memberships in branch j), per routed branch; the eligible branches = the top
-    ``n_elig`` by ``H_j`` into ``wi[1]`` (H in ``wf[2]``).  Returns their number.
+    ``n_elig`` by ``H_j`` into ``wi[DI_ELIG]`` (H in ``wf[DF_HSEL]``).  Returns their number.
     """
     nrk = max(n_routed, 1)
-    hsum_top = wf[0, : nrk * top_h].reshape((nrk, top_h))
-    hcnt = wi[0, :nrk]
+    hsum_top = wf[DF_HTOP, : nrk * top_h].reshape((nrk, top_h))
+    hcnt = wi[DI_HCNT, :nrk]
     for k in range(nrk):
         hcnt[k] = 0
         for a in range(top_h):
@@ -1253,7 +1289,7 @@ def eligible_branches(pool, n_pool, n_routed, top_h, n_elig, dm_r, dm_e, dm_n, w
                     emax = dm_e[d, s2]
             _top_insert(hsum_top[k], hcnt[k], top_h, emax)
             hcnt[k] += 1
-    h = wf[1, :nrk]
+    h = wf[DF_H, :nrk]
     n_valid = 0
     for k in range(nrk):
         h[k] = -np.inf
@@ -1266,7 +1302,7 @@ def eligible_branches(pool, n_pool, n_routed, top_h, n_elig, dm_r, dm_e, dm_n, w
             h[k] = s_ / c
             n_valid += 1
     ne = min(n_elig, n_valid)
-    return topk_pos(h, n_routed, ne, wi[1], wf[2], wf[3], wi[2])
+    return topk_pos(h, n_routed, ne, wi[DI_ELIG], wf[DF_HSEL], wf[DF_HEAP], wi[DI_HEAP])
 
 
 @kernel()
@@ -1285,21 +1321,21 @@ def _top_insert(top, cnt, top_h, e):
 def doc_branches(plain, n_pool, n_routed, ne, rel_doc, dm_r, dm_n, wi, wf):
     """Tabulate, per plain position, the relevance and the eligible branches of its document.
 
-    Per plain position a: its relevance ``relp = wf[5]``, the eligible branches of its
-    document ``eb = wi[4]`` (``ebn = wi[5]`` of them), ``used = wi[6]`` cleared.
+    Per plain position a: its relevance ``relp = wf[DF_REL]``, the eligible branches of its
+    document ``eb = wi[DI_EB]`` (``ebn = wi[DI_EBN]`` of them), ``used = wi[DI_USED]`` cleared.
     """
     nrk = max(n_routed, 1)
-    elig = wi[1]
-    elig_of = wi[3, :nrk]
+    elig = wi[DI_ELIG]
+    elig_of = wi[DI_ELIG_OF, :nrk]
     for k in range(nrk):
         elig_of[k] = -1
     for b in range(ne):
         elig_of[elig[b]] = b
     F = dm_r.shape[1]
-    relp = wf[5, :n_pool]
-    eb = wi[4, : n_pool * F].reshape((n_pool, F))
-    ebn = wi[5, :n_pool]
-    used = wi[6, :n_pool]
+    relp = wf[DF_REL, :n_pool]
+    eb = wi[DI_EB, : n_pool * F].reshape((n_pool, F))
+    ebn = wi[DI_EBN, :n_pool]
+    used = wi[DI_USED, :n_pool]
     for a in range(n_pool):
         d = plain[a]
         relp[a] = rel_doc[d]
@@ -1323,17 +1359,17 @@ def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, centres, ctab, wi, wf, out
     ``centres`` = (c_indptr, c_terms, c_vals, c_norm).
     """
     c_indptr, c_terms, c_vals, c_norm = centres
-    elig = wi[1]
+    elig = wi[DI_ELIG]
     nee = max(ne, 1)
-    cos = wf[4, : nee * nee].reshape((nee, nee))
-    have = wi[8, :nee]
+    cos = wf[DF_COS, : nee * nee].reshape((nee, nee))
+    have = wi[DI_HAVE, :nee]
     for b in range(ne):
         have[b] = 0
-    relp = wf[5, :n_pool]
-    eb = wi[4, : n_pool * F].reshape((n_pool, F))
-    ebn = wi[5, :n_pool]
-    used = wi[6, :n_pool]
-    sel = wi[7]  # S (may repeat)
+    relp = wf[DF_REL, :n_pool]
+    eb = wi[DI_EB, : n_pool * F].reshape((n_pool, F))
+    ebn = wi[DI_EBN, :n_pool]
+    used = wi[DI_USED, :n_pool]
+    sel = wi[DI_SEL]  # S (may repeat)
     ns = 0
     out_order[0] = plain[0]
     used[0] = 1
@@ -1347,7 +1383,7 @@ def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, centres, ctab, wi, wf, out
         ns += 1
         _cos_column(best_b, ne, rt, elig, c_indptr, c_terms, c_vals, c_norm, ctab, cos)
         have[best_b] = 1
-    dev = wf[6, :nee]
+    dev = wf[DF_DEV, :nee]
     first = 0
     last = n_pool - 1
     for rank in range(1, nd):
@@ -1448,13 +1484,13 @@ def best_remaining(first, last, ns, ne, lam_d, relp, used, eb, ebn, dev):
 def stage_outputs(npool, use_bm25, ws, out_doc, out_comp):
     """Write the first ranks of the final order and their components.
 
-    The first ``out_doc.shape[0]`` documents of the final order ``wi[2]`` and their
+    The first ``out_doc.shape[0]`` documents of the final order ``wi[WI_FINAL]`` and their
     components (tail, lexadj, sem, rare, relevance, lex1, bm25) in ``out_comp`` rows;
     returns their number.
     """
-    order, pp = ws.wi[2], ws.wi[12]
+    order, pp = ws.wi[WI_FINAL], ws.wi[WI_POS]
     wf = ws.wf
-    lex1p, lexadjp, semp, rarep, rel = wf[1], wf[2], wf[3], wf[4], wf[5]
+    lex1p, lexadjp, semp, rarep, rel = wf[WF_LEX1], wf[WF_LEXADJ], wf[WF_SEM], wf[WF_RARE], wf[WF_REL]
     tail, ulist, bval, z2 = ws.tail, ws.ulist, ws.bval, ws.z2
     # position -> pool index, through the z2 scratch
     for a in range(npool):
@@ -1465,13 +1501,13 @@ def stage_outputs(npool, use_bm25, ws, out_doc, out_comp):
         k = np.int64(z2[o])
         d = ulist[o]
         out_doc[a] = d
-        out_comp[0, a] = tail[o]
-        out_comp[1, a] = lexadjp[k]
-        out_comp[2, a] = semp[k]
-        out_comp[3, a] = rarep[k]
-        out_comp[4, a] = rel[k]
-        out_comp[5, a] = lex1p[k]
-        out_comp[6, a] = bval[d] if use_bm25 else 0.0
+        out_comp[C_TAIL, a] = tail[o]
+        out_comp[C_LEXADJ, a] = lexadjp[k]
+        out_comp[C_SEM, a] = semp[k]
+        out_comp[C_RARE, a] = rarep[k]
+        out_comp[C_REL, a] = rel[k]
+        out_comp[C_LEX1, a] = lex1p[k]
+        out_comp[C_BM25, a] = bval[d] if use_bm25 else 0.0
     return n_out
 
 
@@ -1548,7 +1584,7 @@ def chunk_work(c, sc, sizes, n_docs):
     (heap and pool-sized rows allocated once per call, not per query).
     """
     max_q, max_sem, n_rt, n_w = sizes
-    sval = sc.vf[c, 2]
+    sval = sc.vf[c, VF_SVAL]
     svs = np.empty(max_sem + 1, np.float64)
     qbits = np.zeros((sval.shape[0] >> 6) + 1, np.int64)
     rt = np.empty(n_rt, np.int64)
@@ -1556,46 +1592,46 @@ def chunk_work(c, sc, sizes, n_docs):
     powtab = np.empty(max_q + 1, np.float64)
     heap_v = np.empty(max(n_docs, n_rt) + 1, np.float64)
     heap_i = np.empty(max(n_docs, n_rt) + 1, np.int64)
-    wi = np.empty((13, n_w), np.int64)
-    wf = np.empty((15, n_w), np.float64)
+    wi = np.empty((N_WI, n_w), np.int64)
+    wf = np.empty((N_WF, n_w), np.float64)
     nf = sc.nf
     return SGRWork(
-        sc.vf[c, 0],
-        sc.mark[c],
-        sc.vi[c, 0],
-        sc.vf[c, 1],
-        sc.vi[c, 1],
-        sval,
-        sc.slot[c],
-        svs,
-        qbits,
-        rt,
-        rw,
-        sc.dp[c],
-        sc.ni[c, 2],
-        sc.ni[c, 1],
-        sc.dmr[c],
-        sc.dme[c],
-        nf[c, 0],
-        nf[c, 1],
-        nf[c, 2],
-        nf[c, 3],
-        nf[c, 4],
-        nf[c, 5],
-        nf[c, 6],
-        nf[c, 7],
-        nf[c, 8],
-        nf[c, 9],
-        sc.ni[c, 0],
-        nf[c, 10],
-        sc.ni[c, 3],
-        powtab,
-        heap_v,
-        heap_i,
-        wi,
-        wf,
-        sc.bt[c],
-        np.zeros((sval.shape[0] >> 6) + 1, np.int64),
+        qval=sc.vf[c, VF_QVAL],
+        mark=sc.mark[c],
+        rstamp=sc.vi[c, VI_RSTAMP],
+        rval=sc.vf[c, VF_RVAL],
+        rbuf=sc.vi[c, VI_RBUF],
+        sval=sval,
+        slot=sc.slot[c],
+        svs=svs,
+        qbits=qbits,
+        rt=rt,
+        rw=rw,
+        dp=sc.dp[c],
+        ulist=sc.ni[c, NI_ULIST],
+        dm_n=sc.ni[c, NI_DMN],
+        dm_r=sc.dmr[c],
+        dm_e=sc.dme[c],
+        esum=nf[c, NF_ESUM],
+        csum=nf[c, NF_CSUM],
+        tail=nf[c, NF_TAIL],
+        lex=nf[c, NF_LEX],
+        lexadj=nf[c, NF_LEXADJ],
+        sem=nf[c, NF_SEM],
+        rare=nf[c, NF_RARE],
+        z1=nf[c, NF_Z1],
+        z2=nf[c, NF_Z2],
+        pre=nf[c, NF_PRE],
+        bstamp=sc.ni[c, NI_BSTAMP],
+        bval=nf[c, NF_BVAL],
+        blist=sc.ni[c, NI_BLIST],
+        powtab=powtab,
+        heap_v=heap_v,
+        heap_i=heap_i,
+        wi=wi,
+        wf=wf,
+        btab=sc.bt[c],
+        cbits=np.zeros((sval.shape[0] >> 6) + 1, np.int64),
     )
 
 
@@ -1703,7 +1739,7 @@ def sgr_query_serial(
 def cap_scores_desc(out_doc, comp, out):
     """Cap the ``search`` scores to be strictly decreasing in rank.
 
-    ``search`` scores: the relevance ``comp[i, 4, c]`` as float32, capped to just
+    ``search`` scores: the relevance ``comp[i, C_REL, c]`` as float32, capped to just
     below the previous rank's score (strictly decreasing, so tools that re-sort by score
     keep the diversified order).  ``out`` float32 (nq, >= kk) pre-filled with -inf; ranks
     with ``out_doc < 0`` stay -inf.
@@ -1714,7 +1750,7 @@ def cap_scores_desc(out_doc, comp, out):
         for c in range(kk):
             if out_doc[i, c] < 0:
                 break
-            r = np.float32(comp[i, 4, c])
+            r = np.float32(comp[i, C_REL, c])
             if not np.isfinite(r):
                 out[i, c] = ninf
             elif c == 0:

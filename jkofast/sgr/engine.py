@@ -1,0 +1,290 @@
+"""The query path of SparseGeometricRetriever: derived tables, kernel parameters, scratch and the kernel call.
+
+:class:`QueryPath` is the part of :class:`jkofast.sgr.retriever.SparseGeometricRetriever` between
+an analysed query batch (CSR TF-IDF rows) and the kernels of :mod:`jkofast.kernels.sgr.query`:
+the tables derived from the index at fit and load (semantic neighbour lists, frequent-term
+bitsets), the capped :class:`~jkofast.kernels.sgr.query.SGRParams`, the per-chunk scratch reused
+across calls, and the dispatch to the parallel batch kernel or its serial twin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numba
+import numpy as np
+
+from jkofast._threads import numba_threads, resolve_threads
+from jkofast.kernels.sgr import build as kb
+from jkofast.kernels.sgr import query as kq
+from jkofast.sgr import layout
+
+__all__ = ["COMPONENTS", "SERIAL_BELOW", "QueryPath", "SGRPool", "new_scratch"]
+
+COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
+# float16 bits -> float32 (the c_w decode table of the default float16 reliability)
+H2F = np.arange(65_536, dtype=np.uint16).view(np.float16).astype(np.float32)
+SERIAL_BELOW = 16  # batches of fewer queries on one chunk run the serial twin (no parallel launch)
+RESCUE_MODES = {"auto": kq.RESCUE_AUTO, "scan": kq.RESCUE_SCAN, "postings": kq.RESCUE_POSTINGS}
+
+
+@dataclasses.dataclass
+class SGRPool:
+    """Top-P pools with their component scores (one row per query).
+
+    ``doc`` int64 (nq, P): corpus row positions in final rank order, padded with -1;
+    ``n`` int64 (nq,): pool size per query; each component (``tail``, ``lexadj``,
+    ``sem``, ``rare``, ``relevance``, ``lex1``, ``bm25``) is float64 (nq, P) aligned with
+    ``doc`` and NaN-padded; ``n_routed_docs`` |U| and ``n_routed_terms`` per query;
+    ``status`` int32 (0 ok, 3 empty query).
+    """
+
+    doc: np.ndarray
+    n: np.ndarray
+    tail: np.ndarray
+    lexadj: np.ndarray
+    sem: np.ndarray
+    rare: np.ndarray
+    relevance: np.ndarray
+    lex1: np.ndarray
+    bm25: np.ndarray
+    n_routed_docs: np.ndarray
+    n_routed_terms: np.ndarray
+    status: np.ndarray
+
+
+def new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) -> kq.SGRScratch:
+    """Allocate fresh query scratch of ``n_slabs`` chunk slabs.
+
+    Fresh query scratch of ``n_slabs`` chunk slabs (layout: ``jkofast.kernels.sgr.query.SGRScratch``):
+    stamps -1, everything else zero.
+    """
+    m, V, N, F = n_slabs, n_terms, n_docs, n_memberships
+    return kq.SGRScratch(
+        vi=np.full((m, kq.N_VI, V), -1, np.int64),
+        vf=np.zeros((m, kq.N_VF, V)),
+        mark=np.zeros((m, V), np.uint8),
+        dp=np.full((m, N, 2), -1, np.int64),
+        ni=np.full((m, kq.N_NI, N), -1, np.int64),
+        nf=np.zeros((m, kq.N_NF, N)),
+        dmr=np.zeros((m, N, F), np.int64),
+        dme=np.zeros((m, N, F)),
+        slot=np.zeros((m, V), np.uint16),
+        bt=np.full((m, V, 3), -1.0),
+    )
+
+
+class QueryPath:
+    """Query-path methods of :class:`jkofast.sgr.retriever.SparseGeometricRetriever` (a mixin).
+
+    Reads ``config``, ``_ix``, ``n_docs_``, ``n_terms_``, ``_lock`` and the caches the retriever's
+    constructor sets (``_scratch``, ``_gen``, ``_pa_cache``, ``_kix``, ``_entry``); the class using it
+    provides ``_make_vocab_table`` (the query-analysis table, rebuilt with the other derived tables).
+    """
+
+    def _make_semantic(self) -> None:
+        """Per-term semantic neighbour lists (``semantic_k`` of each A row)."""
+        self._kix = None
+        ix, cfg = self._ix, self.config
+        indptr, idx, val = ix["a_indptr"], ix["a_idx"], ix["a_val"]
+        V = indptr.shape[0] - 1
+        rows = np.repeat(np.arange(V), np.diff(indptr))
+        if cfg.semantic_neighbours == "lowest_term_id":
+            rank = np.arange(idx.shape[0]) - indptr[rows]
+            keep = rank < cfg.semantic_k
+            sel = np.flatnonzero(keep)
+        else:
+            order = np.lexsort((idx, -val.astype(np.float64), rows))
+            rank = np.arange(order.shape[0]) - indptr[rows[order]]
+            sel = np.sort(order[rank < cfg.semantic_k])  # back to (row, term id) order
+        cnt = np.bincount(rows[sel], minlength=V)
+        sem_indptr = np.zeros(V + 1, np.int64)
+        np.cumsum(cnt, out=sem_indptr[1:])
+        ix["sem_indptr"] = sem_indptr
+        ix["sem_idx"] = idx[sel].astype(layout.term_dtype(V))
+        ix["sem_val"] = val[sel].astype(np.float32)
+
+    def _make_query_layout(self) -> None:
+        """Derive the query-path tables at fit and load.
+
+        Document bitsets of the frequent terms (with postings only; not saved): a term gets a
+        row of ``ceil(N / 64)`` int64 words when ``32·df >= N``, i.e. when the bitset is no
+        larger than its int32 postings, so the extra memory is bounded by the postings.  The
+        query path tests a routed or pool document against such a term in O(1) instead of
+        streaming its postings (SciFact: 693 of 35,899 terms).  Without postings the rescue
+        scans the support and these tables are empty.
+        """
+        self._pa_cache = {}
+        self._kix = None
+        ix = self._ix
+        N = int(ix["dl"].shape[0])
+        V = int(ix["idf"].shape[0])
+        if self.config.postings:
+            t_indptr = ix["t_indptr"]
+            df = np.diff(t_indptr)
+            freq = (df > 0) & (32 * df >= N)
+            tb_row = np.full(V, -1, np.int64)
+            tb_row[freq] = np.arange(int(freq.sum()))
+            bits = np.zeros((max(int(freq.sum()), 1), (N + 63) // 64), np.int64)
+            kb.term_doc_bitsets(t_indptr, ix["t_docs"], tb_row, bits)
+        else:  # never read: the rescue scans the support
+            tb_row = np.full(1, -1, np.int64)
+            bits = np.zeros((1, 1), np.int64)
+        ix["tb_row"] = tb_row
+        ix["tb_bits"] = bits
+        ix["h2f"] = H2F if ix["c_w"].dtype == np.uint16 else np.zeros(0, np.float32)
+        dl = ix["dl"]
+        mean = float(np.asarray(dl).astype(np.float64).mean()) if dl.size else 0.0
+        self._avgdl = mean if mean > 0 else 1.0
+        self._make_vocab_table()
+
+    def _params(self, pool_size: int, q_indptr=None) -> kq.SGRParams:
+        """Query parameters of the batch kernel.
+
+        Count parameters are capped where a larger value cannot change a result (a pool holds at most N
+        documents, at most V terms are routed, diversity reaches at most the pool): the kernel sizes its
+        workspace by them, so an uncapped ``n_eligible = 10**6`` would ask for a 10**12-slot buffer inside the
+        kernel and ``gate_mult * P`` could overflow int64.  Every field is a Python float / int /
+        bool, so the kernel signature never changes with the values.
+        """
+        p = self.config
+        N, V = self.n_docs_, self.n_terms_
+        if not p.postings and (p.bm25_candidates > 0 or p.bm25_weight != 0 or p.bm25_rescue_weight != 0):
+            raise ValueError(
+                "the BM25 extension (bm25_candidates, bm25_weight, bm25_rescue_weight) reads the lexical "
+                "postings; this index was built with postings=False"
+            )
+        P = min(int(pool_size), N)
+        max_q = int(np.diff(q_indptr).max()) if q_indptr is not None and q_indptr.shape[0] > 1 else V
+        budget = min(p.route_budget, V)
+        n_routed = min(V, max_q + budget)  # the routed branches of one query
+        key = (P, n_routed)
+        hit = self._pa_cache.get(key)
+        if hit is not None:
+            return hit
+        prm = kq.SGRParams(
+            alpha=float(p.alpha),
+            budget=int(budget),
+            gamma=float(p.gamma),
+            lam_m=float(p.lam_m),
+            avgdl=float(self._avgdl),
+            bm25_candidates=int(min(p.bm25_candidates, N)),
+            bm25_k1=float(p.bm25_k1),
+            bm25_b=float(p.bm25_b),
+            w_bm25=float(p.bm25_weight),
+            w_bm25_rescue=float(p.bm25_rescue_weight),
+            tail_gate=bool(p.tail_gate),
+            gate_min=int(min(p.gate_min, N)),
+            gate_mult=int(min(p.gate_mult, N)),
+            rescue_mode=RESCUE_MODES[p.rescue_mode if p.postings else "scan"],
+            b_rescue=float(p.b_rescue),
+            b_final=float(p.b_final),
+            coord=float(p.coord_exp),
+            n_rare=int(min(p.n_rare, V)),
+            pool=int(P),
+            eta=float(p.eta),
+            w_tail=float(p.w_tail),
+            w_lex=float(p.w_lex),
+            w_sem=float(p.w_sem),
+            w_rare=float(p.w_rare),
+            n_elig=int(min(p.n_eligible, n_routed)),
+            top_h=int(min(p.top_h, P)),
+            n_div=int(min(p.n_diverse, P)),
+            lam_d=float(p.lam_d),
+            rel_tau=float(p.tau),
+            rel_beta=float(p.beta),
+            rel_f16=bool(p.reliability_float16),
+        )
+        if len(self._pa_cache) > 64:
+            self._pa_cache.clear()
+        self._pa_cache[key] = prm
+        return prm
+
+    def _index(self) -> kq.SGRIndex:
+        """Return the index arrays as the kernels' ``SGRIndex``.
+
+        The index arrays as the kernels' ``SGRIndex`` (rebuilt after ``_make_semantic`` /
+        ``_make_query_layout``, the only places that replace them).
+        """
+        if self._kix is None:
+            ix = dict(self._ix)
+            if "t_docs" not in ix:
+                ix["t_docs"] = np.zeros(0, np.int32)
+                ix["t_tf"] = np.zeros(0, np.float32)
+            self._kix = kq.SGRIndex(*(ix[name] for name in kq.SGRIndex._fields))
+            self._entry = {}
+        return self._kix
+
+    def _call(self, disp, args) -> None:
+        """Call a query kernel.
+
+        After the first call (compile or cache load) the compiled overload is called directly: the dispatcher's
+        type check of the ``SGRIndex`` (29 arrays) costs ~6 µs per call in Python, about 7 % of a one-query
+        search.  Safe while the argument types cannot change: the index bundle is the same object (``_entry`` is
+        reset whenever it is rebuilt), the scratch, parameters and outputs are built here with fixed types, and
+        the query arrays are checked below.
+        """
+        q_indptr, q_terms, q_vals = args[:3]
+        fixed = (
+            q_indptr.dtype == np.int64
+            and q_terms.dtype == np.int32
+            and q_vals.dtype == np.float32
+            and q_indptr.flags.c_contiguous
+            and q_terms.flags.c_contiguous
+            and q_vals.flags.c_contiguous
+            and q_indptr.flags.writeable
+            and q_terms.flags.writeable
+            and q_vals.flags.writeable
+        )
+        ep = self._entry.get(disp) if fixed else None
+        if ep is not None:
+            ep(*args)
+            return
+        disp(*args)
+        if fixed:
+            cres = disp.overloads.get(tuple(disp.typeof_pyval(a) for a in args))
+            if cres is not None:
+                self._entry[disp] = cres.entry_point
+
+    def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads, n_out=None):
+        """Run the batch kernel; outputs hold the first ``n_out`` (default P) ranks."""
+        nq = q_indptr.shape[0] - 1
+        P = pool_size
+        n_out = P if n_out is None else n_out
+        prm = self._params(P, q_indptr)
+        out = (
+            np.full((nq, n_out), -1, np.int64),
+            np.full((nq, kq.N_COMP, n_out), np.nan, np.float64),
+            np.zeros(nq, np.int64),
+            np.zeros((nq, 3), np.int64),
+            np.zeros(nq, np.int32),
+        )
+        n_chunks = max(1, min(nq, resolve_threads(n_threads)))
+        with self._lock:
+            sc = self._get_scratch(n_chunks)
+            gen_base = self._gen
+            self._gen += nq
+            args = (q_indptr, q_terms, q_vals, self._index(), prm, sc, n_chunks, gen_base, *out)
+            if n_chunks == 1 and nq < SERIAL_BELOW:
+                # a few queries on one chunk: the same code on the calling thread, no parallel
+                # launch and no thread-mask change (together ~10 µs per call)
+                self._call(kq.sgr_query_serial, args)
+            else:
+                # (one chunk included: the chunk body compiled inside the parallel kernel runs
+                # ~10 % faster per query than the serial twin, which pays off above a few queries)
+                with numba_threads(n_threads):
+                    self._call(kq.sgr_query_batch, args)
+        return out
+
+    def _get_scratch(self, n_chunks: int) -> kq.SGRScratch:
+        """Per-chunk query scratch, allocated once and reused across calls (SPEC B.12: no dense per-query zeroing).
+
+        Stamps start at -1; marks must stay all zero.
+        """
+        sc = getattr(self, "_scratch", None)
+        if sc is None or sc.vi.shape[0] < n_chunks:
+            m = max(n_chunks, int(numba.config.NUMBA_NUM_THREADS))
+            sc = new_scratch(m, self.n_terms_, self.n_docs_, self.config.n_memberships)
+            self._scratch = sc
+            self._gen = 0
+        return sc
