@@ -41,15 +41,16 @@ def run(args) -> int:
     """Run the study and print its table (exit status)."""
     import os
 
+    from jkofast._io import check_writable_dir
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
-    from jkofast.studies.common import StudyOptions, require_matplotlib, run_study
+    from jkofast.studies.common import StudyOptions, require_matplotlib, run_study, save_study
 
     resolve_threads(args.threads)
     if args.plot:
         require_matplotlib()
-    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ValueError(f"--out {args.out!r} exists and is not a folder")
+    if args.out or args.plot:  # before the study runs: a folder that cannot be written fails now
+        check_writable_dir(args.out or ".", "--out" if args.out else "the current folder (--plot)")
     if args.scores and not os.path.isfile(args.scores):
         raise ValueError(f"--scores {args.scores!r} is not a file")
     opts = StudyOptions(
@@ -61,6 +62,13 @@ def run(args) -> int:
         out=args.out,
         plot=args.plot,
     )
-    res = run_study(args.name, opts)
-    emit(res.summary(), args.json, res.table())
+    res = run_study(args.name, opts, save=False)
+    if args.json:  # the summary lists the written files; printed even when a write fails
+        try:
+            save_study(args.name, res, opts)
+        finally:
+            emit(res.summary(), True, "")
+    else:  # the table first, then the files: a failed write never loses the table
+        emit(res.summary(), False, res.table())
+        save_study(args.name, res, opts)
     return 0

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from jkofast._io import atomic_write_json, atomic_write_text
+from jkofast._io import atomic_write_json, atomic_write_text, check_writable_dir
 from jkofast._validation import check_int
 from jkofast.datasets.beir import load_dataset
 from jkofast.eval.metrics import bootstrap_ci
@@ -39,6 +39,7 @@ __all__ = [
     "pool_inputs",
     "require_matplotlib",
     "run_study",
+    "save_study",
     "study_inputs",
     "topk_metrics",
 ]
@@ -460,33 +461,60 @@ def require_matplotlib():
     return plt
 
 
-def run_study(name: str, opts: StudyOptions | None = None) -> StudyResult:
+def run_study(name: str, opts: StudyOptions | None = None, *, save: bool = True) -> StudyResult:
     """Run the registered study ``name`` (see :data:`STUDIES`) and return its result.
 
     With ``opts.plot`` the study module's ``plot(result, out_dir)`` writes its figures into
-    ``opts.out`` (default: the current folder) and returns their file names.
+    ``opts.out`` (default: the current folder) and returns their file names; with ``opts.out``
+    the result is written there (:meth:`StudyResult.write`).  The output folder is checked
+    writable before the study runs.  ``save=False`` leaves both to :func:`save_study` (the CLI
+    prints the table first, so a failed write never loses it).
 
     Raises
     ------
     ValueError
-        An unknown study name; ``plot`` without matplotlib (before any work).
+        An unknown study name; ``plot`` without matplotlib; an output folder that cannot be
+        created or written (all before any work).
     """
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose from {', '.join(sorted(STUDIES))}")
     opts = opts or StudyOptions()
     if opts.plot:
         require_matplotlib()
+    if opts.out or opts.plot:
+        check_writable_dir(opts.out or ".", "out")
     mod, fn = STUDIES[name][0].split(":")
     module = importlib.import_module(mod)
     t0 = time.perf_counter()
     res = getattr(module, fn)(opts)
     res.wall_s = time.perf_counter() - t0
-    if opts.plot and hasattr(module, "plot"):
-        out_dir = opts.out or "."
-        os.makedirs(out_dir, exist_ok=True)
-        res.figures = list(module.plot(res, out_dir))
-    elif opts.plot and name != "report":  # the report gathers the figures of the studies it runs
-        res.notes.append(f"study {name} has no figures")
-    if opts.out:
-        res.write(opts.out)
+    if save:
+        save_study(name, res, opts)
     return res
+
+
+def save_study(name: str, res: StudyResult, opts: StudyOptions) -> list[str]:
+    """Write the figures (``opts.plot``) and the result files (``opts.out``) of a finished study; return the paths.
+
+    Raises
+    ------
+    ValueError
+        A file that cannot be written, named (no partial file is left: every write is atomic).
+    """
+    written: list[str] = []
+    module = importlib.import_module(STUDIES[name][0].split(":")[0])
+    try:
+        if opts.plot and hasattr(module, "plot"):
+            out_dir = opts.out or "."
+            os.makedirs(out_dir, exist_ok=True)
+            res.figures = list(module.plot(res, out_dir))
+            written += [os.path.join(out_dir, f) for f in res.figures]
+        elif opts.plot and name != "report":  # the report gathers the figures of the studies it runs
+            res.notes.append(f"study {name} has no figures")
+        if opts.out:
+            written += res.write(opts.out)
+    except OSError as exc:
+        raise ValueError(
+            f"could not write the study's output: {exc.filename or opts.out}: {exc.strerror or exc}"
+        ) from None
+    return written

@@ -66,6 +66,44 @@ def test_study_cli_out_must_be_a_folder(tmp_path, capsys):
     assert "is not a folder" in capsys.readouterr().err
 
 
+def _no_work(opts):
+    raise AssertionError("the study ran before its output folder was checked")
+
+
+@pytest.mark.parametrize("out", ["/proc/no-such-folder", "/proc/x/y"])
+def test_study_cli_unwritable_out_fails_before_work(monkeypatch, capsys, out):
+    """--out that cannot be created was found only after the whole study (108 s), and the table was lost."""
+    import jkofast.studies.bw_sweep as bw
+
+    monkeypatch.setattr(bw, "study", _no_work)
+    assert main(["study", "bw-sweep", "--quick", "--out", out]) == 2
+    assert "--out: cannot" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_study_cli_prints_the_result_even_when_a_write_fails(tmp_path, monkeypatch, capsys, as_json):
+    import jkofast.studies.bw_sweep as bw
+    from jkofast.studies.common import StudyResult
+
+    def canned(opts):
+        row = method_row("canned-method", {"ndcg": np.array([0.5, 1.0, 0.0]), "recall": np.ones(3)}, 1.0)
+        return StudyResult("bw-sweep", "scifact", 3, [row], notes=["canned"])
+
+    def full_disk(self, out_dir):
+        raise OSError(28, "No space left on device", str(tmp_path / "out" / "bw-sweep.json"))
+
+    monkeypatch.setattr(bw, "study", canned)
+    monkeypatch.setattr(StudyResult, "write", full_disk)
+    argv = ["study", "bw-sweep", "--quick", "--out", str(tmp_path / "out"), *(["--json"] if as_json else [])]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert "bw-sweep.json" in cap.err and "No space left on device" in cap.err
+    if as_json:
+        assert json.loads(cap.out)["rows"][0]["method"] == "canned-method"
+    else:
+        assert "canned-method" in cap.out
+
+
 def test_registry_and_unknown_study():
     assert {"dual-rank", "mr-jko", "nm-jko", "bw-sweep"} <= set(STUDIES)
     with pytest.raises(ValueError, match="unknown study 'x'"):
