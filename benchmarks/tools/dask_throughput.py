@@ -70,7 +70,7 @@ def client_share(a) -> dict:
     """Seconds per query of the client's parse + pack, and MB/s of the concatenation of parts."""
     sys.path.insert(0, ROOT)
     from jkofast.eval.runio import atomic_open, iter_chunks
-    from jkofast.jko.stream import pack_chunk
+    from jkofast.distributed.tasks import pack_chunk
 
     run = os.path.join(a.dir, "run.trec")
     t0 = time.perf_counter()

@@ -20,7 +20,8 @@ class Progress:
 
     With a ``total``: ``label: done/total (rate/s)``, redrawn at most every ``every_s`` seconds
     and at the end.  With ``total=None`` (a stream of unknown length): ``label: done unit
-    (rate/s)``, and :meth:`close` draws the final count.
+    (rate/s)``.  The line is redrawn in place only on a terminal; :meth:`close` ends it with the
+    final count and a newline, so stderr sent to a file holds that one final line.
     """
 
     def __init__(self, total: int | None, label: str, enabled: bool = True, every_s: float = 0.5, unit: str = ""):
@@ -28,6 +29,7 @@ class Progress:
         self.done = 0
         self.t0 = time.perf_counter()
         self._last = 0.0
+        self._tty = sys.stderr.isatty()
 
     def start(self) -> None:
         """Restart the clock (the work begins now)."""
@@ -43,14 +45,19 @@ class Progress:
         """Count ``n`` more items done."""
         self.done += n
         now = time.perf_counter()
-        if self.enabled and (now - self._last >= self.every_s or (self.total is not None and self.done >= self.total)):
+        if (
+            self.enabled
+            and self._tty
+            and (now - self._last >= self.every_s or (self.total is not None and self.done >= self.total))
+        ):
             self._last = now
             print(self._line(now), end="", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        """End the line (drawing the final count of a stream)."""
+        """Draw the final count and end the line."""
         if self.enabled:
-            print(self._line(time.perf_counter()) if self.total is None else "", file=sys.stderr, flush=True)
+            line = self._line(time.perf_counter())
+            print(line if self._tty else line[1:], file=sys.stderr, flush=True)
 
 
 def emit(obj, as_json: bool, text: str | None = None) -> None:

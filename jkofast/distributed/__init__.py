@@ -6,4 +6,4 @@ imports none of them, and none of them imports Dask before it is used.
 
 from jkofast._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, ["cluster", "rerank", "search"])
+__getattr__, __dir__, __all__ = lazy_exports(__name__, ["cluster", "rerank", "search", "tasks"])

@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import sys
 import time
+from collections.abc import Callable
+
+import jkofast
 
 __all__ = [
     "DaskUnavailableError",
@@ -27,6 +32,7 @@ __all__ = [
     "dask_config_for_workers",
     "parse_scheduler",
     "require_dask",
+    "worker_name",
     "worker_versions",
 ]
 
@@ -89,10 +95,8 @@ def parse_scheduler(spec: str) -> tuple[str, object]:
 
 def worker_versions() -> dict:
     """Return the versions that decide a chunk's bytes: jkofast, Numba, NumPy, Python (run on each worker)."""
-    import numba
+    import numba  # here, not at import: this module stays light for the command line's parsers
     import numpy
-
-    import jkofast
 
     return {
         "jkofast": jkofast.__version__,
@@ -133,11 +137,14 @@ def check_workers(client, expected: dict | None = None) -> dict:
     return found
 
 
-def _warm_worker() -> None:
-    """Compile / load the rerank kernels on a worker before the clock of the job starts."""
-    from jkofast.jko.stream import _warm_needed
+def worker_name() -> str:
+    """Return this Dask worker's address, or ``host:pid`` outside a worker."""
+    try:
+        from distributed import get_worker
 
-    _warm_needed(lambda msg: None)
+        return get_worker().address
+    except (ImportError, ValueError):  # not inside a Dask worker
+        return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def dask_config_for_workers():
@@ -158,7 +165,7 @@ def dask_config_for_workers():
 
 
 @contextlib.contextmanager
-def dask_client(scheduler: str, *, timeout: float = 10.0, warm: bool = True):
+def dask_client(scheduler: str, *, timeout: float = 10.0, warm: Callable[[], None] | None = None):
     """Yield a checked ``dask.distributed.Client`` for ``scheduler`` (closed, with its local cluster, on exit).
 
     Parameters
@@ -167,9 +174,10 @@ def dask_client(scheduler: str, *, timeout: float = 10.0, warm: bool = True):
         ``tcp://host:port`` or ``local:N`` (see :func:`parse_scheduler`).
     timeout : float
         Seconds to reach the scheduler and to wait for its first worker.
-    warm : bool
-        Load the rerank kernels on every worker up front (from the Numba cache the workers inherit
-        through ``NUMBA_CACHE_DIR``; for ``local:N`` this process compiles them into it first).
+    warm : callable, optional
+        Run on every worker up front, e.g. to load a job's kernels (from the Numba cache the
+        workers inherit through ``NUMBA_CACHE_DIR``; for ``local:N`` this process runs it first,
+        compiling the kernels into that cache once instead of in every worker at the same time).
 
     Raises
     ------
@@ -186,7 +194,7 @@ def dask_client(scheduler: str, *, timeout: float = 10.0, warm: bool = True):
     with contextlib.ExitStack() as stack:
         if kind == "local":
             if warm:  # fill the Numba cache here first: N workers then load it instead of all compiling at once
-                _warm_worker()
+                warm()
             with dask_config_for_workers():
                 cluster = distributed.LocalCluster(
                     n_workers=value,
@@ -214,7 +222,7 @@ def dask_client(scheduler: str, *, timeout: float = 10.0, warm: bool = True):
             raise ValueError(f"the Dask scheduler at {address} has no workers (waited {timeout:g} s)") from exc
         check_workers(client)
         if warm:
-            client.run(_warm_worker)
+            client.run(warm)
         yield client
 
 
@@ -236,6 +244,8 @@ class DistributedProgress:
     """Progress line of a client run on stderr: ``done/total queries, q/s, ETA`` (silent when disabled).
 
     ``total`` may be unknown (``None``) or grow (:meth:`set_total`); the ETA is shown once it is known.
+    The line is redrawn in place only on a terminal; :meth:`close` ends it with the final count
+    and a newline, so stderr sent to a file holds that one final line.
     """
 
     def __init__(self, label: str, total: int | None = None, enabled: bool = True, every_s: float = 1.0):
@@ -243,6 +253,7 @@ class DistributedProgress:
         self.done = 0
         self.t0 = time.perf_counter()
         self._last = 0.0
+        self._tty = sys.stderr.isatty()
 
     def start(self) -> None:
         """Restart the clock (the work begins now)."""
@@ -266,7 +277,7 @@ class DistributedProgress:
         """Count ``n`` more queries done."""
         self.done += n
         now = time.perf_counter()
-        if self.enabled and now - self._last >= self.every_s:
+        if self.enabled and self._tty and now - self._last >= self.every_s:
             self._last = now
             print("\r" + self.line(), end="", file=sys.stderr, flush=True)
 
@@ -274,4 +285,4 @@ class DistributedProgress:
         """Draw the final line (the job is done: the total is what was done) and end it."""
         self.total = self.done
         if self.enabled:
-            print("\r" + self.line(), file=sys.stderr, flush=True)
+            print(("\r" if self._tty else "") + self.line(), file=sys.stderr, flush=True)

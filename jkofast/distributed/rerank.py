@@ -1,6 +1,7 @@
 """Batch JKO-RAG reranking on Dask: the ``jkofast rerank --dask`` job and a per-partition function.
 
-:func:`rerank_on_dask` is :func:`jkofast.jko.stream.rerank_stream` with a client: the client
+:func:`rerank_on_dask` is :func:`jkofast.jko.stream.rerank_stream` on a cluster
+(:class:`~jkofast.distributed.tasks.ClientStages`): the client
 parses the pool file into the single-machine job's chunks (same chunking, same malformed-line
 and split-query reports, same score stream), each chunk is a task that prepares, solves and
 writes its part atomically into ``OUT.parts/`` on a worker (geometry loaded once per worker,
@@ -15,12 +16,13 @@ Example (a cluster started with ``dask scheduler`` and ``dask worker tcp://10.0.
 on each machine; the files on a shared filesystem)::
 
     from dask.distributed import Client
-    from jkofast.jko.stream import RerankOptions, rerank_stream
+    from jkofast.distributed.rerank import rerank_on_dask
+    from jkofast.jko.stream import RerankOptions
 
     opts = RerankOptions(pools="run.trec", out="reranked.trec", embeddings="E.npy", ids="ids.txt",
                          config="tuned", chunk_size=1000, threads=1)  # threads: Numba threads per worker
     with Client("tcp://10.0.0.5:8786") as client:
-        summary = rerank_stream(opts, client=client)
+        summary = rerank_on_dask(opts, client)
     print(summary.queries_per_s, summary.workers)  # worker -> queries, chunks, peak RSS (MB)
 
     import dask.bag as db                                            # one query-aligned shard per file
@@ -36,6 +38,11 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
+
+from jkofast.distributed.cluster import check_workers, dask_client
+from jkofast.distributed.tasks import ClientStages, rerank_chunk
+from jkofast.eval.runio import iter_chunks
+from jkofast.jko.stream import RerankOptions, check_options, rerank_stream, resolve_config, warm_rerank_kernels
 
 __all__ = ["count_queries", "rerank_on_dask", "rerank_partition"]
 
@@ -77,6 +84,9 @@ def rerank_on_dask(
 ):
     """Run a rerank job on Dask; return its :class:`~jkofast.jko.stream.RerankSummary`.
 
+    A named operating point runs on ``grad="implicit"`` as on one machine; ``opts.grad="unrolled"``
+    selects the published path.
+
     Parameters
     ----------
     opts : RerankOptions
@@ -99,12 +109,9 @@ def rerank_on_dask(
     RuntimeError
         A chunk failed on the cluster; the finished parts are kept for a resume.
     """
-    from jkofast.distributed.cluster import check_workers, dask_client
-    from jkofast.jko.stream import _check, rerank_stream
-
     if opts.threads is None:
         opts = dataclasses.replace(opts, threads=1)
-    _check(opts)  # settings are refused before the cluster starts
+    check_options(opts)  # settings are refused before the cluster starts
     tick = None
     if progress is not None:
         threading.Thread(target=lambda: progress.set_total(count_queries(opts.pools)), daemon=True).start()
@@ -117,9 +124,14 @@ def rerank_on_dask(
 
     if not isinstance(scheduler, str):
         check_workers(scheduler)
-        return rerank_stream(opts, report=report, progress=tick, client=scheduler)
-    with dask_client(scheduler, timeout=timeout) as client:
-        return rerank_stream(opts, report=report, progress=tick, client=client)
+        return rerank_stream(opts, report=report, progress=tick, stages=ClientStages(scheduler))
+    with dask_client(scheduler, timeout=timeout, warm=_warm_worker) as client:
+        return rerank_stream(opts, report=report, progress=tick, stages=ClientStages(client))
+
+
+def _warm_worker() -> None:
+    """Compile / load the rerank kernels on a worker before the clock of the job starts."""
+    warm_rerank_kernels(lambda msg: None)
 
 
 def rerank_partition(
@@ -159,9 +171,6 @@ def rerank_partition(
     list of str
         Output lines, each ending with a line feed.
     """
-    from jkofast.eval.runio import iter_chunks
-    from jkofast.jko.stream import RerankOptions, _check, _resolve_config, rerank_chunk
-
     say = report or (lambda msg: None)
     with tempfile.TemporaryDirectory(prefix="jkofast-part-") as tmp:
         path = os.path.join(tmp, "part.trec")
@@ -178,8 +187,8 @@ def rerank_partition(
             tag=tag,
             threads=threads,
         )
-        _check(opts)
-        cfg = _resolve_config(opts)
+        check_options(opts)
+        cfg = resolve_config(opts)
         out: list[str] = []
         for chunk in iter_chunks(path, opts.chunk_size, lambda ln, msg: say(f"partition line {ln}: {msg}")):
             text = rerank_chunk(opts, cfg, chunk, None, say)[0]

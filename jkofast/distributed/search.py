@@ -12,10 +12,12 @@ thread count).
 from __future__ import annotations
 
 import os
+import resource
 import threading
 
 import numpy as np
 
+from jkofast.distributed.cluster import worker_name
 from jkofast.pools.retrievers import load_retriever
 
 __all__ = ["cached_retriever", "index_info", "search_chunk_task", "search_on_dask"]
@@ -61,14 +63,10 @@ def search_chunk_task(path: str, method: str, texts: list, k: int, threads: int 
 
     Returns ``(indices int64 (n, k), scores float32 (n, k), worker, peak RSS in MB)``.
     """
-    import resource
-
-    from jkofast.jko.stream import _worker_name
-
     with _LOCK:
         retr = cached_retriever(path, method)
         idx, sc = retr.search(texts, k, n_threads=threads)
-    return idx, sc, _worker_name(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return idx, sc, worker_name(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def search_on_dask(

@@ -37,7 +37,7 @@ from jkofast import _status
 from jkofast._numba import register_warmup
 from jkofast._validation import as_float_array, check_int, check_positive
 from jkofast.jko import solver as _jko
-from jkofast.jko.solver import JKOConfig
+from jkofast.jko.config import JKOConfig, resolve_config
 from jkofast.kernels.ot import fixed as _kf
 from jkofast.kernels.ot import sinkhorn_backward as _kb
 
@@ -91,9 +91,9 @@ def _cfg(cfg) -> JKOConfig:
         fields = {k: _scalar(v, f"cfg.{k}") for k, v in vars(cfg).items()}
         if any(fields[k] is not v for k, v in vars(cfg).items()):
             cfg = JKOConfig(**fields)
-        return _jko._resolve_config(cfg)
+        return resolve_config(cfg)
     if isinstance(cfg, str):
-        return _jko._resolve_config(cfg)
+        return resolve_config(cfg)
     # a published JKOConfig (or any object with the same attribute names)
     names = [k for k in vars(JKOConfig()) if hasattr(cfg, k)]
     if not names:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jkofast import _status
+from jkofast._io import atomic_open
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import QueryRejects, as_float_array, check_offsets, segment_any
@@ -291,8 +292,6 @@ def write_confidence_file(path, query_ids, conf) -> str:
     ValueError
         ``path`` is a folder, or its parent folder does not exist.
     """
-    from jkofast.eval.runio import atomic_open
-
     path = os.fspath(path)
     if os.path.isdir(path):
         raise ValueError(f"confidence file path {path!r} is a folder; give a file name")

@@ -56,7 +56,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jkofast._status import ConvergenceWarning
 from jkofast._validation import as_float_array, check_int, check_positive
+from jkofast.jko.config import resolve_config
+from jkofast.ot.sinkhorn import sinkhorn_log
 
 __all__ = [
     "StepSolution",
@@ -161,9 +164,6 @@ def ot_duals(p, q, C, eps: float, warm_start=None, *, tol: float = 1e-14, max_ne
     Jacobian with rows scaled by the marginals, gauge ``Σ δg = 0``) until both hold to ``tol``
     (L∞, i.e. relative accuracy per entry). Returns ``(f, g, err)``.
     """
-    from jkofast._status import ConvergenceWarning
-    from jkofast.ot.sinkhorn import sinkhorn_log
-
     m = p.shape[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -305,9 +305,7 @@ def _check_inputs(E, q, C, K):
 
 
 def _config(cfg):
-    from jkofast.jko.solver import _resolve_config
-
-    cfg = _resolve_config(cfg)
+    cfg = resolve_config(cfg)
     if cfg.mode not in _MODES:
         raise ValueError(f"linear response supports mode in {_MODES}, got {cfg.mode!r}")
     if cfg.mode == "wasserstein" and cfg.objective != "entropic":

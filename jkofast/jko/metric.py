@@ -44,6 +44,7 @@ import time
 import numpy as np
 
 from jkofast import _codes, _status
+from jkofast._io import atomic_save_npz
 from jkofast._numba import register_warmup
 from jkofast._validation import as_float_array, check_int, check_offsets, check_positive
 from jkofast.kernels.jko import metric as _k
@@ -429,9 +430,8 @@ def save_metric(metric, path) -> str:
         raise ValueError(f"path {path!r} is a folder; give a file name such as nm_jko_W.npz")
     if not path.endswith(".npz"):
         path += ".npz"
-    tmp = path + ".tmp.npz"
-    np.savez(
-        tmp,
+    atomic_save_npz(
+        path,
         format=np.array(FORMAT),
         version=np.array(FORMAT_VERSION),
         W=W,
@@ -445,7 +445,6 @@ def save_metric(metric, path) -> str:
         train_seconds=np.array(float(metric.train_seconds)),
         train_cpu_seconds=np.array(float(metric.train_cpu_seconds)),
     )
-    os.replace(tmp, path)
     return path
 
 

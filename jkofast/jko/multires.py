@@ -201,6 +201,36 @@ def _warn_capped(diag: np.ndarray) -> None:
         )
 
 
+def _check_counts(G, G_keep, max_lloyd, clustering, sam_beta) -> tuple:
+    """Return the checked ``(G, G_keep, max_lloyd, beta)`` of :func:`multires_rerank`."""
+    G = check_int(G, "G", min_value=1)
+    G_keep = check_int(G_keep, "G_keep", min_value=1)
+    max_lloyd = check_int(max_lloyd, "max_lloyd", min_value=1)
+    if clustering not in CLUSTERINGS:
+        raise ValueError(f"clustering must be one of {list(CLUSTERINGS)}, got {clustering!r}")
+    return G, G_keep, max_lloyd, _check_beta(sam_beta)
+
+
+def _reject_bad_pools(r: np.ndarray, Z: np.ndarray, off: np.ndarray) -> tuple:
+    """Return ``(status, errors)`` with the empty pools and the pools with NaN/inf relevance or rows rejected."""
+    rj = QueryRejects(off.shape[0] - 1)
+    rj.reject(np.diff(off) == 0, _status.EMPTY, "empty pool")
+    rj.reject(segment_any(~np.isfinite(r), off), _status.BAD_INPUT, "rel contains NaN or inf")
+    rj.reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT, "embeddings contain NaN or inf")
+    return rj.status, rj.errors
+
+
+def _clear_failed(out, off: np.ndarray, errors: dict) -> None:
+    """Give every failed pool its message, NaN ``p`` and empty pool, info and counts."""
+    status = out.status
+    for q in np.flatnonzero(status != 0):
+        errors.setdefault(int(q), _status.MESSAGES.get(int(status[q]), f"status {status[q]}"))
+        out.p[off[q] : off[q + 1]] = np.nan
+        out.in_pool[off[q] : off[q + 1]] = False
+        out.info[q] = 0
+        out.diag[q] = 0
+
+
 def multires_rerank(
     rel,
     offsets,
@@ -297,12 +327,7 @@ def multires_rerank(
     >>> bool(res.status[0] == 0), round(float(res.p.sum()), 9), bool(np.all(res.p[~res.in_pool] == 0))
     (True, 1.0, True)
     """
-    G = check_int(G, "G", min_value=1)
-    G_keep = check_int(G_keep, "G_keep", min_value=1)
-    max_lloyd = check_int(max_lloyd, "max_lloyd", min_value=1)
-    if clustering not in CLUSTERINGS:
-        raise ValueError(f"clustering must be one of {list(CLUSTERINGS)}, got {clustering!r}")
-    beta = _check_beta(sam_beta)
+    G, G_keep, max_lloyd, beta = _check_counts(G, G_keep, max_lloyd, clustering, sam_beta)
     cc = _check_config(coarse_config() if coarse is None else coarse, "coarse")
     cf = _check_config(fine_config() if fine is None else fine, "fine")
     r = as_float_array(rel, "rel", dtype=np.float64, ndim=1, allow_empty=True, finite=False)
@@ -310,26 +335,15 @@ def multires_rerank(
     off = check_offsets([0, n] if offsets is None else offsets, n)
     Z = _embeddings(embeddings, n, bool(normalise))
     nq = off.shape[0] - 1
-    rj = QueryRejects(nq)
-    status, errors, reject = rj.status, rj.errors, rj.reject
-
-    sizes = np.diff(off)
-    reject(sizes == 0, _status.EMPTY, "empty pool")
-    reject(segment_any(~np.isfinite(r), off), _status.BAD_INPUT, "rel contains NaN or inf")
-    reject(segment_any(~np.isfinite(Z).all(axis=1), off), _status.BAD_INPUT, "embeddings contain NaN or inf")
-    init, init_off = _initial_rows_batch(sizes, G, status)
+    status, errors = _reject_bad_pools(r, Z, off)
+    init, init_off = _initial_rows_batch(np.diff(off), G, status)
     mp = _k.MRParams(G_keep, clustering == "sam", beta, max_lloyd, bool(normalise), float(cc.tau0), float(cf.tau0))
     out = _k.MROutputs(
         np.zeros(n), np.zeros(n, np.bool_), np.zeros((nq, 2), np.int64), np.zeros((nq, 2), np.int64), status
     )
     with numba_threads(n_threads):
         _k.multires_pools(Z, r, off, init, init_off, mp, cc._params(), cf._params(), out)
-    for q in np.flatnonzero(status != 0):
-        errors.setdefault(int(q), _status.MESSAGES.get(int(status[q]), f"status {status[q]}"))
-        out.p[off[q] : off[q + 1]] = np.nan
-        out.in_pool[off[q] : off[q + 1]] = False
-        out.info[q] = 0
-        out.diag[q] = 0
+    _clear_failed(out, off, errors)
     if warn_unconverged:
         _warn_capped(out.diag)
     return MultiresResult(

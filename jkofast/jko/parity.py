@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from jkofast.jko.solver import JKOConfig, run_jko, run_jko_with_duals
+
 __all__ = ["fixture_pool", "parity_report"]
 
 
@@ -92,8 +94,6 @@ def parity_report(
     ValueError
         ``queries < 1``, an unknown configuration key or ``dtype``.
     """
-    from jkofast.jko.solver import JKOConfig, run_jko, run_jko_with_duals
-
     dtype = JKOConfig(dtype=dtype).dtype  # checked (and normalised) before any work
 
     if queries < 1:

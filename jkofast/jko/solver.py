@@ -26,10 +26,10 @@ about twice as fast (``tests/jko/test_float32.py``).
 
 from __future__ import annotations
 
-import dataclasses
 import numbers
 import warnings
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,8 +39,8 @@ from jkofast._threads import numba_threads
 from jkofast._validation import (
     QueryIndexError,
     QueryRejects,
+    as_csr,
     as_float_array,
-    check_int,
     check_offsets,
     check_positive,
     check_same_length,
@@ -49,8 +49,20 @@ from jkofast._validation import (
     rescale_rows_dense,
     segment_any,
 )
+from jkofast.jko.config import (
+    DTYPES,
+    GRADS,
+    MODES,
+    OBJECTIVES,
+    JKOConfig,
+    batch_config,
+    gradient_path,
+    operating_point,
+    resolve_config,
+)
 from jkofast.kernels.jko import geometry as _geo
 from jkofast.kernels.jko import solver as _k
+from jkofast.selection import topk
 
 __all__ = [
     "DTYPES",
@@ -68,199 +80,6 @@ __all__ = [
     "run_jko",
     "run_jko_with_duals",
 ]
-
-MODES = {"wasserstein": _k.MODE_W, "kl": _k.MODE_KL, "noproximal": _k.MODE_NOPROX, "bregman": _k.MODE_BREGMAN}
-GRADS = {"unrolled": _k.GRAD_UNROLLED, "implicit": _k.GRAD_IMPLICIT}
-OBJECTIVES = {"transport": _k.OBJ_TRANSPORT, "entropic": _k.OBJ_ENTROPIC}
-DTYPES = ("float64", "float32")
-
-
-@dataclass
-class JKOConfig:
-    """Parameters of the JKO flow (names as the published ``JKOConfig``; SPEC A.4.1).
-
-    Attributes
-    ----------
-    h, lam, rho, sinkhorn_eps : float
-        Step size h, entropy weight λ, redundancy weight ρ, Sinkhorn ε.
-    sinkhorn_iter, sinkhorn_iter_grad : int
-        Update pairs per Sinkhorn call and how many of the last ones are differentiated
-        (``grad="unrolled"``; also the iteration count of the dual read-out).
-    inner_steps, inner_lr, T : int, float, int
-        Adam steps per outer step, Adam learning rate, number of outer steps.
-    mode : {"wasserstein", "kl", "noproximal", "bregman"}
-    alpha_prox : float
-        Weight of the transport part in ``bregman`` (clamped to [0, 1]).
-    objective : {"transport", "entropic"}
-    grad : {"unrolled", "implicit"}
-    tol : float or None
-        Row-marginal L1 tolerance of the converged Sinkhorn solves (``implicit`` /
-        ``entropic``); None means 1e-5 for ``implicit`` (plus ``tol_step``) and 1e-6 for
-        ``entropic`` (the gradient uses the plan's own marginals, so a loose tolerance
-        shifts it by O(tol) only). ``implicit`` with tol and cg_tol >= 1e-5 stores the
-        Gibbs kernels in float32 (float32 sums, half the bytes per matvec) when
-        max/min Kg <= e^60; tighter tolerances use float64.
-    tau0 : float
-        Temperature τ0 of the default initial distribution ``p0 = softmax(-E/τ0)``.
-    sinkhorn_max_iter, cg_tol, cg_max_iter
-        Limits of the converged solves (pairs per solve, CG tolerance relative to the
-        row costs of Π ⊙ C, CG steps).
-    tol_step : float
-        ``grad="implicit"`` with ``tol=None``: each inner step's Sinkhorn tolerance is
-        ``max(1e-5, tol_step * |p - p_prev|_1)`` (warm-started duals only need to be
-        accurate relative to how far p moved; 0 = fixed tolerance). Ignored when ``tol``
-        is given.
-    newton_every : int
-        ``grad="implicit"``: a Newton step on the duals after every this many Sinkhorn pairs
-        that did not reach ``tol`` (0 = plain Sinkhorn).
-    dtype : {"float64", "float32"}
-        Precision of the unrolled path's Gibbs operators. ``"float32"``: ``Kg``, ``Kg ⊙ C``
-        and their transposes stored in float32 and every Sinkhorn / adjoint matvec summed in
-        float32 (as the published solver computes), the scalings, the loss and the adjoint
-        accumulations in float64 — about twice as fast, within the parity bar of the
-        published solver (``tests/jko/test_float32.py``). A pool whose Gibbs kernel leaves
-        the float32 range (``(max C - min C)/ε > 60``) and any inner step whose float32
-        scalings underflow run in float64. No effect on ``grad="implicit"`` (float32
-        operators there follow ``tol``) or ``objective="entropic"``. Numpy dtypes are
-        accepted (``np.float32``).
-    """
-
-    h: float = 0.5
-    lam: float = 0.05
-    rho: float = 0.05
-    sinkhorn_eps: float = 0.1
-    sinkhorn_iter: int = 60
-    sinkhorn_iter_grad: int = 8
-    inner_steps: int = 25
-    inner_lr: float = 0.1
-    T: int = 3
-    mode: str = "wasserstein"
-    alpha_prox: float = 0.5
-    objective: str = "transport"
-    grad: str = "unrolled"
-    tol: float | None = None
-    tau0: float = 0.1
-    sinkhorn_max_iter: int = 1000
-    cg_tol: float = 1e-3
-    tol_step: float = 0.1
-    cg_max_iter: int = 200
-    newton_every: int = 8
-    dtype: str = "float64"
-
-    def validate(self) -> JKOConfig:
-        """Raise ValueError/TypeError naming the offending field; return self (``dtype`` normalised to its name)."""
-        check_positive(self.h, "h")
-        check_positive(self.lam, "lam", strict=False)
-        check_positive(self.rho, "rho", strict=False)
-        check_positive(self.sinkhorn_eps, "sinkhorn_eps")
-        check_int(self.sinkhorn_iter, "sinkhorn_iter", min_value=1)
-        check_int(self.sinkhorn_iter_grad, "sinkhorn_iter_grad", min_value=0)
-        check_int(self.inner_steps, "inner_steps", min_value=0)
-        check_positive(self.inner_lr, "inner_lr")
-        check_int(self.T, "T", min_value=0)
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {sorted(MODES)}, got {self.mode!r}")
-        if self.grad not in GRADS:
-            raise ValueError(f"grad must be one of {sorted(GRADS)}, got {self.grad!r}")
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {sorted(OBJECTIVES)}, got {self.objective!r}")
-        a = self.alpha_prox
-        if isinstance(a, bool) or not isinstance(a, numbers.Real):
-            raise TypeError(f"alpha_prox must be a real number, got {type(a).__name__}")
-        if not np.isfinite(float(a)):
-            raise ValueError(f"alpha_prox must be a finite number, got {a!r}")
-        if self.tol is not None:
-            check_positive(self.tol, "tol")
-        check_positive(self.tau0, "tau0")
-        check_int(self.sinkhorn_max_iter, "sinkhorn_max_iter", min_value=1)
-        check_positive(self.cg_tol, "cg_tol")
-        check_positive(self.tol_step, "tol_step", strict=False)
-        check_int(self.cg_max_iter, "cg_max_iter", min_value=0)
-        check_int(self.newton_every, "newton_every", min_value=0)
-        self.dtype = _dtype_name(self.dtype)
-        return self
-
-    def resolved_tol(self) -> float:
-        """``tol``, or its default: 1e-5 for ``grad="implicit"``, 1e-6 for ``objective="entropic"``."""
-        if self.tol is not None:
-            return float(self.tol)
-        return 1e-6 if self.objective == "entropic" else 1e-5
-
-    def replace(self, **changes) -> JKOConfig:
-        """Return a copy with fields changed (``dataclasses.replace``)."""
-        return dataclasses.replace(self, **changes)
-
-    def _params(self, with_duals: bool = False) -> _k.JKOParams:
-        """Pack the kernels' ``JKOParams`` (Python floats and ints: one compiled signature)."""
-        return _k.JKOParams(
-            h=float(self.h),
-            lam=float(self.lam),
-            rho=float(self.rho),
-            eps=float(self.sinkhorn_eps),
-            alpha=float(self.alpha_prox),
-            lr=float(self.inner_lr),
-            tol=self.resolved_tol(),
-            cg_tol=float(self.cg_tol),
-            tol_step=float(self.tol_step) if self.tol is None else 0.0,
-            T=int(self.T),
-            inner=int(self.inner_steps),
-            n_iter=int(self.sinkhorn_iter),
-            n_grad=int(self.sinkhorn_iter_grad),
-            mode=MODES[self.mode],
-            grad=GRADS[self.grad],
-            objective=OBJECTIVES[self.objective],
-            duals=int(with_duals),
-            max_iter=int(self.sinkhorn_max_iter),
-            cg_max=int(self.cg_max_iter),
-            newton_every=int(self.newton_every),
-        )
-
-
-def _dtype_name(dtype) -> str:
-    """``"float64"`` / ``"float32"`` from a name or NumPy dtype; anything else raises naming ``dtype``."""
-    if isinstance(dtype, str):
-        name = dtype
-    else:
-        try:
-            name = np.dtype(dtype).name
-        except TypeError:
-            raise TypeError(f"dtype must be 'float64' or 'float32', got {dtype!r}") from None
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
-    return name
-
-
-_POINTS = {
-    "base": dict(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=3, inner_steps=25, tau0=0.1),
-    "tuned": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=5, inner_steps=40, tau0=1.0),
-    "contrib": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=3, inner_steps=20, tau0=1.0),
-    "fast": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=2, inner_steps=15, tau0=1.0),
-}
-
-
-def operating_point(name: str, **overrides) -> JKOConfig:
-    """Named operating point of SPEC A.8 (``base``, ``tuned``, ``contrib``, ``fast``).
-
-    Keyword overrides change fields (e.g. ``grad="implicit"``, ``mode="kl"``).
-    """
-    if name not in _POINTS:
-        raise ValueError(f"unknown operating point {name!r}; choose from {sorted(_POINTS)}")
-    return JKOConfig(**{**_POINTS[name], **overrides}).validate()
-
-
-def _resolve_config(cfg) -> JKOConfig:
-    if cfg is None:
-        return JKOConfig().validate()
-    if isinstance(cfg, str):
-        return operating_point(cfg)
-    if isinstance(cfg, JKOConfig):
-        return cfg.validate()
-    # duck-typed published config objects (attributes with the same names)
-    names = [f.name for f in dataclasses.fields(JKOConfig)]
-    if any(hasattr(cfg, n) for n in names):
-        return JKOConfig(**{n: getattr(cfg, n) for n in names if hasattr(cfg, n)}).validate()
-    raise TypeError(f"cfg must be a JKOConfig, an operating-point name or None, got {type(cfg).__name__}")
-
 
 def initial_distribution(E, tau0: float) -> np.ndarray:
     """``p0 = softmax(-E / max(τ0, 1e-9))`` (SPEC A.3); ``tau0`` must be finite and >= 0.
@@ -317,8 +136,24 @@ def _check_pool(p0, E, C, K):
     return p0, E, C, np.ascontiguousarray(C.T), Ks
 
 
-def _path_tokens(cfg: JKOConfig, with_duals: bool, f64: bool = False, fallback: bool = False) -> tuple:
-    """Return the kernels' path tokens ``(unrolled, log_form, unr32, imp32, imp64, converged, duals)`` for ``cfg``.
+class PathTokens(NamedTuple):
+    """The path tokens of ``jko_flow`` / ``rerank_pools``, by name (each None or True).
+
+    Passed positionally (``*tokens``) in this order; a None token prunes its kernels from the
+    specialisation (``jkofast.kernels.jko.solver``).
+    """
+
+    unrolled: bool | None = None  # the published unrolled Sinkhorn, float64 operators
+    log_form: bool | None = None  # its log-domain fallback
+    unr32: bool | None = None  # the unrolled path on float32 operators
+    imp32: bool | None = None  # the implicit path on float32 operators
+    imp64: bool | None = None  # the implicit path on float64 operators
+    converged: bool | None = None  # w_converged: the entropic objective, the implicit path's fallback
+    duals: bool | None = None  # the dual read-out
+
+
+def _path_tokens(cfg: JKOConfig, with_duals: bool, f64: bool = False, fallback: bool = False) -> PathTokens:
+    """Return the kernels' :class:`PathTokens` for ``cfg``.
 
     One specialisation per gradient path (``jkofast.kernels.jko.solver``): a call compiles
     only the transport kernels its configuration uses. The implicit path starts on float32
@@ -330,28 +165,24 @@ def _path_tokens(cfg: JKOConfig, with_duals: bool, f64: bool = False, fallback: 
     runs in float64). Modes without a transport term take the implicit float32 tokens (their
     code is the same in every specialisation).
     """
-    al = min(max(float(cfg.alpha_prox), 0.0), 1.0)
-    use_w = cfg.mode == "wasserstein" or (cfg.mode == "bregman" and al > 0.0)
     duals = True if with_duals and cfg.mode in ("wasserstein", "bregman") else None
-    unrolled = log_form = unr32 = imp32 = imp64 = converged = None
-    if not use_w:
+    fb = True if fallback else None
+    path = gradient_path(cfg)
+    if path == "none":
         # no transport term (kl, noproximal, bregman at alpha 0): the kernel never enters the W
         # code (every W step is behind the run-time use_w), so these modes run on the default
         # implicit float32 specialisation -- one compile serves the main job's KL and W rows
-        return None, None, None, True, None, None, duals
-    if use_w and cfg.objective == "entropic":
-        converged = True
-    elif use_w and cfg.grad == "implicit":
+        return PathTokens(imp32=True, duals=duals)
+    if path == "entropic":
+        return PathTokens(converged=True, duals=duals)
+    if path == "implicit":
         lowp = cfg.resolved_tol() >= _k.LOWP_TOL and float(cfg.cg_tol) >= _k.LOWP_TOL
-        imp32, imp64 = (None, True) if f64 or not lowp else (True, None)
-        converged = True if fallback else None
-    elif use_w and cfg.dtype == "float32" and not f64:
-        unr32 = True
-        unrolled = log_form = True if fallback else None
-    elif use_w:
-        unrolled = True
-        log_form = True if fallback else None
-    return unrolled, log_form, unr32, imp32, imp64, converged, duals
+        if f64 or not lowp:
+            return PathTokens(imp64=True, converged=fb, duals=duals)
+        return PathTokens(imp32=True, converged=fb, duals=duals)
+    if cfg.dtype == "float32" and not f64:
+        return PathTokens(unrolled=fb, log_form=fb, unr32=True, duals=duals)
+    return PathTokens(unrolled=True, log_form=fb, duals=duals)
 
 
 def _retry_tokens(st: int, cfg: JKOConfig, with_duals: bool, f64: bool, fallback: bool):
@@ -366,7 +197,7 @@ def _retry_tokens(st: int, cfg: JKOConfig, with_duals: bool, f64: bool, fallback
 
 
 def _run(p0, E, C, K, cfg, with_duals):
-    cfg = _resolve_config(cfg)
+    cfg = resolve_config(cfg)
     p0, E, C, C_T, Ks = _check_pool(p0, E, C, K)
     m = E.shape[0]
     losses = np.zeros(cfg.T * cfg.inner_steps)
@@ -480,7 +311,7 @@ def run_jko_with_duals(p0, E, C, K, cfg=None):
 
 def jko_step(p, E, C, K, cfg=None) -> np.ndarray:
     """One outer JKO step from ``q = p`` (``cfg`` with ``T = 1``)."""
-    cfg = _resolve_config(cfg).replace(T=1)
+    cfg = resolve_config(cfg).replace(T=1)
     return run_jko(p, E, C, K, cfg)
 
 
@@ -517,8 +348,6 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
         C, K = np.empty((m, m)), np.empty((m, m))
         _geo.cost_kernel_dense(Z, 0, m, normalise, C, K)
         return C, K
-    from jkofast._validation import as_csr
-
     ip, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
     dt = rescale_rows_csr(ip, dt)
     m = shape[0]
@@ -571,6 +400,8 @@ class RerankResult:
                                          ``cg_max_iter`` above tolerance (a ``ConvergenceWarning`` says
                                          so); always 0 for ``grad="unrolled"``, whose fixed iteration
                                          count is the published definition
+    grad_path : str                      the path that ran the transport term: ``"implicit"``,
+                                         ``"unrolled"``, ``"entropic"`` or ``"none"`` (no transport term)
     """
 
     p: np.ndarray
@@ -580,6 +411,7 @@ class RerankResult:
     f: np.ndarray | None = None
     g: np.ndarray | None = None
     unconverged: np.ndarray | None = None
+    grad_path: str = ""
 
     def _query(self, q) -> int:
         n = self.offsets.shape[0] - 1
@@ -599,8 +431,6 @@ class RerankResult:
 
         Raises ``ValueError`` naming the query when it failed (non-zero ``status``).
         """
-        from jkofast.selection import topk
-
         q = self._query(q)
         if self.status[q] != 0:
             raise ValueError(f"query {q} has no result (status {int(self.status[q])}: {self.errors.get(q, 'failed')})")
@@ -735,8 +565,6 @@ def _pool_rows(embeddings, csr, off: np.ndarray, normalise: bool, reject, custom
             kblk,
             boff,
         )
-    from jkofast._validation import as_csr
-
     ipt, ix, dt, shape = as_csr(csr, "csr", dtype=np.float64)
     if shape[0] != n:
         raise ValueError(f"csr must have one row per candidate ({n}), got {shape[0]}")
@@ -757,6 +585,7 @@ def rerank_batch(
     embeddings=None,
     csr=None,
     config="tuned",
+    grad: str | None = None,
     return_duals: bool = False,
     n_threads: int | None = None,
     normalise: bool = True,
@@ -784,7 +613,11 @@ def rerank_batch(
     csr : scipy.sparse matrix (n_total, V), optional
         Sparse rows (e.g. TF-IDF), one per candidate; sparse cosine geometry.
     config : JKOConfig or str
-        Operating point name or config (default ``"tuned"``).
+        Operating point name or config (default ``"tuned"``). A name runs on the batch gradient
+        path, ``grad="implicit"``; a config keeps its own ``grad`` (:func:`jkofast.jko.config.batch_config`).
+    grad : {"implicit", "unrolled"}, optional
+        Overrides the gradient path (``"unrolled"``: the published solver's path, the default of
+        :func:`run_jko` and :mod:`jkofast.compat`).
     return_duals : bool
         Also return the dual read-out ``f, g`` (``run_jko_with_duals``).
     n_threads : int or None
@@ -817,7 +650,7 @@ def rerank_batch(
     ValueError
         Inconsistent lengths, bad offsets, both/neither of ``embeddings``/``csr``.
     """
-    cfg = _resolve_config(config)
+    cfg = batch_config(config, grad)
     both_blocks = cost_blocks is not None and kernel_blocks is not None
     if embeddings is not None and csr is not None:
         raise ValueError("pass exactly one of embeddings or csr")
@@ -860,6 +693,7 @@ def rerank_batch(
         f=f if return_duals else None,
         g=g if return_duals else None,
         unconverged=diag,
+        grad_path=gradient_path(cfg),
     )
 
 

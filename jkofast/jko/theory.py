@@ -28,8 +28,17 @@ import numpy as np
 from jkofast import _status
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
-from jkofast._validation import as_float_array, check_int, check_offsets, check_positive, rescale_rows_dense
+from jkofast._validation import (
+    as_float_array,
+    check_int,
+    check_offsets,
+    check_positive,
+    normalise_mass,
+    rescale_rows_dense,
+)
+from jkofast.jko.config import JKOConfig, resolve_config
 from jkofast.kernels.jko import theory as _k
+from jkofast.selection import topk
 
 __all__ = [
     "RADIUS_GRID",
@@ -171,10 +180,7 @@ class TheoryBatch:
         RuntimeError
             A flow produced NaN/inf (names the item).
         """
-        from jkofast._validation import normalise_mass
-        from jkofast.jko.solver import _resolve_config
-
-        cfg = _resolve_config(config)
+        cfg = resolve_config(config)
         T = check_int(T, "T", min_value=0)
         po, ioff = _flat_items(self.n_pools, self.sizes, pool_of)
         n = int(ioff[-1])
@@ -346,8 +352,6 @@ def band_direction(U, lo: int, hi: int, rng: np.random.Generator) -> np.ndarray:
 
 def topk_preserved(p, q, k: int = 10) -> float:
     """``#(top-k(p) ∩ top-k(q)) / k`` (top-k ties -> lowest index)."""
-    from jkofast.selection import topk
-
     k = check_int(k, "k", min_value=1)
     a = set(topk(np.asarray(p, np.float64), k)[0].tolist())
     b = set(topk(np.asarray(q, np.float64), k)[0].tolist())
@@ -396,8 +400,6 @@ def _warmup() -> None:
         b = TheoryBatch.from_embeddings(z, [0, 3], n_threads=1)
     E = np.array([-1.0, -0.5, 0.0])
     po = np.zeros(1, np.int64)
-    from jkofast.jko.solver import JKOConfig
-
     P = b.trajectories(E, np.full(3, 1 / 3), po, JKOConfig(inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2), 1)
     b.free_energy(P, E, po, 0.05, 0.05)
     b.wc(P[:1], P[1:], po, n_iter=2)

@@ -2,10 +2,10 @@
 
 import dataclasses
 import sys
-import types
 
 import numpy as np
 import pytest
+from rerank_helpers import interrupted_after, use_fake_solver
 
 from jkofast.cli import main
 
@@ -27,11 +27,32 @@ def _write_inputs(tmp_path, nq=7, m=5, n_docs=30, d=4, seed=0):
     return tmp_path / "run.trec"
 
 
+def _cmd(tmp_path, pools, out, *extra, quiet=True):
+    """The ``jkofast rerank`` command line of these tests: ``pools`` on the dense geometry of
+    :func:`_write_inputs` (``E.npy``, ``ids.txt``), written to ``out`` (None: no ``--out``), then ``extra``."""
+    argv = [
+        "rerank",
+        "--pools",
+        str(pools),
+        "--embeddings",
+        str(tmp_path / "E.npy"),
+        "--ids",
+        str(tmp_path / "ids.txt"),
+    ]
+    if out is not None:
+        argv += ["--out", str(out)]
+    return argv + (["--quiet"] if quiet else []) + list(extra)
+
+
 @dataclasses.dataclass
 class _Cfg:
     tau0: float = 0.5
     sinkhorn_max_iter: int = 1000
     cg_max_iter: int = 200
+    mode: str = "wasserstein"
+    alpha_prox: float = 0.5
+    objective: str = "transport"
+    grad: str = "implicit"
 
 
 def _fake_core(monkeypatch, unconverged=None):
@@ -71,11 +92,8 @@ def _fake_core(monkeypatch, unconverged=None):
             un[:] = unconverged
         return Res(p, offsets, status, {}, un)
 
-    mod = types.ModuleType("jkofast.jko.solver")
-    mod.JKOConfig = _Cfg
-    mod.operating_point = lambda name: _Cfg()
-    mod.rerank_batch = rerank_batch
-    monkeypatch.setitem(sys.modules, "jkofast.jko.solver", mod)
+    use_fake_solver(monkeypatch, rerank_batch, _Cfg())
+    return rerank_batch
 
 
 def _read(p):
@@ -85,27 +103,14 @@ def _read(p):
 def test_resume_is_byte_identical_and_reports(tmp_path, monkeypatch, capsys):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path)
-    base = [
-        "rerank",
-        "--pools",
-        str(run),
-        "--embeddings",
-        str(tmp_path / "E.npy"),
-        "--ids",
-        str(tmp_path / "ids.txt"),
-        "--chunk-size",
-        "2",
-        "--quiet",
-        "--config",
-        "fast",
-    ]
+    base = _cmd(tmp_path, str(run), None, "--chunk-size", "2", "--config", "fast")
     assert main([*base, "--out", str(tmp_path / "a.trec"), "--dist", str(tmp_path / "a.npz")]) == 0
     err = capsys.readouterr().err
     assert "run.trec:4: malformed" in err and "run.trec:10: malformed" in err
     full = _read(tmp_path / "a.trec")
     # interrupted after 2 chunks, then resumed
-    with pytest.raises(RuntimeError, match="injected"):
-        main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz"), "--fail-after-chunks", "2"])
+    with pytest.raises(RuntimeError, match="injected"), interrupted_after(2):
+        main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz")])
     parts = sorted(p.name for p in (tmp_path / "b.trec.parts").iterdir())
     assert parts == ["chunk_000000.npz", "chunk_000000.trec", "chunk_000001.npz", "chunk_000001.trec", "manifest.json"]
     assert main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz"), "--json"]) == 0
@@ -128,25 +133,7 @@ def test_output_order_and_passthrough(tmp_path, monkeypatch, capsys):
     # an unknown document makes q2 unrerankable -> passed through in input order
     with open(run, "a") as fh:
         fh.write("q9 Q0 d1 1 5.0 bm25\nq9 Q0 unknown 2 4.0 bm25\n")
-    assert (
-        main(
-            [
-                "rerank",
-                "--pools",
-                str(run),
-                "--embeddings",
-                str(tmp_path / "E.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--out",
-                str(tmp_path / "o.trec"),
-                "--quiet",
-                "--k",
-                "3",
-            ]
-        )
-        == 0
-    )
+    assert main(_cmd(tmp_path, str(run), str(tmp_path / "o.trec"), "--k", "3")) == 0
     err = capsys.readouterr().err
     assert "'q9' passed through" in err
     rows = [ln.split() for ln in (tmp_path / "o.trec").read_text().splitlines()]
@@ -166,20 +153,9 @@ def test_output_order_and_passthrough(tmp_path, monkeypatch, capsys):
 def test_settings_change_refuses_resume(tmp_path, monkeypatch):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path)
-    base = [
-        "rerank",
-        "--pools",
-        str(run),
-        "--embeddings",
-        str(tmp_path / "E.npy"),
-        "--ids",
-        str(tmp_path / "ids.txt"),
-        "--out",
-        str(tmp_path / "c.trec"),
-        "--quiet",
-    ]
-    with pytest.raises(RuntimeError):
-        main([*base, "--chunk-size", "2", "--fail-after-chunks", "1"])
+    base = _cmd(tmp_path, str(run), str(tmp_path / "c.trec"))
+    with pytest.raises(RuntimeError), interrupted_after(1):
+        main([*base, "--chunk-size", "2"])
     assert main([*base, "--chunk-size", "3"]) == 2  # ValueError -> exit status 2
 
 
@@ -195,27 +171,7 @@ def test_real_core_tiny(tmp_path):
     if not hasattr(jko, "rerank_batch"):
         pytest.skip("jkofast.jko.solver.rerank_batch not available")
     run = _write_inputs(tmp_path, nq=3, m=6)
-    assert (
-        main(
-            [
-                "rerank",
-                "--pools",
-                str(run),
-                "--embeddings",
-                str(tmp_path / "E.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--out",
-                str(tmp_path / "r.trec"),
-                "--quiet",
-                "--config",
-                "fast",
-                "--chunk-size",
-                "2",
-            ]
-        )
-        == 0
-    )
+    assert main(_cmd(tmp_path, str(run), str(tmp_path / "r.trec"), "--config", "fast", "--chunk-size", "2")) == 0
     rows = [ln.split() for ln in (tmp_path / "r.trec").read_text().splitlines()]
     assert len(rows) == 3 * 6  # the malformed lines are extra lines
     p = {}
@@ -261,20 +217,7 @@ def test_scores_streamed_equals_in_memory(tmp_path, monkeypatch, capsys):
         if len(parts) == 6 and parts[0] != "q2":  # q2 has no scores at all
             lines.append(f"{parts[0]}\t{parts[2]}\t{rng.normal():.5f}\n")
     (tmp_path / "s.tsv").write_text("".join(lines))
-    base = [
-        "rerank",
-        "--pools",
-        str(run),
-        "--embeddings",
-        str(tmp_path / "E.npy"),
-        "--ids",
-        str(tmp_path / "ids.txt"),
-        "--scores",
-        str(tmp_path / "s.tsv"),
-        "--chunk-size",
-        "2",
-        "--quiet",
-    ]
+    base = _cmd(tmp_path, str(run), None, "--scores", str(tmp_path / "s.tsv"), "--chunk-size", "2")
     assert main([*base, "--out", str(tmp_path / "a.trec")]) == 0
     assert "1 queries had no rerank scores" in capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "b.trec"), "--scores-in-memory"]) == 0
@@ -283,8 +226,8 @@ def test_scores_streamed_equals_in_memory(tmp_path, monkeypatch, capsys):
     assert main([*no_scores, "--out", str(tmp_path / "n.trec")]) == 0
     assert (tmp_path / "n.trec").read_bytes() != (tmp_path / "a.trec").read_bytes()  # scores were used
     # resume with streamed scores: skipped chunks still advance the stream
-    with pytest.raises(RuntimeError):
-        main([*base, "--out", str(tmp_path / "c.trec"), "--fail-after-chunks", "1"])
+    with pytest.raises(RuntimeError), interrupted_after(1):
+        main([*base, "--out", str(tmp_path / "c.trec")])
     assert main([*base, "--out", str(tmp_path / "c.trec")]) == 0
     assert (tmp_path / "c.trec").read_bytes() == (tmp_path / "a.trec").read_bytes()
 
@@ -441,16 +384,14 @@ def test_format_lines_matches_fstring_oracle():
 
 def _fake_core_failing(monkeypatch):
     """As _fake_core, plus: pools of exactly 3 documents fail (status 2, no message)."""
-    _fake_core(monkeypatch)
-    mod = sys.modules["jkofast.jko.solver"]
-    inner = mod.rerank_batch
+    inner = _fake_core(monkeypatch)
 
     def rerank_batch(energy, p0, offsets, **kw):
         res = inner(energy, p0, offsets, **kw)
         res.status[np.diff(offsets) == 3] = 2
         return res
 
-    mod.rerank_batch = rerank_batch
+    use_fake_solver(monkeypatch, rerank_batch, _Cfg())
 
 
 def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
@@ -482,27 +423,7 @@ def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
     for block, cs in ((1 << 22, 1000), (64, 7)):
         monkeypatch.setattr(R, "_BLOCK_BYTES", block)
         out = tmp_path / f"o{block}.trec"
-        assert (
-            main(
-                [
-                    "rerank",
-                    "--pools",
-                    str(path),
-                    "--embeddings",
-                    str(tmp_path / "E.npy"),
-                    "--ids",
-                    str(tmp_path / "ids.txt"),
-                    "--out",
-                    str(out),
-                    "--quiet",
-                    "--tag",
-                    "run%tag",
-                    "--chunk-size",
-                    str(cs),
-                ]
-            )
-            == 0
-        )
+        assert main(_cmd(tmp_path, str(path), str(out), "--tag", "run%tag", "--chunk-size", str(cs))) == 0
         assert out.read_text(encoding="utf-8") == "".join(expected)
     err = capsys.readouterr().err
     assert "solver status 2" in err and "not in the geometry" in err
@@ -569,22 +490,7 @@ def test_real_core_workqueue_layer_many_chunks(tmp_path):
     if not hasattr(jko, "rerank_batch"):
         pytest.skip("jkofast.jko.solver.rerank_batch not available")
     run = _write_inputs(tmp_path, nq=100, m=8)  # 100 one-query chunks: many overlapping launches
-    args = [
-        "rerank",
-        "--pools",
-        str(run),
-        "--embeddings",
-        str(tmp_path / "E.npy"),
-        "--ids",
-        str(tmp_path / "ids.txt"),
-        "--quiet",
-        "--config",
-        "fast",
-        "--chunk-size",
-        "1",
-        "--threads",
-        "2",
-    ]
+    args = _cmd(tmp_path, str(run), None, "--config", "fast", "--chunk-size", "1", "--threads", "2")
     assert main([*args, "--out", str(tmp_path / "a.trec")]) == 0
     env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", NUMBA_NUM_THREADS="2")
     root = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -630,24 +536,7 @@ def test_bad_options_fail_before_any_work(tmp_path, monkeypatch, capsys, extra, 
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path, nq=2)
     out = tmp_path / "o.trec"
-    assert (
-        main(
-            [
-                "rerank",
-                "--pools",
-                str(run),
-                "--embeddings",
-                str(tmp_path / "E.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--out",
-                str(out),
-                "--quiet",
-                *extra,
-            ]
-        )
-        == 2
-    )
+    assert main(_cmd(tmp_path, str(run), str(out), *extra)) == 2
     assert match in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "o.trec.parts").exists()
 
@@ -657,23 +546,7 @@ def test_repeated_geometry_ids_are_an_error(tmp_path, monkeypatch, capsys):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path, nq=2)
     (tmp_path / "ids.txt").write_text("".join(f"d{min(i, 28)}\n" for i in range(30)))
-    assert (
-        main(
-            [
-                "rerank",
-                "--pools",
-                str(run),
-                "--embeddings",
-                str(tmp_path / "E.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--out",
-                str(tmp_path / "o.trec"),
-                "--quiet",
-            ]
-        )
-        == 2
-    )
+    assert main(_cmd(tmp_path, str(run), str(tmp_path / "o.trec"))) == 2
     assert "document id 'd28' is repeated (row 29)" in capsys.readouterr().err
 
 
@@ -693,25 +566,7 @@ def test_split_query_is_reported(tmp_path, monkeypatch, capsys):
     run.write_text("".join(lines))
     for chunk in ("1", "10"):  # across chunks and inside one chunk
         out = tmp_path / f"o{chunk}.trec"
-        assert (
-            main(
-                [
-                    "rerank",
-                    "--pools",
-                    str(run),
-                    "--embeddings",
-                    str(tmp_path / "E.npy"),
-                    "--ids",
-                    str(tmp_path / "ids.txt"),
-                    "--out",
-                    str(out),
-                    "--json",
-                    "--chunk-size",
-                    chunk,
-                ]
-            )
-            == 0
-        )
+        assert main(_cmd(tmp_path, str(run), str(out), "--json", "--chunk-size", chunk, quiet=False)) == 0
         cap = capsys.readouterr()
         assert "query 'q1' reappears after other queries" in cap.err
         assert json.loads(cap.out)["split_queries"] == 1
@@ -725,26 +580,7 @@ def test_user_scores_beyond_float32_name_the_line(tmp_path, monkeypatch, capsys)
     sc = tmp_path / "s.tsv"
     sc.write_text("q0 d1 1.0\nq0 d2 1e39\n")
     for extra in ([], ["--scores-in-memory"]):
-        assert (
-            main(
-                [
-                    "rerank",
-                    "--pools",
-                    str(run),
-                    "--embeddings",
-                    str(tmp_path / "E.npy"),
-                    "--ids",
-                    str(tmp_path / "ids.txt"),
-                    "--out",
-                    str(tmp_path / "o.trec"),
-                    "--quiet",
-                    "--scores",
-                    str(sc),
-                    *extra,
-                ]
-            )
-            == 2
-        )
+        assert main(_cmd(tmp_path, str(run), str(tmp_path / "o.trec"), "--scores", str(sc), *extra)) == 2
         assert "s.tsv:2: score 1e+39 is outside the float32 range" in capsys.readouterr().err
 
 
@@ -753,25 +589,7 @@ def test_dist_folder_is_created_up_front(tmp_path, monkeypatch):
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path, nq=2)
     dist = tmp_path / "new" / "sub" / "p.npz"
-    assert (
-        main(
-            [
-                "rerank",
-                "--pools",
-                str(run),
-                "--embeddings",
-                str(tmp_path / "E.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--out",
-                str(tmp_path / "o.trec"),
-                "--quiet",
-                "--dist",
-                str(dist),
-            ]
-        )
-        == 0
-    )
+    assert main(_cmd(tmp_path, str(run), str(tmp_path / "o.trec"), "--dist", str(dist))) == 0
     z = np.load(dist)
     assert list(z["query_ids"]) == ["q0", "q1"] and z["p"].shape[0] == int(z["offsets"][-1])
 
@@ -782,26 +600,7 @@ def test_capped_inner_steps_are_summed_over_the_run(tmp_path, monkeypatch, capsy
     _fake_core(monkeypatch, unconverged=(1, 2))
     run = _write_inputs(tmp_path)
     assert (
-        main(
-            [
-                "rerank",
-                "--pools",
-                str(run),
-                "--embeddings",
-                str(tmp_path / "E.npy"),
-                "--ids",
-                str(tmp_path / "ids.txt"),
-                "--chunk-size",
-                "2",
-                "--quiet",
-                "--config",
-                "fast",
-                "--json",
-                "--out",
-                str(tmp_path / "a.trec"),
-            ]
-        )
-        == 0
+        main(_cmd(tmp_path, str(run), str(tmp_path / "a.trec"), "--chunk-size", "2", "--config", "fast", "--json")) == 0
     )
     cap = capsys.readouterr()
     summ = json.loads(cap.out)
@@ -809,3 +608,44 @@ def test_capped_inner_steps_are_summed_over_the_run(tmp_path, monkeypatch, capsy
     assert summ["unconverged_queries"] == 7 and summ["unconverged_inner_steps"] == [7, 14]
     assert cap.err.count("stopped at an iteration cap") == 1
     assert "in 7 queries" in cap.err and "Sinkhorn 7 steps" in cap.err and "CG 14 steps" in cap.err
+
+
+@pytest.mark.parametrize(
+    "extra, grad",
+    [
+        ([], "implicit"),  # a named operating point runs the batch fast path
+        (["--config", "fast"], "implicit"),
+        (["--grad", "unrolled"], "unrolled"),  # the published path, when asked for
+        (["--config", "base", "--grad", "unrolled"], "unrolled"),
+        (["--grad", "implicit"], "implicit"),
+        (["--mode", "kl"], "none"),  # no transport term: no gradient path to choose
+    ],
+)
+def test_batch_default_is_the_implicit_path_and_grad_wins(tmp_path, monkeypatch, capsys, extra, grad):
+    import json
+
+    inner = _fake_core(monkeypatch)
+    seen = []
+
+    def rerank_batch(energy, p0, offsets, *, config, **kw):
+        seen.append(config)
+        return inner(energy, p0, offsets, config=config, **kw)
+
+    use_fake_solver(monkeypatch, rerank_batch, None)  # the real operating points, the stand-in solver
+    run = _write_inputs(tmp_path)
+    out = tmp_path / "o.trec"
+    assert main(_cmd(tmp_path, run, out, "--keep-parts", "--chunk-size", "4", "--json", *extra)) == 0
+    assert json.loads(capsys.readouterr().out)["grad"] == grad
+    assert seen and all(c.grad == ("implicit" if grad == "none" else grad) for c in seen)
+    manifest = json.loads((tmp_path / "o.trec.parts" / "manifest.json").read_text())
+    assert manifest["grad"] == seen[0].grad  # the parts record the path they were written on
+    assert main(_cmd(tmp_path, run, tmp_path / "t.trec", *extra)) == 0
+    text = capsys.readouterr().out
+    assert f"; gradient path {grad}" in text
+
+
+def test_grad_help_says_why_the_defaults_differ(capsys):
+    with pytest.raises(SystemExit):
+        main(["rerank", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default implicit" in text and "run_jko and jkofast.compat" in text

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from rerank_helpers import interrupted_after
 
 from jkofast.cli import main
 from jkofast.eval.trec import read_run
@@ -37,8 +38,9 @@ def _read_conf(path):
 
 def test_confidence_file_matches_the_library_and_the_run(tmp_path):
     from jkofast.jko.confidence import dual_confidence
+    from jkofast.jko.config import batch_config
     from jkofast.jko.energy import blend, softmax_tau
-    from jkofast.jko.solver import operating_point, rerank_batch
+    from jkofast.jko.solver import rerank_batch
 
     run, Z, pools = _inputs(tmp_path)
     conf_path = tmp_path / "conf.tsv"
@@ -53,7 +55,7 @@ def test_confidence_file_matches_the_library_and_the_run(tmp_path):
     off = np.cumsum([0] + [len(p[1]) for p in ok])
     s = np.concatenate([p[2] for p in ok]).astype(np.float64)
     s = np.array([float(f"{x:.4f}") for x in s])
-    cfg = operating_point("fast")
+    cfg = batch_config("fast")  # the config the job runs (a named point: the implicit path)
     r = blend(off, dense=s, alpha=1.0)
     res = rerank_batch(
         -r,
@@ -75,20 +77,8 @@ def test_confidence_resume_is_byte_identical(tmp_path):
     run, _, _ = _inputs(tmp_path, nq=6)
     a, b = tmp_path / "a.tsv", tmp_path / "b.tsv"
     assert main(_argv(tmp_path, run, tmp_path / "a.trec", "--confidence", str(a), "--chunk-size", "2")) == 0
-    with pytest.raises(RuntimeError, match="injected failure"):
-        main(
-            _argv(
-                tmp_path,
-                run,
-                tmp_path / "b.trec",
-                "--confidence",
-                str(b),
-                "--chunk-size",
-                "2",
-                "--fail-after-chunks",
-                "1",
-            )
-        )
+    with pytest.raises(RuntimeError, match="injected failure"), interrupted_after(1):
+        main(_argv(tmp_path, run, tmp_path / "b.trec", "--confidence", str(b), "--chunk-size", "2"))
     assert main(_argv(tmp_path, run, tmp_path / "b.trec", "--confidence", str(b), "--chunk-size", "2")) == 0
     assert a.read_bytes() == b.read_bytes()
     assert (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()

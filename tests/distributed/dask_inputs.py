@@ -11,7 +11,7 @@ import numpy as np
 @contextlib.contextmanager
 def loopback_client(distributed, log_level):
     """A client of a fresh 2-worker LocalCluster on 127.0.0.1 (one thread each, spawned processes), warmed."""
-    from jkofast.distributed.cluster import _warm_worker
+    from jkofast.distributed.rerank import _warm_worker
 
     with (
         distributed.LocalCluster(

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from dask_inputs import loopback_client, write_pools
+from rerank_helpers import interrupted_after
 
 from jkofast.jko.stream import RerankOptions, rerank_stream
 
@@ -63,7 +64,8 @@ def test_killed_worker_and_scheduler_restart(tmp_path, dask_client):
         assert sum(w["chunks"] for w in summ.workers.values()) == summ.chunks == ref.chunks == 13
         assert victim not in client.scheduler_info()["workers"]
         # 2. a client run interrupted after 4 chunks, then this scheduler goes away
-        job("resumed.trec", fail_after_chunks=4)
+        with interrupted_after(4):
+            job("resumed.trec")
         assert "injected" in str(box.pop("exc"))
     assert len(list((tmp_path / "resumed.trec.parts").glob("chunk_*.trec"))) == 4
     # ... and the next invocation, on another scheduler, resumes from the finished parts

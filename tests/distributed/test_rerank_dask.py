@@ -2,12 +2,11 @@
 
 import dataclasses
 import json
-import sys
-import types
 
 import numpy as np
 import pytest
 from dask_inputs import rerank_args, write_pools
+from rerank_helpers import interrupted_after, use_fake_solver
 
 from jkofast.cli import main
 
@@ -69,8 +68,8 @@ def test_interrupted_client_run_resumes_from_parts(tmp_path, dask_client, capsys
     assert main(rerank_args(run, full, "--chunk-size", "2")) == 0
     out = str(tmp_path / "r.trec")
     args = [*rerank_args(run, out, "--chunk-size", "2"), "--dask", dask_client.scheduler.address]
-    with pytest.raises(RuntimeError, match="injected"):
-        main([*args, "--fail-after-chunks", "3"])
+    with pytest.raises(RuntimeError, match="injected"), interrupted_after(3):
+        main(args)
     parts = sorted(p.name for p in (tmp_path / "r.trec.parts").iterdir())
     assert parts == ["chunk_000000.trec", "chunk_000001.trec", "chunk_000002.trec", "manifest.json"]
     capsys.readouterr()
@@ -81,8 +80,8 @@ def test_interrupted_client_run_resumes_from_parts(tmp_path, dask_client, capsys
     assert all(w["peak_rss_mb"] > 0 for w in summ["workers"].values())
     assert open(out, "rb").read() == open(full, "rb").read()
     # the parts of a Dask run resume a single-machine run, and the other way round
-    with pytest.raises(RuntimeError, match="injected"):
-        main([*args, "--fail-after-chunks", "2"])
+    with pytest.raises(RuntimeError, match="injected"), interrupted_after(2):
+        main(args)
     assert main(rerank_args(run, out, "--chunk-size", "2")) == 0
     assert open(out, "rb").read() == open(full, "rb").read()
 
@@ -124,6 +123,10 @@ def _fake_solver(monkeypatch):
     @dataclasses.dataclass
     class Cfg:
         tau0: float = 0.5
+        mode: str = "wasserstein"
+        alpha_prox: float = 0.5
+        objective: str = "transport"
+        grad: str = "implicit"
 
     @dataclasses.dataclass
     class Res:
@@ -142,11 +145,7 @@ def _fake_solver(monkeypatch):
             status[1] = 3
         return Res(p, status, {}, np.zeros((nq, 2), np.int64))
 
-    mod = types.ModuleType("jkofast.jko.solver")
-    mod.JKOConfig = Cfg
-    mod.operating_point = lambda name: Cfg()
-    mod.rerank_batch = rerank_batch
-    monkeypatch.setitem(sys.modules, "jkofast.jko.solver", mod)
+    use_fake_solver(monkeypatch, rerank_batch, Cfg())
 
 
 def test_failed_solves_pass_through_identically(tmp_path, capsys, monkeypatch):

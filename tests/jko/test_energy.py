@@ -114,7 +114,7 @@ def test_energy_recipe_reproduces_parity_fixture():
     E, p0 = energy_and_p0(off, dense=dense, rerank=bm25, alpha=0.4, gamma=0.6, tau0=0.1)
     demb, _ = load_dataset("scifact").embeddings()
     Z = demb[z["cand_idx"][sel].ravel()]
-    res = jko.rerank_batch(E, p0, off, embeddings=Z, config="base", normalise=False)
+    res = jko.rerank_batch(E, p0, off, embeddings=Z, config="base", grad="unrolled", normalise=False)  # published path
     assert (res.status == 0).all()
     np.testing.assert_allclose(res.p.reshape(len(sel), m), z["base_wasserstein/p_T"][sel], atol=1e-5)
 

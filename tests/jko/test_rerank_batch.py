@@ -265,3 +265,35 @@ def test_all_zero_geometry_row_has_cosine_zero_with_every_row():
     Zn = Z.copy()
     Zn[1] = 0.0  # the published code's view: dot products of the (zero) row
     assert_allclose(C[[0, 2]][:, [0, 2]], ref.geometry_dense_naive(Zn[[0, 2]])[0], atol=1e-12)
+
+
+def test_batch_runs_named_points_on_the_implicit_path_drop_in_keeps_unrolled(monkeypatch):
+    """rerank_batch: a named operating point -> implicit, a config keeps its grad, ``grad=`` always wins;
+    the drop-in entries keep the published unrolled default.  The kernels are not run (a spy)."""
+    from jkofast.compat import JKOConfig as CompatConfig
+    from jkofast.jko import solver
+    from jkofast.jko.config import batch_config, resolve_config
+
+    seen = []
+    monkeypatch.setattr(solver, "_rerank_pools", lambda E, P0, off, rows, cfg, duals, out: seen.append(cfg))
+    E = np.array([-1.0, -0.5, 0.0])
+    Z = np.eye(3)
+    off = np.array([0, 3])
+    cases = [
+        (dict(), "implicit"),
+        (dict(config="fast"), "implicit"),
+        (dict(config="base", grad="unrolled"), "unrolled"),
+        (dict(config=solver.operating_point("tuned")), "unrolled"),
+        (dict(config=solver.operating_point("tuned"), grad="implicit"), "implicit"),
+        (dict(config=JKOConfig(mode="kl")), "none"),
+    ]
+    for kw, path in cases:
+        res = rerank_batch(E, None, off, embeddings=Z, **kw)
+        assert res.grad_path == path and f"grad_path='{path}'" in repr(res)
+    assert [c.grad for c in seen] == ["implicit", "implicit", "unrolled", "unrolled", "implicit", "unrolled"]
+    # the drop-in defaults: run_jko / run_jko_with_duals / jko_step resolve through resolve_config
+    assert JKOConfig().grad == CompatConfig().grad == "unrolled"
+    assert resolve_config(None).grad == resolve_config("tuned").grad == resolve_config("fast").grad == "unrolled"
+    assert batch_config("fast").grad == "implicit" and batch_config("fast", grad="unrolled").grad == "unrolled"
+    with pytest.raises(ValueError, match="grad must be one of"):
+        batch_config("tuned", grad="exact")

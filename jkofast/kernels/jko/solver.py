@@ -683,7 +683,22 @@ def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
     ``jko_flow``.
     """
     out = FlowOut(p_out, losses, f_out, g_out, diag)
-    return jko_flow(p0, E, C, C_T, Ks, prm, out, True, True, None, True, True, True, True)
+    return jko_flow(
+        p0,
+        E,
+        C,
+        C_T,
+        Ks,
+        prm,
+        out,
+        unrolled=True,
+        log_form=True,
+        unr32=None,
+        imp32=True,
+        imp64=True,
+        converged=True,
+        duals=True,
+    )
 
 
 # ----------------------------------------------------------------------------------------
