@@ -69,8 +69,8 @@ def rerank(a, variant: str, out: str) -> dict:
 def client_share(a) -> dict:
     """Seconds per query of the client's parse + pack, and MB/s of the concatenation of parts."""
     sys.path.insert(0, ROOT)
-    from jkofast.eval.runio import atomic_open, iter_chunks
     from jkofast.distributed.tasks import pack_chunk
+    from jkofast.eval.runio import atomic_open, iter_chunks
 
     run = os.path.join(a.dir, "run.trec")
     t0 = time.perf_counter()

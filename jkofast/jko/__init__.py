@@ -13,5 +13,17 @@ from jkofast._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
-    ["solver", "config", "stream", "energy", "parity", "compat", "confidence", "multires", "metric", "theory", "linear_response"],
+    [
+        "solver",
+        "config",
+        "stream",
+        "energy",
+        "parity",
+        "compat",
+        "confidence",
+        "multires",
+        "metric",
+        "theory",
+        "linear_response",
+    ],
 )

@@ -81,6 +81,7 @@ __all__ = [
     "run_jko_with_duals",
 ]
 
+
 def initial_distribution(E, tau0: float) -> np.ndarray:
     """``p0 = softmax(-E / max(τ0, 1e-9))`` (SPEC A.3); ``tau0`` must be finite and >= 0.
 
