@@ -27,7 +27,7 @@ import numpy as np
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
 from jkofast.eval import metrics as _m
-from jkofast.eval.metrics import EvalResult
+from jkofast.eval.metrics import EvalResult, warn_float32_range
 from jkofast.eval.trec import RunArrays, read_qrels, read_run
 from jkofast.kernels.eval import fileeval as _f
 from jkofast.kernels.eval import parse as _k
@@ -275,10 +275,18 @@ def evaluate_files(
     return (res, info) if counts else res
 
 
+def _describe_parsed(buf, pos, i: int) -> str:
+    q = buf[pos[0, i] : pos[0, i] + pos[1, i]].tobytes().decode("utf-8", "replace")
+    d = buf[pos[2, i] : pos[2, i] + pos[3, i]].tobytes().decode("utf-8", "replace")
+    return f"query {q!r}, document {d!r}"
+
+
 def _evaluate_parsed(rbuf, rp, qbuf, qp, names, kinds, ks, gain_mode, tie_mode, missing, n_threads):
     """``(EvalResult, counts)`` from the parsed tables, or None when a run query's lines are not contiguous."""
     pos, scores, _, off = rp
     qpos, _, qlabels, _ = qp
+    if tie_mode == _m._k.TIE_TREC_EVAL:
+        warn_float32_range(scores, lambda i: _describe_parsed(rbuf, pos, i), stacklevel=4)
     q_start, q_len = pos[0], pos[1]
     qq_start, qq_len = qpos[0], qpos[1]
     heads = off[:-1]

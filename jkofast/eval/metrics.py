@@ -58,11 +58,13 @@ __all__ = [
     "BadQueryWarning",
     "BootstrapCI",
     "EvalResult",
+    "ScoreRangeWarning",
     "bootstrap_ci",
     "evaluate",
     "evaluate_codes",
     "paired_bootstrap_diff",
     "parse_metric",
+    "warn_float32_range",
 ]
 
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "p@10", "mrr@10", "map")
@@ -447,8 +449,9 @@ def _run_kernel(roff, rrows, scores, qoff, qrows, labels, kinds, ks, gain_mode, 
     nq = roff.shape[0] - 1
     out = np.zeros((nq, kinds.shape[0]), np.float64)
     n_ret = np.zeros(nq, np.int64)
-    # trec_eval keeps scores as C floats: ties are decided at float32 precision
-    with numba_threads(n_threads):
+    # trec_eval keeps scores as C floats: ties are decided at float32 precision (values beyond its
+    # range become +-inf: the callers warn once, naming the run line, see warn_float32_range)
+    with numba_threads(n_threads), np.errstate(over="ignore"):
         _k.evaluate_batch_chars(
             roff,
             np.ascontiguousarray(rrows),
@@ -752,6 +755,8 @@ def evaluate(
     lab_kinds, lab_ks = kinds[~is_div], ks[~is_div]
     if not lab_kinds.size:  # only diversity asked: the kernel still gives n_ret
         lab_kinds, lab_ks = np.array([_k.HIT], np.int64), np.array([1], np.int64)
+    if tie_mode == _k.TIE_TREC_EVAL:
+        warn_float32_range(scores, lambda i: _describe_row(all_q, roff, run_ids, i))
     rows = _label_rows(run_ids, qrels_ids, tie_mode)
     values, n_ret = _run_kernel(
         roff, rows[0], scores, qoff, rows[1], labels, lab_kinds, lab_ks, gain_mode, tie_mode, dedupe, n_threads
@@ -766,6 +771,11 @@ def evaluate(
             raise BadQueryError(msg + "; the other queries' metrics are in this error's .result", res, bad)
         warnings.warn(msg + "; left out of the result", BadQueryWarning, stacklevel=2)
     return res
+
+
+def _describe_row(query_ids, offsets, doc_ids, i: int) -> str:
+    q = int(np.searchsorted(offsets, i, side="right")) - 1
+    return f"query {query_ids[q]!r}, document {str(doc_ids[i])!r}"
 
 
 def _judged_qrels(qrels) -> dict:
@@ -839,6 +849,32 @@ class BadQueryError(PartialBatchError):
 
 class BadQueryWarning(PartialBatchWarning):
     """``errors="skip"``: some queries were left out of the result; the message lists them."""
+
+
+class ScoreRangeWarning(UserWarning):
+    """Run scores beyond the float32 range: trec_eval compares scores as C floats, so they tie as +-inf."""
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def warn_float32_range(scores: np.ndarray, describe, *, stacklevel: int = 3) -> None:
+    """Warn once when finite ``scores`` lie beyond the float32 range the ranking compares them in.
+
+    ``describe(i)`` names run row ``i`` (query and document) for the message.  Such scores become
+    +-inf at float32 precision and tie with one another, as in trec_eval.
+    """
+    scores = np.asarray(scores)
+    big = np.isfinite(scores) & (np.abs(scores) > _F32_MAX)
+    if big.any():
+        i = int(np.argmax(big))
+        warnings.warn(
+            f"run: {int(big.sum())} score(s) beyond the float32 range "
+            f"(first: {describe(i)}, score {float(scores[i])!r}); "
+            "ranked as +-inf, tied with one another, as trec_eval's float scores are",
+            ScoreRangeWarning,
+            stacklevel=stacklevel,
+        )
 
 
 @register_warmup("evaluation")

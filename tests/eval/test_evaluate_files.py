@@ -263,3 +263,28 @@ def test_many_chunks(tmp_path, monkeypatch, n_threads):
     _same(evaluate_files(rp, qp, METRICS, n_threads=n_threads), whole)
     ra = fastread.read_run_arrays_fast(rp, n_threads=n_threads)
     assert ra.doc_ids.dtype.kind == "S" and ra.query_ids == list(read_run(rp))
+
+
+def test_scores_beyond_float32_warn_once_naming_the_line(tmp_path):
+    """Scores beyond float32 ended in a raw numpy 'overflow encountered in cast' RuntimeWarning (or none at all)."""
+    import warnings
+
+    from jkofast.eval.metrics import ScoreRangeWarning, evaluate
+    from jkofast.eval.trec import read_qrels, read_run
+
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 1e39 t\nq1 Q0 d2 2 0.5 t\nq2 Q0 d1 1 -5e40 t\nq2 Q0 d3 2 1 t\n")
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q1 0 d1 1\nq2 0 d3 1\n")
+    for fn in (
+        lambda: evaluate_files(run, qrels, ["ndcg@10"]),
+        lambda: evaluate(read_run(run), read_qrels(qrels), ["ndcg@10"]),
+    ):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = fn()
+        assert [type(w.message) for w in caught] == [ScoreRangeWarning]
+        msg = str(caught[0].message)
+        assert "2 score(s) beyond the float32 range" in msg and "query 'q1', document 'd1', score 1e+39" in msg
+        # +inf ranks first, -inf last: trec_eval's float order
+        np.testing.assert_array_equal(res.per_query["ndcg@10"], [1.0, 1.0])
