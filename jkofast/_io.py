@@ -13,6 +13,7 @@ computes a result it cannot save.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import uuid
@@ -27,6 +28,7 @@ __all__ = [
     "atomic_write_text",
     "check_writable",
     "check_writable_dir",
+    "file_sha256",
     "load_array",
 ]
 
@@ -190,3 +192,14 @@ def check_writable_dir(path, name: str, *, create: bool = True) -> str:
     except OSError as e:
         raise ValueError(f"{name}: cannot write in {p!r} ({e.strerror or e})") from None
     return p
+
+
+def file_sha256(path, block: int = 1 << 20) -> str:
+    """SHA-256 (hex) of a file's bytes, read in blocks: what a resumable job keys its saved parts by."""
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as fh:
+        buf = bytearray(block)
+        view = memoryview(buf)
+        while n := fh.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()

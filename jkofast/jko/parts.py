@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 
-from jkofast._io import atomic_open, atomic_save_npz, atomic_write_text
+from jkofast._io import atomic_open, atomic_save_npz, atomic_write_text, file_sha256
 from jkofast.jko.confidence import format_confidence_lines
 
 __all__ = ["FMT_VERSION", "ChunkStore", "fingerprint", "write_part"]
@@ -24,8 +24,11 @@ FMT_VERSION = 1  # of the chunk store (manifest + parts)
 
 
 def fingerprint(opts, cfg) -> dict:
-    """Return the manifest of a job: its input (path, size, mtime), its settings and their hash.
+    """Return the manifest of a job: its inputs (path, size, mtime and content digest), its settings and their hash.
 
+    Every input file (pools, embeddings, ids, TF-IDF corpus, user scores, projection) is keyed by
+    the SHA-256 of its bytes, so a file edited between two runs (even keeping its size and
+    modification time) refuses the parts made from the old one instead of mixing them in.
     ``grad`` is the gradient path the job runs (``cfg.grad``, the default resolved), so parts
     written on one path are never resumed on the other.
     """
@@ -54,6 +57,18 @@ def fingerprint(opts, cfg) -> dict:
     if opts.confidence or opts.projection:  # absent keys keep the hash of older manifests
         d["confidence"] = bool(opts.confidence)
         d["projection"] = os.path.abspath(opts.projection) if opts.projection else None
+    d["inputs_sha256"] = {
+        role: file_sha256(path)
+        for role, path in (
+            ("pools", opts.pools),
+            ("embeddings", opts.embeddings),
+            ("ids", opts.ids),
+            ("tfidf_corpus", opts.tfidf_corpus),
+            ("scores", opts.scores),
+            ("projection", opts.projection),
+        )
+        if path
+    }
     d["hash"] = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()
     return d
 

@@ -159,6 +159,30 @@ def test_settings_change_refuses_resume(tmp_path, monkeypatch):
     assert main([*base, "--chunk-size", "3"]) == 2  # ValueError -> exit status 2
 
 
+@pytest.mark.parametrize("edited", ["E.npy", "ids.txt", "run.trec"])
+def test_an_input_edited_in_place_refuses_resume(tmp_path, monkeypatch, capsys, edited):
+    """The chunk store keyed its inputs by path (and the pool file by size and mtime): an embeddings file edited
+    between two runs resumed the parts made from the old vectors."""
+    import os
+
+    _fake_core(monkeypatch)
+    run = _write_inputs(tmp_path)
+    base = _cmd(tmp_path, str(run), str(tmp_path / "c.trec"), "--chunk-size", "2")
+    with pytest.raises(RuntimeError), interrupted_after(1):
+        main(base)
+    p = tmp_path / edited
+    st = os.stat(p)
+    data = bytearray(p.read_bytes())
+    i = len(data) - 3 if edited == "E.npy" else data.index(b"d1") + 1
+    data[i] ^= 0x01 if edited == "E.npy" else 0  # a changed vector byte; the text files: one id character
+    if edited != "E.npy":
+        data[i : i + 1] = b"X"
+    p.write_bytes(bytes(data))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and modification time as before
+    assert main(base) == 2
+    assert "holds parts of a run with other settings/input" in capsys.readouterr().err
+
+
 def test_missing_geometry_is_an_error(tmp_path, capsys):
     run = _write_inputs(tmp_path)
     assert main(["rerank", "--pools", str(run), "--out", str(tmp_path / "x.trec")]) == 2
