@@ -44,6 +44,7 @@ from jkofast._validation import (
 from jkofast.kernels.sparse import cosine as _kc
 from jkofast.kernels.sparse import scoring as _ks
 from jkofast.kernels.sparse import weights as _kw
+from jkofast.sparse.report import NO_KNOWN_TERM, OK, SearchReport
 from jkofast.sparse.vocabulary import Vocabulary, counts_from_token_ids
 from jkofast.sparse.vocabulary import _warmup as _vocabulary_warmup
 from jkofast.text.analyzer import Analyzer
@@ -200,7 +201,7 @@ class SparseIndex:
             )
         return out_idx, out_val
 
-    def search(self, query_texts, k: int = 10, n_threads: int | None = None):
+    def search(self, query_texts, k: int = 10, n_threads: int | None = None, return_report: bool = False):
         """Top-``k`` documents per query.
 
         Parameters
@@ -210,15 +211,21 @@ class SparseIndex:
             Results per query (>= 1).
         n_threads : int, optional
             Numba threads for this call (restored afterwards); results do not depend on it.
+        return_report : bool, default False
+            Also return a :class:`jkofast.sparse.report.SearchReport`: the queries with no
+            term in the vocabulary (status ``NO_KNOWN_TERM``), whose rows are score-0 filler.
 
         Returns
         -------
         indices : int64 ndarray (n_queries, k)
             Corpus row positions, best first; ties -> lowest row; padded with -1 when
-            ``k > n_docs``.
+            ``k > n_docs``.  A query with no known term scores every document 0: its row
+            holds the first documents in corpus order (the report marks it).
         scores : float32 ndarray (n_queries, k)
             ``score(d) = sum_t q_w[t] W[t, d]`` over the query's terms (float64 sums, then
             float32); padded with ``-inf``.
+        report : SearchReport
+            Only with ``return_report=True``.
 
         Raises
         ------
@@ -230,7 +237,12 @@ class SparseIndex:
             ``k < 1``.
         """
         q_ptr, q_terms, q_w = self.query_csr(query_texts)
-        return self._topk(q_ptr, q_terms, q_w, k, n_threads)
+        idx, val = self._topk(q_ptr, q_terms, q_w, k, n_threads)
+        if not return_report:
+            return idx, val
+        no_term = np.diff(q_ptr) == 0
+        status = np.where(no_term, NO_KNOWN_TERM, OK)
+        return idx, val, SearchReport.from_outputs(idx, status, filler=no_term & (idx[:, 0] >= 0))
 
     def search_token_ids(self, token_ids, k: int = 10, n_threads: int | None = None):
         """``search`` for pre-tokenised integer queries (ids >= n_terms are ignored)."""
