@@ -170,6 +170,7 @@ class SGRConfig:
         index has no postings), at most ``pool_size`` of them; ``"none"`` returns an empty row,
         as the published method does.  Either way ``search(..., return_report=True)`` names the
         query.  Queries answered by the method itself are identical under both settings.
+        ``None`` reads as ``"none"``.
 
     Examples
     --------
@@ -227,6 +228,8 @@ class SGRConfig:
 
     def __post_init__(self) -> None:
         put = object.__setattr__
+        if self.empty_fallback is None:  # ``--param empty_fallback=none`` parses to None
+            put(self, "empty_fallback", "none")
         for name in _COUNTS:
             put(self, name, check_int(getattr(self, name), name, min_value=1))
         for name in _COUNTS0:

@@ -469,7 +469,7 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
         with job.stage(name):
             res = rerank_batch(E, p0, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
             top = readout_topk(res.p, P, K_READ)
-        _report_status(res, name, job.notes)
+        _report_status(res, name, job.notes, job.qids)
         job.add(name, top, name)
     if "jko_tuned" in jko_methods:
         # energy weights selected on TRAIN queries with the published protocol
@@ -479,7 +479,7 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
             c = dataclasses.replace(cfg, mode="wasserstein")
             res = rerank_batch(Et, p0t, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
             top = readout_topk(res.p, P, K_READ)
-        _report_status(res, "jko_tuned", job.notes)
+        _report_status(res, "jko_tuned", job.notes, job.qids)
         job.add("jko_tuned", top, "jko_tuned")
         job.notes.append(
             f"jko_tuned: JKO-RAG with the train-selected energy (alpha, gamma) = {TUNED_AG} "
@@ -528,7 +528,7 @@ def _sparse_jko(job: _Job, cfg):
         top, res = sparse_recipe_search(
             job.ds, job.queries, job.qids, k=K_READ, grad=cfg.grad, n_threads=job.n_threads, return_result=True
         )
-    _report_status(res, "jko_sparse", job.notes)
+    _report_status(res, "jko_sparse", job.notes, job.qids)
     job.add("jko_sparse", top, "jko_sparse")
     job.notes.append(f"jko_sparse: {SPARSE_RECIPE.describe()} (all selected on train); no transformer")
 
@@ -637,12 +637,22 @@ def _run_methods(job: _Job, emb_name, emb):
     return pool_recall
 
 
-def _report_status(res, name, notes):
-    """Add a note for the pools of ``res`` that reported a solver status or capped inner steps."""
+def _report_status(res, name, notes, qids=None, max_names: int = 5):
+    """Add a note for the pools of ``res`` that reported a solver status or capped inner steps.
+
+    The note names the first ``max_names`` such queries (ids from ``qids``) with the solver's reason
+    (an empty pool, a bad energy, ...).
+    """
     status = np.asarray(res.status)
-    bad = int(np.count_nonzero(status))
-    if bad:
-        notes.append(f"{name}: {bad} pools reported a non-zero solver status (read out as solved)")
+    bad = np.flatnonzero(status)
+    if bad.size:
+        errors = getattr(res, "errors", None) or {}
+        named = ", ".join(
+            f"{qids[q] if qids is not None else q}: {errors.get(q, f'status {int(status[q])}')}"
+            for q in bad[:max_names].tolist()
+        )
+        more = f" +{bad.size - max_names} more" if bad.size > max_names else ""
+        notes.append(f"{name}: {bad.size} pools reported a non-zero solver status (read out as solved; {named}{more})")
     un = getattr(res, "unconverged", None)
     if un is not None and un.any():
         notes.append(f"{name}: {unconverged_summary(np.count_nonzero(un.any(axis=1)), *un.sum(axis=0))}")

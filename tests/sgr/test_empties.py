@@ -139,6 +139,7 @@ def test_config_switch_checked_and_saved(tmp_path):
     assert SGRConfig().empty_fallback == "lexical"
     with pytest.raises(ValueError, match="empty_fallback"):
         SGRConfig(empty_fallback="bm25")
+    assert SGRConfig(empty_fallback=None).empty_fallback == "none"  # --param empty_fallback=none
     r = SparseGeometricRetriever(**SMALL, empty_fallback="none").fit(DOCS)
     r.save(str(tmp_path / "ix"))
     back = SparseGeometricRetriever.load(str(tmp_path / "ix"))
