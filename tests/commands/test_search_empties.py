@@ -13,10 +13,10 @@ import json
 
 import numpy as np
 import pytest
+from beir_helpers import write_beir
 
 from jkofast.cli import main
 from jkofast.studies.main_job import run_main_job
-from tests.beir_helpers import write_beir
 
 TOPIC = (
     "الطاقة الشمسية الرياح المياه الزراعة القمح النخيل التمر الصحراء البحر الأسماك الميناء السفن التجارة "
