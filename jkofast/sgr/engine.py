@@ -322,7 +322,7 @@ class QueryPath:
         """
         nq = status.shape[0]
         fb = np.zeros(nq, bool)
-        if self.config.empty_fallback != "lexical":
+        if self.config.empty_fallback != "lexical" or not status.any():  # STATUS_OK is 0
             return fb
         ninf = np.float32(-np.inf)
         for i in np.flatnonzero(status != kq.STATUS_OK).tolist():

@@ -24,7 +24,7 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
-from jkofast._validation import as_csr, check_int
+from jkofast._validation import as_csr, check_bool, check_int
 from jkofast.kernels.sgr import query as _q
 from jkofast.kernels.text import tokenize as _tok
 from jkofast.sgr import layout as _layout
@@ -228,6 +228,7 @@ class SparseGeometricRetriever(QueryPath):
         """:meth:`search` for queries given as a sparse (nq, V) raw term-count matrix."""
         self._check_fitted()
         k = check_int(k, "k", min_value=1)
+        return_report = check_bool(return_report, "return_report")
         ip_, ix_, dt_, shape = as_csr(q_counts, "q_counts", dtype=np.float32)
         if shape[1] != self.n_terms_:
             raise ValueError(f"q_counts must have {self.n_terms_} columns, got {shape[1]}")
@@ -504,6 +505,7 @@ class SparseGeometricRetriever(QueryPath):
             Only with ``return_report=True``.
         """
         k = check_int(k, "k", min_value=1)
+        return_report = check_bool(return_report, "return_report")
         resolve_threads(n_threads)
         qi, qt, qv = self.transform_queries(query_texts, n_threads)
         self._check_width(k, len(query_texts), "k")

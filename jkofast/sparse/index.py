@@ -34,6 +34,7 @@ from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import (
     as_csr,
+    check_bool,
     check_csr,
     check_int,
     check_offsets,
@@ -232,10 +233,12 @@ class SparseIndex:
         RuntimeError
             The index is not fitted, or was built from token ids (use ``search_token_ids``).
         TypeError
-            ``k`` is not an integer, or ``query_texts`` is one str / holds a non-str.
+            ``k`` is not an integer, ``return_report`` not a bool, or ``query_texts`` is one
+            str / holds a non-str.
         ValueError
             ``k < 1``.
         """
+        return_report = check_bool(return_report, "return_report")
         q_ptr, q_terms, q_w = self.query_csr(query_texts)
         idx, val = self._topk(q_ptr, q_terms, q_w, k, n_threads)
         if not return_report:

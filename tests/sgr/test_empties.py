@@ -139,6 +139,9 @@ def test_config_switch_checked_and_saved(tmp_path):
     assert SGRConfig().empty_fallback == "lexical"
     with pytest.raises(ValueError, match="empty_fallback"):
         SGRConfig(empty_fallback="bm25")
+    with pytest.raises(TypeError, match="return_report"):
+        r0 = SparseGeometricRetriever(**SMALL).fit(DOCS)
+        r0.search(["common"], k=3, return_report=1)
     assert SGRConfig(empty_fallback=None).empty_fallback == "none"  # --param empty_fallback=none
     r = SparseGeometricRetriever(**SMALL, empty_fallback="none").fit(DOCS)
     r.save(str(tmp_path / "ix"))
@@ -158,6 +161,8 @@ def test_sparse_no_known_term_reported(method):
     assert "2 queries with no known term (q1, q2): 2 filled with score-0 documents" in rep.summary(["q0", "q1", "q2"])
     plain = r.search(["apple", "zzz qqq", ""], k=3)
     assert len(plain) == 2
+    with pytest.raises(TypeError, match="return_report"):
+        r.search(["apple"], k=3, return_report="yes")
     np.testing.assert_array_equal(plain[0], idx)
 
 
