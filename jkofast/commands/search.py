@@ -90,6 +90,7 @@ def run(args) -> int:
     from jkofast.commands._common import build_retriever, emit, method_params
     from jkofast.eval.runio import atomic_open, format_run, topk_to_ragged
     from jkofast.sparse.index import prepare
+    from jkofast.sparse.report import SearchReport
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
@@ -108,6 +109,8 @@ def run(args) -> int:
     workers = None
     if args.dask:
         ds, qids, idx, sc, workers, build_s, search_s = _search_on_dask(args)
+        # the workers return rows only: an empty row is reported without its reason
+        report = SearchReport.from_outputs(idx, [0] * len(qids))
     else:
         if args.method != "sgr":  # the sparse-retrieval kernels (an SGR index never calls them)
             prepare()
@@ -116,7 +119,9 @@ def run(args) -> int:
         qmap = ds.queries
         t0 = time.perf_counter()
         # ranks past the corpus are padding that is never written: k = 10**12 asked for 7 TiB
-        idx, sc = retr.search([qmap[q] for q in qids], min(args.k, ds.n_docs), n_threads=args.threads)
+        idx, sc, report = retr.search(
+            [qmap[q] for q in qids], min(args.k, ds.n_docs), n_threads=args.threads, return_report=True
+        )
         search_s = time.perf_counter() - t0
     tag = args.tag or f"jkofast-{args.method}"
     off, docs, scores = topk_to_ragged(idx, sc, ds.doc_ids)  # each row up to its first padding entry
@@ -137,10 +142,13 @@ def run(args) -> int:
     }
     if workers is not None:
         info["workers"] = workers
+    info["unanswered"] = report.to_dict(qids)
+    note = report.summary(qids)
     emit(
         info,
         args.json,
         f"{len(qids)} queries x k={args.k} with {args.method} in {search_s:.3f}s "
-        f"({info['qps']:,.0f} q/s; build {build_s:.2f}s) -> {args.out} ({n} lines)",
+        f"({info['qps']:,.0f} q/s; build {build_s:.2f}s) -> {args.out} ({n} lines)"
+        + (f"\nnote: {note}" if note else ""),
     )
     return 0

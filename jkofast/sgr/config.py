@@ -63,6 +63,7 @@ _CHOICES = {
     "semantic_neighbours": ("strongest", "lowest_term_id"),
     "rescue_mode": ("auto", "scan", "postings"),
     "reliability_mean": ("distinct", "occurrence"),
+    "empty_fallback": ("lexical", "none"),
 }
 _FLAGS = ("reliability_float16", "ppmi_include_self", "tail_gate", "postings")
 _UNIT = ("b_rescue", "b_final", "bm25_b")
@@ -161,6 +162,15 @@ class SGRConfig:
         the fast rescue modes and the BM25 extension read them.  ``False`` gives the compact
         index of SPEC B.11 (the frozen rescue scans the routed documents' support; the same
         scores, bit for bit); the BM25 extension then raises.
+    empty_fallback : {"lexical", "none"}, default "lexical"
+        What :meth:`~jkofast.sgr.retriever.SparseGeometricRetriever.search` returns for a
+        query with known terms but no routed document (no branch of a routed term holds a
+        document): ``"lexical"`` ranks the documents holding its known terms by BM25 over the
+        postings (``bm25_k1``, ``bm25_b``, Lucene idf; binary tf over the support when the
+        index has no postings), at most ``pool_size`` of them; ``"none"`` returns an empty row,
+        as the published method does.  Either way ``search(..., return_report=True)`` names the
+        query.  Queries answered by the method itself are identical under both settings.
+        ``None`` reads as ``"none"``.
 
     Examples
     --------
@@ -213,10 +223,13 @@ class SGRConfig:
     bm25_k1: float = _query(1.2)
     bm25_b: float = _query(0.75)
     rescue_mode: str = _query("auto")
+    empty_fallback: str = _query("lexical")
     postings: bool = _build(True)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
+        if self.empty_fallback is None:  # ``--param empty_fallback=none`` parses to None
+            put(self, "empty_fallback", "none")
         for name in _COUNTS:
             put(self, name, check_int(getattr(self, name), name, min_value=1))
         for name in _COUNTS0:

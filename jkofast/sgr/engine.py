@@ -276,6 +276,72 @@ class QueryPath:
                     self._call(kq.sgr_query_batch, args)
         return out
 
+    def _lexical_fallback(self, terms: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rank the documents holding any of ``terms`` by BM25 (``empty_fallback="lexical"``).
+
+        ``score(d) = sum_t idf_t tf (k1 + 1) / (tf + k1 (1 - b + b dl_d / avgdl))`` over the distinct
+        query terms ``t`` in ``d`` (Lucene idf ``bm25_idf``; ``bm25_k1``, ``bm25_b``; the BM25
+        extension's formula), with ``tf`` from the postings, or ``tf = 1`` over the binary support
+        of an index without postings.  Sums are float64 in term order; the top ``k`` by score,
+        ties to the lowest row, as ``(docs int64, scores float64)``.
+        """
+        ix, cfg = self._ix, self.config
+        terms = np.asarray(terms, np.int64)
+        if cfg.postings:
+            ptr = ix["t_indptr"]
+            lo, hi = ptr[terms].astype(np.int64), ptr[terms + 1].astype(np.int64)
+            take = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)])
+            docs = np.asarray(ix["t_docs"])[take].astype(np.int64)
+            tf = np.asarray(ix["t_tf"])[take].astype(np.float64)
+            idf = np.repeat(np.asarray(ix["bm25_idf"], np.float64)[terms], hi - lo)
+        else:
+            s_idx = np.asarray(ix["s_idx"])
+            hit = np.flatnonzero(np.isin(s_idx, terms))
+            # term order first (as the postings give it), then row
+            t_of = s_idx[hit].astype(np.int64)
+            d_of = np.searchsorted(np.asarray(ix["s_indptr"]), hit, side="right") - 1
+            order = np.lexsort((d_of, t_of))
+            docs, t_of = d_of[order].astype(np.int64), t_of[order]
+            tf = np.ones(docs.shape[0])
+            idf = np.asarray(ix["bm25_idf"], np.float64)[t_of]
+        if docs.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        k1, b = cfg.bm25_k1, cfg.bm25_b
+        dl = np.asarray(ix["dl"])[docs].astype(np.float64)
+        part = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl / self._avgdl))
+        uniq, inv = np.unique(docs, return_inverse=True)
+        score = np.bincount(inv, weights=part, minlength=uniq.shape[0])
+        top = np.lexsort((uniq, -score))[:k]
+        return uniq[top], score[top]
+
+    def _apply_fallback(self, q_indptr, q_terms, status, idx, sc, kk) -> np.ndarray:
+        """Fill the rows of the queries with known terms but no routed document (in place).
+
+        Returns the bool mask of the rows filled.  Scores are float32, capped to be strictly
+        decreasing in rank as :meth:`search`'s are.
+        """
+        nq = status.shape[0]
+        fb = np.zeros(nq, bool)
+        if self.config.empty_fallback != "lexical" or not status.any():  # STATUS_OK is 0
+            return fb
+        ninf = np.float32(-np.inf)
+        for i in np.flatnonzero(status != kq.STATUS_OK).tolist():
+            lo, hi = int(q_indptr[i]), int(q_indptr[i + 1])
+            if hi == lo:  # no known term: nothing to score
+                continue
+            docs, score = self._lexical_fallback(q_terms[lo:hi], kk)
+            if docs.size == 0:
+                continue
+            fb[i] = True
+            idx[i, : docs.size] = docs
+            prev = np.float32(np.inf)
+            for c, v in enumerate(score.astype(np.float32).tolist()):
+                v = np.float32(v)
+                cap = np.nextafter(prev, ninf) if c else prev
+                sc[i, c] = v if v < cap else cap
+                prev = sc[i, c]
+        return fb
+
     def _get_scratch(self, n_chunks: int) -> kq.SGRScratch:
         """Per-chunk query scratch, allocated once and reused across calls (SPEC B.12: no dense per-query zeroing).
 

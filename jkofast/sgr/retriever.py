@@ -24,13 +24,14 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
-from jkofast._validation import as_csr, check_int
+from jkofast._validation import as_csr, check_bool, check_int
 from jkofast.kernels.sgr import query as _q
 from jkofast.kernels.text import tokenize as _tok
 from jkofast.sgr import layout as _layout
 from jkofast.sgr import persist as _persist
 from jkofast.sgr.config import BUILD_PARAMS, PRESETS, SGRConfig, default_params
 from jkofast.sgr.engine import COMPONENTS, SERIAL_BELOW, QueryPath, SGRPool
+from jkofast.sparse.report import NO_KNOWN_TERM, NO_ROUTED_DOC, OK, SearchReport
 from jkofast.text.patterns import SKLEARN as TOKEN_PATTERN
 from jkofast.text.scripts import fold_script, script_tokenizer, script_word_table
 
@@ -223,10 +224,11 @@ class SparseGeometricRetriever(QueryPath):
         self._build(X, C, dl, np.asarray(tr.idf_, np.float64), n_threads)
         return self
 
-    def search_counts(self, q_counts, k: int = 10, n_threads: int | None = None):
+    def search_counts(self, q_counts, k: int = 10, n_threads: int | None = None, return_report: bool = False):
         """:meth:`search` for queries given as a sparse (nq, V) raw term-count matrix."""
         self._check_fitted()
         k = check_int(k, "k", min_value=1)
+        return_report = check_bool(return_report, "return_report")
         ip_, ix_, dt_, shape = as_csr(q_counts, "q_counts", dtype=np.float32)
         if shape[1] != self.n_terms_:
             raise ValueError(f"q_counts must have {self.n_terms_} columns, got {shape[1]}")
@@ -245,7 +247,7 @@ class SparseGeometricRetriever(QueryPath):
         cnt = np.bincount(rows[keep], minlength=shape[0])
         qi = np.zeros(shape[0] + 1, np.int64)
         np.cumsum(cnt, out=qi[1:])
-        return self._search_arrays(qi, ix_[keep].astype(np.int32), v[keep], shape[0], k, n_threads)
+        return self._search_arrays(qi, ix_[keep].astype(np.int32), v[keep], shape[0], k, n_threads, return_report)
 
     def _build(self, X, counts, dl, idf, n_threads) -> None:
         """Calibrate on the whole corpus, encode it as one shard, assemble (``jkofast.sgr.layout``)."""
@@ -470,7 +472,9 @@ class SparseGeometricRetriever(QueryPath):
         with numba_threads(n_threads) as nt:
             return _tok.analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32, max(1, min(nq, nt)))
 
-    def search(self, query_texts, k: int = 10, n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, query_texts, k: int = 10, n_threads: int | None = None, return_report: bool = False
+    ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, SearchReport]:
         """Top-``k`` documents per query (text in, ranked corpus rows out).
 
         Parameters
@@ -480,36 +484,50 @@ class SparseGeometricRetriever(QueryPath):
             Results per query; at most ``pool_size`` are non-padding.
         n_threads : int, optional
             Numba threads (prange over query chunks); results do not depend on it.
+        return_report : bool, default False
+            Also return a :class:`jkofast.sparse.report.SearchReport` naming the queries the
+            method could not answer: no known term (``NO_KNOWN_TERM``), or known terms but no
+            routed document (``NO_ROUTED_DOC``, answered by the lexical fallback unless
+            ``empty_fallback="none"``; its ``fallback`` flags say which rows came from it).
 
         Returns
         -------
         indices : int64 ndarray (nq, k)
             Corpus row positions in rank order, padded with -1 (empty query, no routed
-            document, or fewer than k in the pool).
+            document under ``empty_fallback="none"``, or fewer than k in the pool).
         scores : float32 ndarray (nq, k)
             The relevance (SPEC B.9) of each returned document, padded with -inf, capped
             to be strictly decreasing in rank: ranks 2-10 follow the diversity order, and
             the cap keeps that order for tools that re-sort by score.  The raw relevance
-            is in :meth:`pool`.
+            is in :meth:`pool`.  Rows of the lexical fallback hold its BM25 scores (capped
+            the same way).
+        report : SearchReport
+            Only with ``return_report=True``.
         """
         k = check_int(k, "k", min_value=1)
+        return_report = check_bool(return_report, "return_report")
         resolve_threads(n_threads)
         qi, qt, qv = self.transform_queries(query_texts, n_threads)
         self._check_width(k, len(query_texts), "k")
-        return self._search_arrays(qi, qt, qv, len(query_texts), k, n_threads)
+        return self._search_arrays(qi, qt, qv, len(query_texts), k, n_threads, return_report)
 
-    def _search_arrays(self, qi, qt, qv, nq, k, n_threads):
+    def _search_arrays(self, qi, qt, qv, nq, k, n_threads, return_report=False):
         P = self.config.pool_size
         kk = min(k, P)
         # only the first k ranks leave the kernel (diversity reorders ranks 2..10 only)
-        out_doc, out_comp, _, _, _ = self._run(qi, qt, qv, P, n_threads, n_out=kk)
+        out_doc, out_comp, _, _, st = self._run(qi, qt, qv, P, n_threads, n_out=kk)
         idx = np.full((nq, k), -1, np.int64)
         sc = np.full((nq, k), -np.inf, np.float32)
         idx[:, :kk] = out_doc
         # make scores non-increasing in rank so tools that re-sort by score (trec_eval,
         # pytrec_eval) keep the diversified order: cap each at just below its predecessor
         _q.cap_scores_desc(out_doc, out_comp, sc)
-        return idx, sc
+        fb = self._apply_fallback(qi, qt, st, idx, sc, kk)
+        if not return_report:
+            return idx, sc
+        no_term = np.diff(qi) == 0
+        status = np.where(st == _q.STATUS_OK, OK, np.where(no_term, NO_KNOWN_TERM, NO_ROUTED_DOC))
+        return idx, sc, SearchReport.from_outputs(idx, status, fallback=fb)
 
     def pool(self, query_texts, P: int | None = None, n_threads: int | None = None) -> SGRPool:
         """Top-``P`` pool per query with its component scores (candidate generator / energy).

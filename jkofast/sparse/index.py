@@ -34,6 +34,7 @@ from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import (
     as_csr,
+    check_bool,
     check_csr,
     check_int,
     check_offsets,
@@ -44,6 +45,7 @@ from jkofast._validation import (
 from jkofast.kernels.sparse import cosine as _kc
 from jkofast.kernels.sparse import scoring as _ks
 from jkofast.kernels.sparse import weights as _kw
+from jkofast.sparse.report import NO_KNOWN_TERM, OK, SearchReport
 from jkofast.sparse.vocabulary import Vocabulary, counts_from_token_ids
 from jkofast.sparse.vocabulary import _warmup as _vocabulary_warmup
 from jkofast.text.analyzer import Analyzer
@@ -200,7 +202,7 @@ class SparseIndex:
             )
         return out_idx, out_val
 
-    def search(self, query_texts, k: int = 10, n_threads: int | None = None):
+    def search(self, query_texts, k: int = 10, n_threads: int | None = None, return_report: bool = False):
         """Top-``k`` documents per query.
 
         Parameters
@@ -210,27 +212,40 @@ class SparseIndex:
             Results per query (>= 1).
         n_threads : int, optional
             Numba threads for this call (restored afterwards); results do not depend on it.
+        return_report : bool, default False
+            Also return a :class:`jkofast.sparse.report.SearchReport`: the queries with no
+            term in the vocabulary (status ``NO_KNOWN_TERM``), whose rows are score-0 filler.
 
         Returns
         -------
         indices : int64 ndarray (n_queries, k)
             Corpus row positions, best first; ties -> lowest row; padded with -1 when
-            ``k > n_docs``.
+            ``k > n_docs``.  A query with no known term scores every document 0: its row
+            holds the first documents in corpus order (the report marks it).
         scores : float32 ndarray (n_queries, k)
             ``score(d) = sum_t q_w[t] W[t, d]`` over the query's terms (float64 sums, then
             float32); padded with ``-inf``.
+        report : SearchReport
+            Only with ``return_report=True``.
 
         Raises
         ------
         RuntimeError
             The index is not fitted, or was built from token ids (use ``search_token_ids``).
         TypeError
-            ``k`` is not an integer, or ``query_texts`` is one str / holds a non-str.
+            ``k`` is not an integer, ``return_report`` not a bool, or ``query_texts`` is one
+            str / holds a non-str.
         ValueError
             ``k < 1``.
         """
+        return_report = check_bool(return_report, "return_report")
         q_ptr, q_terms, q_w = self.query_csr(query_texts)
-        return self._topk(q_ptr, q_terms, q_w, k, n_threads)
+        idx, val = self._topk(q_ptr, q_terms, q_w, k, n_threads)
+        if not return_report:
+            return idx, val
+        no_term = np.diff(q_ptr) == 0
+        status = np.where(no_term, NO_KNOWN_TERM, OK)
+        return idx, val, SearchReport.from_outputs(idx, status, filler=no_term & (idx[:, 0] >= 0))
 
     def search_token_ids(self, token_ids, k: int = 10, n_threads: int | None = None):
         """``search`` for pre-tokenised integer queries (ids >= n_terms are ignored)."""

@@ -5,6 +5,8 @@ Every retriever has
 * ``fit(texts: list[str]) -> self`` -- one text per document (corpus row order);
 * ``search(query_texts, k, n_threads=None) -> (indices int64 (nq, k), scores float32 (nq, k))``
   -- corpus row positions, best first, ties -> lowest row, padded with ``-1`` / ``-inf``;
+  ``return_report=True`` adds a :class:`jkofast.sparse.report.SearchReport` (the queries the
+  method could not answer, by reason);
 * ``score_all(query_texts, n_threads=None) -> float32 (nq, n_docs)`` -- full score vectors
   (sparse retrievers);
 * ``save(dir)`` / ``load(dir)``;
@@ -65,9 +67,13 @@ class SparseRetriever:
         """Number of indexed documents."""
         return self.index.n_docs
 
-    def search(self, query_texts, k: int = 10, n_threads: int | None = None):
-        """Top-``k`` corpus rows per query: ``(indices int64 (nq, k), scores float32 (nq, k))``."""
-        return self.index.search(query_texts, k, n_threads=n_threads)
+    def search(self, query_texts, k: int = 10, n_threads: int | None = None, return_report: bool = False):
+        """Top-``k`` corpus rows per query: ``(indices int64 (nq, k), scores float32 (nq, k))``.
+
+        With ``return_report=True`` also a :class:`jkofast.sparse.report.SearchReport` (the
+        queries with no known term; see :meth:`jkofast.sparse.index.SparseIndex.search`).
+        """
+        return self.index.search(query_texts, k, n_threads=n_threads, return_report=return_report)
 
     def score_all(self, query_texts, n_threads: int | None = None) -> np.ndarray:
         """Full score vectors ``(nq, n_docs)`` float32."""

@@ -59,6 +59,7 @@ from jkofast.pools.candidates import build_pools, dense_scores, top_lists
 from jkofast.pools.retrievers import METHODS as SPARSE_METHODS
 from jkofast.pools.retrievers import get_retriever
 from jkofast.sgr.retriever import SparseGeometricRetriever
+from jkofast.sparse.report import SearchReport
 from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk, readout_topk, rerank_blocks
 from jkofast.studies.sparse_recipe import SPARSE_RECIPE, sparse_recipe_search
 
@@ -393,8 +394,11 @@ def _first_stage(job: _Job, sparse):
     with job.stage("bm25_search"):
         if hasattr(bm25, "score_all"):
             S = bm25.score_all(job.queries, n_threads=n_threads)
+            # a row of zeros: no query term in the vocabulary (its ranking is corpus order)
+            no_term = ~S.any(axis=1)
+            report = SearchReport.from_outputs(np.zeros((nq, 1), np.int64), no_term.astype(np.int8), filler=no_term)
         else:  # a retriever without full scores (sgr): its top-500 list, others at the list minimum
-            s_idx, s_val = bm25.search(job.queries, 500, n_threads=n_threads)
+            s_idx, s_val, report = bm25.search(job.queries, 500, n_threads=n_threads, return_report=True)
             S = np.zeros((nq, ds.n_docs), np.float32)
             for i in range(nq):
                 ok = (s_idx[i] >= 0) & np.isfinite(s_val[i])
@@ -402,6 +406,7 @@ def _first_stage(job: _Job, sparse):
                 S[i, s_idx[i][ok]] = s_val[i][ok]
         bm25_top, _ = top_lists(S, K_READ, n_threads)
     job.add(sparse if sparse != "bm25" else "bm25", bm25_top, "bm25_search")
+    _note_unanswered(job, sparse, report)
     if sparse != "bm25":
         job.notes.append(f"sparse first stage: {sparse} (pools and the 'rerank' stand-in use its scores)")
     return S
@@ -464,7 +469,7 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
         with job.stage(name):
             res = rerank_batch(E, p0, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
             top = readout_topk(res.p, P, K_READ)
-        _report_status(res, name, job.notes)
+        _report_status(res, name, job.notes, job.qids)
         job.add(name, top, name)
     if "jko_tuned" in jko_methods:
         # energy weights selected on TRAIN queries with the published protocol
@@ -474,7 +479,7 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
             c = dataclasses.replace(cfg, mode="wasserstein")
             res = rerank_batch(Et, p0t, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
             top = readout_topk(res.p, P, K_READ)
-        _report_status(res, "jko_tuned", job.notes)
+        _report_status(res, "jko_tuned", job.notes, job.qids)
         job.add("jko_tuned", top, "jko_tuned")
         job.notes.append(
             f"jko_tuned: JKO-RAG with the train-selected energy (alpha, gamma) = {TUNED_AG} "
@@ -495,8 +500,17 @@ def _sgr_row(job: _Job, ahead) -> None:
             job.notes.append(f"SGR kernels: the compile-ahead process failed ({why}); compiled here instead")
         sgr = SparseGeometricRetriever().fit(job.ds.doc_texts(" "), n_threads=job.n_threads)
     with job.stage("sgr_search"):
-        top, _ = sgr.search(job.queries, K_READ, n_threads=job.n_threads)
+        top, _, report = sgr.search(job.queries, K_READ, n_threads=job.n_threads, return_report=True)
     job.add("sgr", top, "sgr_search")
+    _note_unanswered(job, "sgr", report)
+
+
+def _note_unanswered(job: _Job, name: str, report) -> None:
+    """Add a note naming the queries ``name`` could not answer itself (a :class:`SearchReport`), if any."""
+    text = report.summary(job.qids)
+    if text:
+        job.notes.append(f"{name}: {text}")
+        job.log(job.notes[-1])
 
 
 def _row_order(rows: dict) -> dict:
@@ -514,7 +528,7 @@ def _sparse_jko(job: _Job, cfg):
         top, res = sparse_recipe_search(
             job.ds, job.queries, job.qids, k=K_READ, grad=cfg.grad, n_threads=job.n_threads, return_result=True
         )
-    _report_status(res, "jko_sparse", job.notes)
+    _report_status(res, "jko_sparse", job.notes, job.qids)
     job.add("jko_sparse", top, "jko_sparse")
     job.notes.append(f"jko_sparse: {SPARSE_RECIPE.describe()} (all selected on train); no transformer")
 
@@ -623,12 +637,22 @@ def _run_methods(job: _Job, emb_name, emb):
     return pool_recall
 
 
-def _report_status(res, name, notes):
-    """Add a note for the pools of ``res`` that reported a solver status or capped inner steps."""
+def _report_status(res, name, notes, qids=None, max_names: int = 5):
+    """Add a note for the pools of ``res`` that reported a solver status or capped inner steps.
+
+    The note names the first ``max_names`` such queries (ids from ``qids``) with the solver's reason
+    (an empty pool, a bad energy, ...).
+    """
     status = np.asarray(res.status)
-    bad = int(np.count_nonzero(status))
-    if bad:
-        notes.append(f"{name}: {bad} pools reported a non-zero solver status (read out as solved)")
+    bad = np.flatnonzero(status)
+    if bad.size:
+        errors = getattr(res, "errors", None) or {}
+        named = ", ".join(
+            f"{qids[q] if qids is not None else q}: {errors.get(q, f'status {int(status[q])}')}"
+            for q in bad[:max_names].tolist()
+        )
+        more = f" +{bad.size - max_names} more" if bad.size > max_names else ""
+        notes.append(f"{name}: {bad.size} pools reported a non-zero solver status (read out as solved; {named}{more})")
     un = getattr(res, "unconverged", None)
     if un is not None and un.any():
         notes.append(f"{name}: {unconverged_summary(np.count_nonzero(un.any(axis=1)), *un.sum(axis=0))}")
