@@ -171,7 +171,7 @@ def detect_language(texts, max_chars: int = 400_000) -> LanguageGuess:
 
 
 def _language_of(script: str, text: str) -> str | None:
-    """The language of ``text`` given its dominant ``script``."""
+    """Return the language of ``text`` given its dominant ``script``."""
     if script == "arabic":
         persian = sum(1 for ch in text if ch in _PERSIAN_LETTERS)
         arabic = sum(1 for ch in text if "\u0621" <= ch <= "\u064a")
@@ -192,20 +192,20 @@ def _language_of(script: str, text: str) -> str | None:
 
 
 def language_analyser(language: str | None, *, published_english: bool = True) -> tuple[Analyzer, str]:
-    """Return ``(analyser, why)``: the lexical analyser for ``language`` and a one-line reason.
+    r"""Return ``(analyser, why)``: the lexical analyser for ``language`` and a one-line reason.
 
     Parameters
     ----------
     language : str or None
         A name from :func:`detect_language` (None: the published analyser).
     published_english : bool
-        English keeps the published BM25 analyser (``\\w+``, no stop words, no stemmer) so the
+        English keeps the published BM25 analyser (``\w+``, no stop words, no stemmer) so the
         published tables are reproduced; False gives English its Snowball stemmer like any language.
 
     Notes
     -----
     Without PyStemmer installed no Snowball stemmer is available: the analyser is then the plain
-    ``\\w+`` one and ``why`` says how to install it.
+    ``\w+`` one and ``why`` says how to install it.
     """
     pattern = CJK_PATTERN if language in ("chinese", "japanese", "korean") else WORD
     if language is None or (language == "english" and published_english):
