@@ -463,7 +463,7 @@ def _fingerprint(opts: RerankOptions) -> dict:
         "pools": os.path.abspath(opts.pools),
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
-        "config": opts.config,
+        "config": opts.config if isinstance(opts.config, str) else dataclasses.asdict(opts.config),
         "chunk_size": opts.chunk_size,
         "k": opts.k,
         "tag": opts.tag,

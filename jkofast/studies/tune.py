@@ -63,10 +63,14 @@ __all__ = [
     "grid",
     "kfold",
     "load_point",
+    "pool_topk",
     "prepare",
+    "run_point",
     "save_point",
     "score_grid",
     "tune_dataset",
+    "write_per_query",
+    "write_runs",
 ]
 
 GRIDS = ("published", "wide")
@@ -261,8 +265,8 @@ def prepare(
     return TuneData(list(query_ids), qrels, ds.doc_ids, analyser, P, rer, Z, dense_top, bm25_top, secs)
 
 
-def _pool_top(values, P, k=K_READ):
-    """Top-k corpus rows of every pool by flat ``values`` and their values (padding -1 / -inf)."""
+def pool_topk(values, P, k=K_READ):
+    """Return the top-k corpus rows of every pool by flat ``values`` and their values (padding -1 / -inf)."""
     pos = topk_by_score(np.asarray(values, np.float64), P.offsets, k)
     rows = positions_to_docs(pos, P.offsets, P.doc_idx)
     vals = np.full(pos.shape, -np.inf)
@@ -287,11 +291,11 @@ def run_point(data: TuneData, p: dict, *, grad="implicit", n_threads=None, cache
         if cache is not None:
             cache[key] = r
     if p["T"] == 0:
-        return _pool_top(r, P)
+        return pool_topk(r, P)
     cfg = _config(p, grad)
     p0 = softmax_tau(r, P.offsets, cfg.tau0, n_threads=n_threads)
     res = rerank_batch(-r, p0, P.offsets, embeddings=data.Z, config=cfg, n_threads=n_threads, warn_unconverged=False)
-    return _pool_top(res.p, P)
+    return pool_topk(res.p, P)
 
 
 def _config(p: dict, grad=None) -> JKOConfig:
@@ -652,6 +656,8 @@ def write_runs(folder, tops: dict, query_ids, doc_ids) -> list[str]:
 
     ``tops``: ``method -> (rows, scores)`` (nq, k) corpus rows and their scores (padding -1 / -inf).
     Scores are written at full precision (the shortest decimal reading back to the same float).
+    A score tied at float32 with the one ranked above it is lowered to the next float32 below that
+    one, so that trec_eval (float32 scores, ties by document id) reads each ranking in jkofast's order.
     """
     from jkofast._io import check_writable_dir
     from jkofast.eval.trec import write_run
@@ -661,10 +667,24 @@ def write_runs(folder, tops: dict, query_ids, doc_ids) -> list[str]:
     for name, (rows, vals) in tops.items():
         path = os.path.join(folder, f"{name}.run")
         rows = np.asarray(rows, np.int64)
-        vals = np.where(rows >= 0, np.asarray(vals, np.float64), -np.inf)
+        vals = _strictly_decreasing(np.where(rows >= 0, np.asarray(vals, np.float64), -np.inf))
         write_run(path, (rows, vals), tag=name, query_ids=list(query_ids), doc_ids=list(doc_ids))
         paths.append(path)
     return paths
+
+
+def _strictly_decreasing(vals: np.ndarray) -> np.ndarray:
+    """Return ``vals`` (nq, k) with every score not below the previous column's (at float32) lowered under it.
+
+    trec_eval keeps scores as C floats and orders float32 ties by document id; a tied score
+    becomes the float32 just below the previous one (a change of one float32 step).
+    """
+    out = vals.copy()
+    for j in range(1, out.shape[1]):
+        prev, cur = out[:, j - 1], out[:, j]
+        bad = np.isfinite(cur) & ((cur >= prev) | (cur.astype(np.float32) >= prev.astype(np.float32)))
+        out[bad, j] = np.nextafter(prev[bad].astype(np.float32), np.float32(-np.inf)).astype(np.float64)
+    return out
 
 
 def write_per_query(path, query_ids, values: dict) -> None:

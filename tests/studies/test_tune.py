@@ -291,3 +291,78 @@ def test_encoder_note_for_other_languages():
     assert encoder_note("arabic", "my-multilingual-e5") is None
     note = encoder_note("arabic", "minilm-l6-v2")
     assert "English-only" in note and "arabic" in note and "lexical" in note
+
+
+# ---------------------------------------------------------------------------------------------
+# the point file drives run and rerank
+# ---------------------------------------------------------------------------------------------
+def test_run_with_point_runs_and_per_query(tiny, tuned, tmp_path, capsys):
+    point, runs, pq = tmp_path / "p.json", tmp_path / "runs", tmp_path / "pq.tsv"
+    save_point(tuned, point)
+    rc = main(["run", "--dataset", tiny, "--point", str(point), "--methods", "hybrid_rrf,jko_tuned", "--no-sgr",
+               "--threads", "1", "--runs", str(runs), "--per-query", str(pq), "--json"])  # fmt: skip
+    assert rc == 0
+    s = json.loads(capsys.readouterr().out)
+    assert {"bm25", "dense", "hybrid_rrf", "jko_tuned", "point"} <= set(s["methods"])
+    # the point row scores what tune selected on all queries: here dense is perfect and so is the point
+    sel = tuned["selected_index"]
+    assert s["methods"]["point"]["ndcg@10"] == pytest.approx(tuned["grid_ndcg10"][sel])
+    from jkofast.datasets.beir import load_dataset
+
+    qrels = load_dataset(tiny).qrels("test")
+    got = {}
+    for name in s["methods"]:
+        got[name] = float(np.mean(evaluate(read_run(runs / f"{name}.run"), qrels, metrics=("ndcg@10",))["ndcg@10"]))
+    assert got == pytest.approx({name: row["ndcg@10"] for name, row in s["methods"].items()})
+    lines = pq.read_text().splitlines()
+    assert lines[0] == "query_id\tmethod\tndcg@10\tndcg_exp@10\trecall@10"
+    assert len(lines) == 1 + 12 * len(s["methods"])
+
+
+def test_run_point_errors_before_work(tiny, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(["run", "--dataset", tiny, "--point", str(bad), "--quiet"]) == 2
+    assert "not a point file" in capsys.readouterr().err
+    assert main(["run", "--dataset", tiny, "--point", str(tmp_path / "absent.json"), "--quiet"]) == 2
+
+
+def test_rerank_with_point(tiny, tuned, tmp_path, capsys):
+    from jkofast.datasets.beir import load_dataset
+
+    ds = load_dataset(tiny)
+    point = tmp_path / "p.json"
+    sel = {**PUBLISHED_POINT, "T": 2}
+    save_point({**tuned, "selected": sel}, point)
+    lines = []
+    for q in ds.split_query_ids("test"):
+        for r, d in enumerate(ds.doc_ids[:15]):
+            lines.append(f"{q} Q0 {d} {r + 1} {15 - r} x")
+    pools = tmp_path / "pools.run"
+    pools.write_text("\n".join(lines) + "\n")
+    ids = tmp_path / "ids.txt"
+    ids.write_text("\n".join(ds.doc_ids) + "\n")
+    out = tmp_path / "out.run"
+    rc = main(["rerank", "--pools", str(pools), "--embeddings", os.path.join(tiny, "embeddings", "minilm-l6-v2",
+               "docs.npy"), "--ids", str(ids), "--point", str(point), "--out", str(out), "--threads", "1",
+               "--json"])  # fmt: skip
+    assert rc == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["config"] == str(point) and s["queries"] == 12
+    assert len(read_run(out)) == 12
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    assert main(["rerank", "--pools", str(pools), "--point", str(bad), "--out", str(out)]) == 2
+
+
+def test_run_picks_the_analyser_of_the_corpus_language(tmp_path):
+    pytest.importorskip("Stemmer")
+    from jkofast.studies.main_job import run_main_job
+
+    docs = [("d1", "", "المكتبات الوطنية كبيرة جدا"), ("d2", "", "يدرس الطلاب في الجامعة"), ("d3", "", "الطقس جميل")]
+    root = write_beir(tmp_path / "ar", docs, [("q1", "مكتبة وطنية")], [("q1", "d1", 1)])
+    res = run_main_job(root, progress=False, methods=("jko_sparse",), include_sgr=False)
+    note = next(n for n in res.notes if n.startswith("corpus language"))
+    assert "arabic" in note and "Snowball" in note
+    assert any("English recipe" in n for n in res.notes)
+    assert res.summary()["methods"]["bm25"]["ndcg@10"] == 1.0
