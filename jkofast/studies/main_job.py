@@ -709,7 +709,7 @@ def _point_row(job: _Job, P, rer, Z) -> None:
     if P is None:
         job.notes.append("point: skipped (it needs the dense embeddings)")
         return
-    p = {"kind": "jko", **{k: w[k] for k in ("alpha", "beta", "gamma")}}
+    p = {"kind": "jko", **{k: w[k] for k in ("alpha", "beta", "gamma", "pool")}}
     p.update({k: getattr(cfg, k) for k in ("h", "lam", "rho", "sinkhorn_eps", "T", "inner_steps", "tau0")})
     with job.stage("point"):
         data = _PoolInputs(P, rer, Z)

@@ -46,7 +46,7 @@ from jkofast.eval.metrics import bootstrap_ci, paired_bootstrap_diff
 from jkofast.jko.energy import align_scores, blend, read_score_file, softmax_tau
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
 from jkofast.pools.baselines import inpool_rrf, positions_to_docs, topk_by_score
-from jkofast.pools.candidates import build_pools, dense_scores, top_lists
+from jkofast.pools.candidates import Pools, build_pools, dense_scores, top_lists
 from jkofast.pools.retrievers import get_retriever
 from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk
 from jkofast.studies.tuning import sample_configs, select_best
@@ -78,8 +78,10 @@ POINT_FORMAT = "jkofast-point/1"
 FLOW_FIELDS = ("h", "lam", "rho", "sinkhorn_eps", "T", "inner_steps", "tau0")
 # the published SciFact operating point: config #12 of the published search, energy (α, γ) = (0.4, 0.3)
 PUBLISHED_POINT = {"kind": "jko", "alpha": 0.4, "beta": 0.0, "gamma": 0.3, "h": 2.0, "lam": 0.1, "rho": 0.05,
-                   "sinkhorn_eps": 0.2, "T": 5, "inner_steps": 40, "tau0": 1.0}  # fmt: skip
+                   "sinkhorn_eps": 0.2, "T": 5, "inner_steps": 40, "tau0": 1.0, "pool": 200}  # fmt: skip
 DEFAULT_EMBEDDINGS = "minilm-l6-v2"
+POOL = 200  # pool size M of the hybrid pools (SPEC A.2.6); the wide grid also tries WIDE_POOL
+WIDE_POOL = 100
 ENGLISH_ENCODERS = ("minilm",)
 
 
@@ -90,7 +92,7 @@ def _flow(cfg: JKOConfig) -> dict:
     return {k: getattr(cfg, k) for k in FLOW_FIELDS}
 
 
-def _readout(alpha, beta, gamma) -> dict:
+def _readout(alpha, beta, gamma, pool=POOL) -> dict:
     return {
         "kind": "jko",
         "alpha": float(alpha),
@@ -98,6 +100,7 @@ def _readout(alpha, beta, gamma) -> dict:
         "gamma": float(gamma),
         **_flow(operating_point("tuned")),
         "T": 0,
+        "pool": int(pool),
     }
 
 
@@ -126,18 +129,25 @@ def grid(name: str = "published", *, lexical_rerank: bool = True) -> list[dict]:
         if c["alpha"] == 0 and c["gamma"] == 0:
             continue  # no energy at all: the published search scores it 0 without running
         flows.append(
-            {"kind": "jko", "alpha": c["alpha"], "beta": 0.0, "gamma": c["gamma"], **{k: c[k] for k in FLOW_FIELDS}}
+            {
+                "kind": "jko",
+                "alpha": c["alpha"],
+                "beta": 0.0,
+                "gamma": c["gamma"],
+                **{k: c[k] for k in FLOW_FIELDS},
+                "pool": POOL,
+            }
         )
-    weights = sorted({(p["alpha"], p["beta"], p["gamma"]) for p in flows})
+    weights = sorted({(p["alpha"], p["beta"], p["gamma"], POOL) for p in flows})
     if name == "wide":
         steps = [round(0.1 * i, 1) for i in range(11)]
         betas = (0.0,) if lexical_rerank else (0.0, 0.3)
-        fine = [(a, b, g) for a in steps for b in betas for g in steps if a + b + g > 0]
+        fine = [(a, b, g, m) for a in steps for b in betas for g in steps for m in (POOL, WIDE_POOL) if a + b + g > 0]
         weights = sorted(set(weights) | set(fine))
-        for point in ("tuned", "fast"):
+        for point, m in (("tuned", POOL), ("fast", POOL), ("tuned", WIDE_POOL)):
             fl = _flow(operating_point(point))
             for a in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
-                flows.append({"kind": "jko", "alpha": a, "beta": 0.0, "gamma": round(1.0 - a, 1), **fl})
+                flows.append({"kind": "jko", "alpha": a, "beta": 0.0, "gamma": round(1.0 - a, 1), **fl, "pool": m})
     corners = [{"kind": "dense"}, {"kind": "bm25"}]
     return corners + [_readout(*w) for w in weights] + flows
 
@@ -147,6 +157,8 @@ def describe_point(p: dict) -> str:
     if p["kind"] != "jko":
         return f"{p['kind']} only"
     w = f"alpha {p['alpha']:g}, beta {p['beta']:g}, gamma {p['gamma']:g}"
+    if p.get("pool", POOL) != POOL:
+        w += f"; pool {p['pool']}"
     if p["T"] == 0:
         return f"readout ({w}; no flow)"
     f = ", ".join(f"{k} {p[k]:g}" for k in FLOW_FIELDS)
@@ -282,11 +294,12 @@ def run_point(data: TuneData, p: dict, *, grad="implicit", n_threads=None, cache
         return data.dense_top
     if p["kind"] == "bm25":
         return data.bm25_top
-    P = data.pools
-    key = (p["alpha"], p["beta"], p["gamma"])
+    m = int(p.get("pool", POOL))
+    P, rerank, Z = _pool_inputs(data, m, cache)
+    key = (p["alpha"], p["beta"], p["gamma"], m)
     r = None if cache is None else cache.get(key)
     if r is None:
-        r = blend(P.offsets, dense=P.dense, sparse=P.sparse, rerank=data.rerank, alpha=p["alpha"], beta=p["beta"],
+        r = blend(P.offsets, dense=P.dense, sparse=P.sparse, rerank=rerank, alpha=p["alpha"], beta=p["beta"],
                   gamma=p["gamma"], n_threads=n_threads).astype(np.float64)  # fmt: skip
         if cache is not None:
             cache[key] = r
@@ -294,8 +307,28 @@ def run_point(data: TuneData, p: dict, *, grad="implicit", n_threads=None, cache
         return pool_topk(r, P)
     cfg = _config(p, grad)
     p0 = softmax_tau(r, P.offsets, cfg.tau0, n_threads=n_threads)
-    res = rerank_batch(-r, p0, P.offsets, embeddings=data.Z, config=cfg, n_threads=n_threads, warn_unconverged=False)
+    res = rerank_batch(-r, p0, P.offsets, embeddings=Z, config=cfg, n_threads=n_threads, warn_unconverged=False)
     return pool_topk(res.p, P)
+
+
+def _pool_inputs(data, m: int, cache=None):
+    """Return ``(pools, rerank, Z)`` cut to the first ``m`` entries of every pool (fused-rank order)."""
+    full = data.pools
+    sizes = np.diff(full.offsets)
+    if not sizes.size or m >= sizes.max():
+        return full, data.rerank, data.Z
+    if cache is not None and ("pool", m) in cache:
+        return cache["pool", m]
+    new = np.minimum(sizes, m)
+    keep = np.concatenate([np.arange(a, a + n) for a, n in zip(full.offsets[:-1], new)]).astype(np.int64)
+    off = np.zeros_like(full.offsets)
+    np.cumsum(new, out=off[1:])
+    cut = lambda x: None if x is None else x[keep]  # noqa: E731
+    P = Pools(full.query_ids, off, full.doc_idx[keep], full.sparse[keep], cut(full.dense), cut(full.fused))
+    out = (P, data.rerank[keep], np.ascontiguousarray(data.Z[keep]))
+    if cache is not None:
+        cache["pool", m] = out
+    return out
 
 
 def _config(p: dict, grad=None) -> JKOConfig:
@@ -571,13 +604,13 @@ def _readout_twins(points) -> list[int]:
     at = {}
     for i, p in enumerate(points):
         if p["kind"] == "jko" and p["T"] == 0:
-            at.setdefault((p["alpha"], p["beta"], p["gamma"], p["analyser"]), i)
+            at.setdefault((p["alpha"], p["beta"], p["gamma"], p.get("pool", POOL), p["analyser"]), i)
     out = []
     for i, p in enumerate(points):
         if p["kind"] != "jko":
             out.append(i)
         else:
-            out.append(at[p["alpha"], p["beta"], p["gamma"], p["analyser"]])
+            out.append(at[p["alpha"], p["beta"], p["gamma"], p.get("pool", POOL), p["analyser"]])
     return out
 
 
@@ -596,7 +629,8 @@ class OperatingPoint(NamedTuple):
     """A loaded point file: the JKO configuration, the energy weights and the lexical analyser.
 
     ``weights``: ``kind`` (``"jko"``, ``"dense"`` or ``"bm25"``), ``alpha`` (dense), ``beta``
-    (lexical), ``gamma`` (rerank); ``config.T == 0`` means the energy is read out without the flow.
+    (lexical), ``gamma`` (rerank), ``pool`` (the first ``pool`` entries of each hybrid pool);
+    ``config.T == 0`` means the energy is read out without the flow.
     The corners load as their pool read-outs (``dense``: α = 1; ``bm25``: β = 1; ``T = 0``).
     """
 
@@ -636,12 +670,19 @@ def load_point(path) -> OperatingPoint:
         kind = sel["kind"]
         if kind == "jko":
             w = {"kind": kind, **{k: float(sel[k]) for k in ("alpha", "beta", "gamma")}}
+            w["pool"] = check_int(sel.get("pool", POOL), "pool", min_value=1)
             for k, v in w.items():
                 if k != "kind" and (not math.isfinite(v) or v < 0):
                     raise ValueError(f"weight {k} = {v}")
             cfg = _config(sel, d.get("grad"))
         else:
-            w = {"kind": kind, "alpha": float(kind == "dense"), "beta": float(kind == "bm25"), "gamma": 0.0}
+            w = {
+                "kind": kind,
+                "alpha": float(kind == "dense"),
+                "beta": float(kind == "bm25"),
+                "gamma": 0.0,
+                "pool": POOL,
+            }
             cfg = operating_point("tuned", T=0, **({"grad": d["grad"]} if d.get("grad") else {}))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: invalid selected point ({type(exc).__name__}: {exc})") from None

@@ -116,6 +116,7 @@ def test_grid_corners_first_and_readouts_of_every_energy():
     wide = grid("wide")
     assert {(1.0, 0.0, 0.0), (0.0, 0.0, 1.0)} <= {(p["alpha"], p["beta"], p["gamma"]) for p in wide if p.get("T") == 0}
     assert all(p in wide for p in g)
+    assert {p.get("pool") for p in wide if p["kind"] == "jko"} == {200, 100}  # the pool size is searched too
     assert any(p.get("beta") for p in grid("wide", lexical_rerank=False))
     with pytest.raises(ValueError, match="grid"):
         grid("huge")
@@ -366,3 +367,23 @@ def test_run_picks_the_analyser_of_the_corpus_language(tmp_path):
     assert "arabic" in note and "Snowball" in note
     assert any("English recipe" in n for n in res.notes)
     assert res.summary()["methods"]["bm25"]["ndcg@10"] == 1.0
+
+
+def test_a_smaller_pool_reads_out_of_the_first_entries(tiny):
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.studies.tune import prepare, run_point
+    from jkofast.text.analyzer import Analyzer
+
+    ds = load_dataset(tiny)
+    qids = ds.split_query_ids("test")
+    emb = ds.embeddings()
+    qrow = {q: i for i, q in enumerate(ds.query_ids)}
+    data = prepare(ds, qids, ds.qrels("test"), (emb[0], emb[1][[qrow[q] for q in qids]]), Analyzer())
+    P = data.pools
+    for point in ({**PUBLISHED_POINT, "pool": 5}, {**PUBLISHED_POINT, "T": 0, "pool": 5}):
+        rows, vals = run_point(data, point, n_threads=1)
+        for q in range(len(qids)):
+            first = set(P.doc_idx[P.offsets[q] : P.offsets[q] + 5].tolist())
+            got = [r for r in rows[q].tolist() if r >= 0]
+            assert set(got) == first
+            assert np.all(np.diff(vals[q][: len(got)]) <= 0)
