@@ -387,3 +387,30 @@ def test_a_smaller_pool_reads_out_of_the_first_entries(tiny):
             got = [r for r in rows[q].tolist() if r >= 0]
             assert set(got) == first
             assert np.all(np.diff(vals[q][: len(got)]) <= 0)
+
+
+def test_tune_on_a_foreign_corpus_warns_and_uses_its_analyser(tmp_path):
+    """An Arabic corpus with English-encoder vectors: the Arabic stemmer, the warning, lexical beats dense."""
+    pytest.importorskip("Stemmer")
+    rng = np.random.default_rng(1)
+    stems = ["مكتب", "طالب", "جامع", "مدين", "شمس", "كتاب", "نهر", "بحر", "جبل", "قمر"]
+    docs = [(f"d{i}", "", " ".join("ال" + stems[j] + "ات" for j in rng.choice(10, 3, replace=False)))
+            for i in range(30)]  # fmt: skip
+    qs, qrels = [], []
+    for i in range(10):
+        words = docs[i][2].split()
+        qs.append((f"q{i}", words[0][2:-2] + " " + words[1][2:-2]))  # the bare stems: only a stemmer matches them
+        qrels.append((f"q{i}", f"d{i}", 1))
+    root = write_beir(tmp_path / "ar", docs, qs, qrels)
+    e = tmp_path / "ar" / "embeddings" / "minilm-l6-v2"
+    os.makedirs(e)
+    D = rng.normal(size=(30, 8)).astype(np.float32)
+    Q = rng.normal(size=(10, 8)).astype(np.float32)
+    np.save(e / "docs.npy", D / np.linalg.norm(D, axis=1, keepdims=True))
+    np.save(e / "queries.npy", Q / np.linalg.norm(Q, axis=1, keepdims=True))
+    r = tune_dataset(root, folds=2, progress=False, n_threads=1)
+    assert r["language"]["language"] == "arabic"
+    assert r["analyser"]["stemmer"] == "snowball-arabic" and r["analyser"]["stopwords"] is None
+    assert any("English-only" in n for n in r["notes"])
+    assert r["baselines"]["bm25"]["ndcg10"] > r["baselines"]["dense"]["ndcg10"]
+    assert r["oof_ndcg10"] >= r["baselines"]["dense"]["ndcg10"]
