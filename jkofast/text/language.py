@@ -69,7 +69,7 @@ FUNCTION_WORDS = {
     "indonesian": ("yang", "dan", "di", "ini", "itu", "dengan", "untuk", "tidak", "dari", "dalam", "akan", "pada"),
     "turkish": ("bir", "ve", "bu", "için", "ile", "olarak", "da", "de", "çok", "daha", "gibi", "olan", "ama"),
 }
-_WORD_RE = re.compile(r"(?u)\w+")
+_WORD_RE = re.compile(WORD)
 # one token per ideograph / kana / hangul syllable, other word runs as \w+ runs
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 CJK_PATTERN = f"(?u)[{_CJK}]|[^\\W{_CJK}]+"
