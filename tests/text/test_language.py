@@ -108,3 +108,18 @@ def test_stemmer_conflates_inflections():
     assert an.tokenize("студенты студентов") == ["студент", "студент"]
     an, _ = language_analyser("french")
     assert an.tokenize("jouer joue") == ["jou", "jou"]
+
+
+def test_retriever_params_per_language():
+    pytest.importorskip("Stemmer")
+    from jkofast.pools.retrievers import get_retriever, language_params
+
+    assert language_params(FIXTURES["english"])[0] == {}
+    assert language_params(FIXTURES["arabic"], "sgr")[0] == {}
+    params, why = language_params(FIXTURES["russian"])
+    assert params["analyzer"].stemmer == "snowball-russian" and "russian" in why
+    docs = ["Студенты изучают математику", "Москва является столицей", "Зимой очень холодно"]
+    r = get_retriever("bm25", **params).fit(docs)
+    assert r.search(["студентов"], k=1)[0].tolist() == [[0]]  # the stemmer conflates the inflections
+    with pytest.raises(ValueError):
+        language_params(docs, "nope")
