@@ -63,6 +63,12 @@ def add_parser(sub) -> None:
     p.add_argument("--gamma", type=float, default=0.6, help="weight of the rerank score when --scores (0.6)")
     p.add_argument("--config", default="tuned", help="operating point: base, tuned, contrib, fast (tuned)")
     p.add_argument(
+        "--point",
+        default=None,
+        help="point file of 'jkofast tune': its flow replaces --config; with --scores its weights set "
+        "alpha (dense + lexical, the run score's share) and gamma (rerank)",
+    )
+    p.add_argument(
         "--mode",
         default=None,
         choices=["wasserstein", "kl", "noproximal", "bregman"],
@@ -103,10 +109,25 @@ def _say(msg: str) -> None:
     print(f"jkofast rerank: {msg}", file=sys.stderr, flush=True)
 
 
+def _apply_point(args) -> None:
+    """Set ``--config`` (and, with ``--scores``, ``--alpha`` / ``--gamma``) from a ``jkofast tune`` point file."""
+    from jkofast.studies.tune import load_point
+
+    cfg, w, _ = load_point(args.point)
+    if w["kind"] != "jko":
+        _say(f"{args.point} selected the {w['kind']} ranking alone: the run is read out by its score (T = 0)")
+    args.config = cfg
+    if args.scores:
+        args.alpha = w["alpha"] + w["beta"]
+        args.gamma = w["gamma"]
+
+
 def run(args) -> int:
     """Options from the arguments -> :func:`~jkofast.jko.stream.rerank_stream` -> summary."""
     from jkofast.jko.stream import RerankOptions, rerank_stream  # the library loads when the command runs
 
+    if args.point is not None:
+        _apply_point(args)
     opts = RerankOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(RerankOptions)})
     if args.dask:
         from jkofast.distributed.rerank import rerank_on_dask
@@ -139,7 +160,7 @@ def run(args) -> int:
         "compute_s": summ.compute_s,
         "queries_per_s": qps,
         "peak_rss_mb": peak_mb,
-        "config": args.config,
+        "config": args.config if isinstance(args.config, str) else args.point,
         "grad": summ.grad_path,
         "out": args.out,
     }

@@ -43,6 +43,17 @@ def _add(sub, name: str, help_: str) -> None:
     p.add_argument("--model", default=None, help="model folder or zip for --embed (default all-MiniLM-L6-v2)")
     p.add_argument("--embeddings", default=None, help="folder name under FOLDER/embeddings/ (default minilm-l6-v2)")
     p.add_argument("--batch-size", type=int, default=32, help="encoder batch size for --embed (default 32)")
+    p.add_argument(
+        "--point", default=None, help="point file of 'jkofast tune': adds the 'point' row, its analyser for BM25"
+    )
+    p.add_argument("--runs", default=None, help="write every row's ranking as a TREC run DIR/<method>.run")
+    p.add_argument("--per-query", default=None, help="write every row's per-query nDCG@10 / Recall@10 (TSV)")
+    p.add_argument(
+        "--analyser",
+        default="auto",
+        choices=["auto", "published"],
+        help="BM25 analyser: auto = the corpus language's (Snowball stemmer; English keeps the published one)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -87,6 +98,10 @@ def run(args) -> int:
         model=args.model,
         embeddings=args.embeddings,
         batch_size=args.batch_size,
+        point=args.point,
+        runs=args.runs,
+        per_query=args.per_query,
+        analyser=args.analyser,
     )
     res = run_main_job(args.dataset, options=options)
     emit(res.summary(), args.json, res.table())

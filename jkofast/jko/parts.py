@@ -8,6 +8,7 @@ concatenation of the parts in input order.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -38,7 +39,7 @@ def fingerprint(opts, cfg) -> dict:
         "pools": os.path.abspath(opts.pools),
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
-        "config": opts.config,
+        "config": opts.config if isinstance(opts.config, str) else dataclasses.asdict(opts.config),
         "chunk_size": opts.chunk_size,
         "k": opts.k,
         "tag": opts.tag,

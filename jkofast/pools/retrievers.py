@@ -16,9 +16,10 @@ from jkofast.sparse.index import BM25Index, TfidfIndex
 from jkofast.sparse.retriever import DOC_SEP as _SPARSE_DOC_SEP
 from jkofast.sparse.retriever import SparseRetriever
 from jkofast.text.analyzer import Analyzer
+from jkofast.text.language import detect_language, language_analyser
 from jkofast.text.patterns import SKLEARN, WORD
 
-__all__ = ["DOC_SEP", "METHODS", "get_retriever", "load_retriever", "param_types", "presets"]
+__all__ = ["DOC_SEP", "METHODS", "get_retriever", "language_params", "load_retriever", "param_types", "presets"]
 
 METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
 DOC_SEP = {**_SPARSE_DOC_SEP, "sgr": SparseGeometricRetriever.doc_sep}
@@ -86,6 +87,29 @@ def presets(method: str) -> dict:
     if method == "sgr":
         return {k: dict(v) for k, v in PRESETS.items()}
     return {}
+
+
+def language_params(texts, method: str = "bm25") -> tuple[dict, str]:
+    """Return ``(params, why)``: the analyser for the dominant language of ``texts`` as ``get_retriever`` params.
+
+    ``bm25`` / ``bm25-lucene`` / ``tfidf``: ``{"analyzer": ...}`` from
+    :func:`jkofast.text.language.language_analyser` (Snowball stemmer of the language, no stop
+    words; English keeps the published analyser, so ``{}``); ``sgr``: ``{}`` (its own analyser).
+    ``why`` names the language found and the choice, for printing.
+
+    Examples
+    --------
+    >>> language_params(["The cat is on the table and the dog is in the garden."])[0]
+    {}
+    """
+    _check_method(method)
+    guess = detect_language(texts)
+    if method == "sgr" or guess.language in (None, "english"):
+        return {}, f"corpus language: {guess.describe()}; {method}: its published analyser"
+    an, why = language_analyser(guess.language)
+    if method != "bm25":
+        an = Analyzer(an.token_pattern, stemmer=an.stemmer)
+    return {"analyzer": an}, f"corpus language: {guess.describe()}; {method} analyser: {why}"
 
 
 def get_retriever(method: str, **params):

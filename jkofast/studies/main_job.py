@@ -43,6 +43,7 @@ import time
 import numpy as np
 
 from jkofast._ahead import compile_ahead
+from jkofast._io import check_writable, check_writable_dir
 from jkofast._status import unconverged_summary
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
@@ -54,7 +55,7 @@ from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
 from jkofast.kernels.sgr import build as _sgr_build
 from jkofast.kernels.sgr import query as _sgr_query
-from jkofast.pools.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs, topk_by_score
+from jkofast.pools.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs
 from jkofast.pools.candidates import build_pools, dense_scores, top_lists
 from jkofast.pools.retrievers import METHODS as SPARSE_METHODS
 from jkofast.pools.retrievers import get_retriever
@@ -62,6 +63,8 @@ from jkofast.sgr.retriever import SparseGeometricRetriever
 from jkofast.sparse.report import SearchReport
 from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk, readout_topk, rerank_blocks
 from jkofast.studies.sparse_recipe import SPARSE_RECIPE, sparse_recipe_search
+from jkofast.studies.tune import encoder_note, load_point, pool_topk, run_point, write_per_query, write_runs
+from jkofast.text.language import detect_language, language_analyser
 
 # evaluate_topk, readout_topk and rerank_blocks live in jkofast.studies.readout (below this module
 # and the sparse recipe); they stay importable from here, where the main job's callers look for them
@@ -234,9 +237,20 @@ class _Job:
         self.nq = len(qids)
         self.notes: list = []
         self.methods_out: dict = {}
+        self.tops: dict = {}
+        self.analyser = None
+        self.language = None
 
-    def add(self, name, top, stage_name):
-        """Evaluate the ranked rows ``top`` as method ``name`` (timed by stage ``stage_name``)."""
+    def add(self, name, top, stage_name, scores=None):
+        """Evaluate the ranked rows ``top`` as method ``name`` (timed by stage ``stage_name``).
+
+        ``scores`` (same shape as ``top``) are kept for ``--runs``; without them the run's
+        scores are the negated ranks (the order is the method's, the values carry no more).
+        """
+        top = np.asarray(top)
+        if scores is None:
+            scores = np.where(top >= 0, -np.arange(top.shape[1], dtype=np.float64), -np.inf)
+        self.tops[name] = (top, np.asarray(scores, np.float64))
         m = evaluate_topk(top, self.qids, self.qrels, self.ds.doc_ids, K_EVAL)
         m["ms_per_query"] = 1000 * self.stage.times[stage_name] / self.nq
         self.methods_out[name] = m
@@ -278,6 +292,17 @@ class MainJobOptions:
         Folder name under ``embeddings/`` (default ``minilm-l6-v2``, or the model's name with ``embed``).
     batch_size : int
         Encoder batch size for ``embed``.
+    point : str or None
+        A point file of ``jkofast tune`` (:func:`jkofast.studies.tune.load_point`): adds the
+        ``point`` row (its energy weights, flow and analyser) and uses its analyser for BM25.
+    runs : str or None
+        Folder: every row's ranking written as a TREC run ``<method>.run``.
+    per_query : str or None
+        File: every row's per-query nDCG@10 (linear and exponential gain) and Recall@10 (TSV).
+    analyser : {"auto", "published"}
+        BM25 analyser: ``"auto"`` detects the corpus language (:mod:`jkofast.text.language`) and
+        uses its Snowball stemmer for languages other than English (English keeps the published
+        ``\w+`` analyser); ``"published"`` always uses the published one.
     """
 
     split: str = "test"
@@ -294,6 +319,10 @@ class MainJobOptions:
     model: str | None = None
     embeddings: str | None = None
     batch_size: int = 32
+    point: str | None = None
+    runs: str | None = None
+    per_query: str | None = None
+    analyser: str = "auto"
 
     def checked(self) -> MainJobOptions:
         """Return the options checked before any work (``methods`` a tuple, ``n_queries`` / ``batch_size`` ints).
@@ -309,7 +338,7 @@ class MainJobOptions:
         if isinstance(self.methods, str):  # tuple("jko_blend") would be a tuple of letters
             raise TypeError(f"methods must be a tuple of method names, not a str (use ({self.methods!r},))")
         methods = DEFAULT_METHODS if self.methods is None else tuple(self.methods)
-        unknown = set(methods) - set(ALL_METHODS)
+        unknown = set(methods) - set(ALL_METHODS) - {"point"}
         if unknown:
             raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(ALL_METHODS)}")
         # everything is checked here, before the minutes of work, rather than at the stage that uses it
@@ -323,6 +352,16 @@ class MainJobOptions:
         if self.scores_file and not os.path.isfile(self.scores_file):
             raise FileNotFoundError(f"scores_file {self.scores_file!r} not found")
         _check_encoder_request(self.embed, self.model, self.embeddings)
+        if self.analyser not in ("auto", "published"):
+            raise ValueError(f"analyser must be 'auto' or 'published', got {self.analyser!r}")
+        if self.point is not None:
+            load_point(self.point)  # a bad file fails before the minutes of work
+            methods = (*methods, "point") if "point" not in methods else methods
+        for path, name in ((self.per_query, "per_query"),):
+            if path is not None:
+                check_writable(path, name)
+        if self.runs is not None:
+            check_writable_dir(self.runs, "runs")
         return dataclasses.replace(self, methods=methods, n_queries=n_queries, batch_size=batch_size)
 
 
@@ -389,8 +428,11 @@ def _skipped_note(ds, name, skipped, model) -> str:
 def _first_stage(job: _Job, sparse):
     """Run the sparse first stage over the whole corpus: its row in the table and its full score matrix."""
     ds, nq, n_threads = job.ds, job.nq, job.n_threads
+    params = {}
+    if sparse == "bm25" and job.analyser is not None:
+        params["analyzer"] = job.analyser
     with job.stage("bm25_index"):
-        bm25 = get_retriever(sparse).fit(ds.doc_texts(". " if sparse == "bm25" else " "))
+        bm25 = get_retriever(sparse, **params).fit(ds.doc_texts(". " if sparse == "bm25" else " "))
     with job.stage("bm25_search"):
         if hasattr(bm25, "score_all"):
             S = bm25.score_all(job.queries, n_threads=n_threads)
@@ -404,8 +446,8 @@ def _first_stage(job: _Job, sparse):
                 ok = (s_idx[i] >= 0) & np.isfinite(s_val[i])
                 S[i] = s_val[i][ok].min() if ok.any() else 0.0
                 S[i, s_idx[i][ok]] = s_val[i][ok]
-        bm25_top, _ = top_lists(S, K_READ, n_threads)
-    job.add(sparse if sparse != "bm25" else "bm25", bm25_top, "bm25_search")
+        bm25_top, bm25_val = top_lists(S, K_READ, n_threads)
+    job.add(sparse if sparse != "bm25" else "bm25", bm25_top, "bm25_search", bm25_val)
     _note_unanswered(job, sparse, report)
     if sparse != "bm25":
         job.notes.append(f"sparse first stage: {sparse} (pools and the 'rerank' stand-in use its scores)")
@@ -417,8 +459,8 @@ def _pool_methods(job: _Job, S, doc_emb, q_emb, scores_file, want):
     ds, qids, off_n = job.ds, job.qids, job.n_threads
     with job.stage("dense_search"):
         D = dense_scores(doc_emb, q_emb)
-        dense_top, _ = top_lists(D, K_READ, off_n)
-    job.add("dense", dense_top, "dense_search")
+        dense_top, dense_val = top_lists(D, K_READ, off_n)
+    job.add("dense", dense_top, "dense_search", dense_val)
     with job.stage("pools"):
         P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=off_n)
     pool_recall = P.recall(job.qrels, ds.doc_ids)
@@ -448,8 +490,8 @@ def _pool_methods(job: _Job, S, doc_emb, q_emb, scores_file, want):
         job.add("dpp_map", top, "dpp_map")
     if want("blend"):
         with job.stage("blend"):
-            top = positions_to_docs(topk_by_score(r_blend, off, K_READ), off, P.doc_idx)
-        job.add("blend", top, "blend")
+            top, val = pool_topk(r_blend, P)
+        job.add("blend", top, "blend", val)
     return P, rer, Z, pool_recall
 
 
@@ -468,9 +510,9 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
         c = dataclasses.replace(cfg, mode=mode, alpha_prox=0.5)
         with job.stage(name):
             res = rerank_batch(E, p0, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
-            top = readout_topk(res.p, P, K_READ)
+            top, val = pool_topk(res.p, P)
         _report_status(res, name, job.notes, job.qids)
-        job.add(name, top, name)
+        job.add(name, top, name, val)
     if "jko_tuned" in jko_methods:
         # energy weights selected on TRAIN queries with the published protocol
         # (experiments/tune_scifact.py: 25 configs x 80 train queries -> config #12, (alpha, gamma) = TUNED_AG)
@@ -478,9 +520,9 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
         with job.stage("jko_tuned"):
             c = dataclasses.replace(cfg, mode="wasserstein")
             res = rerank_batch(Et, p0t, off, embeddings=Z, config=c, n_threads=job.n_threads, warn_unconverged=False)
-            top = readout_topk(res.p, P, K_READ)
+            top, val = pool_topk(res.p, P)
         _report_status(res, "jko_tuned", job.notes, job.qids)
-        job.add("jko_tuned", top, "jko_tuned")
+        job.add("jko_tuned", top, "jko_tuned", val)
         job.notes.append(
             f"jko_tuned: JKO-RAG with the train-selected energy (alpha, gamma) = {TUNED_AG} "
             "(config #12 of the published search, chosen on 80 train queries)"
@@ -571,6 +613,7 @@ def run_main_job(dataset: str = "scifact", *, options: MainJobOptions | None = N
     pool_recall = _run_methods(job, emb_name, emb)
     if opts.sparse != "sgr":
         job.methods_out = _row_order(job.methods_out)
+    _write_outputs(job)
     times = job.stage.times
     stages_ms = {k: 1000 * v / job.nq for k, v in times.items() if k in ("bm25_index", "pools", "sgr_index")}
     return MainJobResult(
@@ -595,7 +638,28 @@ def _open_job(dataset, opts: MainJobOptions, stage: _Stages, log) -> _Job:
         qrels = ds.qrels(opts.split)
         qtext = ds.queries
         queries = [qtext[q] for q in qids]
-    return _Job(ds, qids, qrels, queries, opts, stage, log)
+    job = _Job(ds, qids, qrels, queries, opts, stage, log)
+    _choose_analyser(job)
+    return job
+
+
+def _choose_analyser(job: _Job) -> None:
+    """Set the BM25 analyser of the job (the point's, the corpus language's or the published one) and note it."""
+    opts = job.opts
+    if opts.sparse != "bm25":
+        return
+    if opts.point is not None:
+        job.analyser = load_point(opts.point).analyser
+        job.notes.append(f"bm25 analyser: the point file's ({opts.point}): {job.analyser.to_dict()}")
+        return
+    if opts.analyser == "published":
+        return
+    guess = detect_language(job.ds.doc_texts(" "))
+    job.language = guess.language
+    an, why = language_analyser(guess.language)
+    job.analyser = an
+    job.notes.append(f"corpus language: {guess.describe()}; bm25 analyser: {why}")
+    job.log(job.notes[-1])
 
 
 def _run_methods(job: _Job, emb_name, emb):
@@ -613,6 +677,10 @@ def _run_methods(job: _Job, emb_name, emb):
             qrow = {q: i for i, q in enumerate(job.ds.query_ids)}
             doc_emb, q_emb = emb[0], emb[1][[qrow[q] for q in job.qids]]
             P, rer, Z, pool_recall = _pool_methods(job, S, doc_emb, q_emb, opts.scores_file, lambda m: m in methods)
+            enc = encoder_note(job.language, emb_name or DEFAULT_EMBEDDINGS)
+            if enc:
+                job.notes.append(f"warning: {enc}")
+                job.log(job.notes[-1])
         else:
             skipped = [m for m in ("dense", *methods) if m in DENSE_METHODS]
             job.notes.append(_skipped_note(job.ds, emb_name or DEFAULT_EMBEDDINGS, skipped, opts.model))
@@ -627,14 +695,64 @@ def _run_methods(job: _Job, emb_name, emb):
             )
             if emb is not None:
                 _dense_jko_methods(job, P, rer, Z, cfg, jko_methods)
+            if "jko_sparse" in jko_methods and job.language not in (None, "english"):
+                job.notes.append(f"jko_sparse: the published English recipe (Porter stemmer); corpus: {job.language}")
             if "jko_sparse" in jko_methods:  # (its SGR fit kernels are the child's first, long done)
                 _sparse_jko(job, cfg)
+        if opts.point is not None:
+            _point_row(job, *(P, rer, Z) if emb is not None else (None, None, None))
         if want_sgr:
             _sgr_row(job, ahead)
     finally:
         if ahead is not None:
             ahead.close()
     return pool_recall
+
+
+def _point_row(job: _Job, P, rer, Z) -> None:
+    """Run the ``point`` row: the operating point of a ``jkofast tune`` point file on the hybrid pools."""
+    pt = load_point(job.opts.point)
+    w, cfg = pt.weights, pt.config
+    job.notes.append(f"point: {job.opts.point}: weights {w}, flow T {cfg.T} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, "
+                     f"eps {cfg.sinkhorn_eps}, inner {cfg.inner_steps}, tau0 {cfg.tau0})")  # fmt: skip
+    if w["kind"] in ("dense", "bm25") and w["kind"] in job.tops:
+        with job.stage("point"):
+            top, val = job.tops[w["kind"]]
+        job.add("point", top, "point", val)
+        return
+    if P is None:
+        job.notes.append("point: skipped (it needs the dense embeddings)")
+        return
+    p = {"kind": "jko", **{k: w[k] for k in ("alpha", "beta", "gamma", "pool")}}
+    p.update({k: getattr(cfg, k) for k in ("h", "lam", "rho", "sinkhorn_eps", "T", "inner_steps", "tau0")})
+    with job.stage("point"):
+        data = _PoolInputs(P, rer, Z)
+        top, val = run_point(data, p, grad=cfg.grad, n_threads=job.n_threads)
+    job.add("point", top, "point", val)
+
+
+@dataclasses.dataclass
+class _PoolInputs:
+    """The pool inputs :func:`jkofast.studies.tune.run_point` reads (pools, rerank term, geometry rows)."""
+
+    pools: object
+    rerank: np.ndarray
+    Z: np.ndarray
+
+
+def _write_outputs(job: _Job) -> None:
+    """Write ``--runs`` (one TREC run per row) and ``--per-query`` (per-query metrics) when asked."""
+    opts = job.opts
+    if opts.runs is not None:
+        write_runs(opts.runs, job.tops, job.qids, job.ds.doc_ids)
+        job.notes.append(f"runs: {len(job.tops)} TREC runs in {opts.runs}")
+    if opts.per_query is not None:
+        vals = {
+            m: {"ndcg@10": v["ndcg"], "ndcg_exp@10": v["ndcg_exp"], "recall@10": v["recall"]}
+            for m, v in job.methods_out.items()
+        }
+        write_per_query(opts.per_query, job.qids, vals)
+        job.notes.append(f"per-query metrics: {opts.per_query}")
 
 
 def _report_status(res, name, notes, qids=None, max_names: int = 5):

@@ -10,4 +10,6 @@ imports none of them.
 
 from jkofast._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, ["analyzer", "patterns", "scripts", "stemmers", "stopwords"])
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__, ["analyzer", "language", "patterns", "scripts", "stemmers", "stopwords"]
+)
