@@ -74,6 +74,7 @@ __all__ = [
     "jvp",
     "ot_duals",
     "solve_step",
+    "step_gradient",
     "step_objective",
 ]
 
@@ -239,7 +240,12 @@ def step_objective(p, sol_or_args, f=None, g=None) -> float:
     return val
 
 
-def _gradient(s: StepSolution, p, f) -> np.ndarray:
+def step_gradient(s: StepSolution, p, f) -> np.ndarray:
+    """Gradient of the step objective w.r.t. ``p`` at ``p`` (with the OT dual ``f`` for ``wasserstein``).
+
+    ``E + lam (log p + 1) + rho Ks p + (1/2h) d Prox`` -- zero up to a constant on the support at
+    the step's solution (the KKT condition the linear-response theory differentiates).
+    """
     G = s.E + grad_entropy(p, s.lam) + grad_redundancy(s.Ks, p, s.rho)
     w = 1.0 / (2.0 * s.h)
     if s.mode == "kl":
@@ -363,7 +369,7 @@ def solve_step(E, q, C, K, cfg, *, tol: float = 1e-12, max_newton: int = 100, st
         ws = None if start is None or start.f is None else (start.f, start.g)
         f, g, _ = ot_duals(p, q, C, s.eps, ws)
     for it in range(max_newton + 1):
-        G = _gradient(s, p, f)
+        G = step_gradient(s, p, f)
         mu = float(p @ G)
         res = float(np.abs(G - mu).max())
         s.residual, s.n_newton = res, it

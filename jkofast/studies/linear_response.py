@@ -30,7 +30,7 @@ import numpy as np
 from jkofast._status import ConvergenceWarning
 from jkofast.datasets.beir import load_dataset
 from jkofast.eval.metrics import bootstrap_ci
-from jkofast.jko.linear_response import _gradient, jvp, ot_duals, solve_step
+from jkofast.jko.linear_response import jvp, ot_duals, solve_step, step_gradient
 from jkofast.jko.solver import operating_point, run_jko
 from jkofast.jko.theory import TheoryBatch, band_direction, band_edges, gibbs_laplacian
 from jkofast.studies.common import StudyOptions, StudyResult, require_matplotlib, study_inputs
@@ -125,7 +125,7 @@ def _adam_check(E, p0, C, K, cfg, sol) -> dict:
         warnings.simplefilter("ignore", ConvergenceWarning)
         pa = run_jko(p0, E, C, K, c)
     f = ot_duals(pa, sol.q, sol.C, sol.eps)[0] if sol.mode == "wasserstein" else None
-    G = _gradient(sol, pa, f)
+    G = step_gradient(sol, pa, f)
     return {"adam_l1": float(np.abs(pa - sol.p).sum()), "adam_residual": float(np.abs(G - pa @ G).max())}
 
 
