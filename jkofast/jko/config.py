@@ -17,7 +17,9 @@ wins (:func:`batch_config`); ``grad="unrolled"`` gives a batch the published pat
 from __future__ import annotations
 
 import dataclasses
+import json
 import numbers
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,13 +30,16 @@ from jkofast.kernels.jko import solver as _k
 __all__ = [
     "BATCH_GRAD",
     "DTYPES",
+    "FLOW_FIELDS",
     "GRADS",
     "MODES",
     "OBJECTIVES",
+    "POINT_FORMAT",
     "JKOConfig",
     "batch_config",
     "gradient_path",
     "operating_point",
+    "point_file_config",
     "resolve_config",
 ]
 
@@ -207,14 +212,59 @@ _POINTS = {
 }
 
 
-def operating_point(name: str, **overrides) -> JKOConfig:
-    """Named operating point of SPEC A.8 (``base``, ``tuned``, ``contrib``, ``fast``).
+POINT_FORMAT = "jkofast-point/1"  # the point files ``jkofast tune --out`` writes
+FLOW_FIELDS = ("h", "lam", "rho", "sinkhorn_eps", "T", "inner_steps", "tau0")  # the flow part of a point
 
-    Keyword overrides change fields (e.g. ``grad="implicit"``, ``mode="kl"``).
+
+def operating_point(name: str, **overrides) -> JKOConfig:
+    """Named operating point of SPEC A.8 (``base``, ``tuned``, ``contrib``, ``fast``), or a point file.
+
+    ``name`` may also be the path of a point file written by ``jkofast tune --out`` (JSON): its
+    selected flow (``h``, ``lam``, ``rho``, ``sinkhorn_eps``, ``T``, ``inner_steps``, ``tau0``, and
+    the gradient path it was tuned on) over the ``tuned`` point; a selected corner without a flow
+    (``dense`` or ``bm25`` alone) gives ``T = 0``.  The energy weights and the analyser of the file
+    are read by :func:`jkofast.studies.tune.load_point`.  Keyword overrides change fields (e.g.
+    ``grad="implicit"``, ``mode="kl"``).
     """
-    if name not in _POINTS:
-        raise ValueError(f"unknown operating point {name!r}; choose from {sorted(_POINTS)}")
-    return JKOConfig(**{**_POINTS[name], **overrides}).validate()
+    if name in _POINTS:
+        return JKOConfig(**{**_POINTS[name], **overrides}).validate()
+    if isinstance(name, str | os.PathLike) and (os.fspath(name).endswith(".json") or os.path.isfile(name)):
+        return dataclasses.replace(point_file_config(name), **overrides).validate()
+    raise ValueError(f"unknown operating point {name!r}; choose from {sorted(_POINTS)} or give a point file")
+
+
+def point_file_config(path) -> JKOConfig:
+    """Return the :class:`JKOConfig` of a ``jkofast tune`` point file (see :func:`operating_point`).
+
+    Raises
+    ------
+    ValueError
+        Not a point file (invalid JSON, another format) or an invalid selected value, naming the file.
+    FileNotFoundError
+        No such file.
+    """
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as fh:
+        try:
+            doc = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not a point file (invalid JSON: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != POINT_FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise ValueError(f"{path}: not a point file (format {got!r}, expected {POINT_FORMAT!r})")
+    sel, grad = doc.get("selected"), doc.get("grad")
+    if not isinstance(sel, dict) or sel.get("kind") not in ("jko", "dense", "bm25"):
+        raise ValueError(f"{path}: 'selected' must name a point (kind jko, dense or bm25)")
+    extra = {"grad": grad} if grad else {}
+    try:
+        if sel["kind"] != "jko":
+            return operating_point("tuned", T=0, **extra)
+        fields = {k: sel[k] for k in FLOW_FIELDS}
+        fields["T"] = check_int(fields["T"], "T", min_value=0)
+        fields["inner_steps"] = check_int(fields["inner_steps"], "inner_steps", min_value=1)
+        return operating_point("tuned", mode="wasserstein", **fields, **extra)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: invalid selected point ({type(exc).__name__}: {exc})") from None
 
 
 def resolve_config(cfg) -> JKOConfig:

@@ -43,6 +43,7 @@ from jkofast._io import atomic_write_json
 from jkofast._validation import check_int
 from jkofast.datasets.beir import load_dataset
 from jkofast.eval.metrics import bootstrap_ci, paired_bootstrap_diff
+from jkofast.jko.config import FLOW_FIELDS, POINT_FORMAT, point_file_config
 from jkofast.jko.energy import align_scores, blend, read_score_file, softmax_tau
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
 from jkofast.pools.baselines import inpool_rrf, positions_to_docs, topk_by_score
@@ -74,8 +75,6 @@ __all__ = [
 ]
 
 GRIDS = ("published", "wide")
-POINT_FORMAT = "jkofast-point/1"
-FLOW_FIELDS = ("h", "lam", "rho", "sinkhorn_eps", "T", "inner_steps", "tau0")
 # the published SciFact operating point: config #12 of the published search, energy (α, γ) = (0.4, 0.3)
 PUBLISHED_POINT = {"kind": "jko", "alpha": 0.4, "beta": 0.0, "gamma": 0.3, "h": 2.0, "lam": 0.1, "rho": 0.05,
                    "sinkhorn_eps": 0.2, "T": 5, "inner_steps": 40, "tau0": 1.0, "pool": 200}  # fmt: skip
@@ -674,7 +673,7 @@ def load_point(path) -> OperatingPoint:
             for k, v in w.items():
                 if k != "kind" and (not math.isfinite(v) or v < 0):
                     raise ValueError(f"weight {k} = {v}")
-            cfg = _config(sel, d.get("grad"))
+            cfg = point_file_config(path)
         else:
             w = {
                 "kind": kind,
@@ -683,7 +682,7 @@ def load_point(path) -> OperatingPoint:
                 "gamma": 0.0,
                 "pool": POOL,
             }
-            cfg = operating_point("tuned", T=0, **({"grad": d["grad"]} if d.get("grad") else {}))
+            cfg = point_file_config(path)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: invalid selected point ({type(exc).__name__}: {exc})") from None
     return OperatingPoint(cfg, w, analyser)

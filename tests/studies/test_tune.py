@@ -414,3 +414,43 @@ def test_tune_on_a_foreign_corpus_warns_and_uses_its_analyser(tmp_path):
     assert any("English-only" in n for n in r["notes"])
     assert r["baselines"]["bm25"]["ndcg10"] > r["baselines"]["dense"]["ndcg10"]
     assert r["oof_ndcg10"] >= r["baselines"]["dense"]["ndcg10"]
+
+
+def test_operating_point_reads_a_point_file(tmp_path):
+    """``operating_point(path)`` gives the flow of a ``jkofast tune`` point file (the jko wing reads it itself)."""
+    import json as _json
+
+    from jkofast.jko.config import POINT_FORMAT, operating_point
+    from jkofast.studies.tune import load_point
+
+    doc = {
+        "format": POINT_FORMAT,
+        "grad": "unrolled",
+        "selected": {"kind": "jko", "alpha": 0.4, "beta": 0.0, "gamma": 0.3, "pool": 100, "h": 1.5, "lam": 0.05,
+                     "rho": 0.1, "sinkhorn_eps": 0.2, "T": 3, "inner_steps": 20, "tau0": 0.5},
+        "analyser": {"token_pattern": r"(?u)\w+", "lowercase": True, "stopwords": None, "stemmer": None,
+                     "compounds": False, "scripts": True},
+    }  # fmt: skip
+    p = tmp_path / "point.json"
+    p.write_text(_json.dumps(doc))
+    cfg = operating_point(str(p))
+    assert (cfg.h, cfg.lam, cfg.rho, cfg.sinkhorn_eps, cfg.T, cfg.inner_steps, cfg.tau0) == (
+        1.5,
+        0.05,
+        0.1,
+        0.2,
+        3,
+        20,
+        0.5,
+    )
+    assert cfg.grad == "unrolled" and cfg.mode == "wasserstein"
+    assert operating_point(p, grad="implicit").grad == "implicit"
+    assert load_point(p).config == cfg
+    doc["selected"] = {"kind": "dense"}
+    p.write_text(_json.dumps(doc))
+    assert operating_point(str(p)).T == 0
+    p.write_text("{not json")
+    with pytest.raises(ValueError, match="not a point file"):
+        operating_point(str(p))
+    with pytest.raises(ValueError, match="unknown operating point 'nope'"):
+        operating_point("nope")
