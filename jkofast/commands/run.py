@@ -54,6 +54,12 @@ def _add(sub, name: str, help_: str) -> None:
         choices=["auto", "published"],
         help="BM25 analyser: auto = the corpus language's (Snowball stemmer; English keeps the published one)",
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a judgement on a document absent from the corpus, a query without text or a judged query without "
+        "text is an error naming the file and line (default: dropped with one warning per kind giving the count)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -102,6 +108,7 @@ def run(args) -> int:
         runs=args.runs,
         per_query=args.per_query,
         analyser=args.analyser,
+        strict=args.strict,
     )
     res = run_main_job(args.dataset, options=options)
     emit(res.summary(), args.json, res.table())

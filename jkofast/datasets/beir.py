@@ -290,6 +290,7 @@ def read_qrels_beir(path: str, known_docs=None, strict: bool = False) -> dict[st
     qrels: dict[str, dict[str, int]] = {}
     dropped: list[str] = []
     dropped_q: set[str] = set()
+    dropped_docs: set[str] = set()
     with _open_bytes(path) as fh:
         for lineno, line in _lines(fh, path):
             line = line.rstrip("\r\n")
@@ -303,6 +304,7 @@ def read_qrels_beir(path: str, known_docs=None, strict: bool = False) -> dict[st
                     raise ValueError(f"{path}:{lineno}: unknown document id {did!r} (not in the corpus)")
                 dropped.append(f"line {lineno}, document {did!r}")
                 dropped_q.add(qid)
+                dropped_docs.add(did)
                 continue
             q = qrels.setdefault(qid, {})
             if did in q:  # the last label won silently
@@ -310,12 +312,11 @@ def read_qrels_beir(path: str, known_docs=None, strict: bool = False) -> dict[st
             q[did] = label
     if dropped:
         gone = sorted(q for q in dropped_q if q not in qrels)
-        _warn_dropped(
-            path,
-            len(dropped),
-            "judgement(s) on documents not in the corpus" + (f" and so {len(gone)} query(ies)" if gone else ""),
-            dropped[0],
-        )
+        what = f"judgement(s) on {len(dropped_docs)} document id(s) not in the corpus"
+        if gone:
+            shown = ", ".join(repr(q) for q in gone[:3]) + (", ..." if len(gone) > 3 else "")
+            what += f"; {len(gone)} judged query(ies) lost every judgement and leave the evaluation ({shown})"
+        _warn_dropped(path, len(dropped), what, dropped[0])
     return qrels
 
 
@@ -368,6 +369,7 @@ class BeirDataset:
     strict: bool = False  # qrels on unknown documents: an error instead of one DataWarning (see read_qrels_beir)
     _qrels: dict = field(default_factory=dict, repr=False)
     _doc_pos: dict | None = field(default=None, repr=False)
+    _warned_textless: set = field(default_factory=set, repr=False)
 
     @property
     def n_docs(self) -> int:
@@ -407,9 +409,24 @@ class BeirDataset:
         return self._qrels[split]
 
     def split_query_ids(self, split: str = "test") -> list[str]:
-        """Query ids of ``split`` present in ``queries.jsonl`` (numeric sort if all decimal)."""
+        """Query ids of ``split`` present in ``queries.jsonl`` (numeric sort if all decimal).
+
+        A judged query without text (absent from ``queries.jsonl``, or dropped there for having
+        none) is left out with one :class:`DataWarning` per split, naming the count and the first
+        ones (``strict``: ``ValueError``).
+        """
         known = set(self.query_ids)
-        return _sorted_qids(q for q in self.qrels(split) if q in known)
+        qrels = self.qrels(split)
+        missing = [q for q in qrels if q not in known]
+        if missing and split not in self._warned_textless:
+            self._warned_textless.add(split)
+            shown = ", ".join(repr(q) for q in _sorted_qids(missing)[:3]) + (", ..." if len(missing) > 3 else "")
+            path = os.path.join(self.path, "qrels", f"{split}.tsv")
+            msg = f"{path}: {len(missing)} judged query(ies) have no query text and are not evaluated ({shown})"
+            if self.strict:
+                raise ValueError(msg)
+            warnings.warn(msg + "; strict=True / --strict makes this an error", DataWarning, stacklevel=2)
+        return _sorted_qids(q for q in qrels if q in known)
 
     def doc_texts(self, sep: str = ". ") -> list[str]:
         """``(title + sep + text).strip()`` for every document (SPEC A.2.2)."""

@@ -299,6 +299,10 @@ class MainJobOptions:
         Folder: every row's ranking written as a TREC run ``<method>.run``.
     per_query : str or None
         File: every row's per-query nDCG@10 (linear and exponential gain) and Recall@10 (TSV).
+    strict : bool
+        Judgements on documents absent from the corpus, queries without text and judged queries
+        without text are errors (default: dropped with one :class:`jkofast.datasets.beir.DataWarning`
+        per kind giving the count).
     analyser : {"auto", "published"}
         BM25 analyser: ``"auto"`` detects the corpus language (:mod:`jkofast.text.language`) and
         uses its Snowball stemmer for languages other than English (English keeps the published
@@ -319,6 +323,7 @@ class MainJobOptions:
     model: str | None = None
     embeddings: str | None = None
     batch_size: int = 32
+    strict: bool = False
     point: str | None = None
     runs: str | None = None
     per_query: str | None = None
@@ -631,7 +636,7 @@ def run_main_job(dataset: str = "scifact", *, options: MainJobOptions | None = N
 def _open_job(dataset, opts: MainJobOptions, stage: _Stages, log) -> _Job:
     """Load the dataset and the split's (first ``n_queries``) queries and qrels: the job's shared state."""
     with stage("load"):
-        ds = load_dataset(dataset)
+        ds = load_dataset(dataset, strict=opts.strict)
         qids = ds.split_query_ids(opts.split)
         if opts.n_queries is not None:
             qids = qids[: opts.n_queries]

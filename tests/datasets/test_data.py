@@ -232,7 +232,8 @@ def test_unknown_documents_dropped_with_one_warning(tiny_copy):
         q = ds.qrels("test")
     assert len(rec) == 1
     msg = str(rec[0].message)
-    assert "test.tsv: dropped 2 judgement(s)" in msg and "1 query(ies)" in msg and "line 6" in msg
+    assert "test.tsv: dropped 2 judgement(s) on 2 document id(s)" in msg and "line 6" in msg
+    assert "1 judged query(ies) lost every judgement and leave the evaluation ('3')" in msg
     assert q["2"] == {"d2": 2, "d3": 1} and "3" not in q
     assert ds.split_query_ids("test") == ["2", "10"]
     with warnings.catch_warnings():
@@ -280,3 +281,31 @@ def test_corpus_bad_utf8_and_json_name_file_and_line(tiny_copy):
     p.unlink()
     with pytest.raises(ValueError, match=r"corpus\.jsonl\.gz:5: invalid UTF-8"):
         load_dataset(str(tiny_copy))
+
+
+def test_judged_queries_without_text_are_counted_per_kind(tmp_path):
+    """The qrels warning counted dropped judgements but hid that judged queries with and without text left."""
+    from beir_helpers import write_beir
+
+    docs = [("d1", "", "a b"), ("d2", "", "c d")]
+    queries = [("q1", "a"), ("q2", "c"), ("q3", ""), ("q4", "zz")]
+    qrels = [("q1", "d1", 1), ("q2", "dX", 1), ("q2", "dY", 1), ("q4", "d9", 1), ("q3", "d1", 1)]
+    d = write_beir(tmp_path / "b", docs, queries, qrels)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        ds = load_dataset(d)
+        assert ds.split_query_ids("test") == ["q1"]
+        ds.split_query_ids("test")  # warned once per split
+    msgs = [str(w.message) for w in rec if issubclass(w.category, DataWarning)]
+    assert len(msgs) == 3
+    assert "queries.jsonl: dropped 1 query record(s) without text" in msgs[0]
+    assert "dropped 3 judgement(s) on 3 document id(s) not in the corpus" in msgs[1]
+    assert "2 judged query(ies) lost every judgement and leave the evaluation ('q2', 'q4')" in msgs[1]
+    assert "test.tsv: 1 judged query(ies) have no query text and are not evaluated ('q3')" in msgs[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds = load_dataset(d)
+        ds.qrels("test")  # the judgements on unknown documents dropped (not strict) ...
+    ds.strict = True  # ... then the textless judged query is an error under strict
+    with pytest.raises(ValueError, match=r"1 judged query\(ies\) have no query text"):
+        ds.split_query_ids("test")

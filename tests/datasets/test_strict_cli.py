@@ -41,3 +41,14 @@ def test_strict_keeps_the_error(tmp_path, capsys):
     assert main(["evaluate", "--dataset", ds, "--run", run, "--strict"]) == 2
     err = capsys.readouterr().err
     assert "jkofast evaluate: error:" in err and "test.tsv:3: unknown document id 'missing'" in err
+
+
+def test_run_accepts_strict(tmp_path, capsys):
+    """The qrels warning of `jkofast run` suggested --strict, which `jkofast run` rejected."""
+    ds = _folder(tmp_path / "ds")
+    argv = ["run", "--dataset", ds, "--no-sgr", "--quiet"]
+    assert main([*argv, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "jkofast run: error:" in err and "test.tsv:3: unknown document id 'missing'" in err
+    with pytest.warns(DataWarning, match=r"--strict makes this an error"):
+        assert main([*argv, "--json"]) == 0
