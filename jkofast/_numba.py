@@ -108,6 +108,17 @@ def _function_cache_class():
             # every kernel source joins the key, so any change recompiles what depends on it.
             return (*super()._index_key(sig, codegen), sources_digest())
 
+        def load_overload(self, sig, target_context):
+            # Numba refreshes the whole target context before loading a cached kernel: it imports and
+            # installs every lowering registry (numba.np.arraymath alone imports scipy.linalg), about
+            # half a second that only compiling needs (the compiler refreshes the context itself).
+            # Linking cached machine code needs the runtime's symbols only.
+            from numba.core.runtime import rtsys
+
+            rtsys.initialize(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+
     return JkofastFunctionCache
 
 
