@@ -7,18 +7,26 @@ path's kernels; ``warmup`` is ``jkofast.warmup()``'s default set): ``cold`` with
 ``cached`` with the folder the cold run filled (kernels loaded from disk). ``track_import``
 is the bare ``import jkofast``. The regular profile tracks every entry point; the fast profile
 (CI) only the smallest, so a broken suite still fails quickly.
+
+``CliStart`` tracks whole CLI processes with a filled cache (medians of 5 runs): ``jkofast --help``,
+``jkofast evaluate --n-boot 0`` on a seeded run (1,000 queries x 100; 100 x 100 in the fast profile,
+``benchmarks/tools/make_eval_runs.py``'s data) and, where pytrec_eval is installed, its ratio to a
+process that parses and scores the same files with pytrec_eval (``benchmarks/tools/pytrec_eval_files.py``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 from benchmarks.common import PROFILE
+from benchmarks.tools.compare_evaluate_files import write_files
 
 POOL = (
     "import numpy as np\nrng = np.random.default_rng(0)\nZ = rng.normal(size=(200, 384))\n"
@@ -98,3 +106,58 @@ class ImportTime:
         return time.perf_counter() - t0
 
     track_import.unit = "s"
+
+
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools")
+CLI = "import sys\nfrom jkofast.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+
+
+def _process_seconds(*argvs: list[str], runs: int = 5) -> list[list[float]]:
+    """Wall times of ``runs`` processes of each ``argv``, run in turn (A B A B ...) after one untimed round."""
+    times: list[list[float]] = [[] for _ in argvs]
+    for i in range(runs + 1):
+        for argv, out in zip(argvs, times):
+            t0 = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            if i:
+                out.append(time.perf_counter() - t0)
+    return times
+
+
+class CliStart:
+    """Whole ``jkofast`` processes with a filled kernel cache (seconds, medians of 5; a ratio)."""
+
+    number = 1
+    repeat = 1
+    timeout = 600
+
+    def setup(self):
+        self.tmp = tempfile.mkdtemp(prefix="jkofast-clistart-")
+        self.run, self.qrels = write_files(self.tmp, 100 if PROFILE == "fast" else 1000, 100)
+        self.evaluate = [sys.executable, "-c", CLI, "evaluate", "--run", self.run, "--qrels", self.qrels]
+        self.evaluate += ["--n-boot", "0"]
+
+    def teardown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def track_help_seconds(self):
+        """``jkofast --help`` (imports no NumPy, no Numba)."""
+        return statistics.median(_process_seconds([sys.executable, "-c", CLI, "--help"])[0])
+
+    track_help_seconds.unit = "s"
+
+    def track_evaluate_seconds(self):
+        """``jkofast evaluate --n-boot 0`` from the files, kernels loaded from the cache."""
+        return statistics.median(_process_seconds(self.evaluate)[0])
+
+    track_evaluate_seconds.unit = "s"
+
+    def track_evaluate_over_pytrec_eval(self):
+        """Median over pairs of the same process's time / a pytrec_eval process's on the same files (lower: better)."""
+        if importlib.util.find_spec("pytrec_eval") is None:
+            raise NotImplementedError("pytrec_eval is not installed")
+        peer = [sys.executable, os.path.join(TOOLS, "pytrec_eval_files.py"), self.run, self.qrels]
+        ours, theirs = _process_seconds(self.evaluate, peer)
+        return statistics.median(a / b for a, b in zip(ours, theirs))
+
+    track_evaluate_over_pytrec_eval.unit = "ratio"

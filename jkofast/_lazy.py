@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -14,7 +15,9 @@ __all__ = ["lazy_exports", "public_names"]
 def public_names(package: str, modules: Sequence[str]) -> dict[str, str]:
     """Public name -> defining module, read from the ``__all__`` of each sub-module's source.
 
-    The sources are parsed, not imported, so the table costs no import (and no compilation).
+    The sources are read, not imported, so the table costs no import (and no compilation): a
+    top-level ``__all__ = [...]`` (or ``(...)``) line is found by a pattern and its literal
+    evaluated; only a source where that fails is parsed whole.
     A name listed by two sub-modules belongs to the first one in ``modules``.
 
     Parameters
@@ -39,20 +42,35 @@ def public_names(package: str, modules: Sequence[str]) -> dict[str, str]:
     for leaf in modules:
         path = os.path.join(folder, f"{leaf}.py")
         with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        names = next(
-            (
-                ast.literal_eval(node.value)
-                for node in tree.body
-                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
-            ),
-            None,
-        )
-        if names is None:
-            raise ValueError(f"{package}.{leaf} has no literal __all__ to re-export")
-        for name in names:
+            source = f.read()
+        for name in _literal_all(source, path, f"{package}.{leaf}"):
             out.setdefault(name, f"{package}.{leaf}")
     return out
+
+
+_ALL_LINE = re.compile(r"^__all__ *= *(\[[^\]]*\]|\([^)]*\))", re.MULTILINE)
+
+
+def _literal_all(source: str, path: str, module: str) -> list[str]:
+    """Return the literal ``__all__`` of a module's ``source`` (``ValueError`` when it has none)."""
+    found = _ALL_LINE.search(source)
+    if found is not None:
+        try:
+            return list(ast.literal_eval(found.group(1)))
+        except (ValueError, SyntaxError):
+            pass  # not a plain literal after all: the parse below decides
+    tree = ast.parse(source, path)
+    names = next(
+        (
+            ast.literal_eval(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
+        ),
+        None,
+    )
+    if names is None:
+        raise ValueError(f"{module} has no literal __all__ to re-export")
+    return list(names)
 
 
 def lazy_exports(package: str, exports: Mapping[str, str] | Sequence[str]):

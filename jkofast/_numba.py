@@ -23,6 +23,7 @@ imports the wrapper modules and calls them all.
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 from collections.abc import Callable
@@ -108,6 +109,14 @@ def _function_cache_class():
             # every kernel source joins the key, so any change recompiles what depends on it.
             return (*super()._index_key(sig, codegen), sources_digest())
 
+        def load_overload(self, sig, target_context):
+            # Numba refreshes the whole target context here: it imports and installs every lowering
+            # registry (numba.np.arraymath alone imports scipy.linalg), about half a second that only
+            # compiling needs (the compiler refreshes the context itself).
+            prepare_load(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+
     return JkofastFunctionCache
 
 
@@ -138,6 +147,19 @@ def sources_digest(root: str = _PKG) -> str:
 
 
 _DIGESTS: dict[str, str] = {}
+
+
+def prepare_load(target_context) -> None:
+    """Make ``target_context`` ready to link cached machine code, without refreshing it whole.
+
+    Linking needs the symbols a refresh adds to LLVM's table, and only two of its steps add any:
+    the runtime's (``NRT_*``, :func:`rtsys.initialize`) and the hash secret's (added when
+    ``numba.cpython.hashing`` is imported); ``tests/test_numba_hygiene.py`` compares the two sets.
+    """
+    from numba.core.runtime import rtsys
+
+    importlib.import_module("numba.cpython.hashing")
+    rtsys.initialize(target_context)
 
 
 _FUNCTION_CACHE = _function_cache_class()

@@ -1,9 +1,14 @@
-"""Nothing compiles at import; every kernel comes from jkofast._numba.kernel; no fastmath=True."""
+"""Nothing compiles at import; every kernel comes from jkofast._numba.kernel; no fastmath=True; a cached
+kernel loads without Numba's whole context refresh, yet with every symbol it adds."""
 
 import ast
 import pathlib
 import subprocess
 import sys
+
+import pytest
+
+from jkofast import _config, _numba
 
 KDIR = pathlib.Path(__file__).resolve().parents[1] / "jkofast" / "kernels"
 
@@ -102,3 +107,48 @@ def test_numba_internals_hooks_are_version_guarded():
         assert not _numba._hooks_supported(f"{hi[0]}.{hi[1] + 1}.0")
     with pytest.warns(RuntimeWarning):
         assert not _numba._hooks_supported("not-a-version")
+
+
+SYMBOLS = """
+import sys
+import llvmlite.binding as ll
+names, add = [], ll.add_symbol
+ll.add_symbol = lambda n, a: (names.append(n), add(n, a))[1]
+import numba
+from numba.core.registry import cpu_target
+ctx = cpu_target.target_context
+before = set(names)
+if sys.argv[1] == "refresh":
+    ctx.refresh()
+else:
+    from jkofast._numba import prepare_load
+    prepare_load(ctx)
+print(sorted(set(names) - before))
+"""
+
+
+def test_cached_load_adds_the_symbols_a_refresh_adds():
+    # loading a cached kernel skips Numba's full context refresh: every symbol a refresh adds to
+    # LLVM's table (what cached machine code may link against) must be there all the same
+    got = {
+        how: subprocess.run([sys.executable, "-c", SYMBOLS, how], capture_output=True, text=True, check=True).stdout
+        for how in ("refresh", "prepare_load")
+    }
+    assert got["refresh"] == got["prepare_load"]
+    assert "NRT_MemInfo_alloc" in got["refresh"] and "_numba_hashsecret_siphash_k0" in got["refresh"]
+
+
+@pytest.mark.skipif(not _config.CACHE or _numba._FUNCTION_CACHE is None, reason="no jkofast on-disk cache")
+def test_cached_load_refreshes_no_registry(tmp_path):
+    # the second process loads the kernels the first compiled, without importing the lowering registries
+    qrels, run = tmp_path / "q.txt", tmp_path / "r.txt"
+    qrels.write_text("q1 0 d1 1\nq2 0 d3 2\n")
+    run.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq2 Q0 d3 1 0.5 t\n")
+    code = (
+        "import sys\nfrom jkofast.cli import main\n"
+        f"assert main(['evaluate', '--qrels', {str(qrels)!r}, '--run', {str(run)!r}, '--n-boot', '0']) == 0\n"
+        "print('REGISTRIES', 'numba.np.arraymath' in sys.modules, 'scipy.linalg' in sys.modules)\n"
+    )
+    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True) for _ in (0, 1)]
+    assert outs[0].stdout.replace("True", "False") == outs[1].stdout  # same metrics
+    assert "REGISTRIES False False" in outs[1].stdout
