@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("run", "alias of 'run --dataset scifact'"),
     "search": ("search", "first-stage retrieval for a split; writes a TREC run"),
     "study": ("study", "run a published experiment (extensions, evaluators) and print its table"),
+    "tune": ("tune", "select the operating point on a corpus by cross-validation (point file)"),
     "warmup": ("warmup", "compile / load the main job's Numba kernels (--all: every kernel)"),
 }
 
