@@ -29,8 +29,9 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.ot.sinkhorn_log import (
     matvec,
-    matvec2_lp,
+    matvec3_lp,
     matvec_lp,
+    matvec_pair_lp,
     plan_fill,
     rmatvec,
     scale_normalise,
@@ -367,20 +368,26 @@ def schur_pcg(pl, prow, qinv, r, x, thr, cg_max, w, xs):
 
 
 @kernel(inline="always")
-def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
-    """``implicit_solve`` once ``w[5]`` holds ``Πᵀx`` (x the warm start); returns ``(loss, ok, n_cg)``."""
+def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs, rr_ok, cc_ok):
+    """``implicit_solve`` once ``w[5]`` holds ``Πᵀx`` (x the warm start); returns ``(loss, ok, n_cg)``.
+
+    ``rr_ok`` / ``cc_ok``: ``w[2]`` already holds ``KC v`` / ``w[4]`` holds ``KCᵀ u`` (products
+    fused into the Sinkhorn sweeps), else they are computed here.
+    """
     prow, qinv, rr, res, cc, t, ap = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
     uu, vv, sc = pl.u, pl.v, pl.scale
     m = x.shape[0]
-    for j in range(m):
-        xs[j] = vv[j]
-    matvec_lp(KC, xs, rr)
+    if not rr_ok:
+        for j in range(m):
+            xs[j] = vv[j]
+        matvec_lp(KC, xs, rr)
     loss = 0.0
     for i in range(m):
         rr[i] *= sc * uu[i]
         loss += rr[i]
         xs[i] = uu[i]
-    matvec_lp(KCT, xs, cc)
+    if not cc_ok:
+        matvec_lp(KCT, xs, cc)
     for j in range(m):
         cc[j] *= sc * vv[j]
         t[j] = qinv[j] * (cc[j] - t[j])
@@ -410,7 +417,7 @@ def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
     ``cg_max`` reached above the tolerance; ``n_cg`` PCG steps).
     """
     _pit_apply(pl, x, xs, w[5])
-    return _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs)
+    return _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs, False, False)
 
 
 @kernel(inline="always")
@@ -553,35 +560,55 @@ def _commit(tmp, rmax, wt, out, fill, xs, xs2, xw):
     return ok
 
 
+# the first FUSE_PAIRS pairs of a call fuse the gradient's products into their sweeps: on a
+# warm-started call they are likely the last ones (a fused product costs about half a sweep,
+# wasted when the call goes on)
+FUSE_PAIRS = 2
+
+
+@kernel(inline="always")
+def _fused_sweep(A, B, x, out1, out2, fuse):
+    """``out1 = A @ x``, and with ``fuse`` also ``out2 = B @ x`` in the same sweep."""
+    if fuse:
+        matvec_pair_lp(A, B, x, out1, out2)
+    else:
+        matvec_lp(A, x, out1)
+
+
 @kernel()
 def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     """``w_implicit_scaled`` that also counts its work (the measuring tools read the counts).
 
-    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg)``: update
-    pairs, then the M x M sweeps by kind: row sweeps ``K v``; column sweeps fused with
-    ``Kᵀ(u ⊙ x)`` (``matvec2_lp``); plain column sweeps (``Kᵀu``, or the ``Πᵀx`` of the
-    gradient's residual when it was not fused); PCG steps of the Newton steps and of the
-    gradient solve (two sweeps each). The gradient's set-up adds three sweeps per call
-    (``KC v``, ``KCᵀ u``, ``Π t``).
+    Returns ``(ok, loss, flags, n_pairs, n_row, n_row2, n_col3, n_col2, n_col, n_setup,
+    n_newton_cg, n_cg)``: update pairs, then the M x M sweeps by kind: plain row sweeps
+    ``K v``; row sweeps fused with ``KC v`` (``matvec_pair_lp``); column sweeps fused with
+    ``Kᵀ(u ⊙ x)`` and ``KCᵀu`` (``matvec3_lp``); column sweeps fused with ``Kᵀ(u ⊙ x)`` only
+    (``matvec2_lp``); plain column sweeps ``Kᵀu``; the gradient's set-up sweeps (``KC v``,
+    ``KCᵀ u`` and ``Πᵀx`` when not fused, ``Π t``); PCG steps of the Newton steps and of the
+    gradient solve (two sweeps each).
     """
     pa, u, s, tmp_m, qb, _, t, tmp_n = sk
-    K, KT, xs = ops.K, ops.KT, ops.xs
+    K, KT, KC, KCT, xs = ops
     max_iter, newton_every = lim.max_iter, lim.newton_every
     m = pa.shape[0]
     xs2 = np.empty_like(xs)
-    tx = w[5]
+    rr, cc, tx = w[2], w[4], w[5]
     tx_ok = False
+    rr_ok = False
     vmax = 1.0
     it = 0
     since = 0
     fresh = True
     flags = 0
-    n_row = n_col2 = n_col = n_newton_cg = 0
+    n_row = n_row2 = n_col3 = n_col2 = n_col = n_newton_cg = 0
     while True:
         for j in range(m):
             xs[j] = v[j]
-        matvec_lp(K, xs, s)
-        n_row += 1
+        # a check after one of the first pairs: KC v of the gradient's set-up in the same sweep
+        rr_ok = not fresh and it <= FUSE_PAIRS
+        _fused_sweep(K, KC, xs, s, rr, rr_ok)
+        n_row2 += rr_ok
+        n_row += not rr_ok
         ok, smax, err = _ratio_max(pa, s, tmp_m, u, vmax)
         if not fresh:
             if err < tol:
@@ -595,19 +622,19 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
                 fresh = True
                 continue
         if not (ok and _commit(tmp_m, smax, pa, u, True, xs, xs2, xw)):
-            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0
-        # Kᵀu, and in the same sweep Kᵀ(u ⊙ x) for the gradient's warm-start residual: worth it
-        # while a call is likely to stop after this pair (the first two), a plain sweep after
-        tx_ok = it < 2
+            return False, 0.0, 0, it, n_row, n_row2, n_col3, n_col2, n_col, 0, n_newton_cg, 0
+        # Kᵀu, and in the same sweep Kᵀ(u ⊙ x) for the gradient's warm-start residual and KCᵀu
+        # of its set-up: worth it while a call is likely to stop after this pair, a plain sweep after
+        tx_ok = it < FUSE_PAIRS
         if tx_ok:
-            matvec2_lp(KT, xs, xs2, t, tx)
-            n_col2 += 1
+            matvec3_lp(KT, KCT, xs, xs2, t, tx, cc)
         else:
             matvec_lp(KT, xs, t)
-            n_col += 1
+        n_col3 += tx_ok
+        n_col += not tx_ok
         ok, vmax, _ = _ratio_max(qb, t, tmp_n, tmp_n, 0.0)
         if not (ok and _commit(tmp_n, vmax, qb, v, False, xs, xs2, xw)):
-            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0
+            return False, 0.0, 0, it, n_row, n_row2, n_col3, n_col2, n_col, 0, n_newton_cg, 0
         it += 1
         since += 1
         fresh = False
@@ -621,13 +648,13 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
             tx[j] *= vmax * v[j]  # Πᵀx
     else:
         _pit_apply(pl, xw, xs, tx)
-        n_col += 1
-    loss, cg_ok, n_cg = _implicit_finish(pl, ops.KC, ops.KCT, xw, lim.cg_tol, lim.cg_max, w, xs)
+    n_setup = 1 + (0 if rr_ok else 1) + (0 if tx_ok else 2)
+    loss, cg_ok, n_cg = _implicit_finish(pl, KC, KCT, xw, lim.cg_tol, lim.cg_max, w, xs, rr_ok, tx_ok)
     for i in range(m):
         grad_p[i] = xw[i]
     if not cg_ok:
         flags += FLAG_CG
-    return True, loss, flags, it, n_row, n_col2, n_col, n_newton_cg, n_cg
+    return True, loss, flags, it, n_row, n_row2, n_col3, n_col2, n_col, n_setup, n_newton_cg, n_cg
 
 
 @kernel()
@@ -647,5 +674,5 @@ def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
     False = a sum underflowed (caller falls back to ``w_converged``); ``flags`` as in
     ``w_converged``.
     """
-    ok, loss, flags, _, _, _, _, _, _ = w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w)
+    ok, loss, flags, _, _, _, _, _, _, _, _, _ = w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w)
     return ok, loss, flags
