@@ -231,29 +231,28 @@ def _store_plain(r, counts):
 
 @_jit
 def _store_fused(r, counts):
-    """Counts of a ``w_implicit_counted`` with fused set-up products (12 values)."""
+    """Counts of a ``w_implicit_account`` (fused set-up products; 11 values)."""
     counts[2] += r[3]
-    counts[3] += r[4]
-    counts[9] += r[5]
-    counts[10] += r[6]
-    counts[4] += r[7]
-    counts[5] += r[8]
-    counts[11] += r[9]
-    counts[6] += r[10]
-    counts[7] += r[11]
+    counts[3] += r[4] - r[9]
+    counts[9] += r[9]
+    counts[10] += r[5]
+    counts[5] += r[6]
+    counts[6] += r[7]
+    counts[7] += r[8]
+    counts[11] += r[10]
 
 
 def make_counter(pkg):
     """A jitted copy of the implicit branch of ``jko_query`` that counts the sweeps.
 
     Built from the package's own stage kernels (``kernels.jko.solver``) and
-    ``w_implicit_counted`` (``kernels.ot.transport``); mode ``wasserstein``, objective
+    ``w_implicit_account`` (``kernels.ot.transport``; ``w_implicit_counted`` before it); mode ``wasserstein``, objective
     ``transport``. ``counts`` (int64, ``N_COUNTS``): float32-operator steps, inner steps, update
     pairs, plain row sweeps, column sweeps fused with ``Kᵀ(u ⊙ x)``, plain column sweeps, Newton
     PCG steps, gradient PCG steps, fallbacks (a step the scaled path could not take: the copy
     stops counting there and returns False), row sweeps fused with ``KC v``, column sweeps fused
-    with ``Kᵀ(u ⊙ x)`` and ``KCᵀu``, the gradient's set-up sweeps. Either layout of
-    ``w_implicit_counted``'s counts (before and after the fused set-up products) is read.
+    with ``Kᵀ(u ⊙ x)`` and ``KCᵀu``, the gradient's set-up sweeps left (``Πᵀx`` is a plain column
+    sweep when not fused).
     """
     from numba import njit
 
@@ -267,8 +266,11 @@ def make_counter(pkg):
         S.adam_step,
         S.softmax,
     )
-    counted, Limits = T.w_implicit_counted, T.Limits
-    store = _store_fused if hasattr(sub(pkg, "kernels.ot.sinkhorn_log"), "matvec_pair_lp") else _store_plain
+    Limits = T.Limits
+    if hasattr(T, "w_implicit_account"):
+        counted, store = T.w_implicit_account, _store_fused
+    else:
+        counted, store = T.w_implicit_counted, _store_plain
 
     @njit
     def flow(p0, E, C, C_T, Ks, prm, p_out, counts, parts):

@@ -55,6 +55,7 @@ __all__ = [
     "implicit_solve",
     "schur_pcg",
     "w_converged",
+    "w_implicit_account",
     "w_implicit_counted",
     "w_implicit_scaled",
     "w_unrolled_log",
@@ -576,16 +577,16 @@ def _fused_sweep(A, B, x, out1, out2, fuse):
 
 
 @kernel()
-def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
+def w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w):
     """``w_implicit_scaled`` that also counts its work (the measuring tools read the counts).
 
-    Returns ``(ok, loss, flags, n_pairs, n_row, n_row2, n_col3, n_col2, n_col, n_setup,
-    n_newton_cg, n_cg)``: update pairs, then the M x M sweeps by kind: plain row sweeps
-    ``K v``; row sweeps fused with ``KC v`` (``matvec_pair_lp``); column sweeps fused with
-    ``Kᵀ(u ⊙ x)`` and ``KCᵀu`` (``matvec3_lp``); column sweeps fused with ``Kᵀ(u ⊙ x)`` only
-    (``matvec2_lp``); plain column sweeps ``Kᵀu``; the gradient's set-up sweeps (``KC v``,
-    ``KCᵀ u`` and ``Πᵀx`` when not fused, ``Π t``); PCG steps of the Newton steps and of the
-    gradient solve (two sweeps each).
+    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg, n_row2,
+    n_setup)``: update pairs, then the M x M sweeps by kind: row sweeps ``K v`` (``n_row2`` of
+    them fused with the set-up's ``KC v``, ``matvec_pair_lp``); column sweeps fused with
+    ``Kᵀ(u ⊙ x)`` and the set-up's ``KCᵀu`` (``matvec3_lp``); plain column sweeps (``Kᵀu``, or
+    the ``Πᵀx`` of the gradient's residual when it was not fused); PCG steps of the Newton
+    steps and of the gradient solve (two sweeps each); the set-up sweeps left (``Π t``, and
+    ``KC v``, ``KCᵀu`` when not fused: 1 to 3).
     """
     pa, u, s, tmp_m, qb, _, t, tmp_n = sk
     K, KT, KC, KCT, xs = ops
@@ -600,7 +601,7 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     since = 0
     fresh = True
     flags = 0
-    n_row = n_row2 = n_col3 = n_col2 = n_col = n_newton_cg = 0
+    n_row = n_row2 = n_col2 = n_col = n_newton_cg = 0
     while True:
         for j in range(m):
             xs[j] = v[j]
@@ -608,7 +609,7 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
         rr_ok = not fresh and it <= FUSE_PAIRS
         _fused_sweep(K, KC, xs, s, rr, rr_ok)
         n_row2 += rr_ok
-        n_row += not rr_ok
+        n_row += 1
         ok, smax, err = _ratio_max(pa, s, tmp_m, u, vmax)
         if not fresh:
             if err < tol:
@@ -622,7 +623,7 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
                 fresh = True
                 continue
         if not (ok and _commit(tmp_m, smax, pa, u, True, xs, xs2, xw)):
-            return False, 0.0, 0, it, n_row, n_row2, n_col3, n_col2, n_col, 0, n_newton_cg, 0
+            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0, n_row2, 0
         # Kᵀu, and in the same sweep Kᵀ(u ⊙ x) for the gradient's warm-start residual and KCᵀu
         # of its set-up: worth it while a call is likely to stop after this pair, a plain sweep after
         tx_ok = it < FUSE_PAIRS
@@ -630,11 +631,11 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
             matvec3_lp(KT, KCT, xs, xs2, t, tx, cc)
         else:
             matvec_lp(KT, xs, t)
-        n_col3 += tx_ok
+        n_col2 += tx_ok
         n_col += not tx_ok
         ok, vmax, _ = _ratio_max(qb, t, tmp_n, tmp_n, 0.0)
         if not (ok and _commit(tmp_n, vmax, qb, v, False, xs, xs2, xw)):
-            return False, 0.0, 0, it, n_row, n_row2, n_col3, n_col2, n_col, 0, n_newton_cg, 0
+            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0, n_row2, 0
         it += 1
         since += 1
         fresh = False
@@ -648,13 +649,24 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
             tx[j] *= vmax * v[j]  # Πᵀx
     else:
         _pit_apply(pl, xw, xs, tx)
-    n_setup = 1 + (0 if rr_ok else 1) + (0 if tx_ok else 2)
+        n_col += 1
+    n_setup = 1 + (0 if rr_ok else 1) + (0 if tx_ok else 1)
     loss, cg_ok, n_cg = _implicit_finish(pl, KC, KCT, xw, lim.cg_tol, lim.cg_max, w, xs, rr_ok, tx_ok)
     for i in range(m):
         grad_p[i] = xw[i]
     if not cg_ok:
         flags += FLAG_CG
-    return True, loss, flags, it, n_row, n_row2, n_col3, n_col2, n_col, n_setup, n_newton_cg, n_cg
+    return True, loss, flags, it, n_row, n_col2, n_col, n_newton_cg, n_cg, n_row2, n_setup
+
+
+@kernel()
+def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
+    """``w_implicit_account``'s first nine counts (the layout of the tools written before it).
+
+    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg)``.
+    """
+    r = w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w)
+    return r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]
 
 
 @kernel()
@@ -674,5 +686,5 @@ def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
     False = a sum underflowed (caller falls back to ``w_converged``); ``flags`` as in
     ``w_converged``.
     """
-    ok, loss, flags, _, _, _, _, _, _, _, _, _ = w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w)
+    ok, loss, flags, _, _, _, _, _, _, _, _ = w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w)
     return ok, loss, flags
