@@ -24,16 +24,17 @@ pool, old and new ``run_jko`` alternate ``--repeats`` times; the best CPU time
 the ratio, parity against the fixture (L1 of p_T and top-10 sets, SciFact) and the largest
 |Δp| between the sides.
 
-What bounds it: a serial copy of the implicit flow (the new side's own stage kernels and
-``w_implicit_counted``) counts per query the M x M sweeps by kind — the ``Ks p`` of the
-energy, the Sinkhorn iterations (a row and a column sweep each), the gradient's set-up (three)
-and PCG steps (two each, Newton steps included) — checks that its p_T equals the new side's
-``run_jko`` bit for bit, and prices them with a measured sweep (``matvec_lp`` on a float32
-200 x 200 operator; ``matvec2_lp`` counts 1.5): ``sweeps x cost`` next to the measured time
-is the roofline account, the rest is the O(M) vector work (exp / log / divisions) of the
-inner steps. The copy is also timed in three parts (operators and scratch only; plus the flow's
-own stages — log-softmax, energy, warm start, Adam — without the transport term; everything), so
-the account splits the time into operators, flow stages and transport, each beside its sweeps.
+What bounds it: a serial copy of the implicit flow (each side's own stage kernels and
+``w_implicit_counted``, so the counts are before and after) counts per query the M x M sweeps
+by stage — the ``Ks p`` of the energy, the Sinkhorn iterations (a row and a column sweep each),
+the gradient's set-up (three) and PCG steps (two each, Newton steps included) — checks that its
+p_T equals that side's ``run_jko`` bit for bit, and prices them with a measured sweep
+(``matvec_lp`` on a float32 200 x 200 operator; a fused ``matvec2_lp`` at its own cost):
+``sweeps x cost`` next to the measured time is the roofline account, the rest is the O(M)
+vector work (exp / log / divisions) of the inner steps. The copy is also timed in three parts
+(operators and scratch only; plus the flow's own stages — log-softmax, energy, warm start,
+Adam — without the transport term; everything), so the account splits the time into
+operators, flow stages and transport, each beside its sweeps.
 """
 
 from __future__ import annotations
@@ -206,9 +207,9 @@ def parity(outs: list, ref: np.ndarray) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# counting copy of the implicit flow (serial; the new side's kernels)
+# counting copy of the implicit flow (serial; one side's kernels)
 # ---------------------------------------------------------------------------------------------
-N_COUNTS = 12
+N_COUNTS = 10
 
 
 def _jit(f):
@@ -218,41 +219,27 @@ def _jit(f):
 
 
 @_jit
-def _store_plain(r, counts):
-    """Counts of a ``w_implicit_counted`` without fused set-up products (9 values; 3 set-up sweeps)."""
+def _store(r, counts):
+    """Add one ``w_implicit_counted`` call's counts (three set-up sweeps)."""
     counts[2] += r[3]
     counts[3] += r[4]
     counts[4] += r[5]
     counts[5] += r[6]
     counts[6] += r[7]
     counts[7] += r[8]
-    counts[11] += 3
-
-
-@_jit
-def _store_fused(r, counts):
-    """Counts of a ``w_implicit_account`` (fused set-up products; 11 values)."""
-    counts[2] += r[3]
-    counts[3] += r[4] - r[9]
-    counts[9] += r[9]
-    counts[10] += r[5]
-    counts[5] += r[6]
-    counts[6] += r[7]
-    counts[7] += r[8]
-    counts[11] += r[10]
+    counts[9] += 3
 
 
 def make_counter(pkg):
     """A jitted copy of the implicit branch of ``jko_query`` that counts the sweeps.
 
     Built from the package's own stage kernels (``kernels.jko.solver``) and
-    ``w_implicit_account`` (``kernels.ot.transport``; ``w_implicit_counted`` before it); mode ``wasserstein``, objective
+    ``w_implicit_counted`` (``kernels.ot.transport``); mode ``wasserstein``, objective
     ``transport``. ``counts`` (int64, ``N_COUNTS``): float32-operator steps, inner steps, update
     pairs, plain row sweeps, column sweeps fused with ``Kᵀ(u ⊙ x)``, plain column sweeps, Newton
     PCG steps, gradient PCG steps, fallbacks (a step the scaled path could not take: the copy
-    stops counting there and returns False), row sweeps fused with ``KC v``, column sweeps fused
-    with ``Kᵀ(u ⊙ x)`` and ``KCᵀu``, the gradient's set-up sweeps left (``Πᵀx`` is a plain column
-    sweep when not fused).
+    stops counting there and returns False), the gradient's set-up sweeps (``KC v``, ``KCᵀu``,
+    ``Π t``; ``Πᵀx`` is a plain column sweep when not fused).
     """
     from numba import njit
 
@@ -266,11 +253,7 @@ def make_counter(pkg):
         S.adam_step,
         S.softmax,
     )
-    Limits = T.Limits
-    if hasattr(T, "w_implicit_account"):
-        counted, store = T.w_implicit_account, _store_fused
-    else:
-        counted, store = T.w_implicit_counted, _store_plain
+    counted, Limits, store = T.w_implicit_counted, T.Limits, _store
 
     @njit
     def flow(p0, E, C, C_T, Ks, prm, p_out, counts, parts):
@@ -334,16 +317,13 @@ def make_counter(pkg):
 
 
 def sweep_costs(pkg, m: int = 200, reps: int = 20000) -> dict:
-    """Measured µs per M x M sweep: float32 and float64 ``matvec_lp``; float32 ``matvec2_lp``,
-    ``matvec_pair_lp`` and ``matvec3_lp`` where the package has them. Best of 7 CPU-time runs of
-    ``reps`` back-to-back calls (operands in L2, as in the flow)."""
+    """Measured µs per M x M sweep: float32 and float64 ``matvec_lp``, float32 ``matvec2_lp``. Best of
+    7 CPU-time runs of ``reps`` back-to-back calls (operands in L2, as in the flow)."""
     from numba import njit
 
     K = sub(pkg, "kernels.ot.sinkhorn_log")
     mv = K.matvec_lp
     mv2 = getattr(K, "matvec2_lp", None)
-    mvp = getattr(K, "matvec_pair_lp", None)
-    mv3 = getattr(K, "matvec3_lp", None)
 
     @njit
     def loop1(A, x, out, n):
@@ -365,9 +345,9 @@ def sweep_costs(pkg, m: int = 200, reps: int = 20000) -> dict:
     for dt in (np.float32, np.float64):
         A = rng.random((m, m)).astype(dt)
         res[f"matvec_lp_{np.dtype(dt).name}_us"] = best_of(loop1, A, rng.random(m).astype(dt), np.empty(m))
-    A, B = rng.random((m, m)).astype(np.float32), rng.random((m, m)).astype(np.float32)
+    A = rng.random((m, m)).astype(np.float32)
     x, y = rng.random(m).astype(np.float32), rng.random(m).astype(np.float32)
-    o1, o2, o3 = np.empty(m), np.empty(m), np.empty(m)
+    o1, o2 = np.empty(m), np.empty(m)
     if mv2 is not None:
 
         @njit
@@ -377,24 +357,6 @@ def sweep_costs(pkg, m: int = 200, reps: int = 20000) -> dict:
                 x[0] = x[0] + o1[0] * 1e-30
 
         res["matvec2_lp_float32_us"] = best_of(loop2, A, x, y, o1, o2)
-    if mvp is not None:
-
-        @njit
-        def loopp(A, B, x, o1, o2, n):
-            for _ in range(n):
-                mvp(A, B, x, o1, o2)
-                x[0] = x[0] + o1[0] * 1e-30
-
-        res["matvec_pair_lp_float32_us"] = best_of(loopp, A, B, x, o1, o2)
-    if mv3 is not None:
-
-        @njit
-        def loop3(A, B, x, y, o1, o2, o3, n):
-            for _ in range(n):
-                mv3(A, B, x, y, o1, o2, o3)
-                x[0] = x[0] + o1[0] * 1e-30
-
-        res["matvec3_lp_float32_us"] = best_of(loop3, A, B, x, y, o1, o2, o3)
     return res
 
 
@@ -404,19 +366,18 @@ def account(counts: np.ndarray, cost: dict) -> dict:
     A product is one operator times one vector: per inner step the energy's ``Ks p``, a row and a
     column product per Sinkhorn pair (plus the row product that checks the last pair), four for
     the gradient's set-up (``KC v``, ``KCᵀu``, ``Πᵀx``, ``Π t``) and two per PCG step. A pass is
-    one sweep over the operators: a fused pass computes two or three products and is priced at its
-    own measured cost (``sweep_costs``; 1.5 / 2 plain sweeps where not measured).
+    one sweep over the operators: a fused pass (``matvec2_lp``: ``Kᵀu`` and ``Kᵀ(u ⊙ x)``) computes two
+    products and is priced at its own measured cost (``sweep_costs``; 1.5 plain sweeps where not
+    measured).
     """
     steps = counts[1]
     f32 = counts[0] > 0
     c1 = cost["matvec_lp_float32_us"] if f32 else cost["matvec_lp_float64_us"]
     c2 = cost.get("matvec2_lp_float32_us", 1.5 * c1) if f32 else 1.5 * c1
-    cp = cost.get("matvec_pair_lp_float32_us", 1.5 * c1) if f32 else 1.5 * c1
-    c3 = cost.get("matvec3_lp_float32_us", 2.0 * c1) if f32 else 2.0 * c1
-    row, col2, col, row2, col3, setup = counts[3], counts[4], counts[5], counts[9], counts[10], counts[11]
+    row, col2, col, setup = counts[3], counts[4], counts[5], counts[9]
     products = {
         "energy_Ks_p": steps,
-        "sinkhorn_row": row + row2,
+        "sinkhorn_row": row,
         "sinkhorn_col": counts[2],
         "grad_setup": 4 * steps,
         "pcg_newton": 2 * counts[6],
@@ -424,11 +385,9 @@ def account(counts: np.ndarray, cost: dict) -> dict:
     }
     passes = {
         "plain": steps + row + col + setup + 2 * counts[6] + 2 * counts[7],
-        "row_pair_fused": row2,
         "col2_fused": col2,
-        "col3_fused": col3,
     }
-    us = passes["plain"] * c1 + row2 * cp + col2 * c2 + col3 * c3
+    us = passes["plain"] * c1 + col2 * c2
     return {
         "inner_steps": float(steps),
         "pairs_per_step": counts[2] / steps,

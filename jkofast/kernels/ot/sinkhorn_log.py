@@ -36,9 +36,7 @@ __all__ = [
     "log_to_scaled",
     "matvec",
     "matvec2_lp",
-    "matvec3_lp",
     "matvec_lp",
-    "matvec_pair_lp",
     "plan_cost",
     "plan_fill",
     "rmatvec",
@@ -156,47 +154,6 @@ def matvec2_lp(A, x1, x2, out1, out2):
             s2 += a * x2[j]
         out1[i] = s1
         out2[i] = s2
-
-
-@kernel(fastmath=_ARITH)
-def matvec_pair_lp(A, B, x, out1, out2):
-    """``out1 = A @ x`` and ``out2 = B @ x`` in one sweep (two operators of one shape, as ``matvec_lp``).
-
-    Each ``x[j]`` is loaded once for both products: three loads per two multiply-adds instead
-    of four, about 1.5x the time of one ``matvec_lp``.
-    """
-    m, n = A.shape
-    for i in range(m):
-        s1 = np.float32(0.0)
-        s2 = np.float32(0.0)
-        for j in range(n):
-            xj = x[j]
-            s1 += A[i, j] * xj
-            s2 += B[i, j] * xj
-        out1[i] = s1
-        out2[i] = s2
-
-
-@kernel(fastmath=_ARITH)
-def matvec3_lp(A, B, x1, x2, out1, out2, out3):
-    """``out1 = A @ x1``, ``out2 = A @ x2``, ``out3 = B @ x1`` in one sweep (as ``matvec_lp``).
-
-    Four loads per three multiply-adds (``matvec2_lp`` plus a ``matvec_lp`` take five).
-    """
-    m, n = A.shape
-    for i in range(m):
-        s1 = np.float32(0.0)
-        s2 = np.float32(0.0)
-        s3 = np.float32(0.0)
-        for j in range(n):
-            a = A[i, j]
-            y1 = x1[j]
-            s1 += a * y1
-            s2 += a * x2[j]
-            s3 += B[i, j] * y1
-        out1[i] = s1
-        out2[i] = s2
-        out3[i] = s3
 
 
 # fixed.gibbs_fill is this plus a Kg_T fill (the solver here never needs Kg_T); kept as two kernels

@@ -29,9 +29,8 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.ot.sinkhorn_log import (
     matvec,
-    matvec3_lp,
+    matvec2_lp,
     matvec_lp,
-    matvec_pair_lp,
     plan_fill,
     rmatvec,
     scale_normalise,
@@ -55,7 +54,6 @@ __all__ = [
     "implicit_solve",
     "schur_pcg",
     "w_converged",
-    "w_implicit_account",
     "w_implicit_counted",
     "w_implicit_scaled",
     "w_unrolled_log",
@@ -369,26 +367,20 @@ def schur_pcg(pl, prow, qinv, r, x, thr, cg_max, w, xs):
 
 
 @kernel(inline="always")
-def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs, rr_ok, cc_ok):
-    """``implicit_solve`` once ``w[5]`` holds ``Πᵀx`` (x the warm start); returns ``(loss, ok, n_cg)``.
-
-    ``rr_ok`` / ``cc_ok``: ``w[2]`` already holds ``KC v`` / ``w[4]`` holds ``KCᵀ u`` (products
-    fused into the Sinkhorn sweeps), else they are computed here.
-    """
+def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
+    """``implicit_solve`` once ``w[5]`` holds ``Πᵀx`` (x the warm start); returns ``(loss, ok, n_cg)``."""
     prow, qinv, rr, res, cc, t, ap = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
     uu, vv, sc = pl.u, pl.v, pl.scale
     m = x.shape[0]
-    if not rr_ok:
-        for j in range(m):
-            xs[j] = vv[j]
-        matvec_lp(KC, xs, rr)
+    for j in range(m):
+        xs[j] = vv[j]
+    matvec_lp(KC, xs, rr)
     loss = 0.0
     for i in range(m):
         rr[i] *= sc * uu[i]
         loss += rr[i]
         xs[i] = uu[i]
-    if not cc_ok:
-        matvec_lp(KCT, xs, cc)
+    matvec_lp(KCT, xs, cc)
     for j in range(m):
         cc[j] *= sc * vv[j]
         t[j] = qinv[j] * (cc[j] - t[j])
@@ -418,7 +410,7 @@ def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
     ``cg_max`` reached above the tolerance; ``n_cg`` PCG steps).
     """
     _pit_apply(pl, x, xs, w[5])
-    return _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs, False, False)
+    return _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs)
 
 
 @kernel(inline="always")
@@ -561,54 +553,34 @@ def _commit(tmp, rmax, wt, out, fill, xs, xs2, xw):
     return ok
 
 
-# the first FUSE_PAIRS pairs of a call fuse the gradient's products into their sweeps: on a
-# warm-started call they are likely the last ones (a fused product costs about half a sweep,
-# wasted when the call goes on)
-FUSE_PAIRS = 2
-
-
-@kernel(inline="always")
-def _fused_sweep(A, B, x, out1, out2, fuse):
-    """``out1 = A @ x``, and with ``fuse`` also ``out2 = B @ x`` in the same sweep."""
-    if fuse:
-        matvec_pair_lp(A, B, x, out1, out2)
-    else:
-        matvec_lp(A, x, out1)
-
-
 @kernel()
-def w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w):
+def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     """``w_implicit_scaled`` that also counts its work (the measuring tools read the counts).
 
-    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg, n_row2,
-    n_setup)``: update pairs, then the M x M sweeps by kind: row sweeps ``K v`` (``n_row2`` of
-    them fused with the set-up's ``KC v``, ``matvec_pair_lp``); column sweeps fused with
-    ``Kᵀ(u ⊙ x)`` and the set-up's ``KCᵀu`` (``matvec3_lp``); plain column sweeps (``Kᵀu``, or
-    the ``Πᵀx`` of the gradient's residual when it was not fused); PCG steps of the Newton
-    steps and of the gradient solve (two sweeps each); the set-up sweeps left (``Π t``, and
-    ``KC v``, ``KCᵀu`` when not fused: 1 to 3).
+    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg)``: update
+    pairs, then the M x M sweeps by kind: row sweeps ``K v``; column sweeps fused with
+    ``Kᵀ(u ⊙ x)`` (``matvec2_lp``); plain column sweeps (``Kᵀu``, or the ``Πᵀx`` of the
+    gradient's residual when it was not fused); PCG steps of the Newton steps and of the
+    gradient solve (two sweeps each). The gradient's set-up adds three sweeps per call
+    (``KC v``, ``KCᵀ u``, ``Π t``).
     """
     pa, u, s, tmp_m, qb, _, t, tmp_n = sk
-    K, KT, KC, KCT, xs = ops
+    K, KT, xs = ops.K, ops.KT, ops.xs
     max_iter, newton_every = lim.max_iter, lim.newton_every
     m = pa.shape[0]
     xs2 = np.empty_like(xs)
-    rr, cc, tx = w[2], w[4], w[5]
+    tx = w[5]
     tx_ok = False
-    rr_ok = False
     vmax = 1.0
     it = 0
     since = 0
     fresh = True
     flags = 0
-    n_row = n_row2 = n_col2 = n_col = n_newton_cg = 0
+    n_row = n_col2 = n_col = n_newton_cg = 0
     while True:
         for j in range(m):
             xs[j] = v[j]
-        # a check after one of the first pairs: KC v of the gradient's set-up in the same sweep
-        rr_ok = not fresh and it <= FUSE_PAIRS
-        _fused_sweep(K, KC, xs, s, rr, rr_ok)
-        n_row2 += rr_ok
+        matvec_lp(K, xs, s)
         n_row += 1
         ok, smax, err = _ratio_max(pa, s, tmp_m, u, vmax)
         if not fresh:
@@ -623,19 +595,19 @@ def w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w):
                 fresh = True
                 continue
         if not (ok and _commit(tmp_m, smax, pa, u, True, xs, xs2, xw)):
-            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0, n_row2, 0
-        # Kᵀu, and in the same sweep Kᵀ(u ⊙ x) for the gradient's warm-start residual and KCᵀu
-        # of its set-up: worth it while a call is likely to stop after this pair, a plain sweep after
-        tx_ok = it < FUSE_PAIRS
+            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0
+        # Kᵀu, and in the same sweep Kᵀ(u ⊙ x) for the gradient's warm-start residual: worth it
+        # while a call is likely to stop after this pair (the first two), a plain sweep after
+        tx_ok = it < 2
         if tx_ok:
-            matvec3_lp(KT, KCT, xs, xs2, t, tx, cc)
+            matvec2_lp(KT, xs, xs2, t, tx)
+            n_col2 += 1
         else:
             matvec_lp(KT, xs, t)
-        n_col2 += tx_ok
-        n_col += not tx_ok
+            n_col += 1
         ok, vmax, _ = _ratio_max(qb, t, tmp_n, tmp_n, 0.0)
         if not (ok and _commit(tmp_n, vmax, qb, v, False, xs, xs2, xw)):
-            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0, n_row2, 0
+            return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0
         it += 1
         since += 1
         fresh = False
@@ -650,23 +622,12 @@ def w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w):
     else:
         _pit_apply(pl, xw, xs, tx)
         n_col += 1
-    n_setup = 1 + (0 if rr_ok else 1) + (0 if tx_ok else 1)
-    loss, cg_ok, n_cg = _implicit_finish(pl, KC, KCT, xw, lim.cg_tol, lim.cg_max, w, xs, rr_ok, tx_ok)
+    loss, cg_ok, n_cg = _implicit_finish(pl, ops.KC, ops.KCT, xw, lim.cg_tol, lim.cg_max, w, xs)
     for i in range(m):
         grad_p[i] = xw[i]
     if not cg_ok:
         flags += FLAG_CG
-    return True, loss, flags, it, n_row, n_col2, n_col, n_newton_cg, n_cg, n_row2, n_setup
-
-
-@kernel()
-def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
-    """``w_implicit_account``'s first nine counts (the layout of the tools written before it).
-
-    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg)``.
-    """
-    r = w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w)
-    return r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]
+    return True, loss, flags, it, n_row, n_col2, n_col, n_newton_cg, n_cg
 
 
 @kernel()
@@ -686,5 +647,5 @@ def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
     False = a sum underflowed (caller falls back to ``w_converged``); ``flags`` as in
     ``w_converged``.
     """
-    ok, loss, flags, _, _, _, _, _, _, _, _ = w_implicit_account(ops, tol, lim, v, xw, grad_p, sk, w)
+    ok, loss, flags, _, _, _, _, _, _ = w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w)
     return ok, loss, flags
