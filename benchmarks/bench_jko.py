@@ -154,3 +154,67 @@ class CSRGeometry(Benchmark):
 
     def time_pool_geometry_csr(self):
         self.run()
+
+
+class ImplicitSweeps(Benchmark):
+    """M x M products per query of the ``grad="implicit"`` flow (tuned, M = 200), by stage.
+
+    Counted by the serial copy of the flow in ``benchmarks/tools/implicit_limit.py`` (the package's
+    own stage kernels and ``w_implicit_counted``) on the
+    clustered synthetic pool and the first SciFact parity pool: ``energy`` (``Ks p``),
+    ``sinkhorn_row`` / ``sinkhorn_col`` (the update pairs and the row check of the last one),
+    ``grad_setup`` (``KC v``, ``KCᵀu``, ``Πᵀx``, ``Π t``), ``pcg`` (gradient and Newton PCG steps,
+    two each) and ``passes``: sweeps over the operators, a fused sweep (``Kᵀu`` and ``Kᵀ(u ⊙ x)``
+    in one pass) counted once. The time of those sweeps: ``implicit_limit.py``.
+    """
+
+    params = (["clustered", "scifact"], ["energy", "sinkhorn_row", "sinkhorn_col", "grad_setup", "pcg", "passes"])
+    param_names = ["pool", "stage"]
+
+    def make_inputs(self, pool, stage):
+        import os
+        import sys
+
+        tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools")
+        if tools not in sys.path:
+            sys.path.insert(0, tools)
+        threads = os.environ.get("NUMBA_NUM_THREADS")
+        import implicit_limit as il  # sets NUMBA_NUM_THREADS for its own runs: restored here
+
+        if threads is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
+        else:
+            os.environ["NUMBA_NUM_THREADS"] = threads
+
+        import jkofast
+        from jkofast.jko import operating_point
+
+        self.il = il
+        self.cfg = operating_point("tuned", grad="implicit")
+        if pool == "clustered":
+            _, p0, E, C, K = jko_query_inputs(tau0=self.cfg.tau0)
+            self.pool = (p0, E, C, K)
+        else:
+            self.pool = il.scifact_pools(self.cfg.tau0)[0][0]
+        self.counter = il.make_counter(jkofast)
+
+    def run(self, pool, stage):
+        with numba_threads(1):
+            ok, _, counts, _ = self.counter(*self.pool, self.cfg)
+        if not ok:
+            raise NotImplementedError  # a fallback step: the scaled path's counts do not apply
+        acc = self.il.account(counts, {"matvec_lp_float32_us": 1.0, "matvec_lp_float64_us": 1.0})
+        prod, passes = acc["sweeps_per_query"], acc["passes_per_query"]
+        return {
+            "energy": prod["energy_Ks_p"],
+            "sinkhorn_row": prod["sinkhorn_row"],
+            "sinkhorn_col": prod["sinkhorn_col"],
+            "grad_setup": prod["grad_setup"],
+            "pcg": prod["pcg_newton"] + prod["pcg_grad"],
+            "passes": sum(passes.values()),
+        }[stage]
+
+    def track_sweeps_per_query(self, pool, stage):
+        return self.run(pool, stage)
+
+    track_sweeps_per_query.unit = "sweeps"

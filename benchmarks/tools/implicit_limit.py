@@ -2,7 +2,7 @@
 
     python benchmarks/tools/implicit_limit.py [--base HEAD] [--overlay FILE ...] [--extra SRC=DEST ...]
            [--repeats 5] [--synthetic 10] [--config tuned] [--set key=value ...] [--set-new key=value ...]
-           [--count-base 3eebaf6] [--json out.json]
+           [--json out.json]
 
 Two packages are imported in one process (Numba at 1 thread, ``NUMBA_NUM_THREADS=1`` is set
 here before Numba loads):
@@ -24,16 +24,17 @@ pool, old and new ``run_jko`` alternate ``--repeats`` times; the best CPU time
 the ratio, parity against the fixture (L1 of p_T and top-10 sets, SciFact) and the largest
 |Δp| between the sides.
 
-What bounds it: a serial copy of the implicit flow (the new side's own stage kernels and
-``w_implicit_counted``) counts per query the M x M sweeps by kind — the ``Ks p`` of the
-energy, the Sinkhorn iterations (a row and a column sweep each), the gradient's set-up (three)
-and PCG steps (two each, Newton steps included) — checks that its p_T equals the new side's
-``run_jko`` bit for bit, and prices them with a measured sweep (``matvec_lp`` on a float32
-200 x 200 operator; ``matvec2_lp`` counts 1.5): ``sweeps x cost`` next to the measured time
-is the roofline account, the rest is the O(M) vector work (exp / log / divisions) of the
-inner steps. The copy is also timed in three parts (operators and scratch only; plus the flow's
-own stages — log-softmax, energy, warm start, Adam — without the transport term; everything), so
-the account splits the time into operators, flow stages and transport, each beside its sweeps.
+What bounds it: a serial copy of the implicit flow (each side's own stage kernels and
+``w_implicit_counted``, so the counts are before and after) counts per query the M x M sweeps
+by stage — the ``Ks p`` of the energy, the Sinkhorn iterations (a row and a column sweep each),
+the gradient's set-up (three) and PCG steps (two each, Newton steps included) — checks that its
+p_T equals that side's ``run_jko`` bit for bit, and prices them with a measured sweep
+(``matvec_lp`` on a float32 200 x 200 operator; a fused ``matvec2_lp`` at its own cost):
+``sweeps x cost`` next to the measured time is the roofline account, the rest is the O(M)
+vector work (exp / log / divisions) of the inner steps. The copy is also timed in three parts
+(operators and scratch only; plus the flow's own stages — log-softmax, energy, warm start,
+Adam — without the transport term; everything), so the account splits the time into
+operators, flow stages and transport, each beside its sweeps.
 """
 
 from __future__ import annotations
@@ -116,16 +117,6 @@ def sides(base: str, overlay: list[str], extra: list[str], cache: str) -> dict:
     if cache not in sys.path:
         sys.path.insert(0, cache)
     return {"old": importlib.import_module(base_name), "new": importlib.import_module(new_name)}
-
-
-def counting_package(count_base: str, overlay: list[str], extra: list[str], cache: str):
-    """The package the counting copy is built from: ``count_base`` + the same overlay (its stage
-    kernels have the signatures ``make_counter`` calls; the JKO solver's restructure keeps results
-    bit for bit, which the copy checks against the new side's ``run_jko``)."""
-    name = overlay_package(ab.export_package(count_base, cache), cache, _files(overlay, extra))
-    if cache not in sys.path:
-        sys.path.insert(0, cache)
-    return importlib.import_module(name)
 
 
 def sub(pkg, mod: str):
@@ -216,17 +207,39 @@ def parity(outs: list, ref: np.ndarray) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# counting copy of the implicit flow (serial; the new side's kernels)
+# counting copy of the implicit flow (serial; one side's kernels)
 # ---------------------------------------------------------------------------------------------
+N_COUNTS = 10
+
+
+def _jit(f):
+    from numba import njit
+
+    return njit(f)
+
+
+@_jit
+def _store(r, counts):
+    """Add one ``w_implicit_counted`` call's counts (three set-up sweeps)."""
+    counts[2] += r[3]
+    counts[3] += r[4]
+    counts[4] += r[5]
+    counts[5] += r[6]
+    counts[6] += r[7]
+    counts[7] += r[8]
+    counts[9] += 3
+
+
 def make_counter(pkg):
     """A jitted copy of the implicit branch of ``jko_query`` that counts the sweeps.
 
     Built from the package's own stage kernels (``kernels.jko.solver``) and
     ``w_implicit_counted`` (``kernels.ot.transport``); mode ``wasserstein``, objective
-    ``transport``. ``counts`` (int64, 9): float32-operator steps, inner steps, update pairs, row
-    sweeps, fused column sweeps, plain column sweeps, Newton PCG steps, gradient PCG steps,
-    fallbacks (a step the scaled path could not take: the copy stops counting there and
-    returns False).
+    ``transport``. ``counts`` (int64, ``N_COUNTS``): float32-operator steps, inner steps, update
+    pairs, plain row sweeps, column sweeps fused with ``Kᵀ(u ⊙ x)``, plain column sweeps, Newton
+    PCG steps, gradient PCG steps, fallbacks (a step the scaled path could not take: the copy
+    stops counting there and returns False), the gradient's set-up sweeps (``KC v``, ``KCᵀu``,
+    ``Π t``; ``Πᵀx`` is a plain column sweep when not fused).
     """
     from numba import njit
 
@@ -240,14 +253,14 @@ def make_counter(pkg):
         S.adam_step,
         S.softmax,
     )
-    counted, Limits = T.w_implicit_counted, T.Limits
+    counted, Limits, store = T.w_implicit_counted, T.Limits, _store
 
     @njit
     def flow(p0, E, C, C_T, Ks, prm, p_out, counts, parts):
         w_w, _, _, _ = prox_weights(prm)
         lim = Limits(prm.max_iter, prm.cg_tol, prm.cg_max, prm.newton_every)
-        op = transport_operators(C, C_T, Ks, prm, True, True)
-        fl, sk, w, _, ws = jko_work(p0.shape[0], 1)
+        op = transport_operators(C, C_T, Ks, prm, True, True, True, True, None)
+        fl, sk, w, _, ws = jko_work(p0.shape[0], 1, None, True)
         theta, a, p, b, q, gh, kp, mom, vel, abar = fl
         diag = np.zeros(2, np.int64)
         for i in range(q.shape[0]):
@@ -259,7 +272,7 @@ def make_counter(pkg):
             outer_start(q, b, sk.qb, theta, mom, vel)
             for s_ in range(1, prm.inner + 1):
                 log_softmax(theta, a, p)
-                energy_terms(E, prm.lam, prm.rho, Ks, op, a, p, kp, gh)
+                energy_terms(E, prm.lam, prm.rho, Ks, op, a, p, kp, gh, True)
                 tol_eff = implicit_warm_start(p, sk.pa, s_, prm.tol, prm.tol_step, ws)
                 if parts == 1:  # the flow's own O(M) stages without the transport term
                     add_transport_grad(w_w, p, abar, 0, gh, diag)
@@ -274,12 +287,7 @@ def make_counter(pkg):
                     counts[8] += 1
                     return False
                 counts[1] += 1
-                counts[2] += r[3]
-                counts[3] += r[4]
-                counts[4] += r[5]
-                counts[5] += r[6]
-                counts[6] += r[7]
-                counts[7] += r[8]
+                store(r, counts)
                 flags = r[2]
                 add_transport_grad(w_w, p, abar, flags, gh, diag)
                 adam_step(theta, gh, p, mom, vel, s_, prm.lr)
@@ -294,14 +302,14 @@ def make_counter(pkg):
         """``(ok, p_T, counts)``; with ``repeats``, also the best CPU ms of ``parts`` (0: operators,
         1: + the flow's stages without the transport term, 2: everything)."""
         p0c, Ec, Cc, C_T, Ks = solver._check_pool(p0, E, C, K)
-        counts = np.zeros(9, np.int64)
+        counts = np.zeros(N_COUNTS, np.int64)
         p = np.empty(Ec.shape[0])
         prm = cfg._params(False)
         ok = flow(p0c, Ec, Cc, C_T, Ks, prm, p, counts, parts)
         best = np.inf
         for _ in range(repeats):
             c = time.process_time()
-            flow(p0c, Ec, Cc, C_T, Ks, prm, p, np.zeros(9, np.int64), parts)
+            flow(p0c, Ec, Cc, C_T, Ks, prm, p, np.zeros(N_COUNTS, np.int64), parts)
             best = min(best, time.process_time() - c)
         return ok, p, counts, 1e3 * best
 
@@ -309,12 +317,13 @@ def make_counter(pkg):
 
 
 def sweep_costs(pkg, m: int = 200, reps: int = 20000) -> dict:
-    """Measured µs per M x M sweep (float32 and float64 ``matvec_lp``, float32 ``matvec2_lp``): best of
+    """Measured µs per M x M sweep: float32 and float64 ``matvec_lp``, float32 ``matvec2_lp``. Best of
     7 CPU-time runs of ``reps`` back-to-back calls (operands in L2, as in the flow)."""
     from numba import njit
 
     K = sub(pkg, "kernels.ot.sinkhorn_log")
-    mv, mv2 = K.matvec_lp, getattr(K, "matvec2_lp", None)
+    mv = K.matvec_lp
+    mv2 = getattr(K, "matvec2_lp", None)
 
     @njit
     def loop1(A, x, out, n):
@@ -322,19 +331,23 @@ def sweep_costs(pkg, m: int = 200, reps: int = 20000) -> dict:
             mv(A, x, out)
             x[0] = x[0] + out[0] * 1e-30
 
+    def best_of(f, *args):
+        f(*args, 10)
+        best = np.inf
+        for _ in range(7):
+            t = time.process_time()
+            f(*args, reps)
+            best = min(best, (time.process_time() - t) / reps)
+        return 1e6 * best
+
     rng = np.random.default_rng(0)
     res = {}
     for dt in (np.float32, np.float64):
         A = rng.random((m, m)).astype(dt)
-        x = rng.random(m).astype(dt)
-        out = np.empty(m)
-        loop1(A, x, out, 10)
-        best = np.inf
-        for _ in range(7):
-            t = time.process_time()
-            loop1(A, x, out, reps)
-            best = min(best, (time.process_time() - t) / reps)
-        res[f"matvec_lp_{np.dtype(dt).name}_us"] = 1e6 * best
+        res[f"matvec_lp_{np.dtype(dt).name}_us"] = best_of(loop1, A, rng.random(m).astype(dt), np.empty(m))
+    A = rng.random((m, m)).astype(np.float32)
+    x, y = rng.random(m).astype(np.float32), rng.random(m).astype(np.float32)
+    o1, o2 = np.empty(m), np.empty(m)
     if mv2 is not None:
 
         @njit
@@ -343,42 +356,46 @@ def sweep_costs(pkg, m: int = 200, reps: int = 20000) -> dict:
                 mv2(A, x, y, o1, o2)
                 x[0] = x[0] + o1[0] * 1e-30
 
-        A = rng.random((m, m)).astype(np.float32)
-        x, y = rng.random(m).astype(np.float32), rng.random(m).astype(np.float32)
-        o1, o2 = np.empty(m), np.empty(m)
-        loop2(A, x, y, o1, o2, 10)
-        best = np.inf
-        for _ in range(7):
-            t = time.process_time()
-            loop2(A, x, y, o1, o2, reps)
-            best = min(best, (time.process_time() - t) / reps)
-        res["matvec2_lp_float32_us"] = 1e6 * best
+        res["matvec2_lp_float32_us"] = best_of(loop2, A, x, y, o1, o2)
     return res
 
 
 def account(counts: np.ndarray, cost: dict) -> dict:
-    """Sweeps per query by kind (``counts`` of ``make_counter``) and their price."""
+    """M x M products per query by stage (``counts`` of ``make_counter``) and their price.
+
+    A product is one operator times one vector: per inner step the energy's ``Ks p``, a row and a
+    column product per Sinkhorn pair (plus the row product that checks the last pair), four for
+    the gradient's set-up (``KC v``, ``KCᵀu``, ``Πᵀx``, ``Π t``) and two per PCG step. A pass is
+    one sweep over the operators: a fused pass (``matvec2_lp``: ``Kᵀu`` and ``Kᵀ(u ⊙ x)``) computes two
+    products and is priced at its own measured cost (``sweep_costs``; 1.5 plain sweeps where not
+    measured).
+    """
     steps = counts[1]
     f32 = counts[0] > 0
     c1 = cost["matvec_lp_float32_us"] if f32 else cost["matvec_lp_float64_us"]
     c2 = cost.get("matvec2_lp_float32_us", 1.5 * c1) if f32 else 1.5 * c1
-    sweeps = {
+    row, col2, col, setup = counts[3], counts[4], counts[5], counts[9]
+    products = {
         "energy_Ks_p": steps,
-        "sinkhorn_row": counts[3],
-        "sinkhorn_col_fused": counts[4],
-        "sinkhorn_col": counts[5],
-        "grad_setup": 3 * steps,
+        "sinkhorn_row": row,
+        "sinkhorn_col": counts[2],
+        "grad_setup": 4 * steps,
         "pcg_newton": 2 * counts[6],
         "pcg_grad": 2 * counts[7],
     }
-    us = sum(v for k, v in sweeps.items() if k != "sinkhorn_col_fused") * c1 + sweeps["sinkhorn_col_fused"] * c2
+    passes = {
+        "plain": steps + row + col + setup + 2 * counts[6] + 2 * counts[7],
+        "col2_fused": col2,
+    }
+    us = passes["plain"] * c1 + col2 * c2
     return {
         "inner_steps": float(steps),
         "pairs_per_step": counts[2] / steps,
         "newton_pcg_per_step": counts[6] / steps,
         "grad_pcg_per_step": counts[7] / steps,
-        "sweeps_per_query": {k: float(v) for k, v in sweeps.items()},
-        "sweeps_per_step": sum(sweeps.values()) / steps,
+        "sweeps_per_query": {k: float(v) for k, v in products.items()},
+        "passes_per_query": {k: float(v) for k, v in passes.items()},
+        "sweeps_per_step": sum(products.values()) / steps,
         "sweep_ms_per_query": us / 1e3,
     }
 
@@ -399,11 +416,6 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--synthetic", type=int, default=10, help="pools per synthetic kind (10)")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "jkofast_implicit_limit"))
-    ap.add_argument(
-        "--count-base",
-        default="3eebaf6",
-        help="commit whose JKO stage kernels the counting copy calls (3eebaf6: the signatures it is written for)",
-    )
     ap.add_argument("--json")
     a = ap.parse_args(argv)
 
@@ -491,23 +503,23 @@ def main(argv=None):
     cost = sweep_costs(mods["new"])
     out["sweep_cost_us"] = cost
     print("sweep cost (µs, M = 200): " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()), flush=True)
-    try:
-        counter = make_counter(counting_package(a.count_base, a.overlay, a.extra, a.cache))
-    except AttributeError as exc:  # the overlay has no w_implicit_counted
-        print(f"no counting copy: {exc}")
-        counter = None
-    if counter is not None:
+    for side in ("old", "new"):
+        try:
+            counter = make_counter(mods[side])
+        except AttributeError as exc:  # a side without w_implicit_counted
+            print(f"no counting copy of {side}: {exc}")
+            continue
         for name, pools in sets.items():
-            tot = np.zeros(9, np.int64)
+            tot = np.zeros(N_COUNTS, np.int64)
             same = True
             part_ms = np.zeros((len(pools), 3))
             for k, pool in enumerate(pools):
-                ok, p, c, part_ms[k, 2] = counter(*pool, cfgs["new"], repeats=a.repeats)
+                ok, p, c, part_ms[k, 2] = counter(*pool, cfgs[side], repeats=a.repeats)
                 tot += c
-                pn = np.asarray(jm["new"].run_jko(*pool, cfgs["new"]), np.float64)
+                pn = np.asarray(jm[side].run_jko(*pool, cfgs[side]), np.float64)
                 same &= bool(ok) and np.array_equal(p, pn)
-                part_ms[k, 0] = counter(*pool, cfgs["new"], parts=0, repeats=a.repeats)[3]
-                part_ms[k, 1] = counter(*pool, cfgs["new"], parts=1, repeats=a.repeats)[3]
+                part_ms[k, 0] = counter(*pool, cfgs[side], parts=0, repeats=a.repeats)[3]
+                part_ms[k, 1] = counter(*pool, cfgs[side], parts=1, repeats=a.repeats)[3]
             acc = account(tot / len(pools), cost)
             pm = part_ms.mean(0)
             acc["parts_ms_mean"] = {
@@ -517,12 +529,12 @@ def main(argv=None):
                 "copy_total": pm[2],
             }
             acc["counting_copy_bitwise_equal"] = same
-            acc["measured_ms_median"] = out["sets"][name]["new"]["median"]
-            acc["measured_ms_mean"] = out["sets"][name]["new"]["mean"]
-            out["sets"][name]["account"] = acc
+            acc["measured_ms_median"] = out["sets"][name][side]["median"]
+            acc["measured_ms_mean"] = out["sets"][name][side]["mean"]
+            out["sets"][name].setdefault("account", {})[side] = acc
             sw = acc["sweeps_per_query"]
             print(
-                f"{name:10s} per step: Sinkhorn pairs {acc['pairs_per_step']:.2f}, grad PCG "
+                f"{name:10s} {side}: per step: Sinkhorn pairs {acc['pairs_per_step']:.2f}, grad PCG "
                 f"{acc['grad_pcg_per_step']:.2f}, Newton PCG {acc['newton_pcg_per_step']:.2f} -> "
                 f"{acc['sweeps_per_step']:.1f} sweeps/step ({', '.join(f'{k} {v:.0f}' for k, v in sw.items())} "
                 f"per query); sweeps {acc['sweep_ms_per_query']:.2f} ms vs measured mean "
