@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
+import numpy as np
 import pytest
 
 from jkofast.distributed.tasks import ClientStages
@@ -38,3 +40,73 @@ def interrupted_after(n_chunks: int):
 
             mp.setattr(cls, "submit_chunk", submit_chunk)
         yield
+
+
+def write_inputs(tmp_path, nq=7, m=5, n_docs=30, d=4, seed=0):
+    """Write a tiny dense rerank job (E.npy, ids.txt, run.trec with two malformed lines); return run.trec."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n_docs, d)).astype(np.float32)
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    np.save(tmp_path / "E.npy", Z)
+    (tmp_path / "ids.txt").write_text("".join(f"d{i}\n" for i in range(n_docs)))
+    lines = []
+    for q in range(nq):
+        docs = rng.choice(n_docs, m, replace=False)
+        for r, doc in enumerate(docs):
+            lines.append(f"q{q} Q0 d{doc} {r + 1} {10 - r + rng.random():.4f} bm25\n")
+    lines.insert(3, "this line is malformed\n")
+    lines.insert(9, "q1 Q0 d1 x notanumber bm25\n")
+    (tmp_path / "run.trec").write_text("".join(lines))
+    return tmp_path / "run.trec"
+
+
+@dataclasses.dataclass
+class FakeCfg:
+    tau0: float = 0.5
+    sinkhorn_max_iter: int = 1000
+    cg_max_iter: int = 200
+    mode: str = "wasserstein"
+    alpha_prox: float = 0.5
+    objective: str = "transport"
+    grad: str = "implicit"
+
+
+def fake_core(monkeypatch, unconverged=None):
+    """A stand-in for jkofast.jko.solver: p = p0 reweighted by exp(-E) (deterministic); query 2 fails.
+    ``unconverged``: (sinkhorn, cg) capped-step counts the fake reports for every query."""
+
+    @dataclasses.dataclass
+    class Res:
+        p: np.ndarray
+        offsets: np.ndarray
+        status: np.ndarray
+        errors: dict
+        unconverged: np.ndarray | None = None
+
+    def rerank_batch(
+        energy,
+        p0,
+        offsets,
+        *,
+        embeddings=None,
+        csr=None,
+        config="tuned",
+        return_duals=False,
+        n_threads=None,
+        warn_unconverged=True,
+    ):
+        assert warn_unconverged is False  # the CLI sums the counts and reports them once
+        rows = embeddings if embeddings is not None else csr
+        assert rows is not None and rows.shape[0] == len(energy)
+        p = p0 * np.exp(-energy)
+        nq = len(offsets) - 1
+        status = np.zeros(nq, np.int32)
+        for q in range(nq):
+            p[offsets[q] : offsets[q + 1]] /= p[offsets[q] : offsets[q + 1]].sum()
+        un = np.zeros((nq, 2), np.int64)
+        if unconverged is not None:
+            un[:] = unconverged
+        return Res(p, offsets, status, {}, un)
+
+    use_fake_solver(monkeypatch, rerank_batch, FakeCfg())
+    return rerank_batch

@@ -1,30 +1,14 @@
 """``jkofast rerank``: streaming chunks, malformed lines, pass-through, atomic parts, resume = same bytes."""
 
-import dataclasses
 import sys
 
 import numpy as np
 import pytest
-from rerank_helpers import interrupted_after, use_fake_solver
+from rerank_helpers import FakeCfg, interrupted_after, use_fake_solver
+from rerank_helpers import fake_core as _fake_core
+from rerank_helpers import write_inputs as _write_inputs
 
 from jkofast.cli import main
-
-
-def _write_inputs(tmp_path, nq=7, m=5, n_docs=30, d=4, seed=0):
-    rng = np.random.default_rng(seed)
-    Z = rng.normal(size=(n_docs, d)).astype(np.float32)
-    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
-    np.save(tmp_path / "E.npy", Z)
-    (tmp_path / "ids.txt").write_text("".join(f"d{i}\n" for i in range(n_docs)))
-    lines = []
-    for q in range(nq):
-        docs = rng.choice(n_docs, m, replace=False)
-        for r, doc in enumerate(docs):
-            lines.append(f"q{q} Q0 d{doc} {r + 1} {10 - r + rng.random():.4f} bm25\n")
-    lines.insert(3, "this line is malformed\n")
-    lines.insert(9, "q1 Q0 d1 x notanumber bm25\n")
-    (tmp_path / "run.trec").write_text("".join(lines))
-    return tmp_path / "run.trec"
 
 
 def _cmd(tmp_path, pools, out, *extra, quiet=True):
@@ -42,58 +26,6 @@ def _cmd(tmp_path, pools, out, *extra, quiet=True):
     if out is not None:
         argv += ["--out", str(out)]
     return argv + (["--quiet"] if quiet else []) + list(extra)
-
-
-@dataclasses.dataclass
-class _Cfg:
-    tau0: float = 0.5
-    sinkhorn_max_iter: int = 1000
-    cg_max_iter: int = 200
-    mode: str = "wasserstein"
-    alpha_prox: float = 0.5
-    objective: str = "transport"
-    grad: str = "implicit"
-
-
-def _fake_core(monkeypatch, unconverged=None):
-    """A stand-in for jkofast.jko.solver: p = p0 reweighted by exp(-E) (deterministic); query 2 fails.
-    ``unconverged``: (sinkhorn, cg) capped-step counts the fake reports for every query."""
-
-    @dataclasses.dataclass
-    class Res:
-        p: np.ndarray
-        offsets: np.ndarray
-        status: np.ndarray
-        errors: dict
-        unconverged: np.ndarray | None = None
-
-    def rerank_batch(
-        energy,
-        p0,
-        offsets,
-        *,
-        embeddings=None,
-        csr=None,
-        config="tuned",
-        return_duals=False,
-        n_threads=None,
-        warn_unconverged=True,
-    ):
-        assert warn_unconverged is False  # the CLI sums the counts and reports them once
-        rows = embeddings if embeddings is not None else csr
-        assert rows is not None and rows.shape[0] == len(energy)
-        p = p0 * np.exp(-energy)
-        nq = len(offsets) - 1
-        status = np.zeros(nq, np.int32)
-        for q in range(nq):
-            p[offsets[q] : offsets[q + 1]] /= p[offsets[q] : offsets[q + 1]].sum()
-        un = np.zeros((nq, 2), np.int64)
-        if unconverged is not None:
-            un[:] = unconverged
-        return Res(p, offsets, status, {}, un)
-
-    use_fake_solver(monkeypatch, rerank_batch, _Cfg())
-    return rerank_batch
 
 
 def _read(p):
@@ -415,7 +347,7 @@ def _fake_core_failing(monkeypatch):
         res.status[np.diff(offsets) == 3] = 2
         return res
 
-    use_fake_solver(monkeypatch, rerank_batch, _Cfg())
+    use_fake_solver(monkeypatch, rerank_batch, FakeCfg())
 
 
 def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
@@ -438,7 +370,7 @@ def test_cli_output_bytes_match_line_oracle(tmp_path, monkeypatch, capsys):
             continue
         off = np.array([0, len(docs)], np.int64)
         r = blend(off, dense=np.asarray(vals, np.float64), alpha=1.0)
-        p0 = softmax_tau(r, off, _Cfg().tau0)
+        p0 = softmax_tau(r, off, FakeCfg().tau0)
         p = p0 * np.exp(r)
         p /= p.sum()
         for rank, j in enumerate(np.argsort(-p, kind="stable")):

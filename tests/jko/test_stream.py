@@ -6,7 +6,8 @@ import os
 
 import numpy as np
 import pytest
-from test_rerank_cli import _fake_core, _write_inputs
+from rerank_helpers import fake_core as _fake_core
+from rerank_helpers import write_inputs as _write_inputs
 
 from jkofast.cli import main
 
