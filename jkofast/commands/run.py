@@ -73,11 +73,16 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """Run the main job and print its table (exit status)."""
+    from jkofast._io import check_writable, check_writable_dir
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
     from jkofast.jko.solver import operating_point
     from jkofast.studies.main_job import MainJobOptions, run_main_job
 
+    if args.runs is not None:  # outputs are checked writable before the job, not after it
+        check_writable_dir(args.runs, "--runs")
+    if args.per_query is not None:
+        check_writable(args.per_query, "--per-query")
     # --config is checked even with --quick (which runs the "fast" point), before the minutes of work
     operating_point(args.config)
     resolve_threads(args.threads)

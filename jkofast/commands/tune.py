@@ -62,7 +62,7 @@ def _table(r: dict) -> str:
 
 def run(args) -> int:
     """Check the arguments, tune, write the point file / runs / per-query values, print the table."""
-    from jkofast._io import check_writable
+    from jkofast._io import check_writable, check_writable_dir
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import emit
     from jkofast.studies.tune import save_point, tune_dataset, write_per_query, write_runs
@@ -73,6 +73,8 @@ def run(args) -> int:
     for path, name in ((args.out, "--out"), (args.per_query, "--per-query")):
         if path is not None:
             check_writable(path, name)
+    if args.runs is not None:
+        check_writable_dir(args.runs, "--runs")
     r = tune_dataset(
         args.dataset,
         split=args.split,

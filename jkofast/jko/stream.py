@@ -36,6 +36,7 @@ from itertools import repeat
 
 import numpy as np
 
+from jkofast._io import check_writable, check_writable_dir
 from jkofast._numba import WARMUPS
 from jkofast._threads import resolve_threads
 from jkofast.datasets.beir import read_corpus
@@ -349,9 +350,12 @@ def check_options(opts: RerankOptions) -> None:
             raise ValueError("--projection needs --embeddings (it projects the dense rows)")
         if not os.path.isfile(opts.projection):
             raise FileNotFoundError(f"--projection file not found: {opts.projection}")
-    for flag, path in (("--confidence", opts.confidence), ("--dist", opts.dist)):
-        if path is not None and os.path.isdir(path):
-            raise ValueError(f"{flag} {path!r} is a folder; give a file path")
+    for flag, path in (("--out", opts.out), ("--confidence", opts.confidence), ("--dist", opts.dist)):
+        if path is not None:  # writable before the work (the folder is created now), not after it
+            if os.path.isdir(path):
+                raise ValueError(f"{flag} {path!r} is a folder; give a file path")
+            check_writable_dir(os.path.dirname(os.path.abspath(path)), flag)
+            check_writable(path, flag)
 
 
 def _check_confidence(opts: RerankOptions, cfg) -> None:

@@ -3,6 +3,7 @@
 import json
 import re
 
+import numpy as np
 import pytest
 from beir_helpers import write_beir
 
@@ -181,3 +182,28 @@ def test_outputs_are_checked_before_any_work(argv, capsys, monkeypatch):
     monkeypatch.setattr(index.SparseIndex, "fit", no_build)
     assert main(argv) == 2
     assert "--out: cannot" in capsys.readouterr().err
+
+
+def test_rerank_run_and_tune_outputs_are_checked_before_work(tmp_path, capsys):
+    """--out / --dist / --confidence of rerank, --runs / --per-query of run and tune: exit 2 before any work."""
+    pools = tmp_path / "pools.trec"
+    pools.write_text("q1 Q0 d1 1 1.0 t\n")
+    emb, ids = tmp_path / "E.npy", tmp_path / "ids.txt"
+    np.save(emb, np.eye(2, dtype=np.float32))
+    ids.write_text("d1\nd2\n")
+    base = ["rerank", "--pools", str(pools), "--embeddings", str(emb), "--ids", str(ids), "--quiet"]
+    for extra, flag in (
+        (["--out", "/proc/no/such/o.trec"], "--out"),
+        (["--out", str(tmp_path / "o.trec"), "--dist", "/proc/no/such/p.npz"], "--dist"),
+        (["--out", str(tmp_path / "o.trec"), "--confidence", "/proc/no/such/c.tsv"], "--confidence"),
+    ):
+        assert main([*base, *extra]) == 2
+        assert f"{flag}: cannot" in capsys.readouterr().err
+    assert not (tmp_path / "o.trec.parts").exists()
+    for argv, flag in (
+        (["run", "--dataset", "scifact", "--runs", "/proc/no/such/runs"], "--runs"),
+        (["run", "--dataset", "scifact", "--per-query", "/proc/no/such/pq.tsv"], "--per-query"),
+        (["tune", "--dataset", "scifact", "--runs", "/proc/no/such/runs"], "--runs"),
+    ):
+        assert main(argv) == 2
+        assert f"{flag}: " in capsys.readouterr().err
