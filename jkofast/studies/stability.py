@@ -313,7 +313,8 @@ def _summaries(wc: dict, kinds) -> dict:
 
 
 def _block(summ: dict, pub: dict, pub_n, n_per: dict) -> str:
-    head = f"{'method':<12} {'W_C (published)':>15} {'W_C':>8} {'floor':>8} {'debiased':>9}   " + "  ".join(
+    w = max(12, *(len(m) for m in summ))  # an nm:PATH method is as wide as its path
+    head = f"{'method':<{w}} {'W_C (published)':>15} {'W_C':>8} {'floor':>8} {'debiased':>9}   " + "  ".join(
         f"{k + ' W_C/deb':>21}" for k in PERTURBATIONS
     )
     lines = ["W_C: mean over the three perturbation means (lower = more stable)", head, "-" * len(head)]
@@ -328,7 +329,7 @@ def _block(summ: dict, pub: dict, pub_n, n_per: dict) -> str:
                 else f"{'--':>21}"
             )
         lines.append(
-            f"{m:<12} {(f'{p:.4f}' if p is not None else '--'):>15} {s['wc_mean']:>8.4f} {s['self_floor_mean']:>8.4f} "
+            f"{m:<{w}} {(f'{p:.4f}' if p is not None else '--'):>15} {s['wc_mean']:>8.4f} {s['self_floor_mean']:>8.4f} "
             f"{s['wc_debiased_mean']:>9.4f}   " + "  ".join(f"{c:>21}" for c in cells)
         )
     lines.append("-" * len(head))
