@@ -3,9 +3,17 @@
 Pools: M = 200 MiniLM-like rows (20 clusters, :func:`benchmarks.bench_sinkhorn.clustered_pool`)
 with a seeded relevance; G = 20, G_keep = 4, the reported fine config (SPEC A.8 "MR/SAM fine
 (reported)"), as the SciFact SAM-JKO runs.
+
+:class:`MultiresStream`: the streamed batch path (``jkofast rerank --multires sam`` through
+:func:`jkofast.jko.stream.rerank_stream`: parse, solve, write the parts and the output) against the
+vanilla ``--grad implicit`` job on the same pool file, at M = 500, 1000, 2000.
 """
 
 from __future__ import annotations
+
+import os
+import shutil
+import tempfile
 
 import numpy as np
 
@@ -104,3 +112,64 @@ class MultiresVsVanilla(Benchmark):
 
     def time_vanilla(self, grad, threads):
         self.run(grad, threads)
+
+
+STREAM_M = [500, 1000] if PROFILE == "fast" else [500, 1000, 2000]
+STREAM_POOLS = 2 if PROFILE == "fast" else 6
+
+
+def write_stream_inputs(folder, n_pools=STREAM_POOLS, m=500, d=384, n_clusters=20, seed=SEED):
+    """Write ``E.npy`` (``n_pools * m`` unit rows in ``n_clusters`` clusters), ``ids.txt`` and a TREC
+    ``run.trec`` of ``n_pools`` pools of ``m`` distinct documents with seeded scores; return the run's path."""
+    rng = np.random.default_rng(seed)
+    n = n_pools * m
+    centres = rng.normal(size=(n_clusters, d))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    Z = centres[rng.integers(0, n_clusters, n)] + 0.05 * rng.normal(size=(n, d))
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True)
+    np.save(os.path.join(folder, "E.npy"), Z.astype(np.float32))
+    with open(os.path.join(folder, "ids.txt"), "w") as fh:
+        fh.write("".join(f"d{i}\n" for i in range(n)))
+    run = os.path.join(folder, "run.trec")
+    with open(run, "w") as fh:
+        for q in range(n_pools):
+            docs = rng.permutation(np.arange(q * m, (q + 1) * m))
+            score = np.sort(rng.random(m))[::-1] * 20
+            fh.write("".join(f"q{q} Q0 d{d} {r + 1} {s:.4f} bm25\n" for r, (d, s) in enumerate(zip(docs, score))))
+    return run
+
+
+class MultiresStream(Benchmark):
+    """One streamed rerank job over ``STREAM_POOLS`` pools of M: SAM-JKO (β 2, G 20, G_keep 4) vs vanilla implicit."""
+
+    params = (["sam", "vanilla"], STREAM_M, [1, 2])
+    param_names = ["method", "M", "threads"]
+    timeout = 1200
+
+    def make_inputs(self, method, m, threads):
+        self.dir = tempfile.mkdtemp(prefix="jkofast-bench-stream-")
+        self.run_file = write_stream_inputs(self.dir, m=m)
+
+    def teardown(self, method, m, threads):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run(self, method, m, threads):
+        from jkofast.jko.stream import RerankOptions, rerank_stream
+
+        opts = RerankOptions(
+            pools=self.run_file,
+            out=os.path.join(self.dir, f"{method}.trec"),
+            embeddings=os.path.join(self.dir, "E.npy"),
+            ids=os.path.join(self.dir, "ids.txt"),
+            grad="implicit",
+            threads=threads,
+            multires=None if method == "vanilla" else method,
+        )
+        return rerank_stream(opts, report=lambda msg: None)
+
+    def time_rerank_stream(self, method, m, threads):
+        self.run(method, m, threads)
+
+    def track_queries_per_s(self, method, m, threads):
+        """Reranked queries per second of the streaming stage."""
+        return self.run(method, m, threads).queries_per_s

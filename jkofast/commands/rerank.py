@@ -13,6 +13,8 @@ Energy: ``r = minmax(run score)`` per pool, or with ``--scores`` (user rerank sc
 ``E = -r``, ``p0 = softmax_{tau0}(r)`` with the operating point's ``tau0``.
 Geometry: ``--embeddings E.npy --ids ids.txt`` (dense rows, cosine) or
 ``--tfidf-corpus corpus.jsonl`` (TF-IDF rows, sparse cosine).
+Large pools: ``--multires mr|sam [--clusters K] [--refine N] [--beta B]`` reranks each pool with
+MR-JKO / SAM-JKO (a coarse flow on K group centroids, a fine flow on the N heaviest groups).
 
 Gradient path: a named operating point runs on ``grad="implicit"`` here (the exact gradient at a
 converged, warm-started plan: the batch fast path); ``--grad unrolled`` runs the published
@@ -94,6 +96,17 @@ def add_parser(sub) -> None:
         "--projection",
         help="learned metric W.npz (NM-JKO, jkofast study nm-jko --out): cost from the projected rows",
     )
+    p.add_argument(
+        "--multires",
+        default=None,
+        choices=["mr", "sam"],
+        help="rerank each pool with MR-JKO (mr: k-means groups) or SAM-JKO (sam: groups on [z, beta*r]): a coarse "
+        "flow on the group centroids keeps the --refine heaviest groups, a fine flow ranks their members (large "
+        "pools; needs --embeddings)",
+    )
+    p.add_argument("--clusters", type=int, default=20, help="groups per pool with --multires (20)")
+    p.add_argument("--refine", type=int, default=4, help="groups kept for the fine flow with --multires (4)")
+    p.add_argument("--beta", type=float, default=2.0, help="relevance weight of the SAM-JKO features (2.0)")
     p.add_argument("--k", type=int, default=0, help="keep the top-k per query (0 = whole pool)")
     p.add_argument("--tag", default="jkofast", help="run tag (6th column)")
     p.add_argument("--chunk-size", type=int, default=1000, help="queries per chunk (1000)")
@@ -162,6 +175,7 @@ def run(args) -> int:
         "peak_rss_mb": peak_mb,
         "config": args.config if isinstance(args.config, str) else args.point,
         "grad": summ.grad_path,
+        "multires": args.multires,
         "out": args.out,
     }
     if args.dask:
@@ -173,6 +187,7 @@ def run(args) -> int:
         + (f", {summ.split_queries} split queries" if summ.split_queries else "")
         + f") in {summ.wall_s:.1f} s"
         + (f", {qps:.1f} queries/s" if qps else "")
+        + (f"; {args.multires.upper()}-JKO pools" if args.multires else "")
         + f"; gradient path {path}; peak RSS {peak_mb:.0f} MB -> {args.out}"
     )
     if args.dask:

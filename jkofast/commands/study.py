@@ -32,6 +32,14 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
     p.add_argument("--out", default=None, help="also write OUT/<study>.json and OUT/<study>.md")
     p.add_argument("--plot", action="store_true", help="also write the study's figures as PNG (matplotlib)")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        metavar="METHOD",
+        help="stability only: the methods to run (default: jko_rerank kl_rerank noprox rerank_topk dense_topk); "
+        "also bw:ALPHA (BW-JKO, ALPHA in [0, 1], one or several) and nm:W.npz (NM-JKO with a learned metric)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -47,6 +55,12 @@ def run(args) -> int:
     from jkofast.studies.common import StudyOptions, require_matplotlib, run_study, save_study
 
     resolve_threads(args.threads)
+    if args.methods is not None:
+        if args.name != "stability":
+            raise ValueError(f"--methods applies to the stability study only, not {args.name!r}")
+        from jkofast.studies.stability import parse_methods
+
+        args.methods = parse_methods(args.methods)  # a bad method fails before any work
     if args.plot:
         require_matplotlib()
     if args.out or args.plot:  # before the study runs: a folder that cannot be written fails now
@@ -61,6 +75,7 @@ def run(args) -> int:
         progress=not (args.quiet or args.json),
         out=args.out,
         plot=args.plot,
+        methods=args.methods,
     )
     res = run_study(args.name, opts, save=False)
     if args.json:  # the summary lists the written files; printed even when a write fails

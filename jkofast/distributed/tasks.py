@@ -91,9 +91,13 @@ def rerank_chunk(opts: RerankOptions, cfg, chunk: Chunk, user_scores, say) -> tu
     """
     with _WORKER_LOCK:
         geom = _worker_geometry(opts)
-        if not _WORKER_WARM:
-            warm_rerank_kernels(say)
-            _WORKER_WARM.append(True)
+        warm = "multires" if opts.multires else "jko"
+        if warm not in _WORKER_WARM:
+            if opts.multires:
+                warm_rerank_kernels(say, multires=True)
+            else:
+                warm_rerank_kernels(say)
+            _WORKER_WARM.append(warm)
         pr = prepare_chunk(chunk, geom, user_scores, cfg, opts)
         with numba_threads(opts.threads):  # the energy kernels too: the worker's thread budget
             res = solve_chunk(pr, geom, cfg, opts)

@@ -10,6 +10,7 @@ finished on the writer thread (solver statuses -> pass-throughs, the TREC lines,
 
 from __future__ import annotations
 
+from itertools import pairwise
 from operator import itemgetter
 
 import numpy as np
@@ -17,7 +18,8 @@ import numpy as np
 from jkofast.eval.runio import format_run
 from jkofast.jko.confidence import dual_confidence, format_confidence_lines
 from jkofast.jko.energy import blend, softmax_tau
-from jkofast.jko.solver import rerank_batch
+from jkofast.jko.multires import coarse_config, fine_config, multires_rerank
+from jkofast.jko.solver import RerankResult, rerank_batch
 
 __all__ = [
     "PreparedChunk",
@@ -28,7 +30,10 @@ __all__ = [
     "prepare_chunk",
     "process_chunk",
     "solve_chunk",
+    "solve_multires",
 ]
+
+MULTIRES_ROWS = 1 << 18  # candidate rows gathered per MR/SAM call: bounds a chunk's memory whatever the pool size
 
 
 def align_chunk_scores(scores: dict, qids, off, docs) -> np.ndarray:
@@ -163,6 +168,8 @@ def solve_chunk(pr: PreparedChunk, geom, cfg, opts):
     if pr.run_s is None:
         return None
     energy, p0 = energy_p0(pr, cfg, opts)
+    if getattr(opts, "multires", None):
+        return solve_multires(-energy, pr.off_ok, pr.rows, geom, cfg, opts)
     # no per-chunk ConvergenceWarning: the counts are summed over the run and reported once
     return rerank_batch(
         energy,
@@ -174,6 +181,57 @@ def solve_chunk(pr: PreparedChunk, geom, cfg, opts):
         return_duals=bool(opts.confidence),
         **geom.gather(pr.rows),
     )
+
+
+def _row_batches(off: np.ndarray, max_rows: int) -> list:
+    """Cut pools ``0..n`` into consecutive runs of whole pools of at most ``max_rows`` rows (a larger pool alone)."""
+    cuts, start, offl = [0], 0, off.tolist()
+    for q in range(1, len(offl) - 1):
+        if offl[q + 1] - offl[start] > max_rows:
+            cuts.append(q)
+            start = q
+    cuts.append(len(offl) - 1)
+    return [(a, b) for a, b in pairwise(cuts) if b > a]
+
+
+def solve_multires(rel, off, rows, geom, cfg, opts, max_rows: int | None = None) -> RerankResult:
+    """Rerank a chunk's pools with MR-JKO (``opts.multires == "mr"``) or SAM-JKO (``"sam"``).
+
+    The pools are solved in runs of whole pools of at most ``max_rows`` (default
+    ``MULTIRES_ROWS``) candidate rows, so the
+    gathered rows of a chunk stay bounded whatever its pool sizes; each pool's result depends on
+    that pool only (``prange`` over queries, no cross-query state), so the runs change no byte.
+    Stages: :func:`jkofast.jko.multires.coarse_config` and ``fine_config(reported=True)`` on the
+    job's gradient path ``cfg.grad``, ``G = opts.clusters``, ``G_keep = opts.refine``,
+    ``sam_beta = opts.beta``.  Returns a :class:`jkofast.jko.solver.RerankResult` (``p``,
+    ``status``, ``errors``, ``unconverged``) over the chunk's pools.
+    """
+    coarse, fine = coarse_config(grad=cfg.grad), fine_config(reported=True, grad=cfg.grad)
+    nq = off.shape[0] - 1
+    p = np.empty(int(off[-1]), np.float64)
+    status = np.zeros(nq, np.int32)
+    unconv = np.zeros((nq, 2), np.int64)
+    errors: dict = {}
+    for a, b in _row_batches(off, MULTIRES_ROWS if max_rows is None else max_rows):
+        la, lb = int(off[a]), int(off[b])
+        res = multires_rerank(
+            rel[la:lb],
+            off[a : b + 1] - la,
+            geom.gather(rows[la:lb])["embeddings"],
+            G=opts.clusters,
+            G_keep=opts.refine,
+            clustering="sam" if opts.multires == "sam" else "kmeans",
+            sam_beta=opts.beta,
+            coarse=coarse,
+            fine=fine,
+            n_threads=opts.threads,
+            warn_unconverged=False,
+        )
+        p[la:lb] = res.p
+        status[a:b] = res.status
+        unconv[a:b] = res.unconverged
+        errors.update({a + q: msg for q, msg in res.errors.items()})
+    return RerankResult(p=p, offsets=off, status=status, errors=errors, unconverged=unconv)
 
 
 def _confidence_text(pr: PreparedChunk, res, ok) -> str:

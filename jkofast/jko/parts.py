@@ -58,6 +58,8 @@ def fingerprint(opts, cfg) -> dict:
     if opts.confidence or opts.projection:  # absent keys keep the hash of older manifests
         d["confidence"] = bool(opts.confidence)
         d["projection"] = os.path.abspath(opts.projection) if opts.projection else None
+    if getattr(opts, "multires", None):
+        d["multires"] = [opts.multires, opts.clusters, opts.refine, float(opts.beta)]
     d["inputs_sha256"] = {
         role: file_sha256(path)
         for role, path in (

@@ -57,6 +57,7 @@ from jkofast.pools.candidates import load_embeddings
 from jkofast.sparse.index import TfidfIndex
 
 __all__ = [
+    "MULTIRES",
     "DenseGeometry",
     "Geometry",
     "LocalStages",
@@ -119,6 +120,16 @@ class RerankOptions:
         Numba threads of the kernel stage (default: all).
     keep_parts : bool
         Keep ``OUT.parts/`` after success.
+    multires : {"mr", "sam"}, optional
+        Rerank each pool with MR-JKO (spherical k-means groups) or SAM-JKO (groups on
+        ``[z, beta*r]``) instead of the vanilla flow (:func:`jkofast.jko.chunks.solve_multires`):
+        a coarse flow on ``clusters`` centroids keeps the ``refine`` heaviest groups and a fine
+        flow on their members gives ``p`` (exactly 0 elsewhere).  Dense ``embeddings`` only; the
+        stages are the SPEC A.8 operating points on the job's gradient path (``grad``).
+    clusters, refine : int
+        Groups per pool (G; ``max(2, M // 4)`` when G >= M) and kept groups (G_keep).
+    beta : float
+        β >= 0 of the SAM-JKO features (``multires="sam"``).
     """
 
     pools: str
@@ -142,6 +153,13 @@ class RerankOptions:
     chunk_size: int = 1000
     threads: int | None = None
     keep_parts: bool = False
+    multires: str | None = None
+    clusters: int = 20
+    refine: int = 4
+    beta: float = 2.0
+
+
+MULTIRES = ("mr", "sam")
 
 
 @dataclasses.dataclass
@@ -268,10 +286,14 @@ class LocalStages:
     def load(self, opts: RerankOptions) -> None:
         """Load the job's geometry."""
         self.geom = load_geometry(opts)
+        self.multires = bool(opts.multires)
 
     def warm(self, say) -> None:
         """Compile / load the kernels a chunk needs before the kernel thread starts."""
-        warm_rerank_kernels(say)
+        if self.multires:
+            warm_rerank_kernels(say, multires=True)
+        else:
+            warm_rerank_kernels(say)
 
     def start(self, stack, cfg, opts, store, summ, say, tick) -> None:
         """Begin a job: its kernel and writer threads live as long as ``stack``."""
@@ -356,6 +378,37 @@ def check_options(opts: RerankOptions) -> None:
                 raise ValueError(f"{flag} {path!r} is a folder; give a file path")
             check_writable_dir(os.path.dirname(os.path.abspath(path)), flag)
             check_writable(path, flag)
+    _check_multires(opts)
+
+
+def _check_multires(opts: RerankOptions) -> None:
+    """``--multires`` settings: a known variant, counts >= 1, a finite beta >= 0, dense rows, a Wasserstein flow."""
+    if opts.multires is None:
+        return
+    if opts.multires not in MULTIRES:
+        raise ValueError(f"--multires must be one of {list(MULTIRES)}, got {opts.multires!r}")
+    for flag, v in (("--clusters", opts.clusters), ("--refine", opts.refine)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise TypeError(f"{flag} must be an integer, got {type(v).__name__}")
+        if v < 1:
+            raise ValueError(f"{flag} must be >= 1, got {v}")
+    if isinstance(opts.beta, bool) or not isinstance(opts.beta, int | float | np.floating | np.integer):
+        raise TypeError(f"--beta must be a real number, got {type(opts.beta).__name__}")
+    if not (np.isfinite(opts.beta) and opts.beta >= 0):
+        raise ValueError(f"--beta must be finite and >= 0, got {opts.beta}")
+    if opts.embeddings is None:
+        raise ValueError("--multires needs --embeddings (it clusters the dense rows of each pool)")
+    for flag, val in (
+        ("--projection", opts.projection),
+        ("--confidence", opts.confidence),
+        ("--mode", opts.mode),
+        ("--alpha-prox", opts.alpha_prox),
+    ):
+        if val is not None:
+            raise ValueError(
+                f"--multires does not take {flag}: both of its stages are Wasserstein flows on the cosine "
+                "geometry of their own operating points (SPEC A.8)"
+            )
 
 
 def _check_confidence(opts: RerankOptions, cfg) -> None:
@@ -380,9 +433,12 @@ def resolve_config(opts: RerankOptions) -> JKOConfig:
     return cfg
 
 
-def warm_rerank_kernels(say) -> None:
-    """Warm up only the modules a chunk uses (energy + the JKO core), not the whole package."""
-    for mod, name in (("jkofast.jko.energy", "energy"), ("jkofast.jko.solver", "jko")):
+def warm_rerank_kernels(say, multires: bool = False) -> None:
+    """Warm up only the modules a chunk uses (energy + the JKO core, + MR/SAM with ``multires``), not the package."""
+    mods = [("jkofast.jko.energy", "energy"), ("jkofast.jko.solver", "jko")]
+    if multires:
+        mods.append(("jkofast.jko.multires", "multires"))
+    for mod, name in mods:
         try:
             importlib.import_module(mod)
             if name in WARMUPS:

@@ -66,6 +66,9 @@ class StudyOptions:
     plot : bool
         Also write the study's figures as PNG (a module-level ``plot(result, out_dir)`` of the
         study; matplotlib, the ``plot`` extra).
+    methods : tuple of str or None
+        The methods of a study that takes ``--methods`` (``stability``: its names, ``bw:ALPHA``,
+        ``nm:W.npz``); None = the study's default set.
     """
 
     dataset: str = "scifact"
@@ -75,6 +78,7 @@ class StudyOptions:
     progress: bool = True
     out: str | None = None
     plot: bool = False
+    methods: tuple | None = None
 
     def log(self, study: str, msg: str) -> None:
         """Write a progress line ``jkofast study STUDY: msg`` on stderr (when ``progress``)."""

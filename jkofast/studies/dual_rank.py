@@ -33,10 +33,17 @@ from jkofast.eval.selective import COVERAGE_GRID, ece_rank, selective_coverage, 
 from jkofast.jko.confidence import ConfidenceSignals, confidence_signals, dual_confidence
 from jkofast.jko.energy import energy_and_p0
 from jkofast.jko.solver import RerankResult, operating_point, rerank_batch
-from jkofast.studies.common import StudyOptions, StudyResult, method_row, study_inputs, topk_metrics
+from jkofast.studies.common import (
+    StudyOptions,
+    StudyResult,
+    method_row,
+    require_matplotlib,
+    study_inputs,
+    topk_metrics,
+)
 from jkofast.studies.published import published
 
-__all__ = ["QUICK_QUERIES", "SIGNALS", "DualRankRun", "PublishedDualRank", "run_dual_rank", "study"]
+__all__ = ["QUICK_QUERIES", "SIGNALS", "DualRankRun", "PublishedDualRank", "plot", "run_dual_rank", "study"]
 
 QUICK_QUERIES = 30
 ALPHA, GAMMA = 0.4, 0.6
@@ -405,3 +412,40 @@ def study(opts: StudyOptions, *, grad: str = "implicit", n_queries: int | None =
         blocks=blocks,
         notes=_notes(inp, cfg, run, grad, n_queries, opts.quick),
     )
+
+
+def plot(result: StudyResult, out_dir: str) -> list[str]:
+    """Write ``dual_rank_coverage.png``: nDCG@10 and top-1 accuracy of the kept queries against coverage.
+
+    One line per signal (``dual``, ``softmax``, ``margin``) from ``result.extra["coverage"]``; the
+    published curves (SPEC A.9.7) dashed beside them when the dataset has them.
+    """
+    plt = require_matplotlib()
+    cov = result.extra["coverage"]
+    pub = result.extra.get("coverage_published") or {}
+    colors = {"dual": "#1b9e77", "softmax": "#7570b3", "margin": "#d95f02"}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.0))
+    for ax, key, label in ((axes[0], "ndcg10", "nDCG@10"), (axes[1], "top1_acc", "top-1 accuracy")):
+        for sig in SIGNALS:
+            rs = cov.get(sig) or []
+            ax.plot([r["coverage"] for r in rs], [r[key] for r in rs], marker="o", color=colors[sig], label=sig)
+            ps = pub.get(sig) or []
+            if ps:
+                ax.plot(
+                    [r["coverage"] for r in ps],
+                    [r[key] for r in ps],
+                    ls="--",
+                    color=colors[sig],
+                    alpha=0.6,
+                    label=f"{sig} (published)",
+                )
+        ax.set_xlabel("coverage (fraction of queries kept, most confident first)")
+        ax.set_ylabel(label + " of the kept queries")
+        ax.invert_xaxis()
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Dual-Rank selective coverage, {result.dataset} ({result.n_queries} queries)")
+    fig.tight_layout()
+    name = "dual_rank_coverage.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=120)
+    plt.close(fig)
+    return [name]

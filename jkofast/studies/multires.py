@@ -29,6 +29,7 @@ the implicit gradient, and the unrolled one up to ``UNROLLED_MAX_M``.
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -42,6 +43,7 @@ from jkofast.studies.common import (
     StudyResult,
     diversity_at_k,
     method_row,
+    require_matplotlib,
     study_inputs,
     topk_metrics,
 )
@@ -52,6 +54,8 @@ __all__ = [
     "METHODS",
     "SCALING_M",
     "G",
+    "pareto_series",
+    "plot",
     "scaling_inputs",
     "scaling_run",
     "scaling_table",
@@ -387,3 +391,69 @@ def study(opts: StudyOptions) -> StudyResult:
     }
     blocks = [_scifact_block(rows), scaling_table(scaling)]
     return StudyResult(STUDY, inp.dataset, inp.n_queries, rows, extra=extra, blocks=blocks, notes=notes)
+
+
+def pareto_series(rows) -> dict:
+    """Return the speed-quality points of the SciFact rows: ``{grad: {series: [(beta, ms/query, nDCG@10)]}}``.
+
+    Series ``vanilla``, ``MR`` (beta None) and ``SAM`` (one point per beta, in increasing beta);
+    ``grad`` is the gradient path of the rows (``unrolled``, ``implicit``).
+    """
+    betas = {name: beta for name, _, beta in METHODS}
+    out: dict = {}
+    for r in rows:
+        key = r["method"]
+        name = key.removesuffix("_impl")
+        series = "vanilla" if name == "vanilla" else "MR" if name == "mr_kmeans" else "SAM"
+        pt = (betas[name] if series == "SAM" else None, r["ms_per_query"], r["ndcg10"])
+        out.setdefault(r["grad"], {}).setdefault(series, []).append(pt)
+    for by in out.values():
+        by.get("SAM", []).sort(key=lambda t: t[0])
+    return out
+
+
+def plot(result: StudyResult, out_dir: str) -> list[str]:
+    """Write ``mr_jko_pareto.png``: ms/query (log) against nDCG@10 of vanilla, MR and SAM at each beta.
+
+    One panel per gradient path; the published points (SPEC A.9.6, PyTorch, one query at a time)
+    are drawn hollow on the unrolled panel.
+    """
+    plt = require_matplotlib()
+    series = pareto_series(result.rows)
+    style = {"vanilla": ("s", "k"), "MR": ("^", "#d95f02"), "SAM": ("o", "#1b9e77")}
+    fig, axes = plt.subplots(1, len(series), figsize=(5.2 * len(series), 4.0), squeeze=False)
+    pub = published("multires")["rows"]
+    for ax, (grad, by) in zip(axes[0], series.items(), strict=True):
+        for name, pts in by.items():
+            marker, color = style[name]
+            ax.plot([p[1] for p in pts], [p[2] for p in pts], marker=marker, color=color, label=name)
+            for beta, x, y in pts:
+                if beta is not None:
+                    ax.annotate(f"β={beta:g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if grad == "unrolled":
+            for name, marker, color, keys in (
+                ("vanilla", "s", "k", ["vanilla"]),
+                ("MR", "^", "#d95f02", ["mr_kmeans"]),
+                ("SAM", "o", "#1b9e77", [n for n, c, _ in METHODS if c == "sam"]),
+            ):
+                ax.plot(
+                    [pub[k]["ms_per_query"] for k in keys],
+                    [pub[k]["ndcg10"] for k in keys],
+                    marker=marker,
+                    color=color,
+                    ls=":",
+                    mfc="none",
+                    alpha=0.6,
+                    label=f"{name} (published)",
+                )
+        ax.set_xscale("log")
+        ax.set_xlabel("ms / query (log)")
+        ax.set_ylabel("nDCG@10")
+        ax.set_title(f"grad = {grad}")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"MR-JKO / SAM-JKO speed-quality, {result.dataset} ({result.n_queries} queries)")
+    fig.tight_layout()
+    name = "mr_jko_pareto.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=120)
+    plt.close(fig)
+    return [name]

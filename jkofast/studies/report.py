@@ -4,6 +4,10 @@ Each study runs with the same options (``--quick``, ``--scores``, ``--threads``)
 ``<study>.json`` / ``<study>.md`` and figures land in ``DIR`` as with ``jkofast study NAME --out DIR``,
 and ``DIR/report.md`` gathers their tables (published numbers beside ours), figures and notes. A study
 that fails is reported (its error in the report and in the summary) and the others still run.
+
+The stability study runs its default methods plus BW-JKO at ``alpha`` in
+:data:`jkofast.studies.stability.BW_ALPHAS`; its ``bw-stability`` row set (W_C against alpha, from
+``kl_rerank`` at 0 to ``jko_rerank`` at 1) is a section of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import time
 import traceback
 
 from jkofast.studies.common import STUDIES, StudyOptions, StudyResult, run_study
+from jkofast.studies.stability import BW_ALPHAS, METHODS, bw_block, bw_rows
 
 __all__ = ["study"]
 
@@ -24,6 +29,13 @@ def _plot_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _with_bw(opts: StudyOptions) -> StudyOptions:
+    """Return the stability options of the report: the given methods, else the defaults + BW-JKO at ``BW_ALPHAS``."""
+    if opts.methods is not None:
+        return opts
+    return dataclasses.replace(opts, methods=(*METHODS, *(f"bw:{a:g}" for a in BW_ALPHAS)))
 
 
 def study(opts: StudyOptions) -> StudyResult:
@@ -46,7 +58,7 @@ def study(opts: StudyOptions) -> StudyResult:
         opts.log("report", f"[{name}] ...")
         t0 = time.perf_counter()
         try:
-            res = run_study(name, sub)
+            res = run_study(name, _with_bw(sub) if name == "stability" else sub)
         except Exception as exc:  # a failing study is reported; the others still run
             status.append({"study": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
             sections.append(
@@ -58,6 +70,11 @@ def study(opts: StudyOptions) -> StudyResult:
         status.append({"study": name, "ok": True, "wall_s": wall, "n_queries": res.n_queries})
         figs = "".join(f"\n![{name}: {f}]({f})\n" for f in res.figures)
         sections.append(f"## {name}\n\n{STUDIES[name][1]}\n\n```\n{res.table()}\n```\n{figs}")
+        if name == "stability" and bw_rows(res.rows):
+            sections.append(
+                f"## bw-stability\n\nBW-JKO under paraphrase (from the stability run)\n\n```\n"
+                f"{bw_block(res.rows)}\n```\n"
+            )
         opts.log("report", f"[{name}] {wall:.1f} s")
     head = [
         f"# jkofast study report: {opts.dataset}{' (--quick)' if opts.quick else ''}",

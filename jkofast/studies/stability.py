@@ -16,6 +16,13 @@ inner 40 on SciFact as published, 25 elsewhere) and the one-shot ``rerank_topk``
 method): the published biased ``W_C(p, q)`` (:func:`jkofast.eval.stability.wc_batch`), and beside
 it the self floor ``½(W_C(p, p) + W_C(q, q))`` and the debiased divergence ``W_C − floor``.
 Headline per method: the mean over the three perturbation means (published: SPEC A.9.4).
+
+The extensions (``--methods``, :func:`parse_methods`): ``bw:ALPHA`` is BW-JKO (mode ``bregman``,
+``alpha_prox = ALPHA`` in [0, 1]: 0 is the KL flow, 1 the Wasserstein one) and ``nm:W.npz`` NM-JKO
+(the Wasserstein flow with the cost of a learned metric, :func:`jkofast.jko.metric.load_metric`),
+both with the same energy, p0 and operating point as ``jko_rerank``; W_C is measured in the same
+MiniLM cosine geometry for every method.  :func:`bw_rows` / :func:`bw_block` give the
+``bw-stability`` row set (W_C against α, between ``kl_rerank`` and ``jko_rerank``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from jkofast.encode.bert import encode
 from jkofast.encode.model import encoder_available, load_model
 from jkofast.eval.stability import wc_batch
 from jkofast.jko.energy import minmax, softmax_tau
+from jkofast.jko.metric import load_metric
 from jkofast.jko.solver import operating_point, rerank_batch
 from jkofast.pools.baselines import topk_by_score
 from jkofast.pools.candidates import build_pools, dense_scores
@@ -40,13 +48,89 @@ from jkofast.studies.perturb import PERTURBATIONS, perturb_queries
 from jkofast.studies.published import published
 from jkofast.studies.readout import evaluate_topk, readout_topk
 
-__all__ = ["METHODS", "N_QUERIES", "QUICK_QUERIES", "plot", "sample_queries", "study"]
+__all__ = [
+    "BW_ALPHAS",
+    "METHODS",
+    "N_QUERIES",
+    "QUICK_QUERIES",
+    "bw_block",
+    "bw_rows",
+    "parse_methods",
+    "plot",
+    "sample_queries",
+    "study",
+]
 
 METHODS = ("jko_rerank", "kl_rerank", "noprox", "rerank_topk", "dense_topk")
+# the bw-stability row set of the report: its ends are kl_rerank (alpha 0) and jko_rerank (alpha 1),
+# which BW-JKO reproduces bit for bit (jkofast study bw-sweep checks it)
+BW_ALPHAS = (0.25, 0.5, 0.75)
 N_QUERIES = 60
 QUICK_QUERIES = 10
 _MODES = {"jko_rerank": "wasserstein", "kl_rerank": "kl", "noprox": "noproximal"}
 _BM25_NOTE = "rerank term = BM25 pool score: no cross-encoder is loaded (the published runs use ms-marco-MiniLM-L-6-v2)"
+
+
+def parse_methods(methods) -> tuple:
+    """Return the checked methods of a stability run: names of :data:`METHODS`, ``bw:ALPHA``, ``nm:W.npz``.
+
+    ``bw:ALPHA``: ALPHA a number in [0, 1], named ``bw:{ALPHA:g}``; ``nm:PATH``: an NM-JKO metric
+    file (checked readable now; its width is checked against the embeddings when the study runs).
+    None gives :data:`METHODS`.
+
+    Raises
+    ------
+    TypeError
+        ``methods`` a str (one method is ``("name",)``), or not strings.
+    ValueError
+        An unknown name, a bad ``bw:`` weight, a repeated method, an empty list, an unreadable
+        metric file.
+
+    Examples
+    --------
+    >>> parse_methods(["jko_rerank", "bw:0.50", "bw:1"])
+    ('jko_rerank', 'bw:0.5', 'bw:1')
+    """
+    if methods is None:
+        return METHODS
+    if isinstance(methods, str):
+        raise TypeError(f"methods must be a sequence of method names, not a str (use ({methods!r},))")
+    out: list = []
+    for m in methods:
+        if not isinstance(m, str):
+            raise TypeError(f"a method must be a str, got {type(m).__name__}")
+        if m.startswith("bw:"):
+            try:
+                a = float(m[3:])
+            except ValueError:
+                raise ValueError(f"--methods {m!r}: expected bw:ALPHA with ALPHA a number in [0, 1]") from None
+            if not 0.0 <= a <= 1.0:
+                raise ValueError(f"--methods {m!r}: ALPHA must be in [0, 1] (0 = KL flow, 1 = Wasserstein flow)")
+            m = f"bw:{a:g}"
+        elif m.startswith("nm:"):
+            path = m[3:]
+            if not path:
+                raise ValueError("--methods nm: needs a metric file, nm:W.npz (jkofast study nm-jko --out)")
+            load_metric(path)  # a missing or malformed file fails here, before any work
+        elif m not in METHODS:
+            raise ValueError(f"unknown stability method {m!r}; choose from {', '.join(METHODS)}, bw:ALPHA, nm:W.npz")
+        if m in out:
+            raise ValueError(f"--methods: {m!r} is given twice")
+        out.append(m)
+    if not out:
+        raise ValueError("--methods needs at least one method")
+    return tuple(out)
+
+
+def _flow(name: str, cfg0, d: int) -> tuple:
+    """Return ``(config, projection or None)`` of a JKO method (None for a one-shot baseline)."""
+    if name in _MODES:
+        return dataclasses.replace(cfg0, mode=_MODES[name]), None
+    if name.startswith("bw:"):
+        return dataclasses.replace(cfg0, mode="bregman", alpha_prox=float(name[3:])), None
+    if name.startswith("nm:"):
+        return dataclasses.replace(cfg0, mode="wasserstein"), load_metric(name[3:], d=d).W
+    return None, None
 
 
 def _name(dataset: str) -> str:
@@ -125,16 +209,18 @@ def _build_pools(ds, doc_emb, q_emb, qids, opts, log) -> _Pools:
     return out
 
 
-def _run_methods(pp: _Pools, cfg0, opts) -> tuple[dict, dict]:
+def _run_methods(pp: _Pools, cfg0, opts, methods=METHODS) -> tuple[dict, dict]:
     """Distributions of every method on every pool (flat), and ms per pool of the JKO methods."""
     off = pp.pools.offsets
     r = minmax(pp.rerank, off)
     p0 = softmax_tau(r, off, 0.1)
     out, ms = {}, {}
-    for name, mode in _MODES.items():
-        cfg = dataclasses.replace(cfg0, mode=mode)
+    for name in methods:
+        cfg, W = _flow(name, cfg0, pp.Z.shape[1])
+        if cfg is None:
+            continue
         t0 = time.perf_counter()
-        res = rerank_batch(-r, p0, off, embeddings=pp.Z, config=cfg, n_threads=opts.n_threads)
+        res = rerank_batch(-r, p0, off, embeddings=pp.Z, projection=W, config=cfg, n_threads=opts.n_threads)
         ms[name] = 1000 * (time.perf_counter() - t0) / (off.shape[0] - 1)
         bad = int(np.count_nonzero(res.status))
         if bad:
@@ -145,6 +231,8 @@ def _run_methods(pp: _Pools, cfg0, opts) -> tuple[dict, dict]:
     if pp.hybrid:
         scores["dense_topk"] = np.asarray(pp.pools.dense, np.float64)
     for name, s in scores.items():
+        if name not in methods:
+            continue
         top = topk_by_score(s, off, 10)
         p = np.zeros(s.shape[0])
         for qi in range(top.shape[0]):
@@ -225,7 +313,8 @@ def _summaries(wc: dict, kinds) -> dict:
 
 
 def _block(summ: dict, pub: dict, pub_n, n_per: dict) -> str:
-    head = f"{'method':<12} {'W_C (published)':>15} {'W_C':>8} {'floor':>8} {'debiased':>9}   " + "  ".join(
+    w = max(12, *(len(m) for m in summ))  # an nm:PATH method is as wide as its path
+    head = f"{'method':<{w}} {'W_C (published)':>15} {'W_C':>8} {'floor':>8} {'debiased':>9}   " + "  ".join(
         f"{k + ' W_C/deb':>21}" for k in PERTURBATIONS
     )
     lines = ["W_C: mean over the three perturbation means (lower = more stable)", head, "-" * len(head)]
@@ -240,7 +329,7 @@ def _block(summ: dict, pub: dict, pub_n, n_per: dict) -> str:
                 else f"{'--':>21}"
             )
         lines.append(
-            f"{m:<12} {(f'{p:.4f}' if p is not None else '--'):>15} {s['wc_mean']:>8.4f} {s['self_floor_mean']:>8.4f} "
+            f"{m:<{w}} {(f'{p:.4f}' if p is not None else '--'):>15} {s['wc_mean']:>8.4f} {s['self_floor_mean']:>8.4f} "
             f"{s['wc_debiased_mean']:>9.4f}   " + "  ".join(f"{c:>21}" for c in cells)
         )
     lines.append("-" * len(head))
@@ -347,6 +436,7 @@ def study(opts: StudyOptions) -> StudyResult:
     each quantity) and the published ``wc_mean`` of SPEC A.9.4 beside them.
     """
     t_all = time.perf_counter()
+    methods = parse_methods(opts.methods)
     ds, (doc_emb, q_all) = _load(opts)
     name = _name(opts.dataset)
     qids = sample_queries(ds.split_query_ids("test"))
@@ -360,7 +450,7 @@ def study(opts: StudyOptions) -> StudyResult:
     log(f"{len(pp.cases)} perturbed queries; pools {'hybrid' if pp.hybrid else 'BM25-only'}")
     cfg = operating_point("base", inner_steps=40 if name == "scifact" else 25)
     t0 = time.perf_counter()
-    dists, ms = _run_methods(pp, cfg, opts)
+    dists, ms = _run_methods(pp, cfg, opts, methods)
     pp.times["solve_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     wc = _wc_all(pp, dists, doc_emb, {q: i for i, q in enumerate(qids)}, opts)
@@ -384,10 +474,45 @@ def study(opts: StudyOptions) -> StudyResult:
         "config": {"operating_point": "base", "inner_steps": cfg.inner_steps},
         "timings_s": dict(pp.times),
     }
+    extra["methods"] = list(dists)
     blocks = [_block(summ, pub, pub_n, n_per)]
     if extra["relative_gap_w_vs_kl"]:
         blocks.append(_gap_line(extra["relative_gap_w_vs_kl"], pub))
+    if bw_rows(rows):
+        blocks.append(bw_block(rows))
     return StudyResult("stability", ds.name, len(qids), rows, extra=extra, blocks=blocks, notes=notes)
+
+
+def _bw_alpha(method: str) -> float | None:
+    """α of a method on the BW-JKO line: ``bw:ALPHA``, 0 for ``kl_rerank``, 1 for ``jko_rerank``; else None."""
+    if method.startswith("bw:"):
+        return float(method[3:])
+    return {"kl_rerank": 0.0, "jko_rerank": 1.0}.get(method)
+
+
+def bw_rows(rows) -> list:
+    """Return the ``bw-stability`` row set of a stability result's rows (empty without a ``bw:`` row).
+
+    The ``bw:ALPHA`` rows by α, with the ``kl_rerank`` (α = 0) and ``jko_rerank`` (α = 1) rows as its ends.
+    """
+    if not any(r["method"].startswith("bw:") for r in rows):
+        return []
+    keep = [r for r in rows if _bw_alpha(r["method"]) is not None]
+    return sorted(keep, key=lambda r: (_bw_alpha(r["method"]), not r["method"].startswith("bw:")))
+
+
+def bw_block(rows) -> str:
+    """Return the ``bw-stability`` table: α, W_C (biased, self floor, debiased) and nDCG@10 per BW-JKO row."""
+    head = f"{'bw-stability':<14} {'alpha':>6} {'W_C':>8} {'floor':>8} {'debiased':>9} {'nDCG@10':>8}"
+    lines = ["BW-JKO under paraphrase: W_C against the transport weight alpha (0 = KL, 1 = Wasserstein)", head]
+    lines.append("-" * len(head))
+    for r in bw_rows(rows):
+        nd = r.get("ndcg10")
+        lines.append(
+            f"{r['method']:<14} {_bw_alpha(r['method']):>6.2f} {r['wc_mean']:>8.4f} {r['self_floor_mean']:>8.4f} "
+            f"{r['wc_debiased_mean']:>9.4f} {(f'{nd:.4f}' if nd is not None else '--'):>8}"
+        )
+    return "\n".join(lines)
 
 
 def plot(result: StudyResult, out_dir: str) -> list[str]:

@@ -218,3 +218,19 @@ def test_confidence_file_identical_on_dask(tmp_path, dask_client):
     assert (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()
     lines = ca.read_text().splitlines()
     assert lines[0].startswith("# query_id") and len(lines) > 2
+
+
+@pytest.mark.parametrize("variant", ["mr", "sam"])
+def test_multires_bytes_identical_on_dask_and_resumed_across(tmp_path, dask_client, variant):
+    """``--multires``: the cluster writes the single-machine bytes, and a local job resumes the cluster's parts."""
+    from rerank_helpers import interrupted_after
+
+    extra = ("--multires", variant, "--clusters", "3", "--refine", "1", "--chunk-size", "2")
+    a, b = _single_and_dask(tmp_path, dask_client, extra, name=variant)
+    assert open(a, "rb").read() == open(b, "rb").read()
+    run = str(tmp_path / "run.trec")
+    c = str(tmp_path / f"{variant}_resumed.trec")
+    with interrupted_after(2), pytest.raises(RuntimeError, match="injected failure"):
+        main([*rerank_args(run, c, *extra), "--dask", dask_client.scheduler.address])
+    assert main(rerank_args(run, c, *extra)) == 0
+    assert open(a, "rb").read() == open(c, "rb").read()

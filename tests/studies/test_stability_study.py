@@ -95,3 +95,82 @@ def test_dataset_without_embeddings(tmp_path):
     (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n")
     with pytest.raises(ValueError, match="no saved MiniLM embeddings"):
         st.study(StudyOptions(dataset=str(d), progress=False))
+
+
+def test_extension_methods_bw_and_nm(monkeypatch, tmp_path):
+    """``bw:ALPHA`` and ``nm:W.npz`` beside the current methods: BW-JKO at alpha 0 is the KL flow bit for bit,
+    NM-JKO with W = I is the Wasserstein flow; every method gets W_C biased / floor / debiased."""
+    from jkofast.jko.metric import save_metric
+
+    monkeypatch.setattr(st, "QUICK_QUERIES", 2)
+    _fake_encoder(monkeypatch)
+    W = save_metric(np.eye(384), tmp_path / "W.npz")
+    methods = ("jko_rerank", "kl_rerank", "bw:0", "bw:0.50", "bw:1", f"nm:{W}")
+    res = run_study("stability", StudyOptions(quick=True, progress=False, n_threads=2, methods=methods))
+    rows = {r["method"]: r for r in res.rows}
+    assert list(rows) == ["jko_rerank", "kl_rerank", "bw:0", "bw:0.5", "bw:1", f"nm:{W}"]
+    for r in res.rows:
+        assert r["wc_debiased_mean"] == pytest.approx(r["wc_mean"] - r["self_floor_mean"], abs=1e-12)
+        assert r["self_floor_mean"] > 0
+    for key in ("wc_mean", "self_floor_mean", "wc_debiased_mean", "ndcg10"):
+        assert rows["bw:0"][key] == rows["kl_rerank"][key]  # alpha 0: the KL flow, bit for bit
+        assert rows["bw:1"][key] == rows["jko_rerank"][key]  # alpha 1: the Wasserstein flow
+        assert rows[f"nm:{W}"][key] == pytest.approx(rows["jko_rerank"][key], rel=1e-5)  # W = I: the cosine cost
+    assert "published" not in rows["bw:0.5"]
+    assert res.extra["methods"] == list(rows)
+    # the bw-stability row set: kl (alpha 0) ... jko (alpha 1), in its own block of the table
+    assert [r["method"] for r in st.bw_rows(res.rows)] == ["bw:0", "kl_rerank", "bw:0.5", "bw:1", "jko_rerank"]
+    assert "BW-JKO under paraphrase" in res.table()
+
+
+def test_parse_methods_and_bad_methods(tmp_path, capsys):
+    from jkofast.cli import main
+
+    assert st.parse_methods(None) == st.METHODS
+    assert st.parse_methods(["bw:0.250", "noprox", "bw:1e-1"]) == ("bw:0.25", "noprox", "bw:0.1")
+    with pytest.raises(TypeError, match="not a str"):
+        st.parse_methods("jko_rerank")
+    with pytest.raises(TypeError, match="must be a str"):
+        st.parse_methods([0.5])
+    for bad, msg in (
+        (["bw:1.5"], "ALPHA must be in"),
+        (["bw:x"], "expected bw:ALPHA"),
+        (["bw:nan"], "ALPHA must be in"),
+        (["jko"], "unknown stability method"),
+        (["bw:0.5", "bw:.5"], "given twice"),
+        ([], "at least one method"),
+        (["nm:"], "needs a metric file"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            st.parse_methods(bad)
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not a readable"):
+        st.parse_methods([f"nm:{tmp_path / 'bad.npz'}"])
+    # on the command line: exit 2 before any work, naming the problem
+    for argv, msg in (
+        (["study", "stability", "--methods", "bw:2"], "ALPHA must be in"),
+        (["study", "stability", "--methods", f"nm:{tmp_path / 'none.npz'}"], "not found"),
+        (["study", "dual-rank", "--methods", "jko_rerank"], "stability study only"),
+    ):
+        assert main([*argv, "--quiet"]) == 2
+        assert msg in capsys.readouterr().err
+
+
+def test_report_runs_the_bw_row_set():
+    import dataclasses
+
+    from jkofast.studies import report
+
+    opts = StudyOptions(quick=True, progress=False)
+    got = report._with_bw(opts).methods
+    assert got[: len(st.METHODS)] == st.METHODS and got[len(st.METHODS) :] == tuple(f"bw:{a:g}" for a in st.BW_ALPHAS)
+    mine = dataclasses.replace(opts, methods=("jko_rerank",))
+    assert report._with_bw(mine) is mine  # the user's methods are kept
+    rows = [
+        {"method": m, "wc_mean": w, "self_floor_mean": 0.1, "wc_debiased_mean": w - 0.1, "ndcg10": 0.6}
+        for m, w in (("jko_rerank", 0.2), ("kl_rerank", 0.4), ("bw:0.5", 0.3), ("noprox", 0.9))
+    ]
+    assert [r["method"] for r in st.bw_rows(rows)] == ["kl_rerank", "bw:0.5", "jko_rerank"]
+    block = st.bw_block(rows).splitlines()
+    assert block[3].split()[:3] == ["kl_rerank", "0.00", "0.4000"] and block[-1].split()[1] == "1.00"
+    assert st.bw_rows(rows[:2]) == []  # no bw: row, no row set
