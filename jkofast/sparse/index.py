@@ -483,7 +483,7 @@ def load_index(path: str, mmap: bool | str = True, verify: bool = False) -> Spar
         per kernel on first use).  ``False`` reads them into memory.
     verify : bool
         Also check the CRC32 of every file and the invariants that cannot crash a kernel (finite
-        weights, ascending postings), as an in-memory load (``mmap=False``) always does.  Every
+        weights, non-negative lengths), as an in-memory load (``mmap=False``) always does.  Every
         open checks the manifest's own checksum, each file's size, the checksum of files up to
         ``OPEN_CHECKSUM_BYTES``, and every pointer and id a kernel indexes with.
 
@@ -690,8 +690,8 @@ def _check_postings(idx: SparseIndex, path: str, n_terms: int, full: bool = Fals
     The scoring kernels index their per-document buffers with ``post_docs`` and read
     ``post_w``, ``idf`` and the query weights by term; the TF-IDF cosine kernels read the
     document rows: every pointer, id and length is checked at open (vectorised passes) instead
-    of risking an out-of-bounds access on a corrupt file.  ``full`` adds finite weights,
-    ascending postings and non-negative lengths.
+    of risking an out-of-bounds access on a corrupt file.  ``full`` adds finite weights
+    and non-negative lengths.
     """
     n_docs = idx.n_docs
     tp, pd, pw = idx.term_ptr, idx.post_docs, idx.post_w
@@ -719,12 +719,6 @@ def _check_postings(idx: SparseIndex, path: str, n_terms: int, full: bool = Fals
             raise _damaged(path, f"{name}.npy", "contains NaN or inf")
     if idx.doc_len.size and idx.doc_len.min() < 0:
         raise _damaged(path, "doc_len.npy", "holds negative lengths")
-    if pd.size > 1:
-        ok = pd[1:] > pd[:-1]
-        starts = tp[(tp > 0) & (tp < pd.size)].astype(np.int64) - 1
-        ok[starts] = True
-        if not ok.all():
-            raise _damaged(path, "post_docs.npy", "is not strictly ascending within each term's postings")
 
 
 def _check_doc_rows(idx, path: str, n_terms: int, n_docs: int) -> None:
