@@ -546,6 +546,31 @@ def _check_v_tables(ix: dict, V: int, where: str) -> None:
             raise _bad(where, k, "contains NaN or inf")
 
 
+def _term_after_sentinel(ct: np.ndarray, V: int) -> bool:
+    """Whether a row of ``ct`` holds a slot >= V (a sentinel) before a slot < V (a term).
+
+    One pass per block: the flags ``slot >= V`` are bytes (0/1), eight to a uint64 word in slot
+    order, so "flag r set and flag r + 1 clear" is a shift and a mask per word (and across
+    neighbouring words) instead of three boolean temporaries per slot.
+    """
+    M, S = ct.shape
+    if S < 2:
+        return False
+    low7 = np.uint64(0x00FFFFFFFFFFFFFF)
+    for lo in range(0, M, _ROWS):
+        big = ct[lo : lo + _ROWS] >= V
+        if S % 8:
+            if np.any(big[:, :-1] & ~big[:, 1:]):
+                return True
+            continue
+        w = big.view(np.uint64)
+        if np.any(w & ~(w >> np.uint64(8)) & low7):
+            return True
+        if w.shape[1] > 1 and np.any((w[:, :-1] >> np.uint64(56)) & ~w[:, 1:] & np.uint64(1)):
+            return True
+    return False
+
+
 def check_ranges(ix: dict, cfg: SGRConfig, where: str) -> None:
     """Check, at every open, each id, pointer and sentinel the query kernels index with (vectorised passes).
 
@@ -569,12 +594,8 @@ def check_ranges(ix: dict, cfg: SGRConfig, where: str) -> None:
     dl = ix["dl"]
     if dl.dtype.kind == "f" and dl.size and not (np.isfinite(dl).all() and dl.min() >= 0):
         raise _bad(where, "dl", "holds a negative, NaN or infinite length")
-    ct = ix["code_term"]
-    if ct.shape[1] > 1:
-        for lo in range(0, ct.shape[0], _ROWS):
-            valid = ct[lo : lo + _ROWS] < V
-            if np.any(valid[:, 1:] & ~valid[:, :-1]):
-                raise _bad(where, "code_term", "holds a term id after a sentinel (a code is its terms, then sentinels)")
+    if _term_after_sentinel(ix["code_term"], V):
+        raise _bad(where, "code_term", "holds a term id after a sentinel (a code is its terms, then sentinels)")
     md = ix["mem_doc"]
     per_doc = np.zeros(N, np.int64)
     for lo in range(0, md.shape[0], _ROWS * 16):
