@@ -296,13 +296,15 @@ def atomic_write_manifest(path, obj: dict, *, fsync: bool = True, **dump_kw) -> 
         fh.write(text)
 
 
-def read_manifest(path, *, missing: str, invalid: str) -> tuple[dict, bool]:
+def read_manifest(path, *, missing: str, invalid: str, precheck=None) -> tuple[dict, bool]:
     """Read a JSON manifest and check its own checksum; return ``(object, checksummed)``.
 
     ``checksummed`` is False for a manifest written without one (an index of an earlier
     version).  Raises ``ValueError``: ``missing`` when ``path`` is not a file, ``invalid`` (with
     the parser's message) when it is not a UTF-8 JSON object, and a message naming ``path`` when
-    its bytes differ from those written (the recorded CRC32 does not match).
+    its bytes differ from those written (the recorded CRC32 does not match).  ``precheck(obj)``,
+    when given, runs on the parsed object before the checksum is compared (a format check, so
+    that a manifest of another format is named as such).
     """
     p = os.fspath(path)
     if not os.path.isfile(p):
@@ -315,6 +317,8 @@ def read_manifest(path, *, missing: str, invalid: str) -> tuple[dict, bool]:
         raise ValueError(f"{invalid} ({exc})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"{invalid} (expected a JSON object, got {type(obj).__name__})")
+    if precheck is not None:
+        precheck(obj)
     if MANIFEST_CHECKSUM_KEY not in obj:
         return obj, False
     at = raw.rfind(_MARK)

@@ -178,6 +178,7 @@ def _read_meta(path: str) -> tuple[dict, bool]:
             missing=f"{path}: not a SparseGeometricRetriever index (meta.json missing: not an index, "
             "or its writing did not finish)",
             invalid=f"{mpath}: not a readable index description",
+            precheck=lambda m: _check_format(m, mpath),
         )
     except IndexDamage:
         raise
@@ -375,16 +376,7 @@ def _check_meta(meta, mpath: str, summed: bool = False) -> None:
     """Check the ``meta.json`` object of :func:`save_index` (format 2)."""
     if not isinstance(meta, dict):
         raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
-    fmt = meta.get("format")
-    if fmt == 1:
-        raise ValueError(
-            f"{mpath}: index format 1 (index.npz) is not supported; rebuild the index with this version of jkofast"
-        )
-    if fmt != FORMAT:
-        raise ValueError(
-            f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads format {FORMAT}; "
-            "an index written by a newer jkofast needs that version)"
-        )
+    _check_format(meta, mpath)
     missing = [k for k in ("params", "terms", "ids", "n_docs") if k not in meta]
     if missing:
         raise ValueError(f"{mpath}: missing key(s) {missing}")
@@ -399,6 +391,22 @@ def _check_meta(meta, mpath: str, summed: bool = False) -> None:
     if not isinstance(meta.get("arrays"), dict):
         raise ValueError(f"{mpath}: arrays must be an object")
     _check_file_records(meta, mpath, summed)
+
+
+def _check_format(meta, mpath: str) -> None:
+    """Refuse a manifest that is no JSON object or of another format (before its checksum is compared)."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
+    fmt = meta.get("format")
+    if fmt == 1:
+        raise ValueError(
+            f"{mpath}: index format 1 (index.npz) is not supported; rebuild the index with this version of jkofast"
+        )
+    if fmt != FORMAT:
+        raise ValueError(
+            f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads format {FORMAT}; "
+            "an index written by a newer jkofast needs that version)"
+        )
 
 
 def _check_file_records(meta: dict, mpath: str, summed: bool) -> None:
@@ -433,7 +441,7 @@ def check_meta_lists(meta, where: str) -> None:
 
 
 def _bad(zpath, name, what):
-    return IndexDamage(f"{zpath}: {name} {what}", name + ".npy", what)
+    return IndexDamage(f"{zpath}: {name} {what}", name + ".npy", f"{name} {what}")
 
 
 def _ids_in(ix, k, hi, zpath, arr=None):
@@ -587,13 +595,16 @@ def check_ranges(ix: dict, cfg: SGRConfig, where: str) -> None:
     if np.any(s[1:] < s[:-1]):  # (not np.diff: it wraps around on uint32)
         raise _bad(where, "s_indptr", "must be non-decreasing")
     if ix["s_idx"].size and int(ix["s_idx"].max()) >= V:
-        raise _bad(where, "s_idx", f"holds term ids outside [0, {V})")
+        raise _bad(where, "s_idx", f"holds ids outside [0, {V})")
     _ids_in(ix, "mem_doc", N, where)
     if cfg.postings:
         _ids_in(ix, "t_docs", N, where)
     dl = ix["dl"]
-    if dl.dtype.kind == "f" and dl.size and not (np.isfinite(dl).all() and dl.min() >= 0):
-        raise _bad(where, "dl", "holds a negative, NaN or infinite length")
+    if dl.dtype.kind == "f" and dl.size:
+        if not np.isfinite(dl).all():
+            raise _bad(where, "dl", "contains NaN or inf")
+        if dl.min() < 0:
+            raise _bad(where, "dl", "holds negative lengths")
     if _term_after_sentinel(ix["code_term"], V):
         raise _bad(where, "code_term", "holds a term id after a sentinel (a code is its terms, then sentinels)")
     md = ix["mem_doc"]

@@ -601,7 +601,10 @@ def _read_manifest(path: str) -> tuple[dict, bool]:
     mpath = os.path.join(path, "manifest.json")
     try:
         man, summed = read_manifest(
-            mpath, missing=f"{path}: not a jkofast index (manifest.json missing)", invalid=f"{mpath}: invalid manifest"
+            mpath,
+            missing=f"{path}: not a jkofast index (manifest.json missing)",
+            invalid=f"{mpath}: invalid manifest",
+            precheck=lambda m: _check_format(m, mpath),
         )
         _check_manifest(man, mpath, summed)
     except IndexDamage:
@@ -611,7 +614,8 @@ def _read_manifest(path: str) -> tuple[dict, bool]:
     return man, summed
 
 
-def _check_manifest(man: dict, mpath: str, summed: bool) -> None:
+def _check_format(man: dict, mpath: str) -> None:
+    """Refuse another format or version (before the manifest's checksum is compared)."""
     if man.get("format") != FORMAT_NAME:
         raise ValueError(f"{mpath}: not a jkofast sparse index (format={man.get('format')!r})")
     if man.get("format_version") != FORMAT_VERSION:
@@ -619,6 +623,10 @@ def _check_manifest(man: dict, mpath: str, summed: bool) -> None:
             f"{mpath}: index format version {man.get('format_version')!r} is not supported "
             f"(this jkofast reads version {FORMAT_VERSION}); rebuild the index"
         )
+
+
+def _check_manifest(man: dict, mpath: str, summed: bool) -> None:
+    _check_format(man, mpath)
     for key in ("n_docs", "n_terms"):
         v = man.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -122,7 +122,7 @@ def _damages(V, N, F):
         ("t_docs", lambda a: a.__setitem__(slice(0, 64), 10**8), rf"holds ids outside \[0, {N}\)"),
         ("t_docs", lambda a: a.__setitem__(0, -1), rf"holds ids outside \[0, {N}\)"),
         ("mem_doc", lambda a: a.__setitem__(0, N), rf"holds ids outside \[0, {N}\)"),
-        ("s_idx", lambda a: a.__setitem__(0, V), rf"holds term ids outside \[0, {V}\)"),
+        ("s_idx", lambda a: a.__setitem__(0, V), rf"holds ids outside \[0, {V}\)"),
         ("s_indptr", lambda a: a.__setitem__(2, a[3] + 1), "must be non-decreasing"),
         ("code_term", lambda a: a.__setitem__((0, 0), 65535), "term id after a sentinel"),
         ("mem_doc", lambda a: a.__setitem__(slice(None), 0), f"memberships, but params n_memberships = {F}"),
@@ -172,7 +172,7 @@ def test_index_without_checksums_still_opens_and_check_says_so(ix, capsys):
     assert "no checksums recorded" in capsys.readouterr().out
     # structure is still checked, and a damaged id array is still refused
     _set(ix, "t_docs", lambda a: a.__setitem__(0, 10**6))
-    with pytest.raises(ValueError, match=r"t_docs\.npy: holds ids outside"):
+    with pytest.raises(ValueError, match=r"t_docs\.npy: t_docs holds ids outside"):
         SparseGeometricRetriever.load(ix, mmap=True)
 
 
@@ -235,4 +235,4 @@ def test_out_of_range_t_docs_search_exits_2_not_segfault(tmp_path):
     assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
     assert "t_docs.npy" in p.stderr and "outside" in p.stderr
     p = subprocess.run([*run, "index", "--check", str(out)], env=env, capture_output=True, text=True)
-    assert p.returncode == 2 and "t_docs.npy: holds ids outside" in p.stderr
+    assert p.returncode == 2 and "t_docs.npy: t_docs holds ids outside" in p.stderr
