@@ -290,8 +290,8 @@ def check_index(path) -> dict:
 class _StrSeq(Sequence):
     """Read-only sequence of the strings stored as UTF-8 bytes + offsets (decoded on access)."""
 
-    def __init__(self, data: np.ndarray, off: np.ndarray):
-        self._data, self._off = data, off
+    def __init__(self, data: np.ndarray, off: np.ndarray, where: str = "ids_utf8.npy"):
+        self._data, self._off, self._where = data, off, where
 
     def __len__(self) -> int:
         return int(self._off.shape[0] - 1)
@@ -305,7 +305,11 @@ class _StrSeq(Sequence):
             i += n
         if not 0 <= i < n:
             raise IndexError("index out of range")
-        return bytes(self._data[self._off[i] : self._off[i + 1]]).decode("utf-8")
+        try:
+            return bytes(self._data[self._off[i] : self._off[i + 1]]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            what = f"id {i} is not UTF-8 ({exc.reason})"
+            raise IndexDamage(f"{self._where}: {what}", "ids_utf8.npy", what) from None
 
     def __eq__(self, other):
         return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
@@ -325,13 +329,10 @@ def _load_ids(path: str, meta: dict, lazy: bool, check: bool):
         raise _where(path, "ids_off", f"must be int64 of shape ({n + 1},), got {off.dtype} {off.shape}")
     if off[0] != 0 or off[-1] != data.shape[0] or np.any(off[1:] < off[:-1]):
         raise _where(path, "ids_off", f"does not describe {n} ids in ids_utf8.npy ({data.shape[0]} bytes)")
-    seq = _StrSeq(data, off)
+    seq = _StrSeq(data, off, os.path.join(path, "ids_utf8.npy"))
     if lazy and not check:
         return seq
-    try:
-        ids = list(seq)
-    except UnicodeDecodeError as exc:
-        raise _where(path, "ids_utf8", f"is not UTF-8 ({exc.reason} at byte {exc.start} of an id)") from None
+    ids = list(seq)
     if len(set(ids)) != len(ids):
         raise _where(path, "ids_utf8", "holds duplicate ids")
     return ids
