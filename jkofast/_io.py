@@ -8,6 +8,12 @@ removes its temporary file.  The helpers below wrap the common payloads (``.npy`
 
 :func:`check_writable` checks an output path before any computation, so a long job never
 computes a result it cannot save.
+
+Index folders record what they hold so that damage is found, not trusted (as Lucene's
+CheckIndex does): :func:`file_record` gives a file's size and CRC32 (:func:`crc32_file`, read
+in blocks), :func:`atomic_write_manifest` writes a JSON manifest whose last field is the CRC32
+of every byte before it, and :func:`read_manifest` reads one back, refusing a manifest whose
+bytes changed since it was written.
 """
 
 from __future__ import annotations
@@ -17,20 +23,34 @@ import hashlib
 import json
 import os
 import uuid
+import zlib
 
 import numpy as np
 
 __all__ = [
+    "MANIFEST_CHECKSUM_KEY",
+    "IndexDamage",
     "atomic_open",
     "atomic_save_npy",
     "atomic_save_npz",
     "atomic_write_json",
+    "atomic_write_manifest",
     "atomic_write_text",
+    "check_file_record",
+    "check_file_records",
     "check_writable",
     "check_writable_dir",
+    "crc32_file",
+    "file_record",
     "file_sha256",
     "load_array",
+    "read_manifest",
 ]
+
+# the last field of a manifest written by atomic_write_manifest: the CRC32 of every byte before it
+MANIFEST_CHECKSUM_KEY = "manifest_crc32"
+_MARK = b', "' + MANIFEST_CHECKSUM_KEY.encode() + b'": "'
+_BLOCK = 1 << 22  # bytes read per step of crc32_file
 
 
 @contextlib.contextmanager
@@ -203,3 +223,123 @@ def file_sha256(path, block: int = 1 << 20) -> str:
         while n := fh.readinto(buf):
             h.update(view[:n])
     return h.hexdigest()
+
+
+class IndexDamage(ValueError):
+    """A damaged or inconsistent file of an index folder.
+
+    ``file`` names it (the file name inside the folder; ``None`` when no one file is to blame)
+    and ``what`` says what is wrong with it (the message without the path).
+    """
+
+    def __init__(self, message: str, file: str | None = None, what: str | None = None):
+        super().__init__(message)
+        self.file = file
+        self.what = what
+
+
+def check_file_record(folder, name: str, rec: dict, *, checksum: bool) -> None:
+    """Check file ``name`` of ``folder`` against its manifest record ``{"bytes", "crc32"}``.
+
+    Raises :class:`IndexDamage` naming the file when it is missing, of another size, or (when
+    ``checksum``) of another CRC32 than recorded.
+    """
+    f = os.path.join(os.fspath(folder), name)
+    if not os.path.isfile(f):
+        raise IndexDamage(f"{f}: missing (the manifest records it)", name, "missing (the manifest records it)")
+    size = os.path.getsize(f)
+    if size != rec["bytes"]:
+        what = f"has {size} bytes, the manifest records {rec['bytes']} (truncated, extended or replaced)"
+        raise IndexDamage(f"{f}: {what}", name, what)
+    if checksum:
+        got = f"{crc32_file(f):08x}"
+        if got != rec["crc32"]:
+            what = f"checksum mismatch (CRC32 {got}, the manifest records {rec['crc32']}): changed after it was written"
+            raise IndexDamage(f"{f}: {what}", name, what)
+
+
+def check_file_records(files, where: str) -> None:
+    """Check that ``files`` is a manifest's ``{name: {"bytes": int, "crc32": str}}`` of plain file names."""
+    if not isinstance(files, dict):
+        raise ValueError(f"{where}: files must be an object (the recorded size and CRC32 of each file)")
+    for name, rec in files.items():
+        if (
+            not isinstance(rec, dict)
+            or isinstance(rec.get("bytes"), bool)
+            or not isinstance(rec.get("bytes"), int)
+            or not isinstance(rec.get("crc32"), str)
+            or os.path.basename(name) != name
+            or name in ("", ".", "..")
+        ):
+            raise ValueError(f"{where}: files.{name} must be {{'bytes': int, 'crc32': str}} of a file in the folder")
+
+
+def crc32_file(path, *, block_size: int = _BLOCK) -> int:
+    """Return the CRC32 (``zlib.crc32``) of the whole file ``path``, read in blocks of ``block_size`` bytes."""
+    crc = 0
+    with open(os.fspath(path), "rb", buffering=0) as fh:
+        buf = bytearray(block_size)
+        view = memoryview(buf)
+        while True:
+            n = fh.readinto(buf)
+            if not n:
+                return crc
+            crc = zlib.crc32(view[:n], crc)
+
+
+def file_record(path) -> dict:
+    """Return ``{"bytes": size, "crc32": "8 hex digits"}`` of file ``path`` (what an index manifest records)."""
+    p = os.fspath(path)
+    return {"bytes": int(os.path.getsize(p)), "crc32": f"{crc32_file(p):08x}"}
+
+
+def atomic_write_manifest(path, obj: dict, *, fsync: bool = True, **dump_kw) -> None:
+    """Write the JSON object ``obj`` atomically, its last field the CRC32 of every byte before that field.
+
+    The text is ``json.dumps(obj, **dump_kw)`` without its closing brace, then
+    ``, "manifest_crc32": "<8 hex digits>"}`` and a newline; :func:`read_manifest` checks it.
+    ``obj`` must be a non-empty dict without that key.
+    """
+    if not isinstance(obj, dict) or not obj or MANIFEST_CHECKSUM_KEY in obj:
+        raise ValueError(f"a manifest must be a non-empty dict without {MANIFEST_CHECKSUM_KEY!r}")
+    body = json.dumps(obj, **dump_kw).encode("utf-8")
+    prefix = body[: body.rindex(b"}")].rstrip()
+    text = prefix + _MARK + f"{zlib.crc32(prefix):08x}".encode() + b'"}\n'
+    with atomic_open(path, fsync=fsync) as fh:
+        fh.write(text)
+
+
+def read_manifest(path, *, missing: str, invalid: str, precheck=None) -> tuple[dict, bool]:
+    """Read a JSON manifest and check its own checksum; return ``(object, checksummed)``.
+
+    ``checksummed`` is False for a manifest written without one (an index of an earlier
+    version).  Raises ``ValueError``: ``missing`` when ``path`` is not a file, ``invalid`` (with
+    the parser's message) when it is not a UTF-8 JSON object, and a message naming ``path`` when
+    its bytes differ from those written (the recorded CRC32 does not match).  ``precheck(obj)``,
+    when given, runs on the parsed object before the checksum is compared (a format check, so
+    that a manifest of another format is named as such).
+    """
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise ValueError(missing)
+    with open(p, "rb") as fh:
+        raw = fh.read()
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{invalid} ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{invalid} (expected a JSON object, got {type(obj).__name__})")
+    if precheck is not None:
+        precheck(obj)
+    if MANIFEST_CHECKSUM_KEY not in obj:
+        return obj, False
+    at = raw.rfind(_MARK)
+    got = obj[MANIFEST_CHECKSUM_KEY]
+    if at < 0 or not isinstance(got, str) or got != f"{zlib.crc32(raw[:at]):08x}":
+        raise ValueError(
+            f"{p}: checksum mismatch (its bytes changed after it was written: the recorded "
+            f"{MANIFEST_CHECKSUM_KEY} does not match; restore or rebuild the index)"
+        )
+    del obj[MANIFEST_CHECKSUM_KEY]
+    return obj, True

@@ -2,9 +2,17 @@
 
 :func:`save_index` writes every array through :mod:`jkofast._io` (temporary name, rename) and
 ``meta.json`` last, so a folder whose writing was interrupted has no ``meta.json`` and
-:func:`load_index` refuses it.  Anything read from a file is untrusted: the loader checks dtypes,
-shapes, pointer ends and the O(V) tables always, and (unless memory-mapped without ``verify``)
-every id and value the query kernels index with (:func:`check_structure`, :func:`_check_full`).
+:func:`load_index` refuses it.  ``meta.json`` records every file's size and CRC32 and every
+array's dtype and shape, and ends with its own CRC32 (:func:`jkofast._io.atomic_write_manifest`).
+
+Anything read from a file is untrusted (docs/integrity.md).  Every open checks the manifest's
+checksum, each file's size and header against the record, the checksum of every file of at most
+:data:`OPEN_CHECKSUM_BYTES`, the O(V) tables in full and, with vectorised min/max passes, every
+id, pointer and sentinel the query kernels index with (:func:`check_structure`,
+:func:`check_ranges`), so no damaged file reaches a kernel.  ``verify`` (and an in-memory load)
+adds the checksum of every file and the remaining invariants (:func:`_check_full`);
+:func:`check_index` is the report of ``jkofast index --check``.  An index written before the
+checksums were recorded (jkofast 0.1.0) still opens; its report says "no checksums recorded".
 """
 
 from __future__ import annotations
@@ -14,21 +22,38 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jkofast._io import atomic_save_npy, atomic_write_json
-from jkofast._validation import read_json_file
+from jkofast._io import (
+    IndexDamage,
+    atomic_save_npy,
+    atomic_write_manifest,
+    check_file_record,
+    check_file_records,
+    file_record,
+    read_manifest,
+)
 from jkofast.sgr import layout
 from jkofast.sgr.config import SGRConfig
 from jkofast.sgr.layout import FORMAT
 
 __all__ = [
     "INDEX_ARRAYS",
+    "OPEN_CHECKSUM_BYTES",
     "POSTING_ARRAYS",
+    "IndexDamage",
     "array_names",
+    "check_index",
     "check_meta_lists",
+    "check_ranges",
     "check_structure",
     "load_index",
     "save_index",
 ]
+
+# files up to this size have their checksum verified at every open (the O(V) tables, small indexes);
+# larger ones get size, header and range checks at open and their checksum with ``verify``
+OPEN_CHECKSUM_BYTES = 1 << 22
+_ROWS = 1 << 18  # rows per block of the blocked checks (bounded temporaries on a large index)
+
 
 # the saved arrays of every index; the postings are saved when ``postings`` is set
 INDEX_ARRAYS = (
@@ -83,8 +108,9 @@ def save_index(path, ix: dict, cfg: SGRConfig, *, terms, ids, n_docs: int, n_cal
     """Write the index arrays ``ix`` to folder ``path`` (format 2: one ``.npy`` per array + ``meta.json``).
 
     Each array is written under a temporary name and renamed; ``meta.json`` (format version,
-    parameters, vocabulary, the list of arrays with dtypes and shapes) is written last, and an
-    existing one is removed before anything else is written.  Document ids go to
+    parameters, vocabulary, the list of arrays with dtypes and shapes, every file's size and
+    CRC32, then its own CRC32) is written last, and an existing one is removed before anything
+    else is written.  Document ids go to
     ``ids_utf8.npy`` / ``ids_off.npy`` (UTF-8 bytes and offsets).  Arrays already memory-mapped
     from this folder (``assemble(out=path)``) are flushed, not rewritten.
     """
@@ -111,9 +137,13 @@ def save_index(path, ix: dict, cfg: SGRConfig, *, terms, ids, n_docs: int, n_cal
         enc = [x.encode("utf-8") for x in ids]
         off = np.zeros(len(enc) + 1, np.int64)
         np.cumsum([len(b) for b in enc], out=off[1:])
-        atomic_save_npy(os.path.join(path, "ids_utf8.npy"), np.frombuffer(b"".join(enc), np.uint8), fsync=False)
+        data = np.frombuffer(b"".join(enc), np.uint8)
+        atomic_save_npy(os.path.join(path, "ids_utf8.npy"), data, fsync=False)
         atomic_save_npy(os.path.join(path, "ids_off.npy"), off, fsync=False)
+        listing["ids_utf8"] = [data.dtype.str, list(data.shape)]
+        listing["ids_off"] = [off.dtype.str, list(off.shape)]
         ids_file = "ids_utf8.npy"
+    files = {k + ".npy": file_record(os.path.join(path, k + ".npy")) for k in listing}
     meta = {
         "format": FORMAT,
         "params": cfg.to_dict(),
@@ -123,8 +153,10 @@ def save_index(path, ix: dict, cfg: SGRConfig, *, terms, ids, n_docs: int, n_cal
         "n_calibration": int(n_calibration),
         "scripts": bool(scripts),
         "arrays": listing,
+        "checksum": "crc32",
+        "files": files,
     }
-    atomic_write_json(mpath, meta)
+    atomic_write_manifest(mpath, meta)
 
 
 def load_index(path, mmap: bool = False, verify: bool = False) -> dict:
@@ -132,41 +164,134 @@ def load_index(path, mmap: bool = False, verify: bool = False) -> dict:
 
     Returns ``{"config", "index", "terms", "ids", "scripts", "n_calibration"}``; see
     :meth:`jkofast.sgr.retriever.SparseGeometricRetriever.load` for ``mmap``, ``verify`` and
-    the errors.
+    the errors (:class:`IndexDamage`, a ``ValueError`` naming the file).
     """
-    path = os.fspath(path)
+    return _open(os.fspath(path), mmap, verify or not mmap, checksums=True)
+
+
+def _read_meta(path: str) -> tuple[dict, bool]:
+    """Return ``(meta, checksummed)`` of the folder's ``meta.json`` after its own checks."""
     mpath = os.path.join(path, "meta.json")
-    meta = read_json_file(
-        mpath,
-        missing=f"{path}: not a SparseGeometricRetriever index (meta.json missing: not an index, "
-        "or its writing did not finish)",
-        invalid=f"{mpath}: not a readable index description",
-    )
-    _check_meta(meta, mpath)
+    try:
+        meta, summed = read_manifest(
+            mpath,
+            missing=f"{path}: not a SparseGeometricRetriever index (meta.json missing: not an index, "
+            "or its writing did not finish)",
+            invalid=f"{mpath}: not a readable index description",
+            precheck=lambda m: _check_format(m, mpath),
+        )
+    except IndexDamage:
+        raise
+    except ValueError as exc:
+        raise IndexDamage(str(exc), "meta.json" if os.path.isfile(mpath) else None) from None
+    try:
+        _check_meta(meta, mpath, summed)
+    except ValueError as exc:
+        raise IndexDamage(str(exc), "meta.json") from None
+    return meta, summed
+
+
+def _open(path: str, mmap: bool, full: bool, checksums: bool) -> dict:
+    meta, summed = _read_meta(path)
+    mpath = os.path.join(path, "meta.json")
     try:
         cfg = SGRConfig.from_dict(meta["params"])
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{mpath}: params: {exc}") from None
+        raise IndexDamage(f"{mpath}: params: {exc}", "meta.json") from None
+    if summed:
+        for name, rec in meta["files"].items():
+            _check_file(path, name, rec, checksum=checksums and (full or rec["bytes"] <= OPEN_CHECKSUM_BYTES))
     ix = _load_arrays(path, meta, cfg, mmap)
-    check_structure(ix, meta, cfg, path)
-    if verify or not mmap:
-        _check_full(ix, cfg, path)
+    try:
+        check_structure(ix, meta, cfg, path)
+        check_ranges(ix, cfg, path)
+        if full:
+            _check_full(ix, cfg, path)
+    except IndexDamage as exc:
+        if exc.file is None or exc.what is None:
+            raise
+        raise IndexDamage(f"{os.path.join(path, exc.file)}: {exc.what}", exc.file, exc.what) from None
     terms = meta["terms"]
     return {
         "config": cfg,
         "index": ix,
         "terms": None if terms is None else list(terms),
-        "ids": _load_ids(path, meta, mmap, verify or not mmap),
+        "ids": _load_ids(path, meta, mmap, full),
         "scripts": meta.get("scripts", False) is True,
         "n_calibration": int(meta.get("n_calibration", meta["n_docs"])),
     }
 
 
+def _check_file(path: str, name: str, rec: dict, checksum: bool) -> None:
+    check_file_record(path, name, rec, checksum=checksum)
+
+
+def check_index(path) -> dict:
+    """Check every file and every invariant of an SGR index folder; the report of ``jkofast index --check``.
+
+    Like Lucene's CheckIndex: the manifest's own checksum, then each recorded file (present,
+    its size, its CRC32: all of them, every problem listed), then the arrays' headers and the
+    structural invariants of :func:`check_structure`, :func:`check_ranges` and the full check
+    (the first violation, naming its file).
+
+    Returns
+    -------
+    dict
+        ``{"path", "kind": "sgr", "format", "checksums": "crc32" | "none recorded", "files":
+        [{"file", "bytes", "status"}], "ok", "error", "bad_file"}``; ``error`` is the first
+        problem's message (``None`` when ``ok``) and ``bad_file`` its file.
+    """
+    path = os.fspath(path)
+    rep = {"path": path, "kind": "sgr", "format": None, "checksums": None, "files": [], "ok": False}
+    rep.update(error=None, bad_file=None)
+    try:
+        meta, summed = _read_meta(path)
+    except IndexDamage as exc:
+        rep.update(error=str(exc), bad_file=exc.file)
+        return rep
+    rep["format"] = meta["format"]
+    rep["checksums"] = "crc32" if summed else "none recorded"
+    first = None
+    if summed:
+        for name, rec in meta["files"].items():
+            row = {"file": name, "bytes": rec["bytes"], "status": "ok"}
+            try:
+                _check_file(path, name, rec, checksum=True)
+            except IndexDamage as exc:
+                row["status"] = exc.what
+                first = first or exc
+            rep["files"].append(row)
+    else:
+        for name in sorted(k + ".npy" for k in meta.get("arrays", {}) if isinstance(k, str)):
+            f = os.path.join(path, name)
+            exists = os.path.isfile(f)
+            rep["files"].append(
+                {"file": name, "bytes": os.path.getsize(f) if exists else None,
+                 "status": "no checksum recorded" if exists else "missing"}
+            )  # fmt: skip
+    if first is None:
+        try:
+            _open(path, mmap=True, full=True, checksums=False)
+        except IndexDamage as exc:
+            first = exc
+        except ValueError as exc:
+            first = IndexDamage(str(exc))
+        if first is not None:
+            for row in rep["files"]:
+                if row["file"] == first.file and row["status"] in ("ok", "no checksum recorded"):
+                    row["status"] = first.what or str(first)
+    if first is not None:
+        rep.update(error=str(first), bad_file=first.file)
+    else:
+        rep["ok"] = True
+    return rep
+
+
 class _StrSeq(Sequence):
     """Read-only sequence of the strings stored as UTF-8 bytes + offsets (decoded on access)."""
 
-    def __init__(self, data: np.ndarray, off: np.ndarray):
-        self._data, self._off = data, off
+    def __init__(self, data: np.ndarray, off: np.ndarray, where: str = "ids_utf8.npy"):
+        self._data, self._off, self._where = data, off, where
 
     def __len__(self) -> int:
         return int(self._off.shape[0] - 1)
@@ -180,7 +305,11 @@ class _StrSeq(Sequence):
             i += n
         if not 0 <= i < n:
             raise IndexError("index out of range")
-        return bytes(self._data[self._off[i] : self._off[i + 1]]).decode("utf-8")
+        try:
+            return bytes(self._data[self._off[i] : self._off[i + 1]]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            what = f"id {i} is not UTF-8 ({exc.reason})"
+            raise IndexDamage(f"{self._where}: {what}", "ids_utf8.npy", what) from None
 
     def __eq__(self, other):
         return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
@@ -191,62 +320,82 @@ class _StrSeq(Sequence):
 def _load_ids(path: str, meta: dict, lazy: bool, check: bool):
     if meta["ids"] is None:
         return None
-    try:
-        data = np.load(os.path.join(path, "ids_utf8.npy"), mmap_mode="r" if lazy else None, allow_pickle=False)
-        off = np.load(os.path.join(path, "ids_off.npy"), allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: ids unreadable ({type(exc).__name__}: {exc})") from None
     n = int(meta["n_docs"])
-    if (
-        data.dtype != np.uint8
-        or off.dtype != np.int64
-        or off.shape != (n + 1,)
-        or off[0] != 0
-        or off[-1] != data.shape[0]
-        or np.any(np.diff(off) < 0)
-    ):
-        raise ValueError(f"{path}: ids_off.npy / ids_utf8.npy do not describe {n} ids")
-    seq = _StrSeq(data, off)
+    data = _read_npy(path, "ids_utf8", mmap=lazy)
+    off = _read_npy(path, "ids_off", mmap=False)
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise _where(path, "ids_utf8", f"must be a 1-D uint8 array, got {data.dtype} {data.shape}")
+    if off.dtype != np.int64 or off.shape != (n + 1,):
+        raise _where(path, "ids_off", f"must be int64 of shape ({n + 1},), got {off.dtype} {off.shape}")
+    if off[0] != 0 or off[-1] != data.shape[0] or np.any(off[1:] < off[:-1]):
+        raise _where(path, "ids_off", f"does not describe {n} ids in ids_utf8.npy ({data.shape[0]} bytes)")
+    seq = _StrSeq(data, off, os.path.join(path, "ids_utf8.npy"))
     if lazy and not check:
         return seq
-    try:
-        ids = list(seq)
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: ids_utf8.npy is not UTF-8") from None
+    ids = list(seq)
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: ids holds duplicates")
+        raise _where(path, "ids_utf8", "holds duplicate ids")
     return ids
 
 
+def _where(path: str, name: str, what: str) -> IndexDamage:
+    """``IndexDamage`` naming ``<path>/<name>.npy``."""
+    return IndexDamage(f"{os.path.join(path, name + '.npy')}: {what}", name + ".npy", what)
+
+
+def _read_npy(path: str, name: str, mmap: bool) -> np.ndarray:
+    f = os.path.join(path, name + ".npy")
+    if not os.path.isfile(f):
+        raise _where(path, name, "missing")
+    try:
+        return np.load(f, mmap_mode="c" if mmap else None, allow_pickle=False)
+    except Exception as exc:  # numpy raises ValueError, OSError, EOFError, SyntaxError, ... on a damaged file
+        raise _where(path, name, f"unreadable ({type(exc).__name__}: {exc})") from None
+
+
 def _load_arrays(path: str, meta: dict, cfg: SGRConfig, mmap: bool) -> dict:
-    listing = meta.get("arrays")
-    if not isinstance(listing, dict):
-        raise ValueError(f"{os.path.join(path, 'meta.json')}: arrays must be an object")
+    listing = meta["arrays"]
+    mpath = os.path.join(path, "meta.json")
     need = array_names(cfg)
     missing = [k for k in need if k not in listing]
     if missing:
-        raise ValueError(f"{os.path.join(path, 'meta.json')}: missing array(s) {missing}")
+        raise IndexDamage(f"{mpath}: missing array(s) {missing}", "meta.json")
     ix = {}
     for k in need:
-        f = os.path.join(path, k + ".npy")
-        if not os.path.isfile(f):
-            raise ValueError(f"{path}: {k}.npy missing")
-        try:
-            a = np.load(f, mmap_mode="c" if mmap else None, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{f}: unreadable ({type(exc).__name__}: {exc})") from None
+        a = _read_npy(path, k, mmap)
         try:
             want = (np.dtype(listing[k][0]), tuple(int(x) for x in listing[k][1]))
         except (TypeError, ValueError, IndexError):
-            raise ValueError(f"{os.path.join(path, 'meta.json')}: arrays.{k} must be [dtype, shape]") from None
+            raise IndexDamage(f"{mpath}: arrays.{k} must be [dtype, shape]", "meta.json") from None
         if (a.dtype, a.shape) != want:
-            raise ValueError(f"{f}: holds {a.dtype} {a.shape}, meta.json lists {want[0]} {want[1]}")
+            raise _where(path, k, f"holds {a.dtype} {a.shape}, meta.json lists {want[0]} {want[1]}")
         ix[k] = np.asarray(a) if mmap else a  # a plain ndarray view on the map (one Numba type)
     return ix
 
 
-def _check_meta(meta, mpath: str) -> None:
+def _check_meta(meta, mpath: str, summed: bool = False) -> None:
     """Check the ``meta.json`` object of :func:`save_index` (format 2)."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
+    _check_format(meta, mpath)
+    missing = [k for k in ("params", "terms", "ids", "n_docs") if k not in meta]
+    if missing:
+        raise ValueError(f"{mpath}: missing key(s) {missing}")
+    if not isinstance(meta["params"], dict):
+        raise ValueError(f"{mpath}: params must be an object")
+    n = meta["n_docs"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{mpath}: n_docs must be a positive integer, got {n!r}")
+    if meta["ids"] not in (None, "ids_utf8.npy"):
+        raise ValueError(f"{mpath}: ids must be null or 'ids_utf8.npy'")
+    check_meta_lists({**meta, "ids": None}, mpath)
+    if not isinstance(meta.get("arrays"), dict):
+        raise ValueError(f"{mpath}: arrays must be an object")
+    _check_file_records(meta, mpath, summed)
+
+
+def _check_format(meta, mpath: str) -> None:
+    """Refuse a manifest that is no JSON object or of another format (before its checksum is compared)."""
     if not isinstance(meta, dict):
         raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
     fmt = meta.get("format")
@@ -259,17 +408,22 @@ def _check_meta(meta, mpath: str) -> None:
             f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads format {FORMAT}; "
             "an index written by a newer jkofast needs that version)"
         )
-    missing = [k for k in ("params", "terms", "ids", "n_docs") if k not in meta]
-    if missing:
-        raise ValueError(f"{mpath}: missing key(s) {missing}")
-    if not isinstance(meta["params"], dict):
-        raise ValueError(f"{mpath}: params must be an object")
-    n = meta["n_docs"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{mpath}: n_docs must be a positive integer, got {n!r}")
-    if meta["ids"] not in (None, "ids_utf8.npy"):
-        raise ValueError(f"{mpath}: ids must be null or 'ids_utf8.npy'")
-    check_meta_lists({**meta, "ids": None}, mpath)
+
+
+def _check_file_records(meta: dict, mpath: str, summed: bool) -> None:
+    """Check the ``files`` record: present exactly when the manifest is checksummed; one entry per array file."""
+    files = meta.get("files")
+    if not summed:
+        if files is not None:
+            raise ValueError(f"{mpath}: records file checksums but not its own (its checksum field is damaged)")
+        return
+    check_file_records(files, mpath)
+    want = {k + ".npy" for k in meta["arrays"]}
+    if meta["ids"] is not None:
+        want |= {"ids_utf8.npy", "ids_off.npy"}
+    lost = sorted(want - set(files))
+    if lost:
+        raise ValueError(f"{mpath}: files records no checksum for {lost}")
 
 
 def check_meta_lists(meta, where: str) -> None:
@@ -288,7 +442,7 @@ def check_meta_lists(meta, where: str) -> None:
 
 
 def _bad(zpath, name, what):
-    return ValueError(f"{zpath}: {name} {what}")
+    return IndexDamage(f"{zpath}: {name} {what}", name + ".npy", f"{name} {what}")
 
 
 def _ids_in(ix, k, hi, zpath, arr=None):
@@ -346,7 +500,7 @@ def check_structure(ix: dict, meta: dict, cfg: SGRConfig, where: str) -> None:
     if ix["dl"].dtype not in (np.uint16, np.float64) or ix["dl"].shape != (N,):
         raise _bad(where, "dl", f"must be uint16 or float64 of shape ({N},), got {ix['dl'].dtype} {ix['dl'].shape}")
     if meta["terms"] is not None and len(meta["terms"]) != V:
-        raise ValueError(f"{where}: {len(meta['terms'])} terms for {V} idf entries")
+        raise _bad(where, "idf", f"has {V} entries for the {len(meta['terms'])} terms of meta.json")
     for k in ("bm25_idf", "c_norm", "r_nj", "r_scale", "gvar"):
         if ix[k].shape != (V,):
             raise _bad(where, k, f"has shape {ix[k].shape}, expected ({V},)")
@@ -395,38 +549,97 @@ def _check_v_tables(ix: dict, V: int, where: str) -> None:
             raise _bad(where, ptr, "must be non-decreasing")
     for k, hi in (("c_terms", V), ("r_terms", V), ("a_idx", V), ("g_idx", V)):
         _ids_in(ix, k, hi, where)
-    for k in ("idf", "bm25_idf", "c_vals", "c_norm", "r_w", "r_nj", "r_scale", "gvar", "a_val", "g_val"):
-        if ix[k].size and not np.isfinite(ix[k]).all():
+    for k in ("idf", "bm25_idf", "c_vals", "c_norm", "c_w", "r_w", "r_nj", "r_scale", "gvar", "a_val", "g_val"):
+        a = ix[k].view(np.float16) if ix[k].dtype == np.uint16 else ix[k]  # float16 bits (reliability_float16)
+        if a.size and not np.isfinite(a).all():
             raise _bad(where, k, "contains NaN or inf")
 
 
-def _check_full(ix: dict, cfg: SGRConfig, where: str) -> None:
-    """Read every N- and M-sized array: pointers monotone, ids in range, values finite."""
+def _term_after_sentinel(ct: np.ndarray, V: int) -> bool:
+    """Whether a row of ``ct`` holds a slot >= V (a sentinel) before a slot < V (a term).
+
+    One pass per block: the flags ``slot >= V`` are bytes (0/1), eight to a uint64 word in slot
+    order, so "flag r set and flag r + 1 clear" is a shift and a mask per word (and across
+    neighbouring words) instead of three boolean temporaries per slot.
+    """
+    M, S = ct.shape
+    if S < 2:
+        return False
+    low7 = np.uint64(0x00FFFFFFFFFFFFFF)
+    for lo in range(0, M, _ROWS):
+        big = ct[lo : lo + _ROWS] >= V
+        if S % 8:
+            if np.any(big[:, :-1] & ~big[:, 1:]):
+                return True
+            continue
+        w = big.view(np.uint64)
+        if np.any(w & ~(w >> np.uint64(8)) & low7):
+            return True
+        if w.shape[1] > 1 and np.any((w[:, :-1] >> np.uint64(56)) & ~w[:, 1:] & np.uint64(1)):
+            return True
+    return False
+
+
+def check_ranges(ix: dict, cfg: SGRConfig, where: str) -> None:
+    """Check, at every open, each id, pointer and sentinel the query kernels index with (vectorised passes).
+
+    After :func:`check_structure` (dtypes, shapes, pointer ends, the O(V) tables): the support
+    pointer is monotone and its term ids below V; memberships and postings name documents in
+    [0, N); each code is its term ids then sentinels only (a code whose last slot holds a term
+    holds no sentinel before it: the kernel's unrolled path relies on it); no document has more than ``n_memberships``
+    memberships (the query scratch holds that many per document); lengths are finite and
+    non-negative.  Blocked, so the temporaries stay bounded on a large index.
+    """
     V = ix["idf"].shape[0]
     N = ix["dl"].shape[0]
     s = ix["s_indptr"]
     if np.any(s[1:] < s[:-1]):  # (not np.diff: it wraps around on uint32)
         raise _bad(where, "s_indptr", "must be non-decreasing")
-    _ids_in(ix, "s_idx", V, where)
+    if ix["s_idx"].size and int(ix["s_idx"].max()) >= V:
+        raise _bad(where, "s_idx", f"holds ids outside [0, {V})")
     _ids_in(ix, "mem_doc", N, where)
     if cfg.postings:
         _ids_in(ix, "t_docs", N, where)
-    for k in ("dl", "mem_m", "t_tf"):
-        if k in ix and ix[k].dtype.kind == "f" and ix[k].size and not np.isfinite(ix[k]).all():
-            raise _bad(where, k, "contains NaN or inf")
-    if ix["dl"].size and ix["dl"].min() < 0:
-        raise _bad(where, "dl", "holds negative lengths")
-    ct = ix["code_term"]
-    valid = ct < V
-    # a code is its ascending term ids then sentinels only
-    if ct.shape[1] > 1 and np.any(valid[:, 1:] & ~valid[:, :-1]):
-        raise _bad(where, "code_term", "holds a term id after the sentinel")
-    if np.any(ct[valid] >= V):
-        raise _bad(where, "code_term", f"holds ids outside [0, {V})")
-    per_doc = np.bincount(ix["mem_doc"].astype(np.int64), minlength=N)
+    dl = ix["dl"]
+    if dl.dtype.kind == "f" and dl.size:
+        if not np.isfinite(dl).all():
+            raise _bad(where, "dl", "contains NaN or inf")
+        if dl.min() < 0:
+            raise _bad(where, "dl", "holds negative lengths")
+    if _term_after_sentinel(ix["code_term"], V):
+        raise _bad(where, "code_term", "holds a term id after a sentinel (a code is its terms, then sentinels)")
+    md = ix["mem_doc"]
+    per_doc = np.zeros(N, np.int64)
+    for lo in range(0, md.shape[0], _ROWS * 16):
+        per_doc += np.bincount(md[lo : lo + _ROWS * 16], minlength=N)
     if per_doc.size and per_doc.max() > cfg.n_memberships:
         raise _bad(
             where,
             "mem_doc",
             f"gives a document {int(per_doc.max())} memberships, but params n_memberships = {cfg.n_memberships}",
         )
+
+
+def _check_full(ix: dict, cfg: SGRConfig, where: str) -> None:
+    """Check the rest of the format, after :func:`check_ranges` (``verify``, in-memory loads, ``--check``).
+
+    Values finite; code slots hold term ids or the sentinel (the dtype's largest value); the
+    document frequencies ``t_indptr`` equal those of the support (``s_idx``).  (The order of
+    entries within a row is not checked: the query kernels' safety does not depend on it.)
+    """
+    V = ix["idf"].shape[0]
+    for k in ("mem_m", "t_tf"):
+        if k in ix and ix[k].size and not np.isfinite(ix[k]).all():
+            raise _bad(where, k, "contains NaN or inf")
+    ct = ix["code_term"]
+    top = np.iinfo(ct.dtype).max
+    for lo in range(0, ct.shape[0], _ROWS):
+        blk = ct[lo : lo + _ROWS]
+        if np.any((blk >= V) & (blk != top)):
+            raise _bad(where, "code_term", f"holds ids outside [0, {V}) other than the sentinel {top}")
+    df = np.zeros(V, np.int64)
+    si = ix["s_idx"]
+    for lo in range(0, si.shape[0], _ROWS * 16):
+        df += np.bincount(si[lo : lo + _ROWS * 16], minlength=V)
+    if not np.array_equal(df, np.diff(ix["t_indptr"])):
+        raise _bad(where, "t_indptr", "does not hold the document frequencies of the support (s_idx)")

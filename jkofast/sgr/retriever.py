@@ -641,11 +641,13 @@ class SparseGeometricRetriever(QueryPath):
         mmap : bool, default False
             Memory-map the arrays (``numpy.load(mmap_mode="c")``: pages are read when a
             query touches them; nothing is written back).  Opening then costs the O(V)
-            tables (semantic lists, vocabulary) plus one pass over ``dl``; the big arrays
-            get structural checks only (dtype, shape, pointer ends), unless ``verify``.
+            tables (semantic lists, vocabulary), the checksums of the small files, and
+            vectorised passes over every id, pointer and sentinel array the query kernels
+            index with (so no damaged file can crash a query; docs/integrity.md).
         verify : bool, default False
-            With ``mmap``, also run the full check over every array (ids in range, pointers
-            monotone, values finite), as an in-memory load always does.
+            With ``mmap``, also check the CRC32 of every file against ``meta.json`` and the
+            rest of the format (values finite, rows ascending), as an in-memory load always
+            does.
 
         Raises
         ------

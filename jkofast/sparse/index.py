@@ -16,10 +16,12 @@ Scoring variants (SPEC A.2.3, B.2):
 * ``TfidfIndex`` -- scikit-learn ``TfidfVectorizer`` (smooth idf ``ln((1+N)/(1+n)) + 1``, raw
   tf, L2 rows); score = cosine between the L2-normalised query and document vectors.
 
-Persistence: ``index.save(dir)`` writes ``manifest.json`` (format name + version, class,
-parameters, analyser, array shapes/dtypes), ``vocab.txt`` and one ``.npy`` per array;
-``load_index(dir, mmap=True)`` memory-maps the arrays and raises ``ValueError`` for another
-format version, a missing file or a truncated / mismatched array.
+Persistence: ``index.save(dir)`` writes ``vocab.txt`` and one ``.npy`` per array, then
+``manifest.json`` (format name + version, class, parameters, analyser, array shapes/dtypes,
+every file's size and CRC32, and its own CRC32 as its last field); ``load_index(dir, mmap=True)``
+memory-maps the arrays and raises ``ValueError`` naming the file for another format version, a
+missing, truncated, changed or mismatched file, or postings a kernel cannot trust
+(docs/integrity.md); ``check_index(dir)`` is the report of ``jkofast index --check``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from jkofast._io import atomic_save_npy, atomic_write_json, atomic_write_text
+from jkofast._io import (
+    IndexDamage,
+    atomic_save_npy,
+    atomic_write_manifest,
+    atomic_write_text,
+    check_file_record,
+    check_file_records,
+    file_record,
+    read_manifest,
+)
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
 from jkofast._validation import (
@@ -39,7 +50,6 @@ from jkofast._validation import (
     check_int,
     check_offsets,
     check_positive,
-    read_json_file,
     rescale_rows_csr,
 )
 from jkofast.kernels.sparse import cosine as _kc
@@ -57,6 +67,7 @@ __all__ = [
     "BM25Index",
     "SparseIndex",
     "TfidfIndex",
+    "check_index",
     "cosine_cross",
     "cosine_pools",
     "cosine_rows",
@@ -66,6 +77,9 @@ __all__ = [
 
 FORMAT_NAME = "jkofast-sparse-index"
 FORMAT_VERSION = 1
+# files up to this size have their checksum verified at every open; larger ones get size, header
+# and range checks at open and their checksum with ``verify``
+OPEN_CHECKSUM_BYTES = 1 << 22
 # top-k (k <= 16) of a positive-weight query scans a dense accumulator instead of listing
 # the touched documents when n_docs <= _DENSE_RATIO * (postings of the query): a vectorised
 # blocked scan of n_docs scores beats touched-list upkeep (~4x costlier per posting than per
@@ -288,7 +302,8 @@ class SparseIndex:
     def save(self, path: str) -> str:
         """Write the index to folder ``path`` (created); returns ``path``.
 
-        Every file is written atomically (:mod:`jkofast._io`), the manifest last.
+        Every file is written atomically (:mod:`jkofast._io`), the manifest last, with every
+        file's size and CRC32.
         """
         self._check_fitted()
         os.makedirs(path, exist_ok=True)
@@ -300,6 +315,7 @@ class SparseIndex:
         has_vocab = self.vocab.terms is not None
         if has_vocab:
             atomic_write_text(os.path.join(path, "vocab.txt"), "\n".join(self.vocab.terms) + "\n")
+        names = [f"{name}.npy" for name in arrays] + (["vocab.txt"] if has_vocab else [])
         manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -311,8 +327,11 @@ class SparseIndex:
             "n_terms": int(self.n_terms),
             "vocab": "vocab.txt" if has_vocab else None,
             "arrays": arrays,
+            "checksum": "crc32",
+            "files": {f: file_record(os.path.join(path, f)) for f in names},
         }
-        atomic_write_json(os.path.join(path, "manifest.json"), manifest, indent=2)  # last: it names the files above
+        # last: it names the files above
+        atomic_write_manifest(os.path.join(path, "manifest.json"), manifest, indent=2)
         return path
 
 
@@ -464,7 +483,7 @@ class TfidfIndex(SparseIndex):
 
 
 # ---- loading ------------------------------------------------------------------------
-def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
+def load_index(path: str, mmap: bool | str = True, verify: bool = False) -> SparseIndex:
     """Load an index written by ``save``.
 
     Parameters
@@ -477,42 +496,141 @@ def load_index(path: str, mmap: bool | str = True) -> SparseIndex:
         typed as writable, so the kernels warmed up by ``jkofast.warmup()`` are reused).
         ``"r"`` maps them read-only, which Numba types differently (one extra compilation
         per kernel on first use).  ``False`` reads them into memory.
+    verify : bool
+        Also check the CRC32 of every file and the invariants that cannot crash a kernel (finite
+        weights, non-negative lengths), as an in-memory load (``mmap=False``) always does.  Every
+        open checks the manifest's own checksum, each file's size, the checksum of files up to
+        ``OPEN_CHECKSUM_BYTES``, and every pointer and id a kernel indexes with.
 
     Raises
     ------
     ValueError
-        Missing/invalid manifest, another format version, a missing, truncated or
-        mismatched array file, postings that point outside the document range.
+        Missing/invalid manifest, another format version, a missing, truncated, changed or
+        mismatched array file, postings that point outside the document range; the message
+        names the file (``IndexDamage``, whose ``file`` attribute holds its name).
     """
-    man = _read_manifest(path)
     if mmap not in (True, False, "r", "c"):
         raise ValueError(f"mmap must be True, False, 'r' or 'c', got {mmap!r}")
+    return _open(os.fspath(path), mmap, bool(verify) or mmap is False, checksums=True)
+
+
+def _open(path: str, mmap, full: bool, checksums: bool) -> SparseIndex:
+    man, summed = _read_manifest(path)
     mode = "c" if mmap is True else (mmap or None)
-    idx = _empty_index(man, os.path.join(path, "manifest.json"))
+    mpath = os.path.join(path, "manifest.json")
+    if summed:
+        for name, rec in man["files"].items():
+            check_file_record(path, name, rec, checksum=checksums and (full or rec["bytes"] <= OPEN_CHECKSUM_BYTES))
+    try:
+        idx = _empty_index(man, mpath)
+    except (KeyError, TypeError, ValueError) as exc:
+        what = f"bad class, analyzer or params ({type(exc).__name__}: {exc})"
+        raise IndexDamage(f"{mpath}: {what}", "manifest.json", what) from None
     for name, meta in man["arrays"].items():
         setattr(idx, name, _load_array(path, name, meta, mode))
-    if not hasattr(idx, "idf") or idx.idf is None:
-        raise ValueError(f"{path}: idf array missing")
+    if getattr(idx, "idf", None) is None:
+        raise IndexDamage(f"{path}: idf.npy missing", "idf.npy", "missing")
     idx.n_docs = int(man["n_docs"])
-    _check_postings(idx, path, man["n_terms"])
+    _check_postings(idx, path, man["n_terms"], full)
     if man.get("vocab"):
         vf = os.path.join(path, man["vocab"])
         if not os.path.isfile(vf):
-            raise ValueError(f"{path}: vocabulary file {man['vocab']} is missing")
-        with open(vf, encoding="utf-8") as fh:
-            terms = fh.read().split("\n")[:-1]
+            raise IndexDamage(f"{vf}: vocabulary file missing", man["vocab"], "missing")
+        try:
+            with open(vf, encoding="utf-8") as fh:
+                terms = fh.read().split("\n")[:-1]
+        except UnicodeDecodeError as exc:
+            what = f"not UTF-8 ({exc.reason} at byte {exc.start})"
+            raise IndexDamage(f"{vf}: {what}", man["vocab"], what) from None
         if len(terms) != man["n_terms"]:
-            raise ValueError(f"{vf}: {len(terms)} terms, manifest says {man['n_terms']} (truncated?)")
+            what = f"{len(terms)} terms, the manifest says {man['n_terms']} (truncated?)"
+            raise IndexDamage(f"{vf}: {what}", man["vocab"], what)
+        if len(set(terms)) != len(terms):
+            raise IndexDamage(f"{vf}: holds duplicate terms", man["vocab"], "holds duplicate terms")
         idx.vocab._set_terms(terms)
     return idx
 
 
-def _read_manifest(path: str) -> dict:
-    """Return the parsed ``manifest.json`` of ``path`` after checking the format name and version."""
+def check_index(path) -> dict:
+    """Check every file and every invariant of a BM25 / TF-IDF index folder (``jkofast index --check``).
+
+    The manifest's own checksum, then every recorded file (present, size, CRC32; every problem
+    listed), then the arrays and the invariants ``load_index(verify=True)`` checks (the first
+    violation, naming its file).
+
+    Returns
+    -------
+    dict
+        ``{"path", "kind": "sparse", "format", "checksums": "crc32" | "none recorded", "files":
+        [{"file", "bytes", "status"}], "ok", "error", "bad_file"}``.
+    """
+    path = os.fspath(path)
+    rep = {"path": path, "kind": "sparse", "format": None, "checksums": None, "files": [], "ok": False}
+    rep.update(error=None, bad_file=None)
+    try:
+        man, summed = _read_manifest(path)
+    except IndexDamage as exc:
+        rep.update(error=str(exc), bad_file=exc.file)
+        return rep
+    rep["format"] = f"{FORMAT_NAME} {FORMAT_VERSION}"
+    rep["checksums"] = "crc32" if summed else "none recorded"
+    first = None
+    if summed:
+        for name, rec in man["files"].items():
+            row = {"file": name, "bytes": rec["bytes"], "status": "ok"}
+            try:
+                check_file_record(path, name, rec, checksum=True)
+            except IndexDamage as exc:
+                row["status"] = exc.what
+                first = first or exc
+            rep["files"].append(row)
+    else:
+        names = [f"{k}.npy" for k in man["arrays"]] + ([man["vocab"]] if man.get("vocab") else [])
+        for name in names:
+            f = os.path.join(path, name)
+            ok = os.path.isfile(f)
+            rep["files"].append(
+                {"file": name, "bytes": os.path.getsize(f) if ok else None,
+                 "status": "no checksum recorded" if ok else "missing"}
+            )  # fmt: skip
+    if first is None:
+        try:
+            _open(path, True, True, checksums=False)
+        except IndexDamage as exc:
+            first = exc
+        except ValueError as exc:
+            first = IndexDamage(str(exc))
+        if first is not None:
+            for row in rep["files"]:
+                if row["file"] == first.file and row["status"] in ("ok", "no checksum recorded"):
+                    row["status"] = first.what or str(first)
+    if first is not None:
+        rep.update(error=str(first), bad_file=first.file)
+    else:
+        rep["ok"] = True
+    return rep
+
+
+def _read_manifest(path: str) -> tuple[dict, bool]:
+    """Return ``(manifest, checksummed)`` of ``path`` after checking its checksum, format name and version."""
     mpath = os.path.join(path, "manifest.json")
-    man = read_json_file(
-        mpath, missing=f"{path}: not a jkofast index (manifest.json missing)", invalid=f"{mpath}: invalid manifest"
-    )
+    try:
+        man, summed = read_manifest(
+            mpath,
+            missing=f"{path}: not a jkofast index (manifest.json missing)",
+            invalid=f"{mpath}: invalid manifest",
+            precheck=lambda m: _check_format(m, mpath),
+        )
+        _check_manifest(man, mpath, summed)
+    except IndexDamage:
+        raise
+    except ValueError as exc:
+        raise IndexDamage(str(exc), "manifest.json" if os.path.isfile(mpath) else None) from None
+    return man, summed
+
+
+def _check_format(man: dict, mpath: str) -> None:
+    """Refuse another format or version (before the manifest's checksum is compared)."""
     if man.get("format") != FORMAT_NAME:
         raise ValueError(f"{mpath}: not a jkofast sparse index (format={man.get('format')!r})")
     if man.get("format_version") != FORMAT_VERSION:
@@ -520,7 +638,35 @@ def _read_manifest(path: str) -> dict:
             f"{mpath}: index format version {man.get('format_version')!r} is not supported "
             f"(this jkofast reads version {FORMAT_VERSION}); rebuild the index"
         )
-    return man
+
+
+def _check_manifest(man: dict, mpath: str, summed: bool) -> None:
+    _check_format(man, mpath)
+    for key in ("n_docs", "n_terms"):
+        v = man.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{mpath}: {key} must be a non-negative integer, got {v!r}")
+    arrays = man.get("arrays")
+    if not isinstance(arrays, dict) or not all(
+        isinstance(m, dict) and isinstance(m.get("dtype"), str) and isinstance(m.get("shape"), list)
+        for m in arrays.values()
+    ):
+        raise ValueError(f"{mpath}: arrays must map names to {{'dtype', 'shape'}}")
+    known = set(TfidfIndex._arrays)
+    if not set(arrays) <= known:
+        raise ValueError(f"{mpath}: unknown array(s) {sorted(set(arrays) - known)}")
+    if man.get("vocab") not in (None, "vocab.txt"):
+        raise ValueError(f"{mpath}: vocab must be null or 'vocab.txt'")
+    files = man.get("files")
+    if not summed:
+        if files is not None:
+            raise ValueError(f"{mpath}: records file checksums but not its own (its checksum field is damaged)")
+        return
+    check_file_records(files, mpath)
+    want = {f"{k}.npy" for k in arrays} | ({"vocab.txt"} if man.get("vocab") else set())
+    lost = sorted(want - set(files))
+    if lost:
+        raise ValueError(f"{mpath}: files records no checksum for {lost}")
 
 
 def _empty_index(man: dict, mpath: str) -> SparseIndex:
@@ -532,7 +678,10 @@ def _empty_index(man: dict, mpath: str) -> SparseIndex:
     p = man.get("params", {})
     if cls is BM25Index:
         idx = BM25Index(p["variant"], p["k1"], p["b"], p["epsilon"], analyzer, man.get("max_features"))
-        idx.avgdl = p["avgdl"]
+        avgdl = p["avgdl"]
+        if isinstance(avgdl, bool) or not isinstance(avgdl, (int, float)) or not np.isfinite(avgdl) or avgdl <= 0:
+            raise ValueError(f"avgdl must be a positive number, got {avgdl!r}")
+        idx.avgdl = avgdl
         return idx
     return TfidfIndex(analyzer, man.get("max_features"))
 
@@ -540,32 +689,74 @@ def _empty_index(man: dict, mpath: str) -> SparseIndex:
 def _load_array(path: str, name: str, meta: dict, mode) -> np.ndarray:
     """Load ``path/name.npy`` (memory-mapped with ``mode``) and check its dtype and shape against ``meta``."""
     f = os.path.join(path, f"{name}.npy")
+    fn = f"{name}.npy"
     if not os.path.isfile(f):
-        raise ValueError(f"{path}: array file {name}.npy is missing")
+        raise IndexDamage(f"{f}: array file missing", fn, "missing")
     try:
         a = np.load(f, mmap_mode=mode, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise ValueError(f"{f}: cannot read array (truncated or corrupt file: {e})") from None
+    except Exception as e:  # numpy raises ValueError, OSError, EOFError, SyntaxError, ... on a damaged file
+        what = f"cannot read array (truncated or corrupt file: {type(e).__name__}: {e})"
+        raise IndexDamage(f"{f}: {what}", fn, what) from None
     if a.dtype.str != meta["dtype"] or list(a.shape) != meta["shape"]:
-        raise ValueError(f"{f}: expected {meta['dtype']} {meta['shape']}, found {a.dtype.str} {list(a.shape)}")
+        what = f"expected {meta['dtype']} {meta['shape']}, found {a.dtype.str} {list(a.shape)}"
+        raise IndexDamage(f"{f}: {what}", fn, what)
     return a
 
 
-def _check_postings(idx: SparseIndex, path: str, n_terms: int) -> None:
-    """Check the loaded postings against the manifest and the invariants the scoring kernels trust.
+def _damaged(path: str, name: str, what: str) -> IndexDamage:
+    return IndexDamage(f"{os.path.join(path, name)}: {what}", name, what)
 
-    The kernels index their per-document buffers with ``post_docs``: the invariants are checked
-    once here (one pass over the postings) instead of risking an out-of-bounds write on a
-    corrupt file.
+
+def _check_postings(idx: SparseIndex, path: str, n_terms: int, full: bool = False) -> None:
+    """Check the loaded arrays against the manifest and the invariants the kernels trust.
+
+    The scoring kernels index their per-document buffers with ``post_docs`` and read
+    ``post_w``, ``idf`` and the query weights by term; the TF-IDF cosine kernels read the
+    document rows: every pointer, id and length is checked at open (vectorised passes) instead
+    of risking an out-of-bounds access on a corrupt file.  ``full`` adds finite weights
+    and non-negative lengths.
     """
-    if idx.term_ptr.shape[0] != n_terms + 1 or int(idx.term_ptr[-1]) != idx.post_docs.shape[0]:
-        raise ValueError(f"{path}: postings are inconsistent with the manifest")
-    if int(idx.term_ptr[0]) != 0 or np.any(np.diff(idx.term_ptr) < 0):
-        raise ValueError(f"{path}: term_ptr.npy is not a valid pointer array (corrupt index)")
-    if idx.post_docs.size and (int(idx.post_docs.min()) < 0 or int(idx.post_docs.max()) >= idx.n_docs):
-        raise ValueError(f"{path}: post_docs.npy holds document ids outside [0, {idx.n_docs}) (corrupt index)")
-    if idx.doc_len is not None and idx.doc_len.shape[0] != idx.n_docs:
-        raise ValueError(f"{path}: doc_len.npy has {idx.doc_len.shape[0]} entries for {idx.n_docs} documents")
+    n_docs = idx.n_docs
+    tp, pd, pw = idx.term_ptr, idx.post_docs, idx.post_w
+    if tp.dtype.kind not in "iu" or tp.shape != (n_terms + 1,):
+        raise _damaged(path, "term_ptr.npy", f"must be an integer ({n_terms + 1},) pointer (n_terms = {n_terms})")
+    if pd.dtype.kind not in "iu" or pd.ndim != 1 or int(tp[-1]) != pd.shape[0]:
+        raise _damaged(path, "term_ptr.npy", f"must end at len(post_docs) = {pd.shape[0]}")
+    if int(tp[0]) != 0 or np.any(tp[1:] < tp[:-1]):
+        raise _damaged(path, "term_ptr.npy", "is not a valid pointer array (starts at 0, non-decreasing)")
+    if pd.size and (int(pd.min()) < 0 or int(pd.max()) >= n_docs):
+        raise _damaged(path, "post_docs.npy", f"holds document ids outside [0, {n_docs})")
+    if pw.dtype != np.float32 or pw.shape != pd.shape:
+        raise _damaged(path, "post_w.npy", f"must be float32 of shape {pd.shape} like post_docs")
+    if idx.doc_len is None or idx.doc_len.dtype.kind not in "iu" or idx.doc_len.shape != (n_docs,):
+        raise _damaged(path, "doc_len.npy", f"must be an integer array of {n_docs} entries (n_docs)")
+    if idx.idf.dtype != np.float64 or idx.idf.shape != (n_terms,):
+        raise _damaged(path, "idf.npy", f"must be float64 of shape ({n_terms},)")
+    if isinstance(idx, TfidfIndex):
+        _check_doc_rows(idx, path, n_terms, n_docs)
+    if not full:
+        return
+    for name in ("post_w", "idf") + (("doc_w",) if isinstance(idx, TfidfIndex) else ()):
+        a = getattr(idx, name)
+        if a.size and not np.isfinite(a).all():
+            raise _damaged(path, f"{name}.npy", "contains NaN or inf")
+    if idx.doc_len.size and idx.doc_len.min() < 0:
+        raise _damaged(path, "doc_len.npy", "holds negative lengths")
+
+
+def _check_doc_rows(idx, path: str, n_terms: int, n_docs: int) -> None:
+    """Check the TF-IDF document rows (CSR over the terms) that the cosine kernels read."""
+    dp, dt, dw = idx.doc_ptr, idx.doc_terms, idx.doc_w
+    if dp is None or dt is None or dw is None:
+        raise _damaged(path, "doc_ptr.npy", "missing (a TF-IDF index holds doc_ptr, doc_terms, doc_w)")
+    if dp.dtype.kind not in "iu" or dp.shape != (n_docs + 1,) or dt.dtype.kind not in "iu" or dt.ndim != 1:
+        raise _damaged(path, "doc_ptr.npy", f"must be an integer ({n_docs + 1},) pointer over doc_terms")
+    if int(dp[0]) != 0 or int(dp[-1]) != dt.shape[0] or np.any(dp[1:] < dp[:-1]):
+        raise _damaged(path, "doc_ptr.npy", f"must rise from 0 to len(doc_terms) = {dt.shape[0]}")
+    if dt.size and (int(dt.min()) < 0 or int(dt.max()) >= n_terms):
+        raise _damaged(path, "doc_terms.npy", f"holds term ids outside [0, {n_terms})")
+    if dw.dtype != np.float32 or dw.shape != dt.shape:
+        raise _damaged(path, "doc_w.npy", f"must be float32 of shape {dt.shape} like doc_terms")
 
 
 # ---- sparse cosine wrappers ---------------------------------------------------------

@@ -84,9 +84,9 @@ class SparseRetriever:
         return self.index.save(path)
 
     @classmethod
-    def load(cls, path: str, method: str | None = None, mmap: bool = True) -> SparseRetriever:
-        """Load a saved index (``method`` inferred from it when omitted)."""
-        idx = load_index(path, mmap=mmap)
+    def load(cls, path: str, method: str | None = None, mmap: bool = True, verify: bool = False) -> SparseRetriever:
+        """Load a saved index (``method`` inferred from it when omitted; ``verify``: see ``load_index``)."""
+        idx = load_index(path, mmap=mmap, verify=verify)
         if method is None:
             if isinstance(idx, TfidfIndex):
                 method = "tfidf"

@@ -750,13 +750,19 @@ def test_registry_attributes(retr):
 
 
 def _corrupt(retr, tmp_path, edit_meta=None, edit_arrays=None):
-    """Save ``retr`` (format 2) and edit its meta.json / arrays (the listing follows the edits)."""
+    """Save ``retr`` (format 2) and edit its meta.json / arrays (the listing follows the edits).
+
+    The edited meta.json is written without checksums (as jkofast 0.1.0 wrote it), so that the
+    structural checks, not the checksums, meet the edits.
+    """
     import json
 
     d = str(tmp_path / "idx")
     retr.save(d)
     with open(os.path.join(d, "meta.json")) as f:
         m = json.load(f)
+    for k in ("manifest_crc32", "files", "checksum"):
+        m.pop(k)
     if edit_arrays is not None:
         ix = {k: np.load(os.path.join(d, k + ".npy")) for k in m["arrays"]}
         edit_arrays(ix)
@@ -827,12 +833,11 @@ def test_load_refuses_corrupted_index(retr, tmp_path, case, match):
         assert "meta.json" in str(e.value) or d in str(e.value)
 
 
-def test_load_mmap_skips_the_full_scan_but_verify_runs_it(retr, tmp_path):
-    """``load(mmap=True)`` checks structure only (a bad id deep inside ``mem_doc`` passes);
-    ``verify=True`` and the in-memory load read every array and refuse it."""
+def test_load_mmap_range_checks_every_id_the_kernels_index_with(retr, tmp_path):
+    """``load(mmap=True)`` range-checks the ids the kernels index with (issue #26: a bad id no
+    longer reaches a kernel); ``verify=True`` and the in-memory load refuse it too."""
     d = _corrupt(retr, tmp_path, edit_arrays=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000))
-    SparseGeometricRetriever.load(d, mmap=True)  # opened, not queried
-    for kw in (dict(), dict(mmap=True, verify=True)):
+    for kw in (dict(), dict(mmap=True), dict(mmap=True, verify=True)):
         with pytest.raises(ValueError, match="mem_doc holds ids"):
             SparseGeometricRetriever.load(d, **kw)
 
@@ -856,7 +861,7 @@ def test_load_refuses_foreign_or_broken_folders(retr, tmp_path):
     with open(os.path.join(d2, "code_term.npy"), "r+b") as f:
         f.truncate(100)
     for kw in (dict(), dict(mmap=True)):
-        with pytest.raises(ValueError, match=r"code_term\.npy: unreadable"):
+        with pytest.raises(ValueError, match=r"code_term\.npy: (unreadable|has 100 bytes)"):
             SparseGeometricRetriever.load(d2, **kw)
     with pytest.raises(ValueError, match="not a directory"):
         retr.save(os.path.join(d2, "code_term.npy"))

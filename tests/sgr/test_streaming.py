@@ -377,7 +377,7 @@ def test_a_failed_final_write_leaves_no_complete_index(tmp_path, monkeypatch):
     def disk_full(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(persist, "atomic_write_json", disk_full)  # the meta.json write fails
+    monkeypatch.setattr(persist, "atomic_write_manifest", disk_full)  # the meta.json write fails
     with pytest.raises(OSError, match="No space left"):
         st.build_index(path, out, params=SMALL, n_threads=1, progress=False, resume=False)
     assert not os.path.exists(out / "meta.json")
