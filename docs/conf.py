@@ -33,10 +33,8 @@ root_doc = "index"
 exclude_patterns = ["_build", "studies/*.json", "README.md"]
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
-# myst.header: the included CHANGELOG.md starts its sections at level 2.
-# toc.empty_glob: the index lists the integrity and examples pages by pattern, so the site builds
-# in a checkout that has not got them yet.
-suppress_warnings = ["myst.header", "toc.empty_glob"]
+# The included CHANGELOG.md starts its sections at level 2.
+suppress_warnings = ["myst.header"]
 
 autosummary_imported_members = False
 autodoc_default_options = {"members": False}
@@ -171,3 +169,22 @@ def _write_api_pages(srcdir: str) -> list[str]:
 
 # Written when this file is read, so that autosummary (which scans the listed sources for its stubs) sees them.
 autosummary_generate = _write_api_pages(os.path.dirname(os.path.abspath(__file__)))
+
+
+# Pages the index lists that are written apart from the guides; an absent one is left out of the
+# toctree (with a note in the build log) instead of failing the build.
+OPTIONAL_PAGES = ("integrity", "examples")
+
+
+def _drop_absent_pages(app, docname, source):
+    if docname != "index":
+        return
+    for page in OPTIONAL_PAGES:
+        if not os.path.exists(os.path.join(app.srcdir, f"{page}.md")):
+            print(f"docs: {page}.md absent, left out of the index")
+            source[0] = source[0].replace(f"\n{page}\n", "\n")
+
+
+def setup(app):
+    """Register the hook that leaves absent optional pages out of the index."""
+    app.connect("source-read", _drop_absent_pages)
