@@ -14,10 +14,10 @@ import sys
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-import jkofast  # noqa: E402
+import jkofast
 
 project = "jkofast"
-copyright = "2026, the jkofast developers"  # noqa: A001
+copyright = "2026, the jkofast developers"
 author = "the jkofast developers"
 release = version = jkofast.__version__
 
@@ -33,6 +33,7 @@ root_doc = "index"
 exclude_patterns = ["_build", "studies/*.json", "README.md"]
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
+# The included CHANGELOG.md starts its sections at level 2.
 suppress_warnings = ["myst.header"]
 
 autosummary_imported_members = False
@@ -61,16 +62,19 @@ WINGS = {
     "studies": "Studies",
     "distributed": "Dask",
     "selection": "Operating points",
-    "warmup": "Compilation and warm-up",
+    "warmups": "Compilation and warm-up",
 }
+# The command line and the compiled kernels behind the wrappers: not part of the Python API.
+INTERNAL = ("cli", "commands", "kernels")
 
 
 def _public_modules(wing: str) -> list:
-    """The importable modules of ``jkofast.<wing>`` that declare ``__all__`` (leaf modules; a plain module alone)."""
+    """Return the modules of ``jkofast.<wing>`` that declare ``__all__`` (leaf modules; a plain module alone)."""
     name = f"jkofast.{wing}"
     try:
         pkg = importlib.import_module(name)
-    except ImportError:
+    except ImportError as exc:
+        print(f"api: skipping {name} ({exc})")
         return []
     if not hasattr(pkg, "__path__"):
         return [pkg]
@@ -88,6 +92,16 @@ def _public_modules(wing: str) -> list:
     return out
 
 
+def _documented(module: str, name: str) -> bool:
+    """Whether ``module`` has an API page listing ``name`` (public, outside INTERNAL, in its ``__all__``)."""
+    parts = module.split(".")
+    if parts[0] != "jkofast" or len(parts) < 2 or parts[1] in INTERNAL:
+        return False
+    if any(p.startswith("_") for p in parts):
+        return False
+    return name in getattr(sys.modules.get(module), "__all__", ())
+
+
 def _split_names(mod) -> tuple[list, list]:
     """``(names defined in mod, [(name, canonical dotted path)] of names it re-exports)``.
 
@@ -97,11 +111,24 @@ def _split_names(mod) -> tuple[list, list]:
     for n in sorted(x for x in mod.__all__ if not x.startswith("_")):
         obj = getattr(mod, n)
         home = getattr(obj, "__module__", None)
-        if home and home != mod.__name__ and home.startswith("jkofast.") and hasattr(obj, "__qualname__"):
+        if home and home != mod.__name__ and _documented(home, n) and hasattr(obj, "__qualname__"):
             alias.append((n, f"{home}.{obj.__qualname__}"))
         else:
             own.append(n)
     return own, alias
+
+
+def public_names() -> dict[str, list[str]]:
+    """Map every module the API reference documents to the public names it defines the API reference documents.
+
+    The same walk as :func:`_write_api_pages`; ``tests/test_docs.py`` checks its pages against it.
+    """
+    return {mod.__name__: _split_names(mod)[0] for mod in _documented_modules()}
+
+
+def _documented_modules() -> list:
+    """Return the package itself (its shortcuts), then the public modules of every wing, in page order."""
+    return [jkofast, *(mod for wing in WINGS for mod in _public_modules(wing))]
 
 
 def _write_api_pages(srcdir: str) -> list[str]:
@@ -109,8 +136,8 @@ def _write_api_pages(srcdir: str) -> list[str]:
     here = os.path.join(srcdir, "api")
     os.makedirs(here, exist_ok=True)
     pages = []
-    for wing, title in WINGS.items():
-        mods = _public_modules(wing)
+    for wing, title in {"package": "The package namespace", **WINGS}.items():
+        mods = [jkofast] if wing == "package" else _public_modules(wing)
         if not mods:
             continue
         lines = [title, "=" * len(title), ""]

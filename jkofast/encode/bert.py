@@ -142,7 +142,7 @@ def _blas_threads(n: int):
 
 
 def tokenize(model, texts) -> list[np.ndarray]:
-    """Token ids per text (stripped, ``[CLS] ... [SEP]``, truncated to ``model.max_seq_length``).
+    """Token ids per text (stripped, wrapped in ``[CLS]``/``[SEP]``, truncated to ``model.max_seq_length``).
 
     Raises
     ------

@@ -23,7 +23,8 @@ Sensitivity. 150 epochs of constant-lr Adam on 79 queries drive the training los
 where Adam's steps occasionally spike the loss (on SciFact: 0.07 -> 0.93 for one epoch, then
 back). Rounding-level changes (another summation order, float32 instead of float64) move the
 timing of those spikes, so W itself is reproducible only to about 1 % across implementations
-(two summation orders of the same products: max |ΔW| 0.033 against max |W| 2.8), while the final
+(two summation orders of the same products: max ``|ΔW|`` 0.033 against
+max ``|W|`` 2.8), while the final
 loss agreed to 4e-5. Compare NM-JKO runs by their loss and ranking metrics, not by W.
 
 Random streams. The reference draws the init noise of ``W = [I_r | 0] + 0.01·N(0, 1)`` from

@@ -35,7 +35,7 @@ class SGRPool:
     ``doc`` int64 (nq, P): corpus row positions in final rank order, padded with -1;
     ``n`` int64 (nq,): pool size per query; each component (``tail``, ``lexadj``,
     ``sem``, ``rare``, ``relevance``, ``lex1``, ``bm25``) is float64 (nq, P) aligned with
-    ``doc`` and NaN-padded; ``n_routed_docs`` |U| and ``n_routed_terms`` per query;
+    ``doc`` and NaN-padded; ``n_routed_docs`` ``|U|`` and ``n_routed_terms`` per query;
     ``status`` int32 (0 ok, 3 empty query).
     """
 

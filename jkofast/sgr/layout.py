@@ -20,38 +20,38 @@ Compact layout (format 2; V terms, N passages, M memberships, S = ``code_size``,
 W = ceil(S / 16); "term" = uint16 when V <= 65,535 (65,535 = the sentinel), else uint32
 (4,294,967,295 = the sentinel)):
 
-=============  ==========  ===============================================================
-array          dtype       meaning
-=============  ==========  ===============================================================
-idf            float64 V   smooth idf of the full corpus (B.2)
-bm25_idf       float64 V   Lucene BM25 idf from the document frequencies (extension)
-dl             uint16 N    document length in analyser tokens (float64 when a length is
-                           not an integer in [0, 65535])
-s_indptr       uint32 N+1  binary support of each passage (B.3; int64 from 2**32 entries) ...
-s_idx          term        ... its term ids, ascending
-b_indptr       int64 V+1   memberships of branch j = rows ``b_indptr[j]:b_indptr[j+1]``,
-                           ascending passage id (branch-major: no separate posting list)
-mem_doc        int32 M     passage of each membership
-mem_m          float32 M   membership weight ``m_dj`` (B.3)
-code_term      term (M,S)  code term ids, ascending, then sentinels (B.4)
-code_sign      uint16 M,W  signs: bit ``r & 15`` of word ``r >> 4`` set = +1
-c_indptr       int64 V+1   branch centres, ``centre_size`` largest coordinates (B.3) ...
-c_terms        term        ... their term ids, ascending ...
-c_vals         float32     ... and values
-c_norm         float64 V   centre norms
-c_w            uint16 | float32  reliability weight of each centre entry (j, t): float16 bits
-                           (``reliability_float16``, the default) or float32
-r_indptr       int64 V+1   reliability entries (j, t) seen at least twice among the
-r_terms        term        calibration codes of branch j, ascending t ...
-r_w            uint16 | float32  ... and their weights (float16 bits by default, like c_w)
-r_nj           float64 V   calibration memberships per branch (n_j)
-r_scale        float64 V   per-branch rescaling to mean 1
-gvar           float64 V   global sign variance of each term
+=============  ===================  ===============================================================
+array          dtype                meaning
+=============  ===================  ===============================================================
+idf            float64 V            smooth idf of the full corpus (B.2)
+bm25_idf       float64 V            Lucene BM25 idf from the document frequencies (extension)
+dl             uint16 N             document length in analyser tokens (float64 when a length is
+                                    not an integer in [0, 65535])
+s_indptr       uint32 N+1           binary support of each passage (B.3; int64 from 2**32 entries) ...
+s_idx          term                 ... its term ids, ascending
+b_indptr       int64 V+1            memberships of branch j = rows ``b_indptr[j]:b_indptr[j+1]``,
+                                    ascending passage id (branch-major: no separate posting list)
+mem_doc        int32 M              passage of each membership
+mem_m          float32 M            membership weight ``m_dj`` (B.3)
+code_term      term (M,S)           code term ids, ascending, then sentinels (B.4)
+code_sign      uint16 M,W           signs: bit ``r & 15`` of word ``r >> 4`` set = +1
+c_indptr       int64 V+1            branch centres, ``centre_size`` largest coordinates (B.3) ...
+c_terms        term                 ... their term ids, ascending ...
+c_vals         float32              ... and values
+c_norm         float64 V            centre norms
+c_w            uint16 | float32     reliability weight of each centre entry (j, t): float16 bits
+                                    (``reliability_float16``, the default) or float32
+r_indptr       int64 V+1            reliability entries (j, t) seen at least twice among the
+r_terms        term                 calibration codes of branch j, ascending t ...
+r_w            uint16 | float32     ... and their weights (float16 bits by default, like c_w)
+r_nj           float64 V            calibration memberships per branch (n_j)
+r_scale        float64 V            per-branch rescaling to mean 1
+gvar           float64 V            global sign variance of each term
 a_indptr ...   int64/int32/float32  PPMI graph A (B.5)
-g_indptr ...   int64/term/float32  second-order graph G (B.5)
-t_indptr       int64 V+1   term document frequencies as a pointer (always) ...
-t_docs, t_tf   int32, float32  ... and the inverted postings (``postings=True`` only)
-=============  ==========  ===============================================================
+g_indptr ...   int64/term/float32   second-order graph G (B.5)
+t_indptr       int64 V+1            term document frequencies as a pointer (always) ...
+t_docs, t_tf   int32, float32       ... and the inverted postings (``postings=True`` only)
+=============  ===================  ===============================================================
 
 Reliability (B.4): the weight of code term t in branch j is ``r_w`` when (j, t) is stored;
 an entry seen once among the calibration codes (Σz = ±1, the great majority: 99 % on the
@@ -128,7 +128,7 @@ class Geometry(NamedTuple):
 
 
 class Shard(NamedTuple):
-    """Encoded passages ``first_doc .. first_doc + n_docs - 1`` (global ids).
+    """Encoded passages with global ids ``first_doc`` to ``first_doc + n_docs - 1``.
 
     ``mem_doc`` int32 (M,) global passage id of each membership (doc-major, ascending);
     ``mem_branch`` term (M,); ``mem_m`` float32 (M,); ``code_term`` term (M, S) ascending

@@ -13,7 +13,7 @@ reference-faithful unrolled gradient; ``jko_blend`` (vanilla: C from the raw cos
 ``nm_jko`` (the same with ``projection=W``: C from ``cos(W z_i, W z_j)``, K and the energy on the
 raw rows). Both reranks run twice, interleaved, and the faster pass gives ms/query. Published:
 SPEC A.9.8 (SciFact: ``jko_blend`` 0.7105 [0.666, 0.753], ``nm_jko`` 0.7112, paired difference
-|Δ| ≤ 0.0010 with a CI containing 0).
+``|Δ|`` ≤ 0.0010 with a CI containing 0).
 
 ``--quick``: 30 test queries; W trained for 5 epochs on the pools of the first 20 tuning train queries.
 ``--out DIR`` also writes the learned metric to ``DIR/nm_jko_W.npz`` (:func:`jkofast.jko.metric.load_metric`).
