@@ -41,6 +41,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -474,9 +476,16 @@ def load_metric(path, *, d: int | None = None) -> LearnedMetric:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"metric file {path!r} not found")
     try:
-        f = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path!r} is not a readable .npz metric file: {exc}") from None
+        return _read_metric(path, d)
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith(repr(path)):
+            raise
+        raise ValueError(f"{path!r} is not a readable .npz metric file ({type(exc).__name__}: {exc})") from None
+
+
+def _read_metric(path: str, d) -> LearnedMetric:
+    """Read and check the arrays of a metric file (any damage raises; :func:`load_metric` names the file)."""
+    f = np.load(path, allow_pickle=False)
     with f:
         keys = set(f.files)
         if not {"format", "version", "W"} <= keys or str(f["format"]) != FORMAT:

@@ -88,22 +88,34 @@ class ChunkStore:
         fp = fingerprint(opts, cfg)
         self.manifest = os.path.join(self.dir, "manifest.json")
         if os.path.exists(self.manifest):
-            with open(self.manifest, encoding="utf-8") as fh:
-                old = json.load(fh)
-            if old.get("hash") != fp["hash"]:
+            try:
+                with open(self.manifest, encoding="utf-8") as fh:
+                    old = json.load(fh)
+            except ValueError as exc:  # not JSON, not UTF-8
+                raise ValueError(
+                    f"{self.manifest}: not a readable manifest ({exc}); remove {self.dir} to start over"
+                ) from None
+            if not isinstance(old, dict) or old.get("hash") != fp["hash"]:
                 raise ValueError(f"{self.dir} holds parts of a run with other settings/input; remove it to start over")
         else:
             atomic_write_text(self.manifest, json.dumps(fp, indent=1))
 
     def add(self, ci: int) -> bool:
-        """Register chunk ``ci`` (in order); True when it is finished already."""
+        """Register chunk ``ci`` (in order); True when it is finished already.
+
+        A chunk counts as finished when its ``.sum`` (written last) lists every part the job needs and
+        each part still has the SHA-256 recorded there; a chunk with a missing or damaged part is
+        removed and solved again, so a resumed output never holds a damaged part.
+        """
         base = os.path.join(self.dir, f"chunk_{ci:06d}")
         self.bases.append(base)
-        return (
-            os.path.exists(base + ".trec")
-            and (not self.dist or os.path.exists(base + ".npz"))
-            and (not self.conf or os.path.exists(base + ".conf"))
-        )
+        need = [".trec", *([".npz"] if self.dist else []), *([".conf"] if self.conf else [])]
+        if _parts_intact(base, need):
+            return True
+        for ext in (".sum", ".trec", ".npz", ".conf"):
+            if os.path.exists(base + ext):
+                os.remove(base + ext)
+        return False
 
     def write(self, ci: int, text: str, dist: dict) -> None:
         """Store chunk ``ci``; its ``.trec`` is written last: it marks the chunk finished."""
@@ -122,7 +134,7 @@ class ChunkStore:
     def remove(self) -> None:
         """Delete the parts, the manifest and the folder."""
         for base in self.bases:
-            for ext in (".trec", ".npz", ".conf"):
+            for ext in (".sum", ".trec", ".npz", ".conf"):
                 if os.path.exists(base + ext):
                     os.remove(base + ext)
         os.remove(self.manifest)
@@ -143,10 +155,10 @@ def _concat_parts(path: str, parts: list, head: bytes = b"") -> None:
 
 
 def write_part(parts_dir: str, ci: int, text: str, dist: dict | None, conf: str | None = None) -> None:
-    """Write chunk ``ci``'s part files atomically: ``.npz`` / ``.conf`` (when given) first, then the ``.trec``.
+    """Write chunk ``ci``'s part files atomically: ``.npz`` / ``.conf`` (when given), the ``.trec``, then ``.sum``.
 
-    The ``.trec`` marks the chunk finished; a chunk written twice (a retried task) is replaced
-    by identical bytes.
+    ``.sum`` (the SHA-256 of each part) is written last and marks the chunk finished; a chunk
+    written twice (a retried task) is replaced by identical bytes.
     """
     base = os.path.join(parts_dir, f"chunk_{ci:06d}")
     if conf is not None:
@@ -154,6 +166,23 @@ def write_part(parts_dir: str, ci: int, text: str, dist: dict | None, conf: str 
     if dist is not None:
         atomic_save_npz(base + ".npz", **{k: v for k, v in dist.items() if k != "_conf"})
     atomic_write_text(base + ".trec", text)
+    sums = {ext: file_sha256(base + ext) for ext in (".trec", ".npz", ".conf") if os.path.exists(base + ext)}
+    atomic_write_text(base + ".sum", json.dumps(sums, sort_keys=True))
+
+
+def _parts_intact(base: str, need: list) -> bool:
+    """Whether chunk ``base``'s ``.sum`` lists every part in ``need`` and each part matches its SHA-256."""
+    try:
+        with open(base + ".sum", encoding="utf-8") as fh:
+            sums = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(sums, dict) or any(ext not in sums for ext in need):
+        return False
+    try:
+        return all(file_sha256(base + ext) == sums[ext] for ext in need)
+    except OSError:
+        return False
 
 
 def _write_npz_streaming(path: str, parts: list[str]) -> None:

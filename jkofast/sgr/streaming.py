@@ -45,7 +45,7 @@ import warnings
 
 import numpy as np
 
-from jkofast._io import atomic_save_npy, atomic_write_json
+from jkofast._io import atomic_save_npy, atomic_write_json, file_sha256
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
 from jkofast.kernels.sgr import stream as _st
@@ -83,11 +83,8 @@ def corpus_file(corpus: str) -> str:
 
 
 def _fingerprint(path: str) -> dict:
-    """Size, modification time and SHA-1 of the first MiB of ``path`` (a changed corpus is refused)."""
-    st = os.stat(path)
-    with open(path, "rb") as fh:
-        head = hashlib.sha1(fh.read(1 << 20)).hexdigest()
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "head_sha1": head}
+    """Path, size and SHA-256 of every byte of ``path``: a corpus changed anywhere is refused on resume."""
+    return {"path": os.path.abspath(path), "size": os.path.getsize(path), "sha256": file_sha256(path)}
 
 
 class _Reader:

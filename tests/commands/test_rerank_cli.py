@@ -44,7 +44,15 @@ def test_resume_is_byte_identical_and_reports(tmp_path, monkeypatch, capsys):
     with pytest.raises(RuntimeError, match="injected"), interrupted_after(2):
         main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz")])
     parts = sorted(p.name for p in (tmp_path / "b.trec.parts").iterdir())
-    assert parts == ["chunk_000000.npz", "chunk_000000.trec", "chunk_000001.npz", "chunk_000001.trec", "manifest.json"]
+    assert parts == [
+        "chunk_000000.npz",
+        "chunk_000000.sum",
+        "chunk_000000.trec",
+        "chunk_000001.npz",
+        "chunk_000001.sum",
+        "chunk_000001.trec",
+        "manifest.json",
+    ]
     assert main([*base, "--out", str(tmp_path / "b.trec"), "--dist", str(tmp_path / "b.npz"), "--json"]) == 0
     out = capsys.readouterr().out
     import json
@@ -605,3 +613,17 @@ def test_grad_help_says_why_the_defaults_differ(capsys):
         main(["rerank", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "default implicit" in text and "run_jko and jkofast.compat" in text
+
+
+def test_a_damaged_finished_part_is_solved_again(tmp_path, monkeypatch):
+    """A finished part edited or damaged on disk was concatenated into the resumed output (found by the fuzz suite)."""
+    _fake_core(monkeypatch)
+    run = _write_inputs(tmp_path)
+    base = _cmd(tmp_path, str(run), None, "--chunk-size", "2")
+    assert main([*base, "--out", str(tmp_path / "full.trec")]) == 0
+    with pytest.raises(RuntimeError), interrupted_after(2):
+        main([*base, "--out", str(tmp_path / "o.trec")])
+    part = tmp_path / "o.trec.parts" / "chunk_000000.trec"
+    part.write_bytes(b"x" + part.read_bytes()[1:])
+    assert main([*base, "--out", str(tmp_path / "o.trec"), "--json"]) == 0
+    assert _read(tmp_path / "o.trec") == _read(tmp_path / "full.trec")

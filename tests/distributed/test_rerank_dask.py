@@ -71,7 +71,7 @@ def test_interrupted_client_run_resumes_from_parts(tmp_path, dask_client, capsys
     with pytest.raises(RuntimeError, match="injected"), interrupted_after(3):
         main(args)
     parts = sorted(p.name for p in (tmp_path / "r.trec.parts").iterdir())
-    assert parts == ["chunk_000000.trec", "chunk_000001.trec", "chunk_000002.trec", "manifest.json"]
+    assert parts == [f"chunk_00000{i}.{ext}" for i in range(3) for ext in ("sum", "trec")] + ["manifest.json"]
     capsys.readouterr()
     assert main([*args, "--json"]) == 0
     summ = json.loads(capsys.readouterr().out)
