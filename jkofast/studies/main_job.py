@@ -17,7 +17,7 @@ runs, on the 300 test queries:
   config #12, (α, γ) = (0.4, 0.3));
 * ``jko_sparse`` sparse-only JKO-RAG (no transformer, no dense vectors at all), the recipe
   selected on train queries (:data:`jkofast.studies.sparse_recipe.SPARSE_RECIPE`; the searches
-  are in ``experiments/``, docs/sparse_only.md).
+  are in ``experiments/``, experiments/sparse_only.md).
 
 Any BEIR folder works the same way: its saved embeddings (``embeddings/minilm-l6-v2``, made by
 ``jkofast embed`` or ``run_main_job(..., embed=True)``) feed the rows marked dense in

@@ -1,7 +1,7 @@
 r"""The sparse-only JKO-RAG recipe (``jko_sparse``): no transformer, no dense vector anywhere.
 
 One point, every choice selected on the 809 SciFact TRAIN queries by the searches recorded in
-``experiments/`` (docs/sparse_only.md; test 0.6942, ``experiments/results/sparse_only_v3.json``):
+``experiments/`` (experiments/sparse_only.md; test 0.6942, ``experiments/results/sparse_only_v3.json``):
 
 * first stage: BM25 lucene (k1 1.2, b 0.75) over ``title x 4 + abstract``, analysed with ``\w+``
   tokens, lowercase, scikit-learn's English stop-words, then the Porter stemmer;
