@@ -5,7 +5,8 @@ import scipy.sparse as sp
 import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.kernels.sparse import cosine as _kc
-from jkofast.sparse.index import TfidfIndex, cosine_cross, cosine_pools, cosine_rows
+from jkofast.sparse.cosine import cosine_cross, cosine_pools, cosine_rows
+from jkofast.sparse.index import TfidfIndex
 
 
 def _rand_csr(n, v, density, seed, dtype=np.float64, signed=False):
