@@ -444,42 +444,13 @@ def tune_dataset(
         notes.append(enc)
         log(f"warning: {enc}")
     points = grid(grid_name, lexical_rerank=scores_file is None)
-    all_points, all_scores, all_tops, analysers, secs = [], [], [], [], {}
-    for an, why in _analysers(guess.language, grid_name):
-        log(f"analyser: {why}")
-        analysers.append({"analyser": an.to_dict(), "why": why})
-        t = time.perf_counter()
-        data = prepare(ds, qids, qrels, (emb[0], q_emb), an, scores_file=scores_file, n_threads=n_threads, log=log)
-        secs[f"prepare[{len(analysers) - 1}]"] = time.perf_counter() - t
-        t = time.perf_counter()
-
-        S, tops = score_grid(data, points, grad=grad, n_threads=n_threads, progress=_grid_log(log, len(points)))
-        secs[f"grid[{len(analysers) - 1}]"] = time.perf_counter() - t
-        for p in points:
-            all_points.append({**p, "analyser": len(analysers) - 1})
-        all_scores.append(S)
-        all_tops.extend(tops)
-        if len(analysers) == 1:
-            first = data
-    S = np.vstack(all_scores)
+    inputs = (ds, qids, qrels, (emb[0], q_emb))
+    all_points, S, all_tops, analysers, secs, first = _score_analysers(
+        inputs, points, _analysers(guess.language, grid_name), scores_file, grad, n_threads, log
+    )
     sel_cols, ev_cols, fold_of, choices, oof, chosen, final = _select(S, n_sel, folds, seed)
     ev_ids = [qids[i] for i in ev_cols]
-    # baselines on the same queries
-    P = first.pools
-    hy_pos = inpool_rrf(P.sparse, P.dense, P.offsets, K_READ, n_threads=n_threads)
-    hy_rows = positions_to_docs(hy_pos, P.offsets, P.doc_idx)
-    hy = evaluate_topk(hy_rows, qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
-    pub_top = run_point(first, PUBLISHED_POINT, grad=grad, n_threads=n_threads)
-    pub = evaluate_topk(pub_top[0], qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
-    twin = _readout_twins(all_points)
-    readout_pq = np.array([S[twin[c], j] for c, j in zip(chosen, ev_cols)])
-    base_rows = {
-        "dense": S[_index(all_points, "dense", 0), ev_cols],
-        "bm25": S[_index(all_points, "bm25", 0), ev_cols],
-        "hybrid_rrf": hy[ev_cols],
-        "readout": readout_pq,
-        "published": pub[ev_cols],
-    }
+    base_rows, extra = _baseline_rows(inputs, first, S, all_points, chosen, ev_cols, grad, n_threads)
     baselines = {}
     for name, v in base_rows.items():
         m, lo, hi = bootstrap_ci(v)
@@ -524,10 +495,66 @@ def tune_dataset(
         "notes": notes,
         "seconds": {**secs, "total": time.perf_counter() - t0},
     }
-    oof_rows = np.stack([all_tops[c][0][j] for c, j in zip(chosen, ev_cols)])
-    oof_vals = np.stack([all_tops[c][1][j] for c, j in zip(chosen, ev_cols)])
-    tops = {
-        "tune_oof": (oof_rows, oof_vals),
+    tops = _oof_tops(all_tops, all_points, chosen, ev_cols, extra)
+    per_query = {"tune_oof": oof, **base_rows}
+    return {**out, "_tops": tops, "_per_query": per_query, "_query_ids": ev_ids, "_doc_ids": ds.doc_ids}
+
+
+def _score_analysers(inputs, points, analysers_to_try, scores_file, grad, n_threads, log):
+    """Score every grid point under each analyser: ``(points, scores (n, nq), tops, analysers, seconds, first data)``.
+
+    The pools, geometry and embeddings of an analyser are prepared once and reused by all its points.
+    """
+    ds, qids, qrels, rows = inputs
+    all_points, all_scores, all_tops, analysers, secs, first = [], [], [], [], {}, None
+    for an, why in analysers_to_try:
+        log(f"analyser: {why}")
+        analysers.append({"analyser": an.to_dict(), "why": why})
+        t = time.perf_counter()
+        data = prepare(ds, qids, qrels, rows, an, scores_file=scores_file, n_threads=n_threads, log=log)
+        secs[f"prepare[{len(analysers) - 1}]"] = time.perf_counter() - t
+        t = time.perf_counter()
+        S, tops = score_grid(data, points, grad=grad, n_threads=n_threads, progress=_grid_log(log, len(points)))
+        secs[f"grid[{len(analysers) - 1}]"] = time.perf_counter() - t
+        all_points.extend({**p, "analyser": len(analysers) - 1} for p in points)
+        all_scores.append(S)
+        all_tops.extend(tops)
+        first = data if first is None else first
+    return all_points, np.vstack(all_scores), all_tops, analysers, secs, first
+
+
+def _baseline_rows(inputs, first, S, all_points, chosen, ev_cols, grad, n_threads):
+    """Per-query nDCG@10 of the baselines on the evaluated queries, and what their runs need.
+
+    ``dense`` and ``bm25`` (the grid's corners), ``hybrid_rrf`` (in-pool RRF), ``readout`` (the chosen
+    energy read out without the flow) and ``published`` (the published SciFact point).
+    """
+    ds, qids, qrels, _ = inputs
+    P = first.pools
+    hy_pos = inpool_rrf(P.sparse, P.dense, P.offsets, K_READ, n_threads=n_threads)
+    hy_rows = positions_to_docs(hy_pos, P.offsets, P.doc_idx)
+    hy = evaluate_topk(hy_rows, qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
+    pub_top = run_point(first, PUBLISHED_POINT, grad=grad, n_threads=n_threads)
+    pub = evaluate_topk(pub_top[0], qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
+    twin = _readout_twins(all_points)
+    base_rows = {
+        "dense": S[_index(all_points, "dense", 0), ev_cols],
+        "bm25": S[_index(all_points, "bm25", 0), ev_cols],
+        "hybrid_rrf": hy[ev_cols],
+        "readout": np.array([S[twin[c], j] for c, j in zip(chosen, ev_cols)]),
+        "published": pub[ev_cols],
+    }
+    return base_rows, {"hy_rows": hy_rows, "pub_top": pub_top, "twin": twin}
+
+
+def _oof_tops(all_tops, all_points, chosen, ev_cols, extra) -> dict:
+    """Return the rankings behind every reported row on the evaluated queries (``--runs``): out-of-fold, baselines."""
+    hy_rows, twin = extra["hy_rows"], extra["twin"]
+    return {
+        "tune_oof": (
+            np.stack([all_tops[c][0][j] for c, j in zip(chosen, ev_cols)]),
+            np.stack([all_tops[c][1][j] for c, j in zip(chosen, ev_cols)]),
+        ),
         "dense": _cols(all_tops[_index(all_points, "dense", 0)], ev_cols),
         "bm25": _cols(all_tops[_index(all_points, "bm25", 0)], ev_cols),
         "hybrid_rrf": (
@@ -538,10 +565,8 @@ def tune_dataset(
             np.stack([all_tops[twin[c]][0][j] for c, j in zip(chosen, ev_cols)]),
             np.stack([all_tops[twin[c]][1][j] for c, j in zip(chosen, ev_cols)]),
         ),
-        "published": _cols(pub_top, ev_cols),
+        "published": _cols(extra["pub_top"], ev_cols),
     }
-    per_query = {"tune_oof": oof, **base_rows}
-    return {**out, "_tops": tops, "_per_query": per_query, "_query_ids": ev_ids, "_doc_ids": ds.doc_ids}
 
 
 def _inputs(ds, emb_name, split, eval_split, folds):
