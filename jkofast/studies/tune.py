@@ -39,10 +39,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jkofast._io import atomic_write_json
+from jkofast._io import atomic_write_json, atomic_write_text, check_writable_dir
 from jkofast._validation import check_int
 from jkofast.datasets.beir import load_dataset
 from jkofast.eval.metrics import bootstrap_ci, paired_bootstrap_diff
+from jkofast.eval.trec import write_run
 from jkofast.jko.config import FLOW_FIELDS, POINT_FORMAT, point_file_config
 from jkofast.jko.energy import align_scores, blend, read_score_file, softmax_tau
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
@@ -724,9 +725,6 @@ def write_runs(folder, tops: dict, query_ids, doc_ids) -> list[str]:
     A score tied at float32 with the one ranked above it is lowered to the next float32 below that
     one, so that trec_eval (float32 scores, ties by document id) reads each ranking in jkofast's order.
     """
-    from jkofast._io import check_writable_dir
-    from jkofast.eval.trec import write_run
-
     folder = check_writable_dir(folder, "--runs")
     paths = []
     for name, (rows, vals) in tops.items():
@@ -757,8 +755,6 @@ def write_per_query(path, query_ids, values: dict) -> None:
 
     ``values``: ``method -> {metric: array (nq,)}``; every method must carry the same metrics.
     """
-    from jkofast._io import atomic_write_text
-
     methods = list(values)
     if not methods:
         raise ValueError("no methods to write")
