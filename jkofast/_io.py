@@ -178,13 +178,7 @@ def check_writable(path, name: str) -> str:
     d = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(d):
         raise ValueError(f"{name}: folder {d!r} does not exist")
-    probe = os.path.join(d, f".probe-{os.getpid()}-{uuid.uuid4().hex}")
-    try:
-        with open(probe, "xb"):
-            pass
-        os.unlink(probe)
-    except OSError as e:
-        raise ValueError(f"{name}: cannot write in {d!r} ({e.strerror or e})") from None
+    _probe_folder(d, name)
     return p
 
 
@@ -204,14 +198,19 @@ def check_writable_dir(path, name: str, *, create: bool = True) -> str:
             raise ValueError(f"{name}: cannot create folder {p!r} ({e.strerror or e})") from None
     elif not os.path.isdir(p):
         raise ValueError(f"{name}: folder {p!r} does not exist")
-    probe = os.path.join(p, f".probe-{os.getpid()}-{uuid.uuid4().hex}")
+    _probe_folder(p, name)
+    return p
+
+
+def _probe_folder(d: str, name: str) -> None:
+    """Create and remove a temporary file in folder ``d``; a ``ValueError`` naming ``name`` when it fails."""
+    probe = os.path.join(d, f".probe-{os.getpid()}-{uuid.uuid4().hex}")
     try:
         with open(probe, "xb"):
             pass
         os.unlink(probe)
     except OSError as e:
-        raise ValueError(f"{name}: cannot write in {p!r} ({e.strerror or e})") from None
-    return p
+        raise ValueError(f"{name}: cannot write in {d!r} ({e.strerror or e})") from None
 
 
 def file_sha256(path, block: int = 1 << 20) -> str:
