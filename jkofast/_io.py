@@ -42,6 +42,7 @@ __all__ = [
     "check_writable_dir",
     "crc32_file",
     "file_record",
+    "file_report",
     "file_sha256",
     "load_array",
     "read_manifest",
@@ -342,3 +343,47 @@ def read_manifest(path, *, missing: str, invalid: str, precheck=None) -> tuple[d
         )
     del obj[MANIFEST_CHECKSUM_KEY]
     return obj, True
+
+
+def file_report(rep: dict, path: str, records: dict | None, names, open_full) -> dict:
+    """Fill the per-file part of an index check report (``jkofast index --check``) and return ``rep``.
+
+    With checksums (``records``: file name -> size and CRC32 record) every file is checked and every
+    problem listed; without, the files ``names`` are listed as present or missing.  Then, when no file
+    failed, ``open_full()`` opens the index with every structural check: its first violation is the
+    report's ``error`` and ``bad_file``.  ``rep["ok"]`` is True when nothing failed.
+    """
+    first = None
+    if records is not None:
+        for name, rec in records.items():
+            row = {"file": name, "bytes": rec["bytes"], "status": "ok"}
+            try:
+                check_file_record(path, name, rec, checksum=True)
+            except IndexDamage as exc:
+                row["status"] = exc.what
+                first = first or exc
+            rep["files"].append(row)
+    else:
+        for name in names:
+            f = os.path.join(path, name)
+            exists = os.path.isfile(f)
+            rep["files"].append(
+                {"file": name, "bytes": os.path.getsize(f) if exists else None,
+                 "status": "no checksum recorded" if exists else "missing"}
+            )  # fmt: skip
+    if first is None:
+        try:
+            open_full()
+        except IndexDamage as exc:
+            first = exc
+        except ValueError as exc:
+            first = IndexDamage(str(exc))
+        if first is not None:
+            for row in rep["files"]:
+                if row["file"] == first.file and row["status"] in ("ok", "no checksum recorded"):
+                    row["status"] = first.what or str(first)
+    if first is not None:
+        rep.update(error=str(first), bad_file=first.file)
+    else:
+        rep["ok"] = True
+    return rep

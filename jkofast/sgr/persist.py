@@ -29,6 +29,7 @@ from jkofast._io import (
     check_file_record,
     check_file_records,
     file_record,
+    file_report,
     read_manifest,
 )
 from jkofast.sgr import layout
@@ -251,40 +252,10 @@ def check_index(path) -> dict:
         return rep
     rep["format"] = meta["format"]
     rep["checksums"] = "crc32" if summed else "none recorded"
-    first = None
-    if summed:
-        for name, rec in meta["files"].items():
-            row = {"file": name, "bytes": rec["bytes"], "status": "ok"}
-            try:
-                _check_file(path, name, rec, checksum=True)
-            except IndexDamage as exc:
-                row["status"] = exc.what
-                first = first or exc
-            rep["files"].append(row)
-    else:
-        for name in sorted(k + ".npy" for k in meta.get("arrays", {}) if isinstance(k, str)):
-            f = os.path.join(path, name)
-            exists = os.path.isfile(f)
-            rep["files"].append(
-                {"file": name, "bytes": os.path.getsize(f) if exists else None,
-                 "status": "no checksum recorded" if exists else "missing"}
-            )  # fmt: skip
-    if first is None:
-        try:
-            _open(path, mmap=True, full=True, checksums=False)
-        except IndexDamage as exc:
-            first = exc
-        except ValueError as exc:
-            first = IndexDamage(str(exc))
-        if first is not None:
-            for row in rep["files"]:
-                if row["file"] == first.file and row["status"] in ("ok", "no checksum recorded"):
-                    row["status"] = first.what or str(first)
-    if first is not None:
-        rep.update(error=str(first), bad_file=first.file)
-    else:
-        rep["ok"] = True
-    return rep
+    names = sorted(k + ".npy" for k in meta.get("arrays", {}) if isinstance(k, str))
+    return file_report(
+        rep, path, meta["files"] if summed else None, names, lambda: _open(path, mmap=True, full=True, checksums=False)
+    )
 
 
 class _StrSeq(Sequence):

@@ -39,6 +39,7 @@ from jkofast._io import (
     check_file_record,
     check_file_records,
     file_record,
+    file_report,
     read_manifest,
 )
 from jkofast._numba import register_warmup
@@ -568,41 +569,10 @@ def check_index(path) -> dict:
         return rep
     rep["format"] = f"{FORMAT_NAME} {FORMAT_VERSION}"
     rep["checksums"] = "crc32" if summed else "none recorded"
-    first = None
-    if summed:
-        for name, rec in man["files"].items():
-            row = {"file": name, "bytes": rec["bytes"], "status": "ok"}
-            try:
-                check_file_record(path, name, rec, checksum=True)
-            except IndexDamage as exc:
-                row["status"] = exc.what
-                first = first or exc
-            rep["files"].append(row)
-    else:
-        names = [f"{k}.npy" for k in man["arrays"]] + ([man["vocab"]] if man.get("vocab") else [])
-        for name in names:
-            f = os.path.join(path, name)
-            ok = os.path.isfile(f)
-            rep["files"].append(
-                {"file": name, "bytes": os.path.getsize(f) if ok else None,
-                 "status": "no checksum recorded" if ok else "missing"}
-            )  # fmt: skip
-    if first is None:
-        try:
-            _open(path, True, True, checksums=False)
-        except IndexDamage as exc:
-            first = exc
-        except ValueError as exc:
-            first = IndexDamage(str(exc))
-        if first is not None:
-            for row in rep["files"]:
-                if row["file"] == first.file and row["status"] in ("ok", "no checksum recorded"):
-                    row["status"] = first.what or str(first)
-    if first is not None:
-        rep.update(error=str(first), bad_file=first.file)
-    else:
-        rep["ok"] = True
-    return rep
+    names = [f"{k}.npy" for k in man["arrays"]] + ([man["vocab"]] if man.get("vocab") else [])
+    return file_report(
+        rep, path, man["files"] if summed else None, names, lambda: _open(path, True, True, checksums=False)
+    )
 
 
 def _read_manifest(path: str) -> tuple[dict, bool]:
