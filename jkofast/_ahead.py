@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 
 import jkofast
-from jkofast._numba import sources_digest
+from jkofast._numba import compile_switches, sources_digest
 
 __all__ = ["Ahead", "cached", "compile_ahead", "cpu_count", "jkofast_command"]
 
@@ -49,8 +49,8 @@ def cached(dispatcher) -> bool | None:
     keys = load_index()  # {} when missing, of another Numba version or stale
     if type(cache).__name__ != "JkofastFunctionCache":  # Numba's own keys
         return bool(keys)
-    digest = sources_digest()  # jkofast's keys end with the kernel-source digest
-    return any(isinstance(k, tuple) and k and k[-1] == digest for k in keys)
+    tail = (sources_digest(), compile_switches())  # jkofast's keys end with these two
+    return any(isinstance(k, tuple) and len(k) >= 2 and k[-2:] == tail for k in keys)
 
 
 def jkofast_command(args: Sequence[str]) -> list[str]:

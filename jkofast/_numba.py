@@ -32,7 +32,7 @@ import numba
 
 from jkofast import _config
 
-__all__ = ["NUMBA_HOOKS_TESTED", "REGISTRY", "WARMUPS", "kernel", "register_warmup", "sources_digest"]
+__all__ = ["NUMBA_HOOKS_TESTED", "REGISTRY", "WARMUPS", "compile_switches", "kernel", "register_warmup", "sources_digest"]
 
 # the (major, minor) range of Numba whose caching internals the hooks below were written against
 NUMBA_HOOKS_TESTED = ((0, 59), (0, 68))
@@ -107,7 +107,10 @@ def _function_cache_class():
             # Numba keys a cached kernel by its own file stamp and bytecode: a kernel whose
             # callee (in another file) changed loaded its stale machine code. The digest of
             # every kernel source joins the key, so any change recompiles what depends on it.
-            return (*super()._index_key(sig, codegen), sources_digest())
+            # Numba's key also ignores the process-wide compile switches: machine code built
+            # under NUMBA_BOUNDSCHECK=1 would serve an unchecked run (slow) and unchecked code a
+            # bounds-checked one (no check at all), so those switches join the key too.
+            return (*super()._index_key(sig, codegen), sources_digest(), compile_switches())
 
         def load_overload(self, sig, target_context):
             # Numba refreshes the whole target context here: it imports and installs every lowering
@@ -121,6 +124,21 @@ def _function_cache_class():
 
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
+
+
+def compile_switches() -> tuple:
+    """Return the process-wide Numba settings that change the machine code of every kernel.
+
+    ``NUMBA_BOUNDSCHECK`` (index checks in every array access), ``NUMBA_OPT`` (LLVM optimisation
+    level) and ``NUMBA_DEBUGINFO``; part of each cached kernel's key, so a cache filled under one
+    setting is never loaded under another.
+    """
+    cfg = numba.config
+    return (
+        ("boundscheck", bool(getattr(cfg, "BOUNDSCHECK", None))),
+        ("opt", str(getattr(cfg, "OPT", ""))),
+        ("debuginfo", bool(getattr(cfg, "DEBUGINFO_DEFAULT", False))),
+    )
 
 
 def sources_digest(root: str = _PKG) -> str:

@@ -68,15 +68,41 @@ def test_sources_digest_follows_every_kernel_source(tmp_path):
     assert first != sources_digest(str(root))
 
 
-def test_kernel_index_keys_end_with_the_digest():
+def test_kernel_index_keys_end_with_the_digest_and_the_compile_switches():
     import numba
 
     import jkofast.kernels.pools.baselines  # noqa: F401 - registers the kernel
-    from jkofast._numba import REGISTRY, sources_digest
+    from jkofast._numba import REGISTRY, compile_switches, sources_digest
 
     disp = REGISTRY["jkofast.kernels.pools.baselines.minmax_segments"]
     cache = disp._cache
     assert type(cache).__name__ == "JkofastFunctionCache"
     sig = (numba.float64[::1], numba.int64[::1], numba.float64[::1])
     codegen = disp.targetctx.codegen()
-    assert cache._index_key(sig, codegen)[-1] == sources_digest()
+    key = cache._index_key(sig, codegen)
+    assert key[-2] == sources_digest()
+    assert key[-1] == compile_switches()
+    assert ("boundscheck", bool(numba.config.BOUNDSCHECK)) in key[-1]
+
+
+PROBE = """
+import numpy as np
+from jkofast.jko.energy import minmax
+from jkofast.kernels.pools.baselines import minmax_segments
+minmax(np.array([1.0, 2.0, 4.0]))
+print(minmax_segments.stats.cache_hits and "hit" or "miss")
+"""
+
+
+def test_a_cache_filled_without_bounds_checks_never_serves_a_checked_run(tmp_path):
+    """Numba's own key ignores NUMBA_BOUNDSCHECK: a checked run would load unchecked machine code."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "JKOFAST_CACHE_DIR")}
+    env["JKOFAST_CACHE_DIR"] = str(tmp_path / "jk")
+
+    def run(check: str) -> str:
+        out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                             env={**env, "NUMBA_BOUNDSCHECK": check})  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()[-1]
+
+    assert [run("0"), run("0"), run("1"), run("1"), run("0")] == ["miss", "hit", "miss", "hit", "hit"]
