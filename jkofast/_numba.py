@@ -32,7 +32,15 @@ import numba
 
 from jkofast import _config
 
-__all__ = ["NUMBA_HOOKS_TESTED", "REGISTRY", "WARMUPS", "compile_switches", "kernel", "register_warmup", "sources_digest"]
+__all__ = [
+    "NUMBA_HOOKS_TESTED",
+    "REGISTRY",
+    "WARMUPS",
+    "compile_switches",
+    "kernel",
+    "register_warmup",
+    "sources_digest",
+]
 
 # the (major, minor) range of Numba whose caching internals the hooks below were written against
 NUMBA_HOOKS_TESTED = ((0, 59), (0, 68))
