@@ -23,6 +23,8 @@ imports the wrapper modules and calls them all.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
 import os
 import warnings
@@ -108,8 +110,32 @@ def _function_cache_class():
     class JkofastCacheImpl(impl):
         _locator_classes = (JkofastCacheLocator, *impl._locator_classes)
 
+    class KeyedCacheFile(caching.IndexDataCacheFile):
+        """Numba's index + data files, safe when several processes fill one cache folder at once.
+
+        Numba numbers a new kernel's data file with the first number its index has not used; two
+        processes adding different specialisations of one kernel at the same time read the same
+        index, both take ``.1.nbc``, and the index can end up naming the file the other process
+        wrote: a later run loads another signature's machine code (wrong results or a crash).
+        Here the data file is named by a hash of its key, written before the index names it, and
+        the index is read, updated and written under a lock (so no process drops another's entry).
+        """
+
+        def save(self, key, data):
+            name = f"{self._index_name[:-4]}.{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.nbc"
+            self._save_data(name, data)
+            with _locked(self._index_path + ".lock"):
+                overloads = self._load_index()
+                if overloads.get(key) != name:
+                    overloads[key] = name
+                    self._save_index(overloads)
+
     class JkofastFunctionCache(caching.FunctionCache):
         _impl_class = JkofastCacheImpl
+
+        def __init__(self, py_func):
+            super().__init__(py_func)
+            self._cache_file.__class__ = KeyedCacheFile
 
         def _index_key(self, sig, codegen):
             # Numba keys a cached kernel by its own file stamp and bytecode: a kernel whose
@@ -132,6 +158,22 @@ def _function_cache_class():
 
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+    """Hold an exclusive advisory lock on ``path`` (created if missing); no lock where ``fcntl`` is absent."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: Numba's own (unlocked) behaviour
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def compile_switches() -> tuple:
@@ -157,8 +199,6 @@ def sources_digest(root: str = _PKG) -> str:
     """
     got = _DIGESTS.get(root)
     if got is None:
-        import hashlib
-
         h = hashlib.sha256()
         files = [os.path.join(root, f) for f in os.listdir(root) if f.startswith("_") and f.endswith(".py")]
         for base, dirs, names in os.walk(os.path.join(root, "kernels")):

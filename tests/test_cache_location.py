@@ -106,3 +106,57 @@ def test_a_cache_filled_without_bounds_checks_never_serves_a_checked_run(tmp_pat
         return out.stdout.split()[-1]
 
     assert [run("0"), run("0"), run("1"), run("1"), run("0")] == ["miss", "hit", "miss", "hit", "hit"]
+
+
+def _keyed_cache_file_class():
+    import jkofast.kernels.pools.baselines  # noqa: F401 - registers the kernel
+    from jkofast._numba import REGISTRY
+
+    kind = type(REGISTRY["jkofast.kernels.pools.baselines.minmax_segments"]._cache._cache_file)
+    assert kind.__name__ == "KeyedCacheFile"
+    return kind
+
+
+def test_a_stale_index_read_costs_an_entry_never_names_another_signatures_code(tmp_path):
+    """Numba's own cache file numbers a new kernel's data file with the first number its index has not
+    used: two processes that read the index before either writes it both take ``.1.nbc``, and the
+    index can end up naming the other key's machine code.  jkofast's names data by its key, so even
+    a writer that read a stale index (as without a lock) never points a key at another's data."""
+    kind = _keyed_cache_file_class()
+    a = kind(str(tmp_path), "k-1.py311", ("stamp", 1))
+    b = kind(str(tmp_path), "k-1.py311", ("stamp", 1))
+    real_load = kind._load_index
+    stale = real_load(a)  # both read the empty index first
+    kind._load_index = lambda self: dict(stale) if self is b else real_load(self)
+    try:
+        a.save(("sig-A",), b"code of A")
+        b.save(("sig-B",), b"code of B")  # its index write drops A's entry
+    finally:
+        kind._load_index = real_load
+    fresh = kind(str(tmp_path), "k-1.py311", ("stamp", 1))
+    assert fresh.load(("sig-B",)) == b"code of B"
+    assert fresh.load(("sig-A",)) in (None, b"code of A")  # a miss (recompiled later), not B's code
+
+
+def _save_many(kind, folder, tag, n):
+    f = kind(folder, "k-1.py311", ("stamp", 1))
+    for i in range(n):
+        f.save((tag, i), f"{tag}{i}".encode())
+
+
+def test_processes_filling_one_cache_folder_at_once_keep_every_entry(tmp_path):
+    import multiprocessing
+
+    kind = _keyed_cache_file_class()
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_save_many, args=(kind, str(tmp_path), tag, 40)) for tag in "ABC"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    fresh = kind(str(tmp_path), "k-1.py311", ("stamp", 1))
+    assert len(fresh._load_index()) == 120  # the lock: no writer dropped another's entries
+    for tag in "ABC":
+        for i in range(40):
+            assert fresh.load((tag, i)) == f"{tag}{i}".encode()
