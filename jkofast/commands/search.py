@@ -72,7 +72,7 @@ def _search_on_dask(args):
         qmap = ds.queries
         qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
         t0 = time.perf_counter()
-        idx, sc, workers = search_on_dask(
+        idx, sc, report, workers = search_on_dask(
             client,
             args.index,
             args.method,
@@ -80,8 +80,9 @@ def _search_on_dask(args):
             min(args.k, ds.n_docs),
             threads=args.threads or 1,
             chunk_size=args.chunk_size,
+            return_report=True,
         )
-        return ds, qids, idx, sc, workers, build_s, time.perf_counter() - t0
+        return ds, qids, idx, sc, report, workers, build_s, time.perf_counter() - t0
 
 
 def run(args) -> int:
@@ -90,7 +91,6 @@ def run(args) -> int:
     from jkofast.commands._common import build_retriever, emit, method_params
     from jkofast.eval.runio import atomic_open, format_run, topk_to_ragged
     from jkofast.sparse.index import prepare
-    from jkofast.sparse.report import SearchReport
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
@@ -108,9 +108,7 @@ def run(args) -> int:
     method_params(args)
     workers = None
     if args.dask:
-        ds, qids, idx, sc, workers, build_s, search_s = _search_on_dask(args)
-        # the workers return rows only: an empty row is reported without its reason
-        report = SearchReport.from_outputs(idx, [0] * len(qids))
+        ds, qids, idx, sc, report, workers, build_s, search_s = _search_on_dask(args)
     else:
         if args.method != "sgr":  # the sparse-retrieval kernels (an SGR index never calls them)
             prepare()

@@ -19,6 +19,7 @@ import numpy as np
 
 from jkofast.distributed.cluster import worker_name
 from jkofast.pools.retrievers import load_retriever
+from jkofast.sparse.report import SearchReport
 
 __all__ = ["cached_retriever", "index_info", "search_chunk_task", "search_on_dask"]
 
@@ -61,16 +62,26 @@ def index_info(path: str, method: str, name: str | None = None) -> dict:
 def search_chunk_task(path: str, method: str, texts: list, k: int, threads: int | None) -> tuple:
     """Search one chunk of query texts with this process's cached index: one Dask task.
 
-    Returns ``(indices int64 (n, k), scores float32 (n, k), worker, peak RSS in MB)``.
+    Returns ``(indices int64 (n, k), scores float32 (n, k), report, worker, peak RSS in MB)``;
+    ``report`` is the chunk's :class:`~jkofast.sparse.report.SearchReport` (why a row is empty).
     """
     with _LOCK:
         retr = cached_retriever(path, method)
-        idx, sc = retr.search(texts, k, n_threads=threads)
-    return idx, sc, worker_name(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        idx, sc, report = retr.search(texts, k, n_threads=threads, return_report=True)
+    return idx, sc, report, worker_name(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def search_on_dask(
-    client, index_path: str, method: str, texts: list, k: int, *, threads: int = 1, chunk_size: int = 1000, tick=None
+    client,
+    index_path: str,
+    method: str,
+    texts: list,
+    k: int,
+    *,
+    threads: int = 1,
+    chunk_size: int = 1000,
+    tick=None,
+    return_report: bool = False,
 ):
     """Search ``texts`` on a Dask client's workers; return ``(indices, scores, workers)`` in query order.
 
@@ -91,11 +102,16 @@ def search_on_dask(
         Queries per task.
     tick : callable, optional
         ``tick(n)`` with the queries of each finished chunk.
+    return_report : bool
+        Also return the :class:`~jkofast.sparse.report.SearchReport` of all queries (the
+        single-machine ``search(..., return_report=True)``'s: why each unanswered row is empty).
 
     Returns
     -------
     indices : ndarray of int64, shape (n, k)
     scores : ndarray of float32, shape (n, k)
+    report : SearchReport
+        Only with ``return_report=True``.
     workers : dict
         Worker -> queries, chunks, peak RSS (MB).
     """
@@ -112,8 +128,8 @@ def search_on_dask(
     pos: dict = {}
 
     def collect(fut):
-        idx, sc, worker, rss = fut.result()
-        parts[pos.pop(fut.key)] = (idx, sc)
+        idx, sc, report, worker, rss = fut.result()
+        parts[pos.pop(fut.key)] = (idx, sc, report)
         w = workers.setdefault(worker, {"queries": 0, "chunks": 0, "peak_rss_mb": 0.0})
         w["queries"] += len(idx)
         w["chunks"] += 1
@@ -129,8 +145,11 @@ def search_on_dask(
         ac.add(fut)
     while pos:
         collect(next(ac))
-    if not starts:
-        return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32), workers
-    idx = np.concatenate([parts[a][0] for a in starts])
-    sc = np.concatenate([parts[a][1] for a in starts])
+    if starts:
+        idx = np.concatenate([parts[a][0] for a in starts])
+        sc = np.concatenate([parts[a][1] for a in starts])
+    else:
+        idx, sc = np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+    if return_report:
+        return idx, sc, SearchReport.concat(parts[a][2] for a in starts), workers
     return idx, sc, workers

@@ -57,6 +57,14 @@ class SearchReport:
         fl = np.zeros(nq, bool) if filler is None else np.asarray(filler, bool)
         return cls(status=st, fallback=fb, n_results=n, filler=fl)
 
+    @classmethod
+    def concat(cls, reports) -> SearchReport:
+        """Join the reports of consecutive query blocks (in order) into one report."""
+        reports = list(reports)
+        if not reports:
+            return cls.from_outputs(np.zeros((0, 0), np.int64), np.zeros(0, np.int8))
+        return cls(**{f: np.concatenate([getattr(r, f) for r in reports]) for f in _FIELDS})
+
     @property
     def n_queries(self) -> int:
         """Number of queries."""
@@ -139,3 +147,6 @@ class SearchReport:
             label = "query" if other.size == 1 else "queries"
             parts.append(f"{other.size} {label} with no result ({', '.join(names)}{more})")
         return "; ".join(parts)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(SearchReport))

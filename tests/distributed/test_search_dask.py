@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+from beir_helpers import write_beir
 
 from jkofast.cli import main
 
@@ -39,3 +40,22 @@ def test_search_dask_checks_the_index_method(tmp_path, data_dir, dask_client, ca
     args = ["search", "--dataset", ds, "--method", "bm25", "--index", idx, "--out", str(tmp_path / "a.trec")]
     assert main([*args, "--dask", dask_client.scheduler.address]) == 2
     assert "--index holds a tfidf index, not bm25" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["bm25", "sgr"])
+def test_search_dask_reports_why_a_row_is_empty_as_the_single_machine_run_does(tmp_path, dask_client, method, capsys):
+    docs = [("d1", "", "solar panels convert sunlight"), ("d2", "", "wind turbines make power"), ("d3", "", "cats")]
+    queries = [("q1", "solar power"), ("q2", "zzzz qqqq"), ("q3", "wind")]
+    ds = write_beir(str(tmp_path / "beir"), docs, queries, [("q1", "d1", 1)])
+    idx = str(tmp_path / "idx")
+    assert main(["index", "--dataset", ds, "--method", method, "--out", idx]) == 0
+    base = ["search", "--dataset", ds, "--method", method, "--index", idx, "--split", "all", "--k", "2", "--json"]
+    capsys.readouterr()
+    assert main([*base, "--out", str(tmp_path / "a.trec")]) == 0
+    single = json.loads(capsys.readouterr().out)
+    args = [*base, "--out", str(tmp_path / "b.trec"), "--dask", dask_client.scheduler.address, "--chunk-size", "1"]
+    assert main(args) == 0
+    on_dask = json.loads(capsys.readouterr().out)
+    assert on_dask["unanswered"] == single["unanswered"]
+    assert "q2" in json.dumps(single["unanswered"])  # the query with no known term is named, with its reason
+    assert (tmp_path / "a.trec").read_bytes() == (tmp_path / "b.trec").read_bytes()
