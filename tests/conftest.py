@@ -15,6 +15,10 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# No test waits on a compile-ahead child (`jkofast run` starts one on a cold cache): the session warm-up
+# below and CI's `jkofast warmup --all` step fill the cache; tests/test_ahead.py turns it back on for its tests.
+os.environ.setdefault("JKOFAST_COMPILE_AHEAD", "0")
+
 sys.path.insert(0, os.path.dirname(__file__))  # `import reference` for the naive oracles
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fuzz"))  # the fuzz strategies (`import mutate`)
 

@@ -44,7 +44,7 @@ def test_no_child_when_warm_off_or_one_core(tmp_path, monkeypatch):
     assert ahead.compile_ahead(("topk",), [m.thrice]) is None  # caching off
     monkeypatch.setenv(ahead.ENV_SWITCH, "0")
     assert ahead.compile_ahead(("topk",), [m.twice]) is None
-    monkeypatch.delenv(ahead.ENV_SWITCH)
+    monkeypatch.delenv(ahead.ENV_SWITCH)  # a child would start from here on (Popen is stubbed)
     monkeypatch.setattr(ahead, "cpu_count", lambda: 1)
     assert ahead.compile_ahead(("topk",), [m.twice]) is None
     monkeypatch.setattr(ahead, "cpu_count", lambda: 2)
@@ -54,7 +54,8 @@ def test_no_child_when_warm_off_or_one_core(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(ahead.cpu_count() < 2, reason="compile ahead starts a child only with two or more cores")
-def test_child_runs_the_entries_and_reports_failure(tmp_path):
+def test_child_runs_the_entries_and_reports_failure(tmp_path, monkeypatch):
+    monkeypatch.delenv(ahead.ENV_SWITCH, raising=False)  # the test session turns compile ahead off
     m = _fresh_module(tmp_path, "ahead_probe_mod3")
     with ahead.compile_ahead(("topk",), [m.twice]) as a:
         assert a.entries == ("topk",)
