@@ -270,6 +270,7 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
                 KC[i, j] = Kg[i, j] * C[i, j]
     lowp = False
     mi = 1
+    sym = False
     unr_ops = unr32 is not None and prm.objective == OBJ_TRANSPORT and prm.grad == GRAD_UNROLLED
     if use_w and ((implicit and (imp32 is not None or imp64 is not None)) or unr_ops):
         mi = m
@@ -279,50 +280,73 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
                 if C[i, j] > cmax:
                     cmax = C[i, j]
         in_range = (cmax - cmin) / prm.eps <= LOWP_RANGE
+        sym = _exactly_symmetric(C)
         if implicit and imp32 is not None:
             lowp = prm.tol >= LOWP_TOL and prm.cg_tol >= LOWP_TOL and in_range
         elif unr_ops:
             lowp = in_range
     if imp32 is not None or unr32 is not None:
-        o32, Ks32 = _operators32(Kg, KC, Ks, mi if lowp else 1, lowp)
+        o32, Ks32 = _operators32(Kg, KC, Ks, mi if lowp else 1, lowp, sym)
     else:
         o32, Ks32 = None, None
     if imp64 is not None:
-        o64 = _operators64(Kg, KC, 1 if lowp else mi)
+        o64 = _operators64(Kg, KC, 1 if lowp else mi, sym)
     else:
         o64 = None
     return JKOOperators(GibbsCost(C, C_T, Kg, cmin, prm.eps), KC, lowp, o32, o64, Ks32)
 
 
 @kernel(inline="always")
-def _operators32(Kg, KC, Ks, m32, fill):
-    """Float32 ``GibbsOps`` (m32 x m32; 1 x 1 when unused) and ``Ks32``, copied from Kg, KC, Ks when ``fill``."""
+def _exactly_symmetric(C):
+    """Return whether ``C[i, j] == C[j, i]`` for every pair (then Kg and KC are exactly symmetric too)."""
+    m = C.shape[0]
+    for i in range(m):
+        for j in range(i + 1, m):
+            if C[i, j] != C[j, i]:
+                return False
+    return True
+
+
+@kernel(inline="always")
+def _operators32(Kg, KC, Ks, m32, fill, sym):
+    """Float32 ``GibbsOps`` (m32 x m32; 1 x 1 when unused) and ``Ks32``, copied from Kg, KC, Ks when ``fill``.
+
+    With ``sym`` (C exactly symmetric) the transposes are the operators themselves: ``KT`` is
+    ``K`` and ``KCT`` is ``KC`` (one array each; ``w_implicit_scaled`` reads the shared storage
+    as the sign that ``KC v`` and ``KCᵀu`` can share a sweep).
+    """
     m = Kg.shape[0]
     f32 = np.float32
-    o32 = GibbsOps(
-        np.empty((m32, m32), f32),
-        np.empty((m32, m32), f32),
-        np.empty((m32, m32), f32),
-        np.empty((m32, m32), f32),
-        np.empty(m, f32),
-    )
+    K32 = np.empty((m32, m32), f32)
+    KC32 = np.empty((m32, m32), f32)
+    if sym:
+        KT32 = K32
+        KCT32 = KC32
+    else:
+        KT32 = np.empty((m32, m32), f32)
+        KCT32 = np.empty((m32, m32), f32)
+    o32 = GibbsOps(K32, KT32, KC32, KCT32, np.empty(m, f32))
     Ks32 = np.empty((m32, m32), f32)
     if fill:
-        K32, KT32, KC32, KCT32, _ = o32
         for i in range(m):
             for j in range(m):
                 K32[i, j] = Kg[i, j]
-                KT32[j, i] = Kg[i, j]
                 KC32[i, j] = KC[i, j]
-                KCT32[j, i] = KC[i, j]
                 Ks32[i, j] = Ks[i, j]
+        if not sym:
+            for i in range(m):
+                for j in range(m):
+                    KT32[j, i] = Kg[i, j]
+                    KCT32[j, i] = KC[i, j]
     return o32, Ks32
 
 
 @kernel(inline="always")
-def _operators64(Kg, KC, m64):
-    """Float64 ``GibbsOps``: Kg, KC and their transposes (m64 x m64; 1 x 1 when unused)."""
+def _operators64(Kg, KC, m64, sym):
+    """Float64 ``GibbsOps``: Kg, KC and their transposes (m64 x m64; 1 x 1 when unused; with ``sym`` Kg, KC)."""
     m = Kg.shape[0]
+    if sym and m64 > 1:
+        return GibbsOps(Kg, Kg, KC, KC, np.empty(m))
     o64 = GibbsOps(Kg, np.empty((m64, m64)), KC, np.empty((m64, m64)), np.empty(m))
     if m64 > 1:
         KT64 = o64.KT
