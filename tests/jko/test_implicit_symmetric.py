@@ -2,9 +2,11 @@
 
 ``transport_operators`` stores ``KT`` as ``K`` and ``KCT`` as ``KC`` exactly when C is
 symmetric entry for entry; ``w_implicit_counted`` then computes ``KC v`` and ``KC u`` in one
-``matvec2_lp`` sweep. Invariants: the shared operators equal the transposes the asymmetric
-branch builds, the fused set-up returns the same bits as the set-up with separate transposes
-(loss, gradient, duals, counts), and both match the dense oracle of SPEC A.4.7.
+``matvec2_lp`` sweep, and ``gibbs_kernel_sym`` computes one exp per symmetric pair.
+Invariants: the shared operators equal the transposes the asymmetric branch builds, the
+fused set-up returns the same bits as the set-up with separate transposes (loss, gradient,
+duals, counts), ``gibbs_kernel_sym`` the same bits as ``gibbs_kernel``, and the fused
+set-up matches the dense oracle of SPEC A.4.7.
 """
 
 import numpy as np
@@ -15,7 +17,7 @@ import reference as ref
 from jkofast.jko import operating_point
 from jkofast.kernels.jko.solver import transport_operators
 from jkofast.kernels.ot import transport as kt
-from jkofast.kernels.ot.sinkhorn_log import SinkhornWork
+from jkofast.kernels.ot.sinkhorn_log import SinkhornWork, gibbs_kernel, gibbs_kernel_sym
 
 
 def _pool(m=14, seed=0):
@@ -103,3 +105,17 @@ def test_operators_share_the_transposes_exactly_when_the_cost_is_symmetric(symme
     Kg = op.gc.Kg
     assert np.array_equal(ops.KT, np.ascontiguousarray(Kg.T).astype(np.float32))
     assert np.array_equal(ops.KCT, np.ascontiguousarray((Kg * C).T).astype(np.float32))
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_gibbs_kernel_sym_matches_gibbs_kernel_bit_for_bit(symmetric):
+    C, _, _ = _pool(m=11, seed=4)
+    if not symmetric:
+        C[7, 1] = np.nextafter(C[7, 1], np.inf)
+        C[0, 3] += 0.25
+    K_ref = np.empty_like(C)
+    K_sym = np.full_like(C, np.nan)
+    cmin_ref = gibbs_kernel(C, 0.2, K_ref)
+    cmin, sym = gibbs_kernel_sym(C, 0.2, K_sym)
+    assert cmin == cmin_ref and sym == symmetric
+    assert np.array_equal(K_sym, K_ref)

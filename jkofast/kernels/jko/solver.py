@@ -49,7 +49,7 @@ from jkofast.kernels.ot.sinkhorn_log import (
     GibbsCost,
     SinkhornWork,
     gibbs_cost,
-    gibbs_kernel,
+    gibbs_kernel_sym,
     matvec,
     matvec_lp,
     sinkhorn_log_solve,
@@ -251,7 +251,8 @@ def prox_weights(prm):
 def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
     """``JKOOperators`` of one pool (``use_w``: a transport term; ``implicit``: its path).
 
-    The implicit path gets transposed copies (every product is a row-dot matvec), float32
+    The implicit path gets transposed copies (every product is a row-dot matvec; on an exactly
+    symmetric C the operators themselves, one exp per symmetric pair of Kg), float32
     when the token ``imp32`` is given, the tolerances are loose enough (tol, cg_tol >=
     LOWP_TOL: a float32 operator stalls tighter CG solves) and every Kg entry is a normal
     float32. The unrolled path gets the float32 operators with the token ``unr32`` when every
@@ -263,14 +264,14 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
     Kg = np.empty((mw, mw))
     KC = np.empty((mw, mw))
     cmin = 0.0
+    sym = False
     if use_w:
-        cmin = gibbs_kernel(C, prm.eps, Kg)
+        cmin, sym = gibbs_kernel_sym(C, prm.eps, Kg)
         for i in range(m):
             for j in range(m):
                 KC[i, j] = Kg[i, j] * C[i, j]
     lowp = False
     mi = 1
-    sym = False
     unr_ops = unr32 is not None and prm.objective == OBJ_TRANSPORT and prm.grad == GRAD_UNROLLED
     if use_w and ((implicit and (imp32 is not None or imp64 is not None)) or unr_ops):
         mi = m
@@ -280,7 +281,6 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
                 if C[i, j] > cmax:
                     cmax = C[i, j]
         in_range = (cmax - cmin) / prm.eps <= LOWP_RANGE
-        sym = _exactly_symmetric(C)
         if implicit and imp32 is not None:
             lowp = prm.tol >= LOWP_TOL and prm.cg_tol >= LOWP_TOL and in_range
         elif unr_ops:
@@ -294,17 +294,6 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
     else:
         o64 = None
     return JKOOperators(GibbsCost(C, C_T, Kg, cmin, prm.eps), KC, lowp, o32, o64, Ks32)
-
-
-@kernel(inline="always")
-def _exactly_symmetric(C):
-    """Return whether ``C[i, j] == C[j, i]`` for every pair (then Kg and KC are exactly symmetric too)."""
-    m = C.shape[0]
-    for i in range(m):
-        for j in range(i + 1, m):
-            if C[i, j] != C[j, i]:
-                return False
-    return True
 
 
 @kernel(inline="always")
