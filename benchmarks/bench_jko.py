@@ -164,8 +164,9 @@ class ImplicitSweeps(Benchmark):
     clustered synthetic pool and the first SciFact parity pool: ``energy`` (``Ks p``),
     ``sinkhorn_row`` / ``sinkhorn_col`` (the update pairs and the row check of the last one),
     ``grad_setup`` (``KC v``, ``KCᵀu``, ``Πᵀx``, ``Π t``), ``pcg`` (gradient and Newton PCG steps,
-    two each) and ``passes``: sweeps over the operators, a fused sweep (``Kᵀu`` and ``Kᵀ(u ⊙ x)``
-    in one pass) counted once. The time of those sweeps: ``implicit_limit.py``.
+    two each) and ``passes``: sweeps over the operators, a fused sweep (``Kᵀu`` and ``Kᵀ(u ⊙ x)``,
+    or on a symmetric cost ``KC v`` and ``KC u``, in one pass) counted once. The time of those sweeps:
+    ``implicit_limit.py``.
     """
 
     params = (["clustered", "scifact"], ["energy", "sinkhorn_row", "sinkhorn_col", "grad_setup", "pcg", "passes"])

@@ -62,6 +62,7 @@ DEFAULT_OVERLAY = [
     "jkofast/kernels/ot/transport.py",
     "jkofast/kernels/ot/sinkhorn_log.py",
     "jkofast/kernels/ot/dual.py",
+    "jkofast/kernels/jko/solver.py",
 ]
 
 
@@ -209,7 +210,7 @@ def parity(outs: list, ref: np.ndarray) -> dict:
 # ---------------------------------------------------------------------------------------------
 # counting copy of the implicit flow (serial; one side's kernels)
 # ---------------------------------------------------------------------------------------------
-N_COUNTS = 10
+N_COUNTS = 11
 
 
 def _jit(f):
@@ -219,15 +220,20 @@ def _jit(f):
 
 
 @_jit
-def _store(r, counts):
-    """Add one ``w_implicit_counted`` call's counts (three set-up sweeps)."""
+def _store(r, counts, fused):
+    """Add one ``w_implicit_counted`` call's counts: three plain set-up sweeps, or with ``fused``
+    (``KCᵀ`` stored as ``KC`` itself) one plain (``Π t``) and one fused (``KC v`` with ``KC u``)."""
     counts[2] += r[3]
     counts[3] += r[4]
     counts[4] += r[5]
     counts[5] += r[6]
     counts[6] += r[7]
     counts[7] += r[8]
-    counts[9] += 3
+    if fused:
+        counts[9] += 1
+        counts[10] += 1
+    else:
+        counts[9] += 3
 
 
 def make_counter(pkg):
@@ -238,8 +244,9 @@ def make_counter(pkg):
     ``transport``. ``counts`` (int64, ``N_COUNTS``): float32-operator steps, inner steps, update
     pairs, plain row sweeps, column sweeps fused with ``Kᵀ(u ⊙ x)``, plain column sweeps, Newton
     PCG steps, gradient PCG steps, fallbacks (a step the scaled path could not take: the copy
-    stops counting there and returns False), the gradient's set-up sweeps (``KC v``, ``KCᵀu``,
-    ``Π t``; ``Πᵀx`` is a plain column sweep when not fused).
+    stops counting there and returns False), the gradient's plain set-up sweeps (``KC v``, ``KCᵀu``,
+    ``Π t``; ``Πᵀx`` is a plain column sweep when not fused), its fused set-up sweeps (``KC v``
+    and ``KC u`` in one pass, where the side's operators store ``KCᵀ`` as ``KC`` itself).
     """
     from numba import njit
 
@@ -260,6 +267,10 @@ def make_counter(pkg):
         w_w, _, _, _ = prox_weights(prm)
         lim = Limits(prm.max_iter, prm.cg_tol, prm.cg_max, prm.newton_every)
         op = transport_operators(C, C_T, Ks, prm, True, True, True, True, None)
+        if op.lowp:
+            fused = op.ops32.KC.ctypes.data == op.ops32.KCT.ctypes.data
+        else:
+            fused = op.ops64.KC.ctypes.data == op.ops64.KCT.ctypes.data
         fl, sk, w, _, ws = jko_work(p0.shape[0], 1, None, True)
         theta, a, p, b, q, gh, kp, mom, vel, abar = fl
         diag = np.zeros(2, np.int64)
@@ -287,7 +298,7 @@ def make_counter(pkg):
                     counts[8] += 1
                     return False
                 counts[1] += 1
-                store(r, counts)
+                store(r, counts, fused)
                 flags = r[2]
                 add_transport_grad(w_w, p, abar, flags, gh, diag)
                 adam_step(theta, gh, p, mom, vel, s_, prm.lr)
@@ -366,9 +377,9 @@ def account(counts: np.ndarray, cost: dict) -> dict:
     A product is one operator times one vector: per inner step the energy's ``Ks p``, a row and a
     column product per Sinkhorn pair (plus the row product that checks the last pair), four for
     the gradient's set-up (``KC v``, ``KCᵀu``, ``Πᵀx``, ``Π t``) and two per PCG step. A pass is
-    one sweep over the operators: a fused pass (``matvec2_lp``: ``Kᵀu`` and ``Kᵀ(u ⊙ x)``) computes two
-    products and is priced at its own measured cost (``sweep_costs``; 1.5 plain sweeps where not
-    measured).
+    one sweep over the operators: a fused pass (``matvec2_lp``: ``Kᵀu`` and ``Kᵀ(u ⊙ x)``, or on a
+    symmetric cost ``KC v`` and ``KC u``) computes two products and is priced at its own measured
+    cost (``sweep_costs``; 1.5 plain sweeps where not measured).
     """
     steps = counts[1]
     f32 = counts[0] > 0
@@ -386,8 +397,9 @@ def account(counts: np.ndarray, cost: dict) -> dict:
     passes = {
         "plain": steps + row + col + setup + 2 * counts[6] + 2 * counts[7],
         "col2_fused": col2,
+        "setup_fused": counts[10],
     }
-    us = passes["plain"] * c1 + col2 * c2
+    us = passes["plain"] * c1 + (col2 + counts[10]) * c2
     return {
         "inner_steps": float(steps),
         "pairs_per_step": counts[2] / steps,

@@ -67,7 +67,7 @@ def _unrolled_oracle(p, q, C, eps, n_warm, n_grad, dtype):
 
 def test_float32_kernel_matches_its_numpy_oracle():
     from jkofast.kernels.jko import solver as kj
-    from jkofast.kernels.ot.sinkhorn_log import GibbsCost, SinkhornWork
+    from jkofast.kernels.ot.sinkhorn_log import GibbsCost, SinkhornWork, gibbs_kernel
     from jkofast.kernels.ot.transport import Tracked
     from jkofast.kernels.ot.unrolled32 import w_unrolled32
 
@@ -76,9 +76,9 @@ def test_float32_kernel_matches_its_numpy_oracle():
     q = np.linspace(1.0, 2.0, m)
     q /= q.sum()
     Kg = np.empty((m, m))
-    cmin = kj.gibbs_kernel(C, eps, Kg)
+    cmin = gibbs_kernel(C, eps, Kg)
     KC = Kg * C
-    ops, _ = kj._operators32(Kg, KC, np.zeros((m, m)), m, True)
+    ops, _ = kj._operators32(Kg, KC, np.zeros((m, m)), m, True, False)
     v = np.empty((8, m))
     sk = SinkhornWork(p.copy(), v[1], v[2], v[3], q.copy(), v[5], v[6], v[7])
     tr = Tracked(*(np.empty((n_grad, m)) for _ in range(4)), np.empty((n_grad + 1, m)))

@@ -49,7 +49,7 @@ from jkofast.kernels.ot.sinkhorn_log import (
     GibbsCost,
     SinkhornWork,
     gibbs_cost,
-    gibbs_kernel,
+    gibbs_kernel_sym,
     matvec,
     matvec_lp,
     sinkhorn_log_solve,
@@ -251,7 +251,8 @@ def prox_weights(prm):
 def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
     """``JKOOperators`` of one pool (``use_w``: a transport term; ``implicit``: its path).
 
-    The implicit path gets transposed copies (every product is a row-dot matvec), float32
+    The implicit path gets transposed copies (every product is a row-dot matvec; on an exactly
+    symmetric C the operators themselves, one exp per symmetric pair of Kg), float32
     when the token ``imp32`` is given, the tolerances are loose enough (tol, cg_tol >=
     LOWP_TOL: a float32 operator stalls tighter CG solves) and every Kg entry is a normal
     float32. The unrolled path gets the float32 operators with the token ``unr32`` when every
@@ -263,8 +264,9 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
     Kg = np.empty((mw, mw))
     KC = np.empty((mw, mw))
     cmin = 0.0
+    sym = False
     if use_w:
-        cmin = gibbs_kernel(C, prm.eps, Kg)
+        cmin, sym = gibbs_kernel_sym(C, prm.eps, Kg)
         for i in range(m):
             for j in range(m):
                 KC[i, j] = Kg[i, j] * C[i, j]
@@ -284,45 +286,56 @@ def transport_operators(C, C_T, Ks, prm, use_w, implicit, imp32, imp64, unr32):
         elif unr_ops:
             lowp = in_range
     if imp32 is not None or unr32 is not None:
-        o32, Ks32 = _operators32(Kg, KC, Ks, mi if lowp else 1, lowp)
+        o32, Ks32 = _operators32(Kg, KC, Ks, mi if lowp else 1, lowp, sym)
     else:
         o32, Ks32 = None, None
     if imp64 is not None:
-        o64 = _operators64(Kg, KC, 1 if lowp else mi)
+        o64 = _operators64(Kg, KC, 1 if lowp else mi, sym)
     else:
         o64 = None
     return JKOOperators(GibbsCost(C, C_T, Kg, cmin, prm.eps), KC, lowp, o32, o64, Ks32)
 
 
 @kernel(inline="always")
-def _operators32(Kg, KC, Ks, m32, fill):
-    """Float32 ``GibbsOps`` (m32 x m32; 1 x 1 when unused) and ``Ks32``, copied from Kg, KC, Ks when ``fill``."""
+def _operators32(Kg, KC, Ks, m32, fill, sym):
+    """Float32 ``GibbsOps`` (m32 x m32; 1 x 1 when unused) and ``Ks32``, copied from Kg, KC, Ks when ``fill``.
+
+    With ``sym`` (C exactly symmetric) the transposes are the operators themselves: ``KT`` is
+    ``K`` and ``KCT`` is ``KC`` (one array each; ``w_implicit_scaled`` reads the shared storage
+    as the sign that ``KC v`` and ``KCᵀu`` can share a sweep).
+    """
     m = Kg.shape[0]
     f32 = np.float32
-    o32 = GibbsOps(
-        np.empty((m32, m32), f32),
-        np.empty((m32, m32), f32),
-        np.empty((m32, m32), f32),
-        np.empty((m32, m32), f32),
-        np.empty(m, f32),
-    )
+    K32 = np.empty((m32, m32), f32)
+    KC32 = np.empty((m32, m32), f32)
+    if sym:
+        KT32 = K32
+        KCT32 = KC32
+    else:
+        KT32 = np.empty((m32, m32), f32)
+        KCT32 = np.empty((m32, m32), f32)
+    o32 = GibbsOps(K32, KT32, KC32, KCT32, np.empty(m, f32))
     Ks32 = np.empty((m32, m32), f32)
     if fill:
-        K32, KT32, KC32, KCT32, _ = o32
         for i in range(m):
             for j in range(m):
                 K32[i, j] = Kg[i, j]
-                KT32[j, i] = Kg[i, j]
                 KC32[i, j] = KC[i, j]
-                KCT32[j, i] = KC[i, j]
                 Ks32[i, j] = Ks[i, j]
+        if not sym:
+            for i in range(m):
+                for j in range(m):
+                    KT32[j, i] = Kg[i, j]
+                    KCT32[j, i] = KC[i, j]
     return o32, Ks32
 
 
 @kernel(inline="always")
-def _operators64(Kg, KC, m64):
-    """Float64 ``GibbsOps``: Kg, KC and their transposes (m64 x m64; 1 x 1 when unused)."""
+def _operators64(Kg, KC, m64, sym):
+    """Float64 ``GibbsOps``: Kg, KC and their transposes (m64 x m64; 1 x 1 when unused; with ``sym`` Kg, KC)."""
     m = Kg.shape[0]
+    if sym and m64 > 1:
+        return GibbsOps(Kg, Kg, KC, KC, np.empty(m))
     o64 = GibbsOps(Kg, np.empty((m64, m64)), KC, np.empty((m64, m64)), np.empty(m))
     if m64 > 1:
         KT64 = o64.KT

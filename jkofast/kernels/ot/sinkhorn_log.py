@@ -33,6 +33,7 @@ __all__ = [
     "exp_weights",
     "gibbs_cost",
     "gibbs_kernel",
+    "gibbs_kernel_sym",
     "log_to_scaled",
     "matvec",
     "matvec2_lp",
@@ -171,6 +172,34 @@ def gibbs_kernel(C, eps, Kg):
         for j in range(n):
             Kg[i, j] = np.exp(-(C[i, j] - cmin) * inv)
     return cmin
+
+
+@kernel()
+def gibbs_kernel_sym(C, eps, Kg):
+    """``gibbs_kernel`` for a square C, one exp per pair ``C[i, j] == C[j, i]``; returns ``(min C, symmetric)``.
+
+    Every entry holds the same bits as ``gibbs_kernel``'s (equal costs give equal entries);
+    ``symmetric`` is True when every pair was equal (then ``Kg`` is exactly symmetric).
+    """
+    m = C.shape[0]
+    cmin = np.inf
+    for i in range(m):
+        for j in range(m):
+            if C[i, j] < cmin:
+                cmin = C[i, j]
+    inv = 1.0 / eps
+    sym = True
+    for i in range(m):
+        Kg[i, i] = np.exp(-(C[i, i] - cmin) * inv)
+        for j in range(i + 1, m):
+            kij = np.exp(-(C[i, j] - cmin) * inv)
+            Kg[i, j] = kij
+            if C[j, i] == C[i, j]:
+                Kg[j, i] = kij
+            else:
+                Kg[j, i] = np.exp(-(C[j, i] - cmin) * inv)
+                sym = False
+    return cmin, sym
 
 
 @kernel()

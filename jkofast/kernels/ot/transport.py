@@ -53,6 +53,7 @@ __all__ = [
     "Tracked",
     "implicit_solve",
     "schur_pcg",
+    "shares_storage",
     "w_converged",
     "w_implicit_counted",
     "w_implicit_scaled",
@@ -367,20 +368,40 @@ def schur_pcg(pl, prow, qinv, r, x, thr, cg_max, w, xs):
 
 
 @kernel(inline="always")
-def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
-    """``implicit_solve`` once ``w[5]`` holds ``Πᵀx`` (x the warm start); returns ``(loss, ok, n_cg)``."""
+def shares_storage(A, B):
+    """Return whether ``A`` and ``B`` start at the same address (an operator passed as its own transpose)."""
+    return A.ctypes.data == B.ctypes.data
+
+
+@kernel(inline="always")
+def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs, xs2):
+    """``implicit_solve`` once ``w[5]`` holds ``Πᵀx`` (x the warm start); returns ``(loss, ok, n_cg)``.
+
+    ``xs2`` a second scratch in ``xs``'s dtype. When ``KCT`` is ``KC`` itself (a symmetric
+    cost: ``transport_operators`` shares the storage), ``KC v`` and ``KCᵀu = KC u`` run as one
+    sweep (``matvec2_lp``; each sum in the same order as ``matvec_lp``'s).
+    """
     prow, qinv, rr, res, cc, t, ap = w[0], w[1], w[2], w[3], w[4], w[5], w[6]
     uu, vv, sc = pl.u, pl.v, pl.scale
     m = x.shape[0]
-    for j in range(m):
-        xs[j] = vv[j]
-    matvec_lp(KC, xs, rr)
+    fused = shares_storage(KC, KCT)
+    if fused:
+        for j in range(m):
+            xs[j] = vv[j]
+            xs2[j] = uu[j]
+        matvec2_lp(KC, xs, xs2, rr, cc)
+    else:
+        for j in range(m):
+            xs[j] = vv[j]
+        matvec_lp(KC, xs, rr)
     loss = 0.0
     for i in range(m):
         rr[i] *= sc * uu[i]
         loss += rr[i]
-        xs[i] = uu[i]
-    matvec_lp(KCT, xs, cc)
+    if not fused:
+        for i in range(m):
+            xs[i] = uu[i]
+        matvec_lp(KCT, xs, cc)
     for j in range(m):
         cc[j] *= sc * vv[j]
         t[j] = qinv[j] * (cc[j] - t[j])
@@ -410,7 +431,7 @@ def implicit_solve(pl, KC, KCT, x, cg_tol, cg_max, w, xs):
     ``cg_max`` reached above the tolerance; ``n_cg`` PCG steps).
     """
     _pit_apply(pl, x, xs, w[5])
-    return _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs)
+    return _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs, np.empty_like(xs))
 
 
 @kernel(inline="always")
@@ -562,7 +583,8 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     ``Kᵀ(u ⊙ x)`` (``matvec2_lp``); plain column sweeps (``Kᵀu``, or the ``Πᵀx`` of the
     gradient's residual when it was not fused); PCG steps of the Newton steps and of the
     gradient solve (two sweeps each). The gradient's set-up adds three sweeps per call
-    (``KC v``, ``KCᵀ u``, ``Π t``).
+    (``KC v``, ``KCᵀ u``, ``Π t``), two when ``ops.KCT`` is ``ops.KC`` (a symmetric cost:
+    ``KC v`` and ``KC u`` share one ``matvec2_lp`` sweep; ``shares_storage``).
     """
     pa, u, s, tmp_m, qb, _, t, tmp_n = sk
     K, KT, xs = ops.K, ops.KT, ops.xs
@@ -622,7 +644,7 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     else:
         _pit_apply(pl, xw, xs, tx)
         n_col += 1
-    loss, cg_ok, n_cg = _implicit_finish(pl, ops.KC, ops.KCT, xw, lim.cg_tol, lim.cg_max, w, xs)
+    loss, cg_ok, n_cg = _implicit_finish(pl, ops.KC, ops.KCT, xw, lim.cg_tol, lim.cg_max, w, xs, xs2)
     for i in range(m):
         grad_p[i] = xw[i]
     if not cg_ok:
