@@ -89,7 +89,6 @@ def run(args) -> int:
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import build_retriever, emit, method_params
     from jkofast.eval.runio import atomic_open, format_run, topk_to_ragged
-    from jkofast.sparse.index import prepare
     from jkofast.sparse.report import SearchReport
 
     if args.k < 1:
@@ -112,8 +111,6 @@ def run(args) -> int:
         # the workers return rows only: an empty row is reported without its reason
         report = SearchReport.from_outputs(idx, [0] * len(qids))
     else:
-        if args.method != "sgr":  # the sparse-retrieval kernels (an SGR index never calls them)
-            prepare()
         ds, retr, build_s = _load_index(args) if args.index else build_retriever(args)
         qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
         qmap = ds.queries

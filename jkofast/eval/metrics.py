@@ -75,7 +75,6 @@ __all__ = [
     "warn_float32_range",
 ]
 
-_KIND_NAMES = _c.KIND_NAMES
 
 
 def _check_labels(labels: np.ndarray, gain: str, name: str) -> None:
