@@ -35,12 +35,18 @@ per-query values are the Numba engine's to the last bit (``tests/eval/test_npfil
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import math
 import os
 from typing import NamedTuple
 
 import numpy as np
+
+try:
+    from numpy._core import multiarray as _multiarray
+except ImportError:  # NumPy < 2
+    from numpy.core import multiarray as _multiarray
 
 from jkofast.eval._conventions import (
     _EXP_LABEL_MAX,
@@ -417,14 +423,15 @@ def _widen(words: np.ndarray, width: int) -> np.ndarray:
 
 def _hash(group: np.ndarray, words: np.ndarray) -> np.ndarray:
     """Return a 64-bit hash (uint64) of each (group, words row) pair (collisions are confirmed by the caller)."""
-    h = group.astype(np.uint64) * _MIX[0]
+    h = np.multiply(group, _MIX[0], dtype=np.uint64, casting="unsafe")
+    t = np.empty_like(h)
     for c in range(words.shape[1]):
         h ^= words[:, c]
-        h ^= h >> np.uint64(31)
+        h ^= np.right_shift(h, np.uint64(31), out=t)
         h *= _MIX[1]
-    h ^= h >> np.uint64(33)
+    h ^= np.right_shift(h, np.uint64(33), out=t)
     h *= _MIX[2]
-    h ^= h >> np.uint64(29)
+    h ^= np.right_shift(h, np.uint64(29), out=t)
     return h
 
 
@@ -607,14 +614,35 @@ def evaluate_files_numpy(
     names, kinds, ks = parse_metrics(DEFAULT_METRICS if metrics is None else metrics)
     if (kinds == DIVERSITY).any():
         raise ValueError("evaluate_files: diversity@k needs embeddings; use jkofast.eval.metrics.evaluate")
-    rt = _parse(run, _RUN)
-    qt = _parse(qrels, _QRELS) if rt is not None else None
-    if qt is None or (gain_mode == GAIN_EXPONENTIAL and qt.values.max() > _EXP_LABEL_MAX):
-        return None
-    trec = tie_mode == TIE_TREC_EVAL
-    if trec:
-        warn_float32_range(rt.values, lambda i: _describe(rt, i), stacklevel=3)
-    return _evaluate(rt, qt, names, kinds, ks, gain_mode, trec, missing == "zero")
+    with _small_pages():
+        rt = _parse(run, _RUN)
+        qt = _parse(qrels, _QRELS) if rt is not None else None
+        if qt is None or (gain_mode == GAIN_EXPONENTIAL and qt.values.max() > _EXP_LABEL_MAX):
+            return None
+        trec = tie_mode == TIE_TREC_EVAL
+        if trec:
+            warn_float32_range(rt.values, lambda i: _describe(rt, i), stacklevel=3)
+        return _evaluate(rt, qt, names, kinds, ks, gain_mode, trec, missing == "zero")
+
+
+@contextlib.contextmanager
+def _small_pages():
+    """Allocate without NumPy's transparent-huge-page advice for the duration (restored after).
+
+    NumPy advises huge pages for arrays of 4 MiB and more; where the kernel then compacts memory
+    to find them (``defrag=madvise``), a first touch can cost milliseconds of system time.  The
+    engine allocates and frees many such arrays once each, so small pages are cheaper: on the
+    2-core VM of docs/performance.md the 10,000-query evaluation spent 0.06-0.8 s of system time
+    with the advice and 0.08-0.10 s without.  A NumPy without the switch (it is private) is left
+    as it is.
+    """
+    switch = getattr(_multiarray, "_set_madvise_hugepage", None)
+    previous = switch(False) if switch is not None else None
+    try:
+        yield
+    finally:
+        if switch is not None:
+            switch(previous)
 
 
 def _ragged_take(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -683,7 +711,7 @@ def _run_labels(r_group, r_words, qr: _Qrels, labels: np.ndarray):
     repeated = bool((srt[1:] == srt[:-1]).any())
     maybe = np.zeros(1 << _FILTER_BITS, bool)
     maybe[qr.hashes >> np.uint64(64 - _FILTER_BITS)] = True
-    cand = np.flatnonzero(maybe[rh >> np.uint64(64 - _FILTER_BITS)])
+    cand = np.flatnonzero(maybe[np.right_shift(rh, np.uint64(64 - _FILTER_BITS), out=srt)])
     at = np.minimum(np.searchsorted(qr.hashes, rh[cand]), qr.hashes.shape[0] - 1)
     hit = qr.hashes[at] == rh[cand]
     run_rows, src = cand[hit], qr.kept[at[hit]]
@@ -694,20 +722,22 @@ def _run_labels(r_group, r_words, qr: _Qrels, labels: np.ndarray):
     return lab, repeated, rh
 
 
-def _trec_rank(sel, owner, scores, r_words, nq: int) -> np.ndarray:
-    """Put the rows ``sel`` (query by query) in trec_eval's order in place: float32 score desc, then id desc.
+def _trec_rank(sel, owner, scores, r_words, nq: int):
+    """Return ``(n_ret, sel)``: the rows ``sel`` (query by query; None: every row) in trec_eval's order.
 
-    Returns the ranked count per query.  Adjacent rows are checked (ids only where scores tie);
-    only the queries found out of order are sorted (the usual file needs none).
+    trec_eval's order: float32 score descending, then document id descending.  ``n_ret`` is the
+    ranked count per query.  Adjacent rows are checked (ids only where scores tie); only the
+    queries found out of order are sorted (the usual file needs none).
     """
-    o = owner[sel]
+    o = owner if sel is None else owner[sel]
     with np.errstate(over="ignore"):  # beyond float32: +-inf, as trec_eval's C floats (warned about once)
-        score = scores[sel].astype(np.float32)
+        score = (scores if sel is None else scores[sel]).astype(np.float32)
     same = o[1:] == o[:-1]
     bad = same & (score[1:] > score[:-1])
     tie = np.flatnonzero(same & (score[1:] == score[:-1]))
     if tie.size:  # tied scores: the row after must not hold the larger id
-        a, b = r_words[sel[tie]], r_words[sel[tie + 1]]
+        a = r_words[tie if sel is None else sel[tie]]
+        b = r_words[tie + 1 if sel is None else sel[tie + 1]]
         later = np.zeros(tie.shape[0], bool)
         eq = np.ones(tie.shape[0], bool)
         for c in range(a.shape[1]):
@@ -715,13 +745,15 @@ def _trec_rank(sel, owner, scores, r_words, nq: int) -> np.ndarray:
             eq &= b[:, c] == a[:, c]
         bad[tie[later]] = True
     if bad.any():
+        if sel is None:
+            sel = np.arange(o.shape[0])
         redo = np.zeros(nq, bool)
         redo[o[1:][bad]] = True
         fix = np.flatnonzero(redo[o])
         w = r_words[sel[fix]]
         keys = [~w[:, c] for c in range(w.shape[1] - 1, -1, -1)]
         sel[fix] = sel[fix][np.lexsort((*keys, -score[fix], o[fix]))]
-    return np.bincount(o, minlength=nq)
+    return np.bincount(o, minlength=nq), sel
 
 
 def _evaluate(rt: _Table, qt: _Table, names, kinds, ks, gain_mode, trec, zero) -> FileScores | None:
@@ -746,12 +778,12 @@ def _evaluate(rt: _Table, qt: _Table, names, kinds, ks, gain_mode, trec, zero) -
         rows = np.flatnonzero(np.repeat(r_block_group >= 0, b_len))
         r_words, scores = r_words[rows], scores[rows]
     n_rows = b_len[judged]
-    owner = np.repeat(np.arange(nq_run), n_rows)
+    owner = np.repeat(np.arange(nq_run, dtype=np.int32), n_rows)
     found = _run_labels(groups[owner], r_words, qr, qt.values)
     if found is None:
         return None
     lab, repeated, rh = found
-    sel = np.arange(lab.shape[0])  # the ranked rows, query by query
+    sel = None  # the ranked rows, query by query (None: every row in file order)
     if trec:
         if repeated:  # a repeated document keeps its last line
             found = _last_of_equal(rh, groups[owner], r_words)
@@ -759,7 +791,7 @@ def _evaluate(rt: _Table, qt: _Table, names, kinds, ks, gain_mode, trec, zero) -
                 return None
             order, keep = found
             sel = np.sort(order[keep])
-        n_ret = _trec_rank(sel, owner, scores, r_words, nq_run)
+        n_ret, sel = _trec_rank(sel, owner, scores, r_words, nq_run)
     else:
         n_ret = n_rows
     n_ret = n_ret.astype(np.int64)
@@ -774,7 +806,7 @@ def _evaluate(rt: _Table, qt: _Table, names, kinds, ks, gain_mode, trec, zero) -
     ideal = qt.values[qr.by_group[_ragged_take(qr.g_off[groups], i_count)]]
     ioff = np.zeros(groups.shape[0] + 1, np.int64)
     np.cumsum(i_count, out=ioff[1:])
-    values = _metrics(lab[sel], qoff, ideal, ioff, qr.g_rel[groups], kinds, ks, gain_mode, trec)
+    values = _metrics(lab if sel is None else lab[sel], qoff, ideal, ioff, qr.g_rel[groups], kinds, ks, gain_mode, trec)
     qids = [r_ids[b] for b in judged]
     if extra.size:
         first_of = {g: q for q, g in group_of.items()}
