@@ -1,7 +1,7 @@
 """Whole CLI processes side by side: ``jkofast evaluate --n-boot 0`` against a pytrec_eval process (and others).
 
     python benchmarks/tools/cli_start.py RUN QRELS [--runs 7] [--base DIR --base-cache DIR] [--json]
-    python benchmarks/tools/cli_start.py --search DATASET [--runs 7] [--base DIR --base-cache DIR]
+    python benchmarks/tools/cli_start.py --search DATASET [--index] [--runs 7] [--base DIR --base-cache DIR]
 
 Each side is a fresh interpreter started from a temporary folder (no checkout on the path but
 the tree under test, through ``PYTHONPATH``), with a filled kernel cache (one untimed round
@@ -11,9 +11,11 @@ over ``--runs`` rounds are printed with the median of the per-round ratios to th
 
 Sides for ``RUN QRELS``: ``jkofast evaluate --n-boot 0`` of this tree; with ``--base``, the same
 command of another tree (e.g. the release before, with its own ``--base-cache``);
-``benchmarks/tools/pytrec_eval_files.py`` (the peer: ratios are to it); ``python -c pass``.
+``benchmarks/tools/pytrec_eval_files.py`` (the peer: ratios are to it); ``python -c pass`` and
+``python -c "import numpy"`` (the floor of a NumPy process).
 With ``--search DATASET``: ``jkofast search --dataset DATASET --method bm25`` (this tree, and the
-base tree), ratios to the base.  The load average is printed before and after.
+base tree), ratios to the base; with ``--index`` too, ``jkofast index --dataset DATASET --method bm25``
+as well.  The load average is printed before and after.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*", help="RUN QRELS")
     ap.add_argument("--search", help="time `jkofast search --dataset DATASET --method bm25` instead")
+    ap.add_argument("--index", action="store_true", help="with --search: `jkofast index` of the dataset as well")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--cache", default=os.environ.get("JKOFAST_CACHE_DIR"), help="kernel cache of this tree")
     ap.add_argument("--base", help="another jkofast tree to time beside this one")
@@ -99,6 +102,11 @@ def main(argv=None) -> int:
             sides["jkofast search"] = ([py, "-c", CLI, *cmd], ours)
             if base:
                 sides["base search"] = ([py, "-c", CLI, *cmd], base)
+            if args.index:
+                idx = ["index", "--dataset", args.search, "--method", "bm25", "--out", os.path.join(tmp, "idx")]
+                sides["jkofast index"] = ([py, "-c", CLI, *idx], ours)
+                if base:
+                    sides["base index"] = ([py, "-c", CLI, *idx], base)
             peer = "base search"
         else:
             if len(args.files) != 2:
@@ -113,6 +121,7 @@ def main(argv=None) -> int:
                 ours,
             )
             sides["python -c pass"] = ([py, "-c", "pass"], ours)
+            sides["import numpy"] = ([py, "-c", "import numpy"], ours)
             peer = "pytrec_eval"
         load0 = os.getloadavg()
         rows = summarise(measure(sides, args.runs, tmp), peer)

@@ -8,6 +8,7 @@ line-by-line readers, pytrec_eval and the naive oracles), the naive oracles of
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -342,3 +343,16 @@ def test_cli_hands_unusual_files_to_the_numba_engine(tmp_path):
     assert status["rc"] == 0 and status["numba"]  # the Numba engine read it
     _, plain = _modules_and_output(["evaluate", "--run", rp, "--qrels", qp, "--n-boot", "0", "--json"])
     assert out["metrics"] == plain["metrics"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["1", "12", "+1", "-1", "+", "-", "1a", "a1", "12345678", "1234567x", "007", "1+", "1-2", ":", "/",
+     "99999999", "123456789012", "+12345678", "12345678:", "1_0"],
+)  # fmt: skip
+def test_rank_check_is_signed_digits(field):
+    data = ("\n" + field + "\n").encode()
+    buf = np.zeros(npfiles._PAD * 2 + len(data), np.uint8)
+    buf[npfiles._PAD : npfiles._PAD + len(data)] = np.frombuffer(data, np.uint8)
+    got = npfiles._integer_fields(buf, np.array([npfiles._PAD + 1]), np.array([len(field)]))
+    assert got == bool(re.fullmatch(r"[+-]?[0-9]+", field))
