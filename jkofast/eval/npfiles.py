@@ -748,9 +748,14 @@ def _trec_rank(sel, owner, scores, r_words, nq: int):
     o = owner if sel is None else owner[sel]
     with np.errstate(over="ignore"):  # beyond float32: +-inf, as trec_eval's C floats (warned about once)
         score = (scores if sel is None else scores[sel]).astype(np.float32)
-    same = o[1:] == o[:-1]
-    bad = same & (score[1:] > score[:-1])
-    tie = np.flatnonzero(same & (score[1:] == score[:-1]))
+    n_ret = np.bincount(o, minlength=nq)
+    last = np.cumsum(n_ret)[:-1] - 1  # each query's last row: it and the next query's first are no pair
+    last = last[last >= 0]
+    bad = score[1:] > score[:-1]
+    bad[last] = False
+    eq = score[1:] == score[:-1]
+    eq[last] = False
+    tie = np.flatnonzero(eq)
     if tie.size:  # tied scores: the row after must not hold the larger id
         a = r_words[tie if sel is None else sel[tie]]
         b = r_words[tie + 1 if sel is None else sel[tie + 1]]
@@ -769,7 +774,7 @@ def _trec_rank(sel, owner, scores, r_words, nq: int):
         w = r_words[sel[fix]]
         keys = [~w[:, c] for c in range(w.shape[1] - 1, -1, -1)]
         sel[fix] = sel[fix][np.lexsort((*keys, -score[fix], o[fix]))]
-    return np.bincount(o, minlength=nq), sel
+    return n_ret, sel
 
 
 def _evaluate(rt: _Table, qt: _Table, names, kinds, ks, gain_mode, trec, zero) -> FileScores | None:
