@@ -17,10 +17,12 @@ Numba engine, whose readers accept it or raise their ``ValueError`` naming the f
 * no comment line; ids of at most 248 bytes; each run query's lines contiguous; finite scores;
   a rank field of ``[+-]digits``.
 
-Parsing: one pass finds every field (maximal runs of bytes above the space), a second checks
-that line ends fall between lines only.  Scores are converted by NumPy's bytes-to-float cast,
-which calls Python's ``float`` on each field (the value the line-by-line reader stores), labels
-by its bytes-to-int cast (Python's ``int``).  Ids are packed into big-endian uint64 words, so
+Parsing goes by blocks of whole lines (``_BLOCK`` bytes, one reused buffer): per block one pass
+finds every field (maximal runs of bytes above the space) and the separators show where lines
+end.  Scores of ``[+-]digits[.digits]`` are computed for the whole block by Clinger's fast path
+(:func:`_decimals`: equal to Python's ``float``); other scores go through NumPy's bytes-to-float
+cast, which calls ``float`` on each field (the value the line-by-line reader stores), labels
+through its bytes-to-int cast (Python's ``int``).  Ids are packed into big-endian uint64 words, so
 that comparing words compares bytes in ``strcmp`` order; queries and documents are matched
 through a 64-bit hash of (query group, document words), every match confirmed on the words
 (a hash collision between two different ids hands the files back).
