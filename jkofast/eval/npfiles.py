@@ -638,9 +638,10 @@ def evaluate_files_numpy(
         if qt is None or (gain_mode == GAIN_EXPONENTIAL and qt.values.max() > _EXP_LABEL_MAX):
             return None
         trec = tie_mode == TIE_TREC_EVAL
-        if trec:
+        res = _evaluate(rt, qt, names, kinds, ks, gain_mode, trec, missing == "zero")
+        if trec and res is not None:  # handed back: the Numba engine warns
             warn_float32_range(rt.values, lambda i: _describe(rt, i), stacklevel=3)
-        return _evaluate(rt, qt, names, kinds, ks, gain_mode, trec, missing == "zero")
+        return res
 
 
 @contextlib.contextmanager

@@ -254,6 +254,16 @@ def test_score_beyond_float32_warns_naming_the_line(tmp_path):
     assert "query 'q1', document 'd1', score 1e+39" in str(caught[0].message)
 
 
+def test_handed_back_files_warn_once(tmp_path):
+    # q1's lines are not contiguous: the Numba engine evaluates the files and warns; the NumPy engine does not
+    rp = _write(tmp_path, "q1 Q0 d1 1 1e39 t\nq2 Q0 d2 1 0.5 t\nq1 Q0 d3 2 0.5 t\n", "run.trec")
+    qp = _write(tmp_path, "q1 0 d1 1\n", "qrels.txt")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert evaluate_files_numpy(rp, qp) is None
+    assert caught == []
+
+
 def test_bad_arguments(tmp_path):
     rp, qp = _random_files(tmp_path, 0, n_q=4)
     with pytest.raises(ValueError, match="diversity"):
