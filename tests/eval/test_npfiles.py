@@ -366,3 +366,72 @@ def test_rank_check_is_signed_digits(field):
     buf[npfiles._PAD : npfiles._PAD + len(data)] = np.frombuffer(data, np.uint8)
     got = npfiles._integer_fields(buf, np.array([npfiles._PAD + 1]), np.array([len(field)]))
     assert got == bool(re.fullmatch(r"[+-]?[0-9]+", field))
+
+
+_NOISE = ["q1", "d1", "0", "1", "0.5", "x", "#", " ", "  ", "\t", "\n", "\r\n", "\r", "1_0", "nan", "\u00e9"]
+_QIDS = ["q1", "q2", "q10", "query-with-a-long-id"]
+_DOCS = ["d1", "d2", "d10", "d1x", "doc-number-0001", "doc-number-0001-b"]
+_SCORES = ["0", "1", "0.5", "1.25", "-3", "+1", "1e3", ".5", "7.", "-0", "2.50", "1e39", "0.333333333333333314"]
+_INTS = ["0", "1", "2", "3", "-1", "+1", "007", "1_0"]
+_BAD = ["nan", "0x", "1.5", "-", ""]
+
+
+def _lines(draw, kind: str, ncol: int) -> str:
+    """A run (``kind="run"``) or qrels text: mostly well-formed lines on one separator, some noise."""
+    sep = draw(st.sampled_from([" ", "\t", "  "]))
+    out = []
+    qids = draw(st.lists(st.sampled_from(_QIDS), max_size=8))
+    if kind == "run" and draw(st.integers(0, 4)):  # mostly each query's lines together
+        qids.sort()
+    for q in qids:
+        d = draw(st.sampled_from(_DOCS))
+        bad = draw(st.integers(0, 29)) == 0  # now and then a value the line reader rejects
+        if kind == "run":
+            v = draw(st.sampled_from(_BAD if bad else _SCORES))
+            fields = [q, "Q0", d, draw(st.sampled_from(_INTS)), v, "t"] if ncol == 6 else [q, d, v]
+        else:
+            v = draw(st.sampled_from(_BAD if bad else _INTS))
+            fields = [q, "0", d, v] if ncol == 4 else [q, d, v]
+        line = sep.join(fields)
+        if draw(st.integers(0, 19)) == 0:  # noise inside the line
+            at = draw(st.integers(0, len(line)))
+            line = line[:at] + draw(st.sampled_from(_NOISE)) + line[at:]
+        out.append(line)
+    return "\n".join(out) + draw(st.sampled_from(["", "\n", "\r\n"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_fuzzed_files_are_the_numba_engines_or_handed_back(tmp_path_factory, data):
+    """Untrusted text: the NumPy engine returns the Numba engine's result, or None (never another answer)."""
+    tmp = tmp_path_factory.mktemp("fuzz")
+    run = _lines(data.draw, "run", data.draw(st.sampled_from([3, 6])))
+    qrels = _lines(data.draw, "qrels", data.draw(st.sampled_from([3, 4])))
+    rp, qp = _write(tmp, run, "run.trec"), _write(tmp, qrels, "qrels.txt")
+    tie = data.draw(st.sampled_from(["trec_eval", "given"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = evaluate_files_numpy(rp, qp, ["ndcg@10", "map", "p@2", "mrr"], tie_break=tie)
+        try:
+            exp = evaluate_files(rp, qp, ["ndcg@10", "map", "p@2", "mrr"], tie_break=tie)
+        except ValueError:
+            assert got is None  # the line reader rejects the file: only the Numba engine answers
+            return
+    if got is not None:
+        assert got.query_ids == exp.query_ids
+        assert all(_bits(got.per_query[m]) == _bits(exp.per_query[m]) for m in exp.per_query)
+        assert got.n_ret.tolist() == exp.n_ret.tolist()
+
+
+def test_huge_page_advice_is_restored(tmp_path):
+    rp, qp = _random_files(tmp_path, 1, n_q=4)
+    switch = npfiles._multiarray._set_madvise_hugepage
+    before = switch(True)
+    try:
+        evaluate_files_numpy(rp, qp)
+        assert switch(True) is True  # the engine's own setting was undone
+        switch(False)
+        evaluate_files_numpy(rp, qp)
+        assert switch(False) is False
+    finally:
+        switch(before)
