@@ -244,6 +244,16 @@ class _nothing:
         return False
 
 
+def test_given_order_counts_every_line_in_both_engines(tmp_path):
+    # 1e39 sends the Numba engine to the line reader; with tie_break="given" it too counts both d1 lines
+    rp = _write(tmp_path, "q1 d1 0\nq1 d1 1e39\nq1 d2 5\n", "run.tsv")
+    qp = _write(tmp_path, "q1 d1 1\n", "qrels.txt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _same_as_numba(rp, qp, ["mrr", "p@3"], tie_break="given")
+    assert got.n_ret.tolist() == [3] and got.per_query["p@3"].tolist() == [2 / 3]
+
+
 def test_score_beyond_float32_warns_naming_the_line(tmp_path):
     rp = _write(tmp_path, "q1 Q0 d1 1 1e39 t\nq1 Q0 d2 2 0.5 t\n", "run.trec")
     qp = _write(tmp_path, "q1 0 d2 1\n", "qrels.txt")
