@@ -9,9 +9,11 @@ is the bare ``import jkofast``. The regular profile tracks every entry point; th
 (CI) only the smallest, so a broken suite still fails quickly.
 
 ``CliStart`` tracks whole CLI processes with a filled cache (medians of 5 runs): ``jkofast --help``,
-``jkofast evaluate --n-boot 0`` on a seeded run (1,000 queries x 100; 100 x 100 in the fast profile,
-``benchmarks/tools/make_eval_runs.py``'s data) and, where pytrec_eval is installed, its ratio to a
-process that parses and scores the same files with pytrec_eval (``benchmarks/tools/pytrec_eval_files.py``).
+``jkofast evaluate --n-boot 0`` on seeded runs (1,000 and 10,000 queries x 100; 100 x 100 in the fast
+profile, ``benchmarks/tools/make_eval_runs.py``'s data), where pytrec_eval is installed its ratio to a
+process that parses and scores the same files with pytrec_eval (``benchmarks/tools/pytrec_eval_files.py``),
+and the number of Numba modules that process imports (0).  ``SearchStart`` tracks a whole
+``jkofast search`` process on SciFact (regular profile).
 """
 
 from __future__ import annotations
@@ -124,35 +126,44 @@ def _process_seconds(*argvs: list[str], runs: int = 5) -> list[list[float]]:
     return times
 
 
-class CliStart:
-    """Whole ``jkofast`` processes with a filled kernel cache (seconds, medians of 5; a ratio)."""
+EVAL_QUERIES = [100] if PROFILE == "fast" else [1000, 10000]
+NUMBA_PROBE = (
+    "import sys\nfrom jkofast.cli import main\nmain(sys.argv[1:])\n"
+    "print(sum(m.split('.')[0] == 'numba' for m in sys.modules))\n"
+)
 
+
+class CliStart:
+    """Whole ``jkofast`` processes with a filled kernel cache (seconds, medians of 5; a ratio; a module count)."""
+
+    params = (EVAL_QUERIES,)
+    param_names = ["queries"]
     number = 1
     repeat = 1
-    timeout = 600
+    timeout = 900
 
-    def setup(self):
+    def setup(self, queries):
         self.tmp = tempfile.mkdtemp(prefix="jkofast-clistart-")
-        self.run, self.qrels = write_files(self.tmp, 100 if PROFILE == "fast" else 1000, 100)
-        self.evaluate = [sys.executable, "-c", CLI, "evaluate", "--run", self.run, "--qrels", self.qrels]
-        self.evaluate += ["--n-boot", "0"]
+        self.run, self.qrels = write_files(self.tmp, queries, 100)
+        self.args = ["evaluate", "--run", self.run, "--qrels", self.qrels, "--n-boot", "0"]
+        self.evaluate = [sys.executable, "-c", CLI, *self.args]
 
-    def teardown(self):
+    def teardown(self, queries):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def track_help_seconds(self):
+    def track_help_seconds(self, queries):
         """``jkofast --help`` (imports no NumPy, no Numba)."""
         return statistics.median(_process_seconds([sys.executable, "-c", CLI, "--help"])[0])
 
     track_help_seconds.unit = "s"
 
-    def track_evaluate_seconds(self):
-        """``jkofast evaluate --n-boot 0`` from the files, kernels loaded from the cache."""
+    def track_evaluate_seconds(self, queries):
+        """``jkofast evaluate --n-boot 0`` from the files (the NumPy engine: no kernel to load)."""
         return statistics.median(_process_seconds(self.evaluate)[0])
 
     track_evaluate_seconds.unit = "s"
 
-    def track_evaluate_over_pytrec_eval(self):
+    def track_evaluate_over_pytrec_eval(self, queries):
         """Median over pairs of the same process's time / a pytrec_eval process's on the same files (lower: better)."""
         if importlib.util.find_spec("pytrec_eval") is None:
             raise NotImplementedError("pytrec_eval is not installed")
@@ -161,3 +172,43 @@ class CliStart:
         return statistics.median(a / b for a, b in zip(ours, theirs))
 
     track_evaluate_over_pytrec_eval.unit = "ratio"
+
+    def track_evaluate_numba_modules(self, queries):
+        """Numba modules a ``jkofast evaluate --n-boot 0`` process imports (0: the NumPy engine read the files)."""
+        out = subprocess.run(
+            [sys.executable, "-c", NUMBA_PROBE, *self.args], check=True, capture_output=True, text=True
+        )
+        return int(out.stdout.strip().splitlines()[-1])
+
+    track_evaluate_numba_modules.unit = "modules"
+
+
+class SearchStart:
+    """``jkofast search --dataset scifact --method bm25`` as a whole process, filled kernel cache (median of 5).
+
+    The command loads the kernels its retriever calls, on first use (no warm-up of the whole sparse wing).
+    """
+
+    number = 1
+    repeat = 1
+    timeout = 900
+
+    def setup(self):
+        if PROFILE == "fast":
+            raise NotImplementedError("regular profile only (indexes SciFact)")
+        from jkofast.datasets.beir import bundled_path
+
+        if not os.path.isdir(bundled_path("scifact")):
+            raise NotImplementedError("bundled SciFact is absent")
+        self.tmp = tempfile.mkdtemp(prefix="jkofast-searchstart-")
+        out = os.path.join(self.tmp, "run.trec")
+        self.argv = [sys.executable, "-c", CLI, "search", "--dataset", "scifact", "--method", "bm25", "--out", out]
+
+    def teardown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def track_search_seconds(self):
+        """The whole search process: index SciFact, search its test queries, write the run."""
+        return statistics.median(_process_seconds(self.argv)[0])
+
+    track_search_seconds.unit = "s"

@@ -146,7 +146,7 @@ def test_cached_load_refreshes_no_registry(tmp_path):
     run.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\nq2 Q0 d3 1 0.5 t\n")
     code = (
         "import sys\nfrom jkofast.cli import main\n"
-        f"assert main(['evaluate', '--qrels', {str(qrels)!r}, '--run', {str(run)!r}, '--n-boot', '0']) == 0\n"
+        f"assert main(['evaluate', '--qrels', {str(qrels)!r}, '--run', {str(run)!r}, '--n-boot', '2']) == 0\n"
         "print('REGISTRIES', 'numba.np.arraymath' in sys.modules, 'scipy.linalg' in sys.modules)\n"
     )
     outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True) for _ in (0, 1)]

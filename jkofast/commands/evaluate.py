@@ -1,8 +1,12 @@
 """``jkofast evaluate``: metrics of a TREC run against a split's qrels, with 95% bootstrap CIs.
 
-With ``--qrels FILE`` both files are read and scored by :func:`jkofast.eval.fastread.evaluate_files`
-(bytes parsed in Numba, no Python object per line); with ``--dataset`` the qrels come from the
-dataset loader.  Imports stay inside :func:`run`: the command loads the evaluation wing only.
+With ``--qrels FILE`` and ``--n-boot 0`` both files are scored by the NumPy-only engine
+(:func:`jkofast.eval.npfiles.evaluate_files_numpy`: the process never imports Numba, whose import
+alone costs more than the whole evaluation of a 1,000-query run); files outside that engine's
+layout, and every run with a bootstrap (whose resampling kernel needs Numba anyway), go to
+:func:`jkofast.eval.fastread.evaluate_files` (bytes parsed in Numba, queries in parallel).  Both
+give the same values bit for bit.  With ``--dataset`` the qrels come from the dataset loader.
+Imports stay inside :func:`run`: the command loads the evaluation wing only.
 """
 
 from __future__ import annotations
@@ -75,8 +79,14 @@ def _load_qrels(args: argparse.Namespace):
 
 
 def _score(args: argparse.Namespace):
-    """``(EvalResult, qrels source, run-only count, qrels-only count)``."""
+    """Return ``(result, qrels source, run-only count, qrels-only count)`` (an EvalResult or a FileScores)."""
     conv = {"gain": args.gain, "tie_break": args.tie_break, "missing": args.missing, "n_threads": args.threads}
+    if args.qrels and args.n_boot == 0:
+        from jkofast.eval.npfiles import evaluate_files_numpy
+
+        res = evaluate_files_numpy(args.run, args.qrels, args.metrics, args.gain, args.tie_break, missing=args.missing)
+        if res is not None:
+            return res, args.qrels, res.run_only, res.qrels_only
     if args.qrels:
         from jkofast.eval.fastread import evaluate_files
 
@@ -124,7 +134,11 @@ def run(args: argparse.Namespace) -> int:
         _check_not_empty(args, len(res.query_ids), n_run_only, n_qrels_only, qrels_src)
     t0 = time.perf_counter()
     ci = args.n_boot > 0
-    summ = res.summary(ci=ci, n_boot=max(args.n_boot, 1), seed=args.seed)
+    summ = (
+        res.summary(ci=True, n_boot=args.n_boot, seed=args.seed)
+        if ci
+        else {m: {"mean": v} for m, v in res.means.items()}
+    )
     t_ci = time.perf_counter() - t0
     obj = {
         "run": args.run,

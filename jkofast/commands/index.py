@@ -135,7 +135,6 @@ def run(args) -> int:
     from jkofast._io import check_writable_dir
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import build_retriever, emit, method_params
-    from jkofast.sparse.index import prepare
 
     if args.check is not None:
         if args.out is not None:
@@ -161,7 +160,6 @@ def run(args) -> int:
     given = [o for o, v in (("--corpus", args.corpus), ("--calibrate", args.calibrate)) if v is not None]
     if given:
         raise ValueError(f"{', '.join(given)} apply to --method sgr only")
-    prepare()  # the sparse kernels only
     ds, retr, secs = build_retriever(args)
     retr.save(args.out)
     info = {"dataset": ds.name, "method": args.method, "n_docs": ds.n_docs, "build_seconds": secs, "out": args.out}

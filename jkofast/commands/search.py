@@ -90,7 +90,6 @@ def run(args) -> int:
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import build_retriever, emit, method_params
     from jkofast.eval.runio import atomic_open, format_run, topk_to_ragged
-    from jkofast.sparse.index import prepare
 
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
@@ -110,8 +109,6 @@ def run(args) -> int:
     if args.dask:
         ds, qids, idx, sc, report, workers, build_s, search_s = _search_on_dask(args)
     else:
-        if args.method != "sgr":  # the sparse-retrieval kernels (an SGR index never calls them)
-            prepare()
         ds, retr, build_s = _load_index(args) if args.index else build_retriever(args)
         qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
         qmap = ds.queries

@@ -28,7 +28,7 @@ from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
 from jkofast.eval import metrics as _m
 from jkofast.eval.metrics import EvalResult, warn_float32_range
-from jkofast.eval.trec import RunArrays, read_qrels, read_run
+from jkofast.eval.trec import RunArrays, _read_run_rows, _rows_to_dict, read_qrels
 from jkofast.kernels.eval import fileeval as _f
 from jkofast.kernels.eval import parse as _k
 
@@ -137,9 +137,22 @@ def _str_list(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> list:
     return _ids(buf, start, length).astype(str).tolist()
 
 
-def _slow(path) -> RunArrays:
-    """Return the line-by-line reader's result as arrays (a repeated ``(qid, docid)`` keeps its last score)."""
-    return RunArrays.from_dict(read_run(path))
+def _slow(path, every_line: bool = False) -> RunArrays:
+    """Return the line-by-line reader's result as arrays.
+
+    A repeated ``(qid, docid)`` keeps its last score (the dict reader's content), unless
+    ``every_line`` and each query's lines are contiguous: then every line, in file order (what
+    ``tie_break="given"`` ranks on the fast path).
+    """
+    rows = list(_read_run_rows(path))  # every line checked: ValueError naming the file and line
+    if every_line:
+        heads = [i for i, r in enumerate(rows) if i == 0 or r[0] != rows[i - 1][0]]
+        qids = [rows[i][0] for i in heads]
+        if len(set(qids)) == len(qids):
+            off = np.array([*heads, len(rows)], np.int64)
+            ids = np.asarray([r[1] for r in rows], dtype=str) if rows else np.empty(0, "<U1")
+            return RunArrays(qids, off, ids, np.array([r[2] for r in rows], np.float64))
+    return RunArrays.from_dict(_rows_to_dict(rows))
 
 
 def read_run_arrays_fast(path, n_threads: int | None = None) -> RunArrays:
@@ -172,10 +185,10 @@ def read_run_arrays_fast(path, n_threads: int | None = None) -> RunArrays:
     return _run_arrays(path, buf, _parse_table(buf, _k.RUN, n_threads), n_threads)
 
 
-def _run_arrays(path, buf: np.ndarray, parsed, n_threads) -> RunArrays:
+def _run_arrays(path, buf: np.ndarray, parsed, n_threads, every_line: bool = False) -> RunArrays:
     """:class:`RunArrays` of a parsed run (the line-by-line reader's when ``parsed`` is None or not contiguous)."""
     if parsed is None:
-        return _slow(path)
+        return _slow(path, every_line)
     pos, scores, _, off = parsed
     q_start, q_len, d_start, d_len = pos
     heads = off[:-1]
@@ -264,7 +277,7 @@ def evaluate_files(
         fast = _evaluate_parsed(rbuf, rp, qbuf, qp, names, kinds, ks, gain_mode, tie_mode, missing, n_threads)
     if fast is None:  # the line-by-line readers decide (and name the file and line of a malformed one)
         qd = read_qrels(qrels)
-        ra = _run_arrays(run, rbuf, rp, n_threads)
+        ra = _run_arrays(run, rbuf, rp, n_threads, every_line=tie_break == "given")
         res = _m.evaluate(ra, qd, names, gain=gain, tie_break=tie_break, missing=missing, n_threads=n_threads)
         run_q = set(ra.query_ids)
         judged = {q for q, d in qd.items() if d}

@@ -23,9 +23,8 @@ qrels query with no judgments at all counts as absent (as in pytrec_eval).
 
 from __future__ import annotations
 
-import re
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import NamedTuple
@@ -45,6 +44,15 @@ from jkofast._validation import (
     keep_segments,
     segment_any,
     summarise_errors,
+)
+from jkofast.eval import _conventions as _c
+from jkofast.eval._conventions import (
+    _EXP_LABEL_MAX,
+    DEFAULT_METRICS,
+    DIVERSITY,
+    ScoreRangeWarning,
+    parse_metric,
+    warn_float32_range,
 )
 from jkofast.eval._diversity import check_diversity, diversity
 from jkofast.eval.trec import QrelsArrays, RunArrays
@@ -67,43 +75,6 @@ __all__ = [
     "warn_float32_range",
 ]
 
-DEFAULT_METRICS = ("ndcg@10", "recall@10", "p@10", "mrr@10", "map")
-
-DIVERSITY = -1  # computed from document embeddings (not a label metric): mean pairwise 1 - z_i·z_j
-_KIND_NAMES = {
-    _k.NDCG: "ndcg",
-    _k.RECALL: "recall",
-    _k.PRECISION: "p",
-    _k.RR: "mrr",
-    _k.AP: "map",
-    _k.HIT: "hit",
-    DIVERSITY: "diversity",
-}
-_ALIASES = {
-    "ndcg": _k.NDCG,
-    "ndcg_cut": _k.NDCG,
-    "recall": _k.RECALL,
-    "r": _k.RECALL,
-    "p": _k.PRECISION,
-    "precision": _k.PRECISION,
-    "mrr": _k.RR,
-    "rr": _k.RR,
-    "recip_rank": _k.RR,
-    "map": _k.AP,
-    "ap": _k.AP,
-    "map_cut": _k.AP,
-    "hit": _k.HIT,
-    "hits": _k.HIT,
-    "success": _k.HIT,
-    "diversity": DIVERSITY,
-    "div": DIVERSITY,
-}
-_METRIC_RE = re.compile(r"^([a-z_]+?)(?:(?:@|_|\.)(\d+))?$")
-
-
-_K_MAX = int(np.iinfo(np.int64).max)
-# largest label with an exponential gain 2**label - 1 whose sums stay finite in float64
-_EXP_LABEL_MAX = 1000
 
 
 def _check_labels(labels: np.ndarray, gain: str, name: str) -> None:
@@ -113,43 +84,6 @@ def _check_labels(labels: np.ndarray, gain: str, name: str) -> None:
             f"{name}: label {int(labels.max())} overflows the exponential gain 2**label - 1 "
             f"(labels must be <= {_EXP_LABEL_MAX}; use gain='linear')"
         )
-
-
-def parse_metric(name: str) -> tuple[str, int, int]:
-    """Parse a metric name into ``(canonical name, kind, k)`` (``k = 0``: no cutoff).
-
-    Accepted: ``ndcg@10``, ``ndcg_cut_10``, ``ndcg_cut.10``, ``ndcg``; ``recall@k``,
-    ``recall_k``; ``p@k``, ``precision@k``, ``P_10``; ``mrr@k``, ``rr@k``, ``mrr``,
-    ``recip_rank``; ``map``, ``map@k``, ``map_cut_k``; ``hit@k`` (``success_k``);
-    ``diversity@k`` (``div@k``; needs document embeddings).  Case-insensitive.
-
-    Raises
-    ------
-    TypeError
-        ``name`` is not a str.
-    ValueError
-        Unknown metric, a cutoff < 1 or beyond int64, recall / precision without a cutoff.
-
-    Examples
-    --------
-    >>> parse_metric("NDCG_cut_10")
-    ('ndcg@10', 0, 10)
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"metric names must be strings, got {type(name).__name__}")
-    m = _METRIC_RE.match(name.strip().lower())
-    if not m or m.group(1) not in _ALIASES:
-        raise ValueError(f"unknown metric {name!r}; use ndcg@k, recall@k, p@k, mrr@k, map, map@k, hit@k or diversity@k")
-    kind = _ALIASES[m.group(1)]
-    k = int(m.group(2)) if m.group(2) else 0
-    if m.group(2) and k < 1:
-        raise ValueError(f"metric {name!r}: the cutoff must be >= 1")
-    if kind in (_k.RECALL, _k.PRECISION, _k.HIT, DIVERSITY) and k == 0:
-        raise ValueError(f"metric {name!r} needs a cutoff, e.g. {m.group(1)}@10")
-    if k > _K_MAX:
-        raise ValueError(f"metric {name!r}: the cutoff must be <= {_K_MAX}")
-    canon = _KIND_NAMES[kind] + (f"@{k}" if k else "")
-    return canon, kind, k
 
 
 class BootstrapCI(NamedTuple):
@@ -332,35 +266,8 @@ class EvalResult:
         return {m: {"mean": r.mean, "lo": r.lo, "hi": r.hi} for m, r in zip(names, cis, strict=True)}
 
 
-def _check_mode(gain: str, tie_break: str, missing: str) -> tuple[int, int]:
-    """Return the kernel's gain and tie modes after validating the three convention names."""
-    gains = {"linear": _k.GAIN_LINEAR, "exponential": _k.GAIN_EXPONENTIAL}
-    ties = {"trec_eval": _k.TIE_TREC_EVAL, "given": _k.TIE_GIVEN}
-    if gain not in gains:
-        raise ValueError(f"gain must be 'linear' or 'exponential', got {gain!r}")
-    if tie_break not in ties:
-        raise ValueError(f"tie_break must be 'trec_eval' or 'given', got {tie_break!r}")
-    if missing not in ("skip", "zero"):
-        raise ValueError(f"missing must be 'skip' or 'zero', got {missing!r}")
-    return gains[gain], ties[tie_break]
-
-
-def _parse_metrics(metrics) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Return the distinct canonical names and their kernel kinds / cutoffs (int64)."""
-    if isinstance(metrics, str):
-        metrics = [m for m in metrics.split(",") if m.strip()]
-    elif not isinstance(metrics, Iterable):
-        raise TypeError(f"metrics must be a metric name or a sequence of names, got {type(metrics).__name__}")
-    names, kinds, ks = [], [], []
-    for m in metrics:
-        c, kind, k = parse_metric(m)
-        if c not in names:
-            names.append(c)
-            kinds.append(kind)
-            ks.append(k)
-    if not names:
-        raise ValueError("metrics must name at least one metric")
-    return names, np.asarray(kinds, np.int64), np.asarray(ks, np.int64)
+_check_mode = _c.check_mode
+_parse_metrics = _c.parse_metrics
 
 
 def evaluate_codes(
@@ -849,32 +756,6 @@ class BadQueryError(PartialBatchError):
 
 class BadQueryWarning(PartialBatchWarning):
     """``errors="skip"``: some queries were left out of the result; the message lists them."""
-
-
-class ScoreRangeWarning(UserWarning):
-    """Run scores beyond the float32 range: trec_eval compares scores as C floats, so they tie as +-inf."""
-
-
-_F32_MAX = float(np.finfo(np.float32).max)
-
-
-def warn_float32_range(scores: np.ndarray, describe, *, stacklevel: int = 3) -> None:
-    """Warn once when finite ``scores`` lie beyond the float32 range the ranking compares them in.
-
-    ``describe(i)`` names run row ``i`` (query and document) for the message.  Such scores become
-    +-inf at float32 precision and tie with one another, as in trec_eval.
-    """
-    scores = np.asarray(scores)
-    big = np.isfinite(scores) & (np.abs(scores) > _F32_MAX)
-    if big.any():
-        i = int(np.argmax(big))
-        warnings.warn(
-            f"run: {int(big.sum())} score(s) beyond the float32 range "
-            f"(first: {describe(i)}, score {float(scores[i])!r}); "
-            "ranked as +-inf, tied with one another, as trec_eval's float scores are",
-            ScoreRangeWarning,
-            stacklevel=stacklevel,
-        )
 
 
 @register_warmup("evaluation")
