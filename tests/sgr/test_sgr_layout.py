@@ -190,7 +190,7 @@ def test_wide_layout_uint32_terms_int64_pointer(parts):
 
 
 def test_save_load_mmap_equals_in_memory(parts, tmp_path):
-    """Format 2 on disk: load (in memory) and load(mmap=True) give the fitted index's ids and
+    """Format 3 on disk: load (in memory) and load(mmap=True) give the fitted index's ids and
     scores; ids round-trip (lazy with mmap); postings=False too; an unknown format is named."""
     import json
 
@@ -207,10 +207,10 @@ def test_save_load_mmap_equals_in_memory(parts, tmp_path):
             assert r2.index_nbytes() == r.index_nbytes()
         with open(os.path.join(d, "meta.json")) as f:
             m = json.load(f)
-        m["format"] = 3
+        m["format"] = 4
         with open(os.path.join(d, "meta.json"), "w") as f:
             json.dump(m, f)
-        with pytest.raises(ValueError, match="index format 3 is not supported"):
+        with pytest.raises(ValueError, match="index format 4 is not supported"):
             SparseGeometricRetriever.load(d)
 
 
@@ -219,7 +219,7 @@ def test_postings_false_same_scores_smaller(parts):
     a = SparseGeometricRetriever(**SMALL).fit(corpus)
     b = SparseGeometricRetriever(**SMALL, postings=False).fit(corpus)
     _same_results(a, b)
-    assert "t_docs" not in b._ix
+    assert "t_code" not in b._ix
     ba, bb = a.index_nbytes(breakdown=True), b.index_nbytes(breakdown=True)
     assert bb["postings"] < ba["postings"] and bb["total"] == b.index_nbytes()
     assert sum(v for k, v in bb.items() if k != "total") == bb["total"]
