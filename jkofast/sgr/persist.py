@@ -620,7 +620,9 @@ def _check_postings(ix: dict, N: int, where: str) -> None:
     bad = int(_kp.check_postings(t_indptr, np.ascontiguousarray(ix["t_off"], np.int64), ix["t_code"], N))
     if bad >= 0:
         df = int(t_indptr[bad + 1] - t_indptr[bad])
-        raise _bad(where, "t_code", f"does not decode to the {df} ascending documents in [0, {N}) of term {bad}")
+        what = f"does not decode to the {df} ascending documents in [0, {N}) of term {bad}"
+        # the damage may sit in any of the three: name the pointers too
+        raise _bad(where, "t_code", f"{what} (its bytes as t_off.npy delimits them, its count from t_indptr.npy)")
     xpos, tfq = ix["t_xpos"], ix["t_tfq"]
     nnz = tfq.shape[0]
     n_zero = 0
@@ -629,7 +631,7 @@ def _check_postings(ix: dict, N: int, where: str) -> None:
     if xpos.size and (int(xpos[0]) < 0 or int(xpos[-1]) >= nnz or np.any(xpos[1:] <= xpos[:-1])):
         raise _bad(where, "t_xpos", f"must hold ascending posting positions in [0, {nnz})")
     if n_zero != xpos.shape[0] or (xpos.size and np.any(tfq[xpos] != 0)):
-        raise _bad(where, "t_xpos", "must list exactly the postings whose t_tfq entry is 0")
+        raise _bad(where, "t_xpos", "must list exactly the postings whose t_tfq entry (t_tfq.npy) is 0")
 
 
 def _check_full(ix: dict, cfg: SGRConfig, where: str) -> None:

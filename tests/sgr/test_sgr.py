@@ -817,7 +817,7 @@ def _after_sentinel(z):
         (dict(edit_arrays=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000)), "mem_doc holds ids"),
         (dict(edit_arrays=lambda z: z.__setitem__("t_code", z["t_code"] | 128)), "t_code does not decode"),
         (dict(edit_arrays=lambda z: z.__setitem__("t_off", z["t_off"][::-1].copy())), "t_off"),
-        (dict(edit_arrays=lambda z: z.__setitem__("t_tfq", z["t_tfq"] * 0)), "t_xpos must list exactly"),
+        (dict(edit_arrays=lambda z: z.__setitem__("t_tfq", z["t_tfq"] * 0)), "t_xpos must list exactly the postings"),
         (dict(edit_arrays=lambda z: z.__setitem__("s_idx", z["s_idx"] + 1000)), "s_idx holds ids"),
         (dict(edit_arrays=lambda z: z.__setitem__("t_indptr", z["t_indptr"][::-1].copy())), "t_indptr"),
         (dict(edit_arrays=lambda z: z.__setitem__("dl", z["dl"] * np.nan)), "dl contains NaN"),
