@@ -24,7 +24,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.sgr.postings import vbyte_next
+from jkofast.kernels.sgr.postings import vbyte_rest
 from jkofast.kernels.topk import topk_select
 
 
@@ -524,9 +524,14 @@ def term_doc_bitsets(t_indptr, t_off, t_code, tb_row, out_bits):
         r = tb_row[t]
         if r < 0:
             continue
-        q = t_off[t]
-        d = np.int64(-1)
-        for _ in range(t_indptr[t + 1] - t_indptr[t]):
-            g, q = vbyte_next(t_code, q)
-            d += g + 1
-            out_bits[r, d >> 6] |= np.int64(1) << (d & 63)
+        q = np.uint64(t_off[t])
+        end = np.uint64(t_off[t + 1])
+        d = np.uint64(0)
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            d += g
+            out_bits[r, d >> np.uint64(6)] |= np.int64(1) << np.int64(d & np.uint64(63))
+            d += np.uint64(1)

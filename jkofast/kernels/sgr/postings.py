@@ -26,23 +26,30 @@ __all__ = [
     "encode_postings",
     "posting_bytes",
     "posting_tf",
-    "vbyte_next",
+    "vbyte_rest",
 ]
+
+# Readers decode a term as ``q, end = t_off[t], t_off[t + 1]`` (uint64), then while ``q < end``:
+# ``g = code[q]; q += 1``, and when ``g >= 128`` (a gap of two bytes or more, the rare case)
+# ``g, q = vbyte_rest(code, q, g)``; the document is ``doc + g``, then ``doc += g + 1``.  The
+# one-byte case stays inline in the reader's loop (uint64 indices: no wrap-around code).
 
 
 @kernel()
-def vbyte_next(code, q):
-    """Decode the variable-byte integer at byte ``q`` of ``code``; return ``(value, next q)``."""
-    b = np.int64(code[q])
-    q += 1
-    g = b & 127
-    sh = 7
-    while b >= 128:
-        b = np.int64(code[q])
-        q += 1
-        g |= (b & 127) << sh
-        sh += 7
-    return g, q
+def vbyte_rest(code, q, b):
+    """Finish the variable-byte integer whose first byte ``b >= 128`` was read; ``q`` = the next byte.
+
+    Returns ``(value, next q)`` (uint64).
+    """
+    g = np.uint64(b) & np.uint64(127)
+    sh = np.uint64(7)
+    while True:
+        b = np.uint64(code[q])
+        q += np.uint64(1)
+        g |= (b & np.uint64(127)) << sh
+        if b < 128:
+            return g, q
+        sh += np.uint64(7)
 
 
 @kernel()
@@ -83,14 +90,20 @@ def encode_postings(t_indptr, t_docs, t_off, t_code):
 @kernel()
 def decode_term(t_indptr, t_off, t_code, t, out):
     """Documents of term ``t`` into ``out[:df(t)]`` (int64); returns ``df(t)``."""
-    n = t_indptr[t + 1] - t_indptr[t]
-    q = t_off[t]
-    d = np.int64(-1)
-    for i in range(n):
-        g, q = vbyte_next(t_code, q)
-        d += g + 1
-        out[i] = d
-    return n
+    q = np.uint64(t_off[t])
+    end = np.uint64(t_off[t + 1])
+    doc = np.uint64(0)
+    i = 0
+    while q < end:
+        g = np.uint64(t_code[q])
+        q += np.uint64(1)
+        if g >= 128:
+            g, q = vbyte_rest(t_code, q, g)
+        doc += g
+        out[i] = doc
+        doc += np.uint64(1)
+        i += 1
+    return t_indptr[t + 1] - t_indptr[t]
 
 
 @kernel()

@@ -53,7 +53,7 @@ from numba import prange
 from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.sgr import build as _bk
-from jkofast.kernels.sgr.postings import posting_tf, vbyte_next
+from jkofast.kernels.sgr.postings import posting_tf, vbyte_rest
 from jkofast.kernels.topk import topk_ids, topk_ids_pos, topk_pos
 
 __all__ = [
@@ -741,12 +741,20 @@ def bm25_candidates(gen, qt, nu, n_cand, post, bm25_idf, dl, bm25, bs, u, heap_v
     for a in range(qt.shape[0]):
         t = qt[a]
         w = bm25_idf[t]
-        q = t_off[t]
-        d = np.int64(-1)
-        for p in range(t_indptr[t], t_indptr[t + 1]):
-            g, q = vbyte_next(t_code, q)
-            d += g + 1
+        q = np.uint64(t_off[t])
+        end = np.uint64(t_off[t + 1])
+        doc = np.uint64(0)
+        p = t_indptr[t]
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            doc += g
+            d = np.int64(doc)
+            doc += np.uint64(1)
             tf = posting_tf(p, t_tfq, t_xpos, t_xval)
+            p += 1
             if bstamp[d] != gen:
                 bstamp[d] = gen
                 bval[d] = 0.0
@@ -959,12 +967,16 @@ def rescue_terms(qt, nuse, live, n_rare, idf, dl, post, tb_row, tb_bits, mark, u
                 cnt[b] += x
                 rare[b] += rr * x
         else:
-            q = t_off[t]
-            doc = np.int64(-1)
-            for _ in range(hi - lo):
-                g, q = vbyte_next(t_code, q)
-                doc += g + 1
-                du = np.uint64(doc)  # unsigned index: no wrap-around code
+            q = np.uint64(t_off[t])
+            end = np.uint64(t_off[t + 1])
+            doc = np.uint64(0)  # unsigned indices: no wrap-around code
+            while q < end:
+                g = np.uint64(t_code[q])
+                q += np.uint64(1)
+                if g >= 128:
+                    g, q = vbyte_rest(t_code, q, g)
+                du = doc + g
+                doc = du + np.uint64(1)
                 if dp[du, 0] == live:
                     b = np.uint64(dp[du, 1])
                     lex[b] += v
@@ -993,7 +1005,7 @@ def rescue_postings(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
         n_rare,
         ix.idf,
         ix.dl,
-        (ix.t_indptr, ix.t_off, ix.t_code),
+        (ix.t_off, ix.t_code),
         ws.mark,
         ws.ulist,
         ws.dp,
@@ -1009,11 +1021,11 @@ def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, post, mark, uli
 
     ``rescue_query_terms`` by streaming the postings of every query term, and the
     semantic presence ``sem`` of every routed position by streaming the postings of the
-    semantic terms (ascending id).  ``post`` = (t_indptr, t_off, t_code), the compressed
-    postings; ``sem`` = (semantic values, semantic terms), ``out`` = (lex, lexadj, sem, rare,
-    hit counts), ``norm`` = (avgdl, b_rescue, b_final, coord).
+    semantic terms (ascending id).  ``post`` = (t_off, t_code), the compressed postings;
+    ``sem`` = (semantic values, semantic terms), ``out`` = (lex, lexadj, sem, rare, hit
+    counts), ``norm`` = (avgdl, b_rescue, b_final, coord).
     """
-    t_indptr, t_off, t_code = post
+    t_off, t_code = post
     sval, rbuf = sem
     lex, lexadj, sem, rare, z1 = out
     avgdl, b1, b2, coord = norm
@@ -1029,13 +1041,18 @@ def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, post, mark, uli
         v = idf[t]
         v2 = v * v
         is_rare = (mark[t] & 4) != 0
-        q = t_off[t]
-        d = np.int64(-1)
-        for _ in range(t_indptr[t + 1] - t_indptr[t]):
-            g, q = vbyte_next(t_code, q)
-            d += g + 1
-            if dp[d, 0] == live:
-                b = dp[d, 1]
+        q = np.uint64(t_off[t])
+        end = np.uint64(t_off[t + 1])
+        doc = np.uint64(0)
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            du = doc + g
+            doc = du + np.uint64(1)
+            if dp[du, 0] == live:
+                b = dp[du, 1]
                 lex[b] += v
                 lexadj[b] += v2
                 z1[b] += 1.0
@@ -1045,13 +1062,18 @@ def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, post, mark, uli
     for a in range(n_sem):
         n = sterms[a]
         v = sval[n]
-        q = t_off[n]
-        d = np.int64(-1)
-        for _ in range(t_indptr[n + 1] - t_indptr[n]):
-            g, q = vbyte_next(t_code, q)
-            d += g + 1
-            if dp[d, 0] == live:
-                sem[dp[d, 1]] += v
+        q = np.uint64(t_off[n])
+        end = np.uint64(t_off[n + 1])
+        doc = np.uint64(0)
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            du = doc + g
+            doc = du + np.uint64(1)
+            if dp[du, 0] == live:
+                sem[dp[du, 1]] += v
     for a in range(nuse):
         d = ulist[a]
         lex[a] = lex[a] / ((1.0 - b1) + b1 * dl[d] / avgdl)
