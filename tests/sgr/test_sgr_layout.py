@@ -1,5 +1,5 @@
 """The phased SGR build (jkofast.sgr.layout): calibrate + encode (shards) + assemble == fit;
-shard files; the compact index on disk (format 2) and memory-mapped; half rounding."""
+shard files; the compact index on disk (format 3) and memory-mapped; half rounding."""
 
 from __future__ import annotations
 
@@ -247,7 +247,7 @@ def test_half_round_matches_numpy():
 
 
 def test_scifact_mmap_load_and_compact_equal_in_memory(tmp_path):
-    """SciFact (bundled, 5,183 passages): the index saved in format 2 and opened with
+    """SciFact (bundled, 5,183 passages): the index saved in format 3 and opened with
     ``load(mmap=True)`` returns the in-memory index's ids and scores on the 300 test queries,
     with and without postings (both built by ``fit``)."""
     from jkofast.datasets.beir import load_dataset
