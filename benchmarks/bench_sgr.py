@@ -140,6 +140,12 @@ class SGRSyntheticQuery(Benchmark):
 
     track_index_bytes_per_doc.unit = "bytes"
 
+    def track_postings_bytes_per_doc(self, queries, threads, tail_gate):
+        """The compressed inverted postings alone (format 3: document gaps + one-byte frequencies)."""
+        return self.r.index_nbytes(breakdown=True)["postings"] / self.r.n_docs_
+
+    track_postings_bytes_per_doc.unit = "bytes"
+
 
 class SGRSyntheticCompact(Benchmark):
     """The compact index (``postings=False``, SPEC B.11) on the synthetic corpus, saved in

@@ -49,8 +49,17 @@ def synthetic(N: int, per: int) -> None:
         "s_idx": (np.arange(nnz, dtype=np.int64) % V).astype(np.uint16),
         "mem_doc": np.repeat(np.arange(N, dtype=np.int32), F),
         "code_term": ct,
-        "t_docs": (np.arange(nnz, dtype=np.int64) % N).astype(np.int32),
     }
+    # the compressed postings (format 3) of that support
+    import scipy.sparse as sp
+
+    from jkofast.sgr.layout import compress_postings
+
+    csc = sp.csr_matrix((np.ones(nnz, np.float32), ix["s_idx"], ix["s_indptr"].astype(np.int64)), (N, V)).tocsc()
+    csc.sort_indices()
+    ix["t_indptr"] = csc.indptr.astype(np.int64)
+    ix.update(compress_postings(ix["t_indptr"], csc.indices, csc.data))
+    del csc
     for post in (False, True):
         cfg = SGRConfig(postings=post)
         t = _best(lambda cfg=cfg: persist.check_ranges(ix, cfg, "x"), 3)

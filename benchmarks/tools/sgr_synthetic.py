@@ -16,7 +16,7 @@ REV`` also times that revision's SGR (its whole package exported and renamed, as
 checks that both return the same ids and scores.  ``--no-postings`` builds the compact index
 (``postings=False``: no inverted lexical postings, the rescue scans the support; same scores);
 the index bytes per document are printed per structure (``index_nbytes(breakdown=True)``).
-``--save DIR`` also saves the index (format 2) and times ``load(DIR, mmap=True)`` and the
+``--save DIR`` also saves the index (format 3) and times ``load(DIR, mmap=True)`` and the
 first search after it.
 """
 

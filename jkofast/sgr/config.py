@@ -158,7 +158,8 @@ class SGRConfig:
         document bitset, with the semantic presence computed for the pool only.  Results
         are bit-identical.  Without ``postings`` every mode scans the support.
     postings : bool, default True
-        Keep the inverted lexical postings (``t_docs``/``t_tf``, ~8 bytes per support entry):
+        Keep the inverted lexical postings, compressed (variable-byte document gaps and one
+        byte of term frequency per support entry; ``jkofast.sgr.layout``):
         the fast rescue modes and the BM25 extension read them.  ``False`` gives the compact
         index of SPEC B.11 (the frozen rescue scans the routed documents' support; the same
         scores, bit for bit); the BM25 extension then raises.

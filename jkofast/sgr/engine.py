@@ -16,6 +16,7 @@ import numpy as np
 
 from jkofast._threads import numba_threads, resolve_threads
 from jkofast.kernels.sgr import build as kb
+from jkofast.kernels.sgr import postings as kp
 from jkofast.kernels.sgr import query as kq
 from jkofast.sgr import layout
 
@@ -126,7 +127,7 @@ class QueryPath:
             tb_row = np.full(V, -1, np.int64)
             tb_row[freq] = np.arange(int(freq.sum()))
             bits = np.zeros((max(int(freq.sum()), 1), (N + 63) // 64), np.int64)
-            kb.term_doc_bitsets(t_indptr, ix["t_docs"], tb_row, bits)
+            kb.term_doc_bitsets(t_indptr, ix["t_off"], ix["t_code"], tb_row, bits)
         else:  # never read: the rescue scans the support
             tb_row = np.full(1, -1, np.int64)
             bits = np.zeros((1, 1), np.int64)
@@ -208,9 +209,12 @@ class QueryPath:
         """
         if self._kix is None:
             ix = dict(self._ix)
-            if "t_docs" not in ix:
-                ix["t_docs"] = np.zeros(0, np.int32)
-                ix["t_tf"] = np.zeros(0, np.float32)
+            if "t_code" not in ix:
+                ix["t_off"] = np.zeros(1, np.int64)
+                ix["t_code"] = np.zeros(0, np.uint8)
+                ix["t_tfq"] = np.zeros(0, np.uint8)
+                ix["t_xpos"] = np.zeros(0, np.int64)
+                ix["t_xval"] = np.zeros(0, np.float32)
             self._kix = kq.SGRIndex(*(ix[name] for name in kq.SGRIndex._fields))
             self._entry = {}
         return self._kix
@@ -291,8 +295,12 @@ class QueryPath:
             ptr = ix["t_indptr"]
             lo, hi = ptr[terms].astype(np.int64), ptr[terms + 1].astype(np.int64)
             take = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)])
-            docs = np.asarray(ix["t_docs"])[take].astype(np.int64)
-            tf = np.asarray(ix["t_tf"])[take].astype(np.float64)
+            docs = np.concatenate([self._term_docs(int(t)) for t in terms.tolist()])
+            tf = np.asarray(ix["t_tfq"])[take].astype(np.float64)
+            esc = np.flatnonzero(tf == 0.0)
+            if esc.size:  # frequencies kept exactly in t_xval
+                xpos = np.asarray(ix["t_xpos"])
+                tf[esc] = np.asarray(ix["t_xval"])[np.searchsorted(xpos, take[esc])]
             idf = np.repeat(np.asarray(ix["bm25_idf"], np.float64)[terms], hi - lo)
         else:
             s_idx = np.asarray(ix["s_idx"])
@@ -313,6 +321,13 @@ class QueryPath:
         score = np.bincount(inv, weights=part, minlength=uniq.shape[0])
         top = np.lexsort((uniq, -score))[:k]
         return uniq[top], score[top]
+
+    def _term_docs(self, t: int) -> np.ndarray:
+        """Documents (int64, ascending) of term ``t``, decoded from the compressed postings."""
+        ix = self._ix
+        out = np.empty(int(ix["t_indptr"][t + 1] - ix["t_indptr"][t]), np.int64)
+        kp.decode_term(ix["t_indptr"], ix["t_off"], ix["t_code"], t, out)
+        return out
 
     def _apply_fallback(self, q_indptr, q_terms, status, idx, sc, kk) -> np.ndarray:
         """Fill the rows of the queries with known terms but no routed document (in place).

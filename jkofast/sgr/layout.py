@@ -16,7 +16,7 @@ calibrated on a subset and the corpus encoded in shards written to disk.
   in the compact query layout, in memory or written into folder ``out`` with bounded
   memory.
 
-Compact layout (format 2; V terms, N passages, M memberships, S = ``code_size``,
+Compact layout (format 3; V terms, N passages, M memberships, S = ``code_size``,
 W = ceil(S / 16); "term" = uint16 when V <= 65,535 (65,535 = the sentinel), else uint32
 (4,294,967,295 = the sentinel)):
 
@@ -50,8 +50,17 @@ gvar           float64 V            global sign variance of each term
 a_indptr ...   int64/int32/float32  PPMI graph A (B.5)
 g_indptr ...   int64/term/float32   second-order graph G (B.5)
 t_indptr       int64 V+1            term document frequencies as a pointer (always) ...
-t_docs, t_tf   int32, float32       ... and the inverted postings (``postings=True`` only)
+t_off, t_code  int64 V+1, uint8     ... and the inverted postings (``postings=True`` only): the
+                                    documents of term t as variable-byte gaps in
+                                    ``t_code[t_off[t]:t_off[t+1]]`` ...
+t_tfq          uint8 (nnz)          ... the term frequency of posting p when an integer in [1, 255],
+                                    else 0 ...
+t_xpos, t_xval int64, float32       ... and the other frequencies (ascending positions p, values)
 =============  ===================  ===============================================================
+
+The postings code is ``jkofast.kernels.sgr.postings`` (gap ``d - d_prev - 1`` in seven-bit
+groups, least significant first, high bit = more bytes follow).  Format 2 stored the postings as
+``t_docs`` int32 and ``t_tf`` float32 (8 bytes per posting); everything else is the same.
 
 Reliability (B.4): the weight of code term t in branch j is ``r_w`` when (j, t) is stored;
 an entry seen once among the calibration codes (Σz = ±1, the great majority: 99 % on the
@@ -74,6 +83,7 @@ from jkofast._io import atomic_save_npy, atomic_write_json
 from jkofast._threads import numba_threads
 from jkofast._validation import check_int, read_json_file
 from jkofast.kernels.sgr import build as _b
+from jkofast.kernels.sgr import postings as _kp
 from jkofast.sgr.config import as_config
 
 __all__ = [
@@ -83,13 +93,15 @@ __all__ = [
     "assemble",
     "calibrate",
     "calibrate_and_encode",
+    "compress_postings",
     "encode",
     "read_shard",
     "term_dtype",
     "write_shard",
 ]
 
-FORMAT = 2  # the on-disk index format written by SparseGeometricRetriever.save
+FORMAT = 3  # the on-disk index format written by SparseGeometricRetriever.save
+POSTING_ARRAYS = ("t_off", "t_code", "t_tfq", "t_xpos", "t_xval")  # the compressed postings (postings=True)
 _SHARD_MANIFEST = "shard.json"
 
 
@@ -564,6 +576,13 @@ class _Sink:
         a[...] = value
         return a
 
+    def drop(self, name):
+        """Forget array ``name`` (and remove its file)."""
+        a = self.arrays.pop(name)
+        if self.out is not None:
+            del a
+            os.remove(os.path.join(self.out, name + ".npy"))
+
     def finish(self) -> dict:
         if self.out is None:
             return self.arrays
@@ -682,6 +701,53 @@ def assemble(
         arrs["t_docs"] = sink.new("t_docs", (nnz,), np.int32)
         arrs["t_tf"] = sink.new("t_tf", (nnz,), np.float32)
     _scatter(shards, arrs, b_indptr, t_indptr, V, p["postings"])
+    if p["postings"]:
+        _compress_into(sink, t_indptr, arrs.pop("t_docs"), arrs.pop("t_tf"))
+        sink.drop("t_docs")
+        sink.drop("t_tf")
+    return sink.finish()
+
+
+_TF_BLOCK = 1 << 22  # postings per block of the term-frequency split (bounded temporaries)
+
+
+def _compress_into(sink, t_indptr, t_docs, t_tf) -> None:
+    """Write the compressed postings of (``t_indptr``, ``t_docs``, ``t_tf``) into ``sink`` (module docstring)."""
+    V = t_indptr.shape[0] - 1
+    nb = np.zeros(V, np.int64)
+    _kp.posting_bytes(t_indptr, t_docs, nb)
+    t_off = np.zeros(V + 1, np.int64)
+    np.cumsum(nb, out=t_off[1:])
+    sink.put("t_off", t_off)
+    _kp.encode_postings(t_indptr, t_docs, t_off, sink.new("t_code", (int(t_off[-1]),), np.uint8))
+    nnz = t_tf.shape[0]
+    tfq = sink.new("t_tfq", (nnz,), np.uint8)
+    xpos, xval = [], []
+    for lo in range(0, nnz, _TF_BLOCK):
+        v = np.asarray(t_tf[lo : lo + _TF_BLOCK])
+        small = (v >= 1) & (v <= 255) & (v == np.floor(v))
+        tfq[lo : lo + v.shape[0]] = np.where(small, v, 0).astype(np.uint8)
+        other = np.flatnonzero(~small)
+        xpos.append(other + lo)
+        xval.append(v[other].astype(np.float32))
+    sink.put("t_xpos", np.concatenate(xpos).astype(np.int64) if xpos else np.zeros(0, np.int64))
+    sink.put("t_xval", np.concatenate(xval) if xval else np.zeros(0, np.float32))
+
+
+def compress_postings(t_indptr, t_docs, t_tf) -> dict:
+    """Return the compressed postings (``t_off``, ``t_code``, ``t_tfq``, ``t_xpos``, ``t_xval``) in memory.
+
+    Parameters
+    ----------
+    t_indptr : int64 (V+1,)
+        Postings pointer (non-decreasing, from 0).
+    t_docs : integer (nnz,)
+        Documents of each term, strictly ascending within a term, non-negative.
+    t_tf : float32 (nnz,)
+        Term frequency of each posting.
+    """
+    sink = _Sink(None)
+    _compress_into(sink, np.asarray(t_indptr, np.int64), np.asarray(t_docs, np.int32), np.asarray(t_tf, np.float32))
     return sink.finish()
 
 

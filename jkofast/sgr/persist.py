@@ -1,4 +1,4 @@
-"""Persistence of a SparseGeometricRetriever index: a folder of ``.npy`` arrays and ``meta.json`` (format 2).
+"""Persistence of a SparseGeometricRetriever index: a folder of ``.npy`` arrays and ``meta.json`` (format 3).
 
 :func:`save_index` writes every array through :mod:`jkofast._io` (temporary name, rename) and
 ``meta.json`` last, so a folder whose writing was interrupted has no ``meta.json`` and
@@ -13,6 +13,11 @@ id, pointer and sentinel the query kernels index with (:func:`check_structure`,
 adds the checksum of every file and the remaining invariants (:func:`_check_full`);
 :func:`check_index` is the report of ``jkofast index --check``.  An index written before the
 checksums were recorded (jkofast 0.1.0) still opens; its report says "no checksums recorded".
+
+Format 3 stores the inverted postings compressed (``jkofast.sgr.layout``, ``POSTING_ARRAYS``);
+a format-2 index without postings (``postings=False``, the compact index of a streaming build)
+holds the same files and opens as it is; a format-2 index with postings (``t_docs``/``t_tf``)
+is refused with a message to rebuild it.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from jkofast._io import (
     file_report,
     read_manifest,
 )
+from jkofast.kernels.sgr import postings as _kp
 from jkofast.sgr import layout
 from jkofast.sgr.config import SGRConfig
-from jkofast.sgr.layout import FORMAT
+from jkofast.sgr.layout import FORMAT, POSTING_ARRAYS
 
 __all__ = [
     "INDEX_ARRAYS",
@@ -87,7 +93,7 @@ INDEX_ARRAYS = (
     "g_val",
     "t_indptr",
 )
-POSTING_ARRAYS = ("t_docs", "t_tf")
+READS = (2, FORMAT)  # formats this version opens (format 2 only without postings)
 
 
 def array_names(cfg: SGRConfig) -> list:
@@ -106,7 +112,7 @@ def _mapped_from(a: np.ndarray, target: str) -> np.memmap | None:
 
 
 def save_index(path, ix: dict, cfg: SGRConfig, *, terms, ids, n_docs: int, n_calibration: int, scripts: bool) -> None:
-    """Write the index arrays ``ix`` to folder ``path`` (format 2: one ``.npy`` per array + ``meta.json``).
+    """Write the index arrays ``ix`` to folder ``path`` (format 3: one ``.npy`` per array + ``meta.json``).
 
     Each array is written under a temporary name and renamed; ``meta.json`` (format version,
     parameters, vocabulary, the list of arrays with dtypes and shapes, every file's size and
@@ -345,7 +351,7 @@ def _load_arrays(path: str, meta: dict, cfg: SGRConfig, mmap: bool) -> dict:
 
 
 def _check_meta(meta, mpath: str, summed: bool = False) -> None:
-    """Check the ``meta.json`` object of :func:`save_index` (format 2)."""
+    """Check the ``meta.json`` object of :func:`save_index` (format 3)."""
     if not isinstance(meta, dict):
         raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
     _check_format(meta, mpath)
@@ -370,13 +376,19 @@ def _check_format(meta, mpath: str) -> None:
     if not isinstance(meta, dict):
         raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
     fmt = meta.get("format")
+    if fmt == 2 and isinstance(meta.get("arrays"), dict) and "t_docs" in meta["arrays"]:
+        raise ValueError(
+            f"{mpath}: index format 2 with uncompressed postings (t_docs.npy, t_tf.npy) is not supported; "
+            "rebuild the index with this version of jkofast (format 3 compresses the postings)"
+        )
     if fmt == 1:
         raise ValueError(
             f"{mpath}: index format 1 (index.npz) is not supported; rebuild the index with this version of jkofast"
         )
-    if fmt != FORMAT:
+    if isinstance(fmt, bool) or fmt not in READS:
         raise ValueError(
-            f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads format {FORMAT}; "
+            f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads format {FORMAT}, "
+            "and format 2 without postings; "
             "an index written by a newer jkofast needs that version)"
         )
 
@@ -444,8 +456,11 @@ _DTYPES = {
     "g_indptr": "i8",
     "g_val": "f4",
     "t_indptr": "i8",
-    "t_docs": "i4",
-    "t_tf": "f4",
+    "t_off": "i8",
+    "t_code": "u1",
+    "t_tfq": "u1",
+    "t_xpos": "i8",
+    "t_xval": "f4",
 }
 
 
@@ -494,7 +509,10 @@ def _check_pointers(ix: dict, cfg: SGRConfig, V: int, N: int, where: str) -> Non
         ("g_indptr", V, "g_idx", ("g_val",)),
     ]
     if cfg.postings:
-        ptrs.append(("t_indptr", V, "t_docs", ("t_tf",)))
+        ptrs.append(("t_indptr", V, "t_tfq", ()))
+        ptrs.append(("t_off", V, "t_code", ()))
+        if ix["t_xval"].shape != ix["t_xpos"].shape or ix["t_xpos"].ndim != 1:
+            raise _bad(where, "t_xval", f"has shape {ix['t_xval'].shape}, expected {ix['t_xpos'].shape} like t_xpos")
     elif ix["t_indptr"].shape != (V + 1,) or ix["t_indptr"][0] != 0 or ix["t_indptr"][-1] != ix["s_idx"].shape[0]:
         raise _bad(where, "t_indptr", f"must be a ({V + 1},) pointer from 0 to len(s_idx)")
     want_cw = np.uint16 if cfg.reliability_float16 else np.float32
@@ -515,8 +533,8 @@ def _check_pointers(ix: dict, cfg: SGRConfig, V: int, N: int, where: str) -> Non
 
 def _check_v_tables(ix: dict, V: int, where: str) -> None:
     """Check the O(V) tables in full (cheap; the kernels index with them unchecked)."""
-    for ptr in ("b_indptr", "c_indptr", "r_indptr", "a_indptr", "g_indptr", "t_indptr"):
-        if np.any(np.diff(ix[ptr]) < 0):
+    for ptr in ("b_indptr", "c_indptr", "r_indptr", "a_indptr", "g_indptr", "t_indptr", "t_off"):
+        if ptr in ix and np.any(np.diff(ix[ptr]) < 0):
             raise _bad(where, ptr, "must be non-decreasing")
     for k, hi in (("c_terms", V), ("r_terms", V), ("a_idx", V), ("g_idx", V)):
         _ids_in(ix, k, hi, where)
@@ -570,7 +588,7 @@ def check_ranges(ix: dict, cfg: SGRConfig, where: str) -> None:
         raise _bad(where, "s_idx", f"holds ids outside [0, {V})")
     _ids_in(ix, "mem_doc", N, where)
     if cfg.postings:
-        _ids_in(ix, "t_docs", N, where)
+        _check_postings(ix, N, where)
     dl = ix["dl"]
     if dl.dtype.kind == "f" and dl.size:
         if not np.isfinite(dl).all():
@@ -591,6 +609,31 @@ def check_ranges(ix: dict, cfg: SGRConfig, where: str) -> None:
         )
 
 
+def _check_postings(ix: dict, N: int, where: str) -> None:
+    """Check the compressed postings: every term decodes to its ``df`` ascending documents in [0, N); frequencies.
+
+    After :func:`check_structure` (pointers from 0 to the lengths, non-decreasing).  A zero
+    ``t_tfq`` entry is a frequency kept in ``t_xval``: ``t_xpos`` must list exactly those
+    positions, ascending, so the kernels' look-up always finds its entry.
+    """
+    t_indptr = np.ascontiguousarray(ix["t_indptr"], np.int64)
+    bad = int(_kp.check_postings(t_indptr, np.ascontiguousarray(ix["t_off"], np.int64), ix["t_code"], N))
+    if bad >= 0:
+        df = int(t_indptr[bad + 1] - t_indptr[bad])
+        what = f"does not decode to the {df} ascending documents in [0, {N}) of term {bad}"
+        # the damage may sit in any of the three: name the pointers too
+        raise _bad(where, "t_code", f"{what} (its bytes as t_off.npy delimits them, its count from t_indptr.npy)")
+    xpos, tfq = ix["t_xpos"], ix["t_tfq"]
+    nnz = tfq.shape[0]
+    n_zero = 0
+    for lo in range(0, nnz, _ROWS * 16):
+        n_zero += int(np.count_nonzero(tfq[lo : lo + _ROWS * 16] == 0))
+    if xpos.size and (int(xpos[0]) < 0 or int(xpos[-1]) >= nnz or np.any(xpos[1:] <= xpos[:-1])):
+        raise _bad(where, "t_xpos", f"must hold ascending posting positions in [0, {nnz})")
+    if n_zero != xpos.shape[0] or (xpos.size and np.any(tfq[xpos] != 0)):
+        raise _bad(where, "t_xpos", "must list exactly the postings whose t_tfq entry (t_tfq.npy) is 0")
+
+
 def _check_full(ix: dict, cfg: SGRConfig, where: str) -> None:
     """Check the rest of the format, after :func:`check_ranges` (``verify``, in-memory loads, ``--check``).
 
@@ -599,7 +642,7 @@ def _check_full(ix: dict, cfg: SGRConfig, where: str) -> None:
     entries within a row is not checked: the query kernels' safety does not depend on it.)
     """
     V = ix["idf"].shape[0]
-    for k in ("mem_m", "t_tf"):
+    for k in ("mem_m", "t_xval"):
         if k in ix and ix[k].size and not np.isfinite(ix[k]).all():
             raise _bad(where, k, "contains NaN or inf")
     ct = ix["code_term"]

@@ -593,7 +593,7 @@ class SparseGeometricRetriever(QueryPath):
             "reliability": ("r_indptr", "r_terms", "r_w", "r_nj", "r_scale", "gvar", "h2f"),
             "graph_g": ("g_indptr", "g_idx", "g_val"),
             "semantic": ("sem_indptr", "sem_idx", "sem_val"),
-            "postings": ("t_indptr", "t_docs", "t_tf"),
+            "postings": ("t_indptr", "t_off", "t_code", "t_tfq", "t_xpos", "t_xval"),
             "bitsets": ("tb_row", "tb_bits"),
         }
         if not query_path_only:
@@ -608,7 +608,7 @@ class SparseGeometricRetriever(QueryPath):
         return total
 
     def save(self, path: str) -> None:
-        """Write the index to folder ``path`` (format 2: one ``.npy`` per array + ``meta.json``).
+        """Write the index to folder ``path`` (format 3: one ``.npy`` per array + ``meta.json``).
 
         Every file goes through :mod:`jkofast._io` (a temporary name, then a rename);
         ``meta.json`` (format version, parameters, vocabulary, the list of arrays with dtypes
@@ -632,7 +632,7 @@ class SparseGeometricRetriever(QueryPath):
 
     @classmethod
     def load(cls, path: str, mmap: bool = False, verify: bool = False) -> SparseGeometricRetriever:
-        """Read an index written by :meth:`save` (format 2).
+        """Read an index written by :meth:`save` (format 3, or format 2 without postings).
 
         Parameters
         ----------

@@ -38,7 +38,7 @@ QUERIES = ["sunlight power", "cat dog mat", "wind energy", "coffee"]
 # arrays whose entries are ids or pointers (the ones a kernel indexes with)
 ID_ARRAYS = {
     "sgr": ["s_indptr", "s_idx", "b_indptr", "mem_doc", "code_term", "c_indptr", "c_terms", "r_indptr", "r_terms",
-            "a_indptr", "a_idx", "g_indptr", "g_idx", "t_indptr", "t_docs", "ids_off"],
+            "a_indptr", "a_idx", "g_indptr", "g_idx", "t_indptr", "t_off", "t_code", "t_tfq", "ids_off"],
     "sparse": ["term_ptr", "post_docs", "doc_len"],
 }  # fmt: skip
 MANIFEST = {"sgr": "meta.json", "sparse": "manifest.json"}
@@ -129,7 +129,7 @@ def test_damaged_index_fails_naming_the_file_or_answers_unchanged(kind, tmp_path
     cases += [
         {"op": "flip", "file": MANIFEST[kind], "at": 40, "mask": 1},
         {"op": "truncate", "file": MANIFEST[kind], "at": 100},
-        {"op": "ids", "file": "t_docs.npy" if kind == "sgr" else "post_docs.npy", "value": "big", "edge": 0,
+        {"op": "ids", "file": "t_code.npy" if kind == "sgr" else "post_docs.npy", "value": "big", "edge": 0,
          "count": 64, "at": 0},
     ]  # fmt: skip
     lines = _run_worker(kind, tmp_path, cases)

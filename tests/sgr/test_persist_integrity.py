@@ -74,7 +74,7 @@ def test_clean_index_opens_checks_and_answers(ix):
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
     rep = persist.check_index(ix)
     assert rep["ok"] and rep["error"] is None and rep["checksums"] == "crc32"
-    assert {r["status"] for r in rep["files"]} == {"ok"} and len(rep["files"]) == 32
+    assert {r["status"] for r in rep["files"]} == {"ok"} and len(rep["files"]) == 35  # 33 arrays + 2 id files
 
 
 def test_manifest_byte_change_is_caught_at_every_open(ix):
@@ -107,20 +107,22 @@ def test_file_checksum_caught_at_open_for_small_files_and_by_verify_for_large(ix
 
 def test_truncated_or_missing_file_named_at_open(ix, monkeypatch):
     monkeypatch.setattr(persist, "OPEN_CHECKSUM_BYTES", 0)
-    raw = (ix / "t_tf.npy").read_bytes()
-    (ix / "t_tf.npy").write_bytes(raw[:-4])
-    with pytest.raises(ValueError, match=r"t_tf\.npy: has \d+ bytes, the manifest records"):
+    raw = (ix / "t_tfq.npy").read_bytes()
+    (ix / "t_tfq.npy").write_bytes(raw[:-4])
+    with pytest.raises(ValueError, match=r"t_tfq\.npy: has \d+ bytes, the manifest records"):
         SparseGeometricRetriever.load(ix, mmap=True)
-    os.remove(ix / "t_tf.npy")
-    with pytest.raises(ValueError, match=r"t_tf\.npy: missing"):
+    os.remove(ix / "t_tfq.npy")
+    with pytest.raises(ValueError, match=r"t_tfq\.npy: missing"):
         SparseGeometricRetriever.load(ix, mmap=True)
 
 
 def _damages(V, N, F):
     # (array, damage, what the message says): every id/pointer/sentinel the query kernels index with
+    dec = rf"does not decode to the \d+ ascending documents in \[0, {N}\)"
     return [
-        ("t_docs", lambda a: a.__setitem__(slice(0, 64), 10**8), rf"holds ids outside \[0, {N}\)"),
-        ("t_docs", lambda a: a.__setitem__(0, -1), rf"holds ids outside \[0, {N}\)"),
+        # the compressed postings: a code running past its term, documents past N
+        ("t_code", lambda a: a.__setitem__(slice(0, 64), 255), dec),
+        ("t_code", lambda a: a.__setitem__(slice(None), 127), dec),
         ("mem_doc", lambda a: a.__setitem__(0, N), rf"holds ids outside \[0, {N}\)"),
         ("s_idx", lambda a: a.__setitem__(0, V), rf"holds ids outside \[0, {V}\)"),
         ("s_indptr", lambda a: a.__setitem__(2, a[3] + 1), "must be non-decreasing"),
@@ -150,7 +152,7 @@ def test_every_kernel_index_array_is_range_checked_at_open(ix, monkeypatch, k):
 
 
 def _as_released(path):
-    """Rewrite meta.json as jkofast 0.1.0 wrote it: format 2, no file checksums, no manifest checksum."""
+    """Rewrite meta.json as jkofast 0.1.0 wrote it: no file checksums, no manifest checksum."""
     meta, _ = read_manifest(path / "meta.json", missing="m", invalid="i")
     for k in ("checksum", "files"):
         del meta[k]
@@ -171,8 +173,8 @@ def test_index_without_checksums_still_opens_and_check_says_so(ix, capsys):
     assert main(["index", "--check", str(ix)]) == 0
     assert "no checksums recorded" in capsys.readouterr().out
     # structure is still checked, and a damaged id array is still refused
-    _set(ix, "t_docs", lambda a: a.__setitem__(0, 10**6))
-    with pytest.raises(ValueError, match=r"t_docs\.npy: t_docs holds ids outside"):
+    _set(ix, "t_code", lambda a: a.__setitem__(slice(None), 127))
+    with pytest.raises(ValueError, match=r"t_code\.npy: t_code does not decode"):
         SparseGeometricRetriever.load(ix, mmap=True)
 
 
@@ -215,8 +217,8 @@ def test_check_cli_exit_codes_and_json(ix, capsys):
     assert "--out is required" in capsys.readouterr().err
 
 
-def test_out_of_range_t_docs_search_exits_2_not_segfault(tmp_path):
-    """Issue #26: 64 entries of t_docs.npy out of range, then ``jkofast search --index`` (was exit 139)."""
+def test_damaged_postings_search_exits_2_not_segfault(tmp_path):
+    """Issue #26: damaged postings (t_code.npy), then ``jkofast search --index`` (was exit 139 with t_docs.npy)."""
     ds = tmp_path / "ds"
     write_beir(ds, [(i, "", t) for i, t in zip(IDS, TEXTS)], (("q1", "sunlight power"),), (("q1", "d0", 1),))
     out = tmp_path / "ix"
@@ -226,13 +228,13 @@ def test_out_of_range_t_docs_search_exits_2_not_segfault(tmp_path):
                    check=True, capture_output=True)  # fmt: skip
     # as on a large index (files above the per-open checksum size) and as written by 0.1.0: no checksum at open
     _as_released(out)
-    a = np.load(out / "t_docs.npy", mmap_mode="r+")
-    a[:64] = 10**8
+    a = np.load(out / "t_code.npy", mmap_mode="r+")
+    a[:] = 127
     a.flush()
     del a
     p = subprocess.run([*run, "search", "--method", "sgr", "--dataset", str(ds), "--index", str(out),
                         "--out", str(tmp_path / "run.trec")], env=env, capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
-    assert "t_docs.npy" in p.stderr and "outside" in p.stderr
+    assert "t_code.npy" in p.stderr and "does not decode" in p.stderr
     p = subprocess.run([*run, "index", "--check", str(out)], env=env, capture_output=True, text=True)
-    assert p.returncode == 2 and "t_docs.npy: t_docs holds ids outside" in p.stderr
+    assert p.returncode == 2 and "t_code.npy: t_code does not decode" in p.stderr

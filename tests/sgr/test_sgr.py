@@ -750,7 +750,7 @@ def test_registry_attributes(retr):
 
 
 def _corrupt(retr, tmp_path, edit_meta=None, edit_arrays=None):
-    """Save ``retr`` (format 2) and edit its meta.json / arrays (the listing follows the edits).
+    """Save ``retr`` (format 3) and edit its meta.json / arrays (the listing follows the edits).
 
     The edited meta.json is written without checksums (as jkofast 0.1.0 wrote it), so that the
     structural checks, not the checksums, meet the edits.
@@ -815,7 +815,9 @@ def _after_sentinel(z):
         (dict(edit_arrays=lambda z: z.__setitem__("g_idx", z["g_idx"] + 1000)), "g_idx holds ids"),  # segfault
         (dict(edit_arrays=lambda z: z.__setitem__("r_terms", z["r_terms"] + 1000)), "r_terms holds ids"),
         (dict(edit_arrays=lambda z: z.__setitem__("mem_doc", z["mem_doc"] + 1000)), "mem_doc holds ids"),
-        (dict(edit_arrays=lambda z: z.__setitem__("t_docs", z["t_docs"] + 1000)), "t_docs holds ids"),
+        (dict(edit_arrays=lambda z: z.__setitem__("t_code", z["t_code"] | 128)), "t_code does not decode"),
+        (dict(edit_arrays=lambda z: z.__setitem__("t_off", z["t_off"][::-1].copy())), "t_off"),
+        (dict(edit_arrays=lambda z: z.__setitem__("t_tfq", z["t_tfq"] * 0)), "t_xpos must list exactly the postings"),
         (dict(edit_arrays=lambda z: z.__setitem__("s_idx", z["s_idx"] + 1000)), "s_idx holds ids"),
         (dict(edit_arrays=lambda z: z.__setitem__("t_indptr", z["t_indptr"][::-1].copy())), "t_indptr"),
         (dict(edit_arrays=lambda z: z.__setitem__("dl", z["dl"] * np.nan)), "dl contains NaN"),

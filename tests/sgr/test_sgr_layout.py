@@ -1,5 +1,5 @@
 """The phased SGR build (jkofast.sgr.layout): calibrate + encode (shards) + assemble == fit;
-shard files; the compact index on disk (format 2) and memory-mapped; half rounding."""
+shard files; the compact index on disk (format 3) and memory-mapped; half rounding."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def test_wide_layout_uint32_terms_int64_pointer(parts):
 
 
 def test_save_load_mmap_equals_in_memory(parts, tmp_path):
-    """Format 2 on disk: load (in memory) and load(mmap=True) give the fitted index's ids and
+    """Format 3 on disk: load (in memory) and load(mmap=True) give the fitted index's ids and
     scores; ids round-trip (lazy with mmap); postings=False too; an unknown format is named."""
     import json
 
@@ -207,10 +207,10 @@ def test_save_load_mmap_equals_in_memory(parts, tmp_path):
             assert r2.index_nbytes() == r.index_nbytes()
         with open(os.path.join(d, "meta.json")) as f:
             m = json.load(f)
-        m["format"] = 3
+        m["format"] = 4
         with open(os.path.join(d, "meta.json"), "w") as f:
             json.dump(m, f)
-        with pytest.raises(ValueError, match="index format 3 is not supported"):
+        with pytest.raises(ValueError, match="index format 4 is not supported"):
             SparseGeometricRetriever.load(d)
 
 
@@ -219,7 +219,7 @@ def test_postings_false_same_scores_smaller(parts):
     a = SparseGeometricRetriever(**SMALL).fit(corpus)
     b = SparseGeometricRetriever(**SMALL, postings=False).fit(corpus)
     _same_results(a, b)
-    assert "t_docs" not in b._ix
+    assert "t_code" not in b._ix
     ba, bb = a.index_nbytes(breakdown=True), b.index_nbytes(breakdown=True)
     assert bb["postings"] < ba["postings"] and bb["total"] == b.index_nbytes()
     assert sum(v for k, v in bb.items() if k != "total") == bb["total"]
@@ -247,7 +247,7 @@ def test_half_round_matches_numpy():
 
 
 def test_scifact_mmap_load_and_compact_equal_in_memory(tmp_path):
-    """SciFact (bundled, 5,183 passages): the index saved in format 2 and opened with
+    """SciFact (bundled, 5,183 passages): the index saved in format 3 and opened with
     ``load(mmap=True)`` returns the in-memory index's ids and scores on the 300 test queries,
     with and without postings (both built by ``fit``)."""
     from jkofast.datasets.beir import load_dataset

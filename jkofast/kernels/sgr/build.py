@@ -24,6 +24,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.sgr.postings import vbyte_rest
 from jkofast.kernels.topk import topk_select
 
 
@@ -512,16 +513,25 @@ def centre_weights(c_indptr, c_terms, r_indptr, r_terms, r_w, r_nj, r_scale, gva
 
 
 @kernel()
-def term_doc_bitsets(t_indptr, t_docs, tb_row, out_bits):
+def term_doc_bitsets(t_indptr, t_off, t_code, tb_row, out_bits):
     """Set the document bitsets of the frequent terms.
 
     Document bitsets of the terms with ``tb_row[t] >= 0``: bit d of ``out_bits[row]``
-    (int64 words, ``ceil(N / 64)`` per row) is set when document d contains t.
+    (int64 words, ``ceil(N / 64)`` per row) is set when document d contains t; the documents
+    come from the compressed postings (``jkofast.kernels.sgr.postings``).
     """
     for t in range(tb_row.shape[0]):
         r = tb_row[t]
         if r < 0:
             continue
-        for p in range(t_indptr[t], t_indptr[t + 1]):
-            d = np.int64(t_docs[p])
-            out_bits[r, d >> 6] |= np.int64(1) << (d & 63)
+        q = np.uint64(t_off[t])
+        end = np.uint64(t_off[t + 1])
+        d = np.uint64(0)
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            d += g
+            out_bits[r, d >> np.uint64(6)] |= np.int64(1) << np.int64(d & np.uint64(63))
+            d += np.uint64(1)

@@ -22,9 +22,10 @@ Bundles (module-level NamedTuples, so Numba's on-disk cache can key them):
   ``dl`` uint16 or float64, ``idf`` float64; centres ``c_indptr``/``c_terms``/``c_vals``
   sorted by term id, ``c_norm`` float64; reliability ``r_indptr``/``r_terms``/``r_w``
   (stored (j, t) entries, float32), ``r_nj``, ``r_scale``, ``gvar`` float64; term postings
-  ``t_indptr``/``t_docs``/``t_tf`` and ``bm25_idf`` (rescue, BM25 extension; ``t_docs`` and
-  ``t_tf`` empty in an index built without postings, which the wrapper then queries by
-  support scan); for the frequent terms (``tb_row[t] >= 0``) document bitsets ``tb_bits``
+  ``t_indptr`` (document frequencies), ``t_off``/``t_code`` (variable-byte document gaps),
+  ``t_tfq``/``t_xpos``/``t_xval`` (term frequencies; ``jkofast.kernels.sgr.postings``) and
+  ``bm25_idf`` (rescue, BM25 extension; empty in an index built without postings, which the
+  wrapper then queries by support scan); for the frequent terms (``tb_row[t] >= 0``) document bitsets ``tb_bits``
   int64 (rows × ceil(N / 64)).
 * ``SGRParams`` -- the query parameters as typed scalars (float64 / int64 / bool), so a
   parameter change is a new value, never a recompilation.
@@ -52,6 +53,7 @@ from numba import prange
 from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.sgr import build as _bk
+from jkofast.kernels.sgr.postings import posting_tf, vbyte_rest
 from jkofast.kernels.topk import topk_ids, topk_ids_pos, topk_pos
 
 __all__ = [
@@ -175,8 +177,11 @@ class SGRIndex(NamedTuple):
     r_scale: np.ndarray
     gvar: np.ndarray
     t_indptr: np.ndarray
-    t_docs: np.ndarray
-    t_tf: np.ndarray
+    t_off: np.ndarray
+    t_code: np.ndarray
+    t_tfq: np.ndarray
+    t_xpos: np.ndarray
+    t_xval: np.ndarray
     bm25_idf: np.ndarray
     tb_row: np.ndarray
     tb_bits: np.ndarray
@@ -707,9 +712,7 @@ def stage_bm25(gen, qt, nu, ix, prm, ws):
         qt,
         nu,
         prm.bm25_candidates,
-        ix.t_indptr,
-        ix.t_docs,
-        ix.t_tf,
+        (ix.t_indptr, ix.t_off, ix.t_code, ix.t_tfq, ix.t_xpos, ix.t_xval),
         ix.bm25_idf,
         ix.dl,
         (prm.avgdl, prm.bm25_k1, prm.bm25_b),
@@ -721,14 +724,16 @@ def stage_bm25(gen, qt, nu, ix, prm, ws):
 
 
 @kernel()
-def bm25_candidates(gen, qt, nu, n_cand, t_indptr, t_docs, t_tf, bm25_idf, dl, bm25, bs, u, heap_v, heap_i):
+def bm25_candidates(gen, qt, nu, n_cand, post, bm25_idf, dl, bm25, bs, u, heap_v, heap_i):
     """Score the query terms' postings by BM25 and add the top documents to U.
 
     BM25 fusion (an extension, not in the SPEC): full-corpus BM25 of the query terms'
     postings into the document-indexed ``bval`` (stamped ``bstamp``, listed ``blist``); the
-    top ``n_cand`` documents join U at the next positions.  ``bm25`` = (avgdl, k1, b),
-    ``bs`` = (bstamp, bval, blist), ``u`` = (dp, esum, csum, dm_n, ulist).  Returns |U|.
+    top ``n_cand`` documents join U at the next positions.  ``post`` = (t_indptr, t_off, t_code,
+    t_tfq, t_xpos, t_xval), the compressed postings; ``bm25`` = (avgdl, k1, b), ``bs`` = (bstamp,
+    bval, blist), ``u`` = (dp, esum, csum, dm_n, ulist).  Returns |U|.
     """
+    t_indptr, t_off, t_code, t_tfq, t_xpos, t_xval = post
     avgdl, k1, bb = bm25
     bstamp, bval, blist = bs
     dp, esum, csum, dm_n, ulist = u
@@ -736,9 +741,20 @@ def bm25_candidates(gen, qt, nu, n_cand, t_indptr, t_docs, t_tf, bm25_idf, dl, b
     for a in range(qt.shape[0]):
         t = qt[a]
         w = bm25_idf[t]
-        for p in range(t_indptr[t], t_indptr[t + 1]):
-            d = t_docs[p]
-            tf = np.float64(t_tf[p])
+        q = np.uint64(t_off[t])
+        end = np.uint64(t_off[t + 1])
+        doc = np.uint64(0)
+        p = t_indptr[t]
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            doc += g
+            d = np.int64(doc)
+            doc += np.uint64(1)
+            tf = posting_tf(p, t_tfq, t_xpos, t_xval)
+            p += 1
             if bstamp[d] != gen:
                 bstamp[d] = gen
                 bval[d] = 0.0
@@ -893,8 +909,7 @@ def rescue_query_terms(qt, nuse, live, n_rare, ix, prm, ws):
         n_rare,
         ix.idf,
         ix.dl,
-        ix.t_indptr,
-        ix.t_docs,
+        (ix.t_indptr, ix.t_off, ix.t_code),
         ix.tb_row,
         ix.tb_bits,
         ws.mark,
@@ -906,7 +921,7 @@ def rescue_query_terms(qt, nuse, live, n_rare, ix, prm, ws):
 
 
 @kernel()
-def rescue_terms(qt, nuse, live, n_rare, idf, dl, t_indptr, t_docs, tb_row, tb_bits, mark, ulist, dp, out, norm):
+def rescue_terms(qt, nuse, live, n_rare, idf, dl, post, tb_row, tb_bits, mark, ulist, dp, out, norm):
     """Rescue term by term, from postings or document bitsets (the auto mode).
 
     lex1, lexadj and rare coverage of the routed positions ``0..nuse-1`` (document
@@ -914,13 +929,15 @@ def rescue_terms(qt, nuse, live, n_rare, idf, dl, t_indptr, t_docs, tb_row, tb_b
     ``rare``.
 
     For each query term t (ascending id) the hits among the routed docs come from the
-    cheaper of: streaming the postings of t (``df(t)`` stamp tests through ``dp``) or, when
+    cheaper of: streaming the postings of t (``df(t)`` documents decoded from ``t_code`` at
+    ``t_off[t]``, a stamp test each through ``dp``) or, when
     t has a document bitset (``tb_row[t] >= 0``, frequent terms), testing ``nuse`` bits in
     position order.  Per doc the additions run in ascending term order, exactly as in a
     scan of its binary support, so the results are bit-identical to ``rescue_scan``.
-    ``out`` = (lex, lexadj, rare, hit counts, coordination power table), ``norm`` = (avgdl,
-    b_rescue, b_final, coord).
+    ``post`` = (t_indptr, t_off, t_code), the compressed postings; ``out`` = (lex, lexadj,
+    rare, hit counts, coordination power table), ``norm`` = (avgdl, b_rescue, b_final, coord).
     """
+    t_indptr, t_off, t_code = post
     lex, lexadj, rare, cnt, powtab = out
     avgdl, b1, b2, coord = norm
     nq = qt.shape[0]
@@ -950,10 +967,18 @@ def rescue_terms(qt, nuse, live, n_rare, idf, dl, t_indptr, t_docs, tb_row, tb_b
                 cnt[b] += x
                 rare[b] += rr * x
         else:
-            for p in range(np.uint64(lo), np.uint64(hi)):
-                d = np.uint64(t_docs[p])  # unsigned: no wrap-around code
-                if dp[d, 0] == live:
-                    b = np.uint64(dp[d, 1])
+            q = np.uint64(t_off[t])
+            end = np.uint64(t_off[t + 1])
+            doc = np.uint64(0)  # unsigned indices: no wrap-around code
+            while q < end:
+                g = np.uint64(t_code[q])
+                q += np.uint64(1)
+                if g >= 128:
+                    g, q = vbyte_rest(t_code, q, g)
+                du = doc + g
+                doc = du + np.uint64(1)
+                if dp[du, 0] == live:
+                    b = np.uint64(dp[du, 1])
                     lex[b] += v
                     lexadj[b] += v2
                     cnt[b] += 1.0
@@ -980,8 +1005,7 @@ def rescue_postings(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
         n_rare,
         ix.idf,
         ix.dl,
-        ix.t_indptr,
-        ix.t_docs,
+        (ix.t_off, ix.t_code),
         ws.mark,
         ws.ulist,
         ws.dp,
@@ -992,14 +1016,16 @@ def rescue_postings(qt, nuse, live, n_sem, n_rare, ix, prm, ws):
 
 
 @kernel()
-def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, t_indptr, t_docs, mark, ulist, dp, sem, out, norm):
+def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, post, mark, ulist, dp, sem, out, norm):
     """Rescue by streaming the postings of the query and semantic terms.
 
     ``rescue_query_terms`` by streaming the postings of every query term, and the
     semantic presence ``sem`` of every routed position by streaming the postings of the
-    semantic terms (ascending id).  ``sem`` = (semantic values, semantic terms), ``out`` = (lex,
-    lexadj, sem, rare, hit counts), ``norm`` = (avgdl, b_rescue, b_final, coord).
+    semantic terms (ascending id).  ``post`` = (t_off, t_code), the compressed postings;
+    ``sem`` = (semantic values, semantic terms), ``out`` = (lex, lexadj, sem, rare, hit
+    counts), ``norm`` = (avgdl, b_rescue, b_final, coord).
     """
+    t_off, t_code = post
     sval, rbuf = sem
     lex, lexadj, sem, rare, z1 = out
     avgdl, b1, b2, coord = norm
@@ -1015,10 +1041,18 @@ def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, t_indptr, t_doc
         v = idf[t]
         v2 = v * v
         is_rare = (mark[t] & 4) != 0
-        for p in range(t_indptr[t], t_indptr[t + 1]):
-            d = t_docs[p]
-            if dp[d, 0] == live:
-                b = dp[d, 1]
+        q = np.uint64(t_off[t])
+        end = np.uint64(t_off[t + 1])
+        doc = np.uint64(0)
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            du = doc + g
+            doc = du + np.uint64(1)
+            if dp[du, 0] == live:
+                b = dp[du, 1]
                 lex[b] += v
                 lexadj[b] += v2
                 z1[b] += 1.0
@@ -1028,10 +1062,18 @@ def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, t_indptr, t_doc
     for a in range(n_sem):
         n = sterms[a]
         v = sval[n]
-        for p in range(t_indptr[n], t_indptr[n + 1]):
-            d = t_docs[p]
-            if dp[d, 0] == live:
-                sem[dp[d, 1]] += v
+        q = np.uint64(t_off[n])
+        end = np.uint64(t_off[n + 1])
+        doc = np.uint64(0)
+        while q < end:
+            g = np.uint64(t_code[q])
+            q += np.uint64(1)
+            if g >= 128:
+                g, q = vbyte_rest(t_code, q, g)
+            du = doc + g
+            doc = du + np.uint64(1)
+            if dp[du, 0] == live:
+                sem[dp[du, 1]] += v
     for a in range(nuse):
         d = ulist[a]
         lex[a] = lex[a] / ((1.0 - b1) + b1 * dl[d] / avgdl)
