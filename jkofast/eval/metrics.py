@@ -76,7 +76,6 @@ __all__ = [
 ]
 
 
-
 def _check_labels(labels: np.ndarray, gain: str, name: str) -> None:
     """Raise ``ValueError`` for labels whose exponential gain would overflow float64."""
     if gain == "exponential" and labels.size and labels.max() > _EXP_LABEL_MAX:
