@@ -7,7 +7,12 @@ without holding the texts in memory, in shards of ``shard_size`` passages:
    :meth:`SparseGeometricRetriever.fit` joins them) are analysed with the retriever's analyser
    (``script_tokenizer(TOKEN_PATTERN)``); a shard keeps its local term list, its per-passage
    term counts (CSR over local ids), ``dl`` (analyser tokens, out-of-vocabulary ones included)
-   and the ids, written to ``out/_build/tokens/NNNNN``.
+   and the ids, written to ``out/_build/tokens/NNNNN``.  The file is read as bytes by a reader
+   thread ahead of the tokeniser; rows whose JSON needs no decoding (ASCII, no escape, the keys
+   ``_id`` / ``title`` / ``text``) are parsed and tokenised by byte kernels, in parallel blocks
+   of passages whose term tables are merged in block order; every other row goes through
+   ``json`` and, if its text is not ASCII, through the analyser itself
+   (:func:`byte_shard_term_counts`: the same arrays as :func:`shard_term_counts`, bit for bit).
 2. **Vocabulary** (B.11): the ``local_k`` (150k) heaviest terms of each shard -> the union ->
    the ``candidate_k`` (200k) heaviest by their summed local counts -> exact corpus counts of
    those -> the top ``max_features`` by corpus term frequency.  The selection is
@@ -56,7 +61,14 @@ from jkofast.sgr.config import BUILD_PARAMS, as_config
 from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
 from jkofast.text.scripts import script_tokenizer
 
-__all__ = ["build_index", "corpus_file", "read_corpus_shards", "shard_term_counts", "stream_vocabulary"]
+__all__ = [
+    "build_index",
+    "byte_shard_term_counts",
+    "corpus_file",
+    "read_corpus_shards",
+    "shard_term_counts",
+    "stream_vocabulary",
+]
 
 _STATE_VERSION = 1
 _LOCAL_K = 150_000  # B.11: local heavy hitters per shard
@@ -411,21 +423,44 @@ class _ByteShards:
 
 
 def _n_blocks(n: int, n_threads: int) -> int:
-    """Blocks of passages a shard is tokenised in: ``4 * n_threads`` (one without threads)."""
-    return 1 if n_threads <= 1 else max(1, min(n, 4 * n_threads))
+    """Blocks of passages a shard is tokenised in: one per thread (the serial merge grows with the blocks)."""
+    return max(1, min(n, n_threads))
 
 
 def byte_shard_term_counts(buf, starts, ends, linenos, path: str, n_threads: int | None = None, n_blocks=None):
     """Parse and analyse the BEIR rows ``buf[starts[i]:ends[i]]``: the shard's ids and local term counts.
 
-    The byte-level twin of ``read_corpus_shards`` + :func:`shard_term_counts`, with the same
-    output bit for bit: rows that need no JSON decoding are read and tokenised from the bytes
+    The byte-level twin of :func:`read_corpus_shards` + :func:`shard_term_counts`, with the same
+    output bit for bit.  Rows that need no JSON decoding are read and tokenised from the bytes
     (in parallel blocks of passages, merged in block order: the shard's first-seen term order);
-    the other rows go through ``json`` (errors name ``path`` and the line number ``linenos[i]``),
-    and their text through the byte kernels if ASCII, else through the analyser, after the
-    others (as :func:`shard_term_counts` orders them).
+    the other rows go through ``json``, and their text through the byte kernels if ASCII, else
+    through the analyser after the others (as :func:`shard_term_counts` orders them).
 
-    Returns the dict of :func:`shard_term_counts` plus ``ids`` (str array).
+    Parameters
+    ----------
+    buf : uint8 ndarray
+        The shard's bytes (writable; any case).
+    starts, ends : int64 ndarray (n,)
+        Byte range of each passage row in ``buf`` (without its newline).
+    linenos : int ndarray (n,)
+        File line number of each row (error messages).
+    path : str
+        The corpus file (error messages).
+    n_threads : int, optional
+        Numba threads.
+    n_blocks : int, optional
+        Blocks of passages (default: one per thread); the output does not depend on it.
+
+    Returns
+    -------
+    dict
+        The arrays of :func:`shard_term_counts` plus ``ids`` (str array, ``np.array(ids, dtype=str)``).
+
+    Raises
+    ------
+    ValueError
+        A row that is not a JSON object with a valid ``_id`` and string fields, naming
+        ``path`` and its line.
     """
     n = starts.shape[0]
     with numba_threads(n_threads) as nt:
@@ -631,12 +666,12 @@ def stream_vocabulary(shards, max_features: int, local_k: int = _LOCAL_K, candid
         cand = sorted(t for t, _ in items[:candidate_k])
     else:
         cand = sorted(union)
-    pos = {t: i for i, t in enumerate(cand)}
+    cand_arr = np.array(cand, dtype=str) if cand else np.zeros(0, "<U1")  # sorted: searched per shard
     tf = np.zeros(len(cand), np.int64)
     df = np.zeros(len(cand), np.int64)
     for g in get:
         s = g()
-        loc = np.fromiter((pos.get(t, -1) for t in s["terms"].tolist()), np.int64, len(s["terms"]))
+        loc = _global_ids(np.asarray(s["terms"]), cand_arr)
         k = loc >= 0
         np.add.at(tf, loc[k], np.asarray(s["tf"])[k])
         np.add.at(df, loc[k], np.asarray(s["df"])[k])
@@ -650,7 +685,6 @@ def stream_vocabulary(shards, max_features: int, local_k: int = _LOCAL_K, candid
             RuntimeWarning,
             stacklevel=2,
         )
-    cand_arr = np.array(cand, dtype=str) if cand else np.zeros(0, "<U1")
     return {
         "terms": cand_arr[keep],
         "tf": tf[keep],
