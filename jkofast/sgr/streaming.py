@@ -770,18 +770,29 @@ def _global_ids(terms: np.ndarray, term_index) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- progress
 class _Stages:
-    """Seconds per build stage (``build_info_["stage_seconds"]``), one line per stage on stderr."""
+    """Seconds per build stage, one line per stage on stderr.
+
+    Wall seconds in ``build_info_["stage_seconds"]``, the process's CPU seconds (user, system) in
+    ``build_info_["stage_cpu_seconds"]``.
+    """
 
     def __init__(self, enabled: bool):
-        self.enabled, self.seconds, self.t = enabled, {}, time.perf_counter()
+        self.enabled, self.seconds, self.cpu = enabled, {}, {}
+        self.t, self.c = time.perf_counter(), os.times()
 
     def done(self, name: str, note: str = "") -> None:
-        now = time.perf_counter()
+        now, c = time.perf_counter(), os.times()
         self.seconds[name] = now - self.t
-        self.t = now
+        self.cpu[name] = (c.user - self.c.user, c.system - self.c.system)
+        self.t, self.c = now, c
         if self.enabled:
             tail = f"; {note}" if note else ""
-            print(f"{name}: done in {self.seconds[name]:.1f} s{tail}", file=sys.stderr, flush=True)
+            u, k = self.cpu[name]
+            print(
+                f"{name}: done in {self.seconds[name]:.1f} s (cpu {u:.1f} + {k:.1f} s){tail}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 class _Bar:
@@ -1134,6 +1145,7 @@ def build_index(
     info = {"seconds": time.perf_counter() - t0, "n_docs": N, "n_shards": n_shards, "calibrate": cal}
     info.update({k: voc["manifest"][k] for k in ("exact", "n_distinct", "guaranteed")})
     info["stage_seconds"] = stages.seconds
+    info["stage_cpu_seconds"] = stages.cpu
     r.build_info_ = info
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
