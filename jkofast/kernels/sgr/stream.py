@@ -410,10 +410,15 @@ def _find_or_add(slots, buf, a, n, h, term_start, term_len, term_hash, base, nv)
 
 @kernel()
 def _block_term_ids(buf, segs, d0, d1, tok_off, ids, term_start, term_len, term_hash):
-    """Block-local term ids of the tokens of passages ``d0:d1`` (see :func:`block_term_ids`); returns ``nv``."""
+    """Block-local term ids of the tokens of passages ``d0:d1`` (see :func:`block_term_ids`); returns ``nv``.
+
+    Two passes: every token's first byte, length and hash first (kept in ``term_start``,
+    ``ids`` and ``term_hash`` at the token's own position), then the table probes, which do not
+    wait on each other's memory loads (only inserts link them) so that their cache misses
+    overlap.  Term ``nv`` is stored at position ``nv`` <= the token being probed, whose own
+    entries are read before.
+    """
     base = tok_off[d0]
-    table = np.full((1024, 4), -1, np.int64)
-    nv = 0
     k = base
     for i in range(d0, d1):
         for s in range(2):
@@ -428,14 +433,22 @@ def _block_term_ids(buf, segs, d0, d1, tok_off, ids, term_start, term_len, term_
                 while p < end and _is_word(buf[p]):
                     h = (h ^ np.uint64(_lower(buf[p]))) * _FNV_PRIME
                     p += 1
-                n = p - a
-                if n < 2:
+                if p - a < 2:
                     continue
-                t, table = _find_or_add(table, buf, a, n, h, term_start, term_len, term_hash, base, nv)
-                if t == nv:
-                    nv += 1
-                ids[k] = t
+                term_start[k] = a
+                ids[k] = p - a
+                term_hash[k] = h
                 k += 1
+    table = np.full((1024, 4), -1, np.int64)
+    nv = 0
+    for k in range(base, tok_off[d1]):
+        a = term_start[k]
+        n = ids[k]
+        h = term_hash[k]
+        t, table = _find_or_add(table, buf, a, n, h, term_start, term_len, term_hash, base, nv)
+        if t == nv:
+            nv += 1
+        ids[k] = t
     return nv
 
 
