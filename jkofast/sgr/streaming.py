@@ -308,19 +308,25 @@ def _non_ascii_tokens(texts, docs, terms, rows, cols, dl):
     return rows, cols, terms
 
 
-def _read_chunks(rd: _Reader, chunk: int, out: queue.Queue, stop: threading.Event) -> None:
-    """(reader thread) Put ``(bytes, compressed position)`` chunks of ``rd`` on ``out``, then ``(b"", pos)``.
+def _read_chunks(rd: _Reader, free: queue.Queue, out: queue.Queue, stop: threading.Event) -> None:
+    """(reader thread) Fill the buffers taken from ``free`` and put ``(buffer, bytes, position)`` on ``out``.
 
-    A read error is put on the queue as the exception itself; the consumer raises it.
+    The buffers come back through ``free`` once copied, so the reads touch no new memory; the
+    end of the file is ``bytes == 0``; a read error is put on ``out`` as the exception itself
+    (the consumer raises it).
     """
     import gzip
     import zlib
 
     try:
         while not stop.is_set():
-            data = rd.fh.read(chunk)
-            out.put((data, rd.pos))
-            if not data:
+            try:
+                b = free.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            n = rd.fh.readinto(memoryview(b))
+            out.put((b, n, rd.pos))
+            if not n:
                 return
     except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as e:
         out.put(e)
@@ -340,9 +346,12 @@ class _ByteShards:
 
         self._gzip_errors = (gzip.BadGzipFile, EOFError, zlib.error)
         self.path, self.rd = path, _Reader(path)
-        self.q: queue.Queue = queue.Queue(maxsize=4)
+        self.q: queue.Queue = queue.Queue()
+        self.free: queue.Queue = queue.Queue()
+        for _ in range(4):  # read ahead by up to 4 chunks
+            self.free.put(np.empty(chunk, np.uint8))
         self.stop = threading.Event()
-        self.th = threading.Thread(target=_read_chunks, args=(self.rd, chunk, self.q, self.stop), daemon=True)
+        self.th = threading.Thread(target=_read_chunks, args=(self.rd, self.free, self.q, self.stop), daemon=True)
         self.th.start()
         self.buf = np.empty(4 * chunk, np.uint8)
         self.fill = 0  # valid bytes in buf
@@ -356,11 +365,7 @@ class _ByteShards:
 
     def close(self) -> None:
         self.stop.set()
-        while self.th.is_alive():  # unblock a reader waiting on a full queue
-            try:
-                self.q.get(timeout=0.05)
-            except queue.Empty:
-                pass
+        self.th.join()
         self.rd.close()
 
     def _read(self) -> None:
@@ -370,15 +375,16 @@ class _ByteShards:
                 at = self.n_lines + self.starts.shape[0] + 1
                 raise ValueError(f"{self.path}: corrupted gzip data at or after line {at} ({item})") from None
             raise item
-        data, self.pos = item
-        if not data:
+        chunk, n, self.pos = item
+        if not n:
             self.eof = True
-        elif self.fill + len(data) > self.buf.shape[0]:
-            grown = np.empty(max(2 * self.buf.shape[0], self.fill + len(data)), np.uint8)
+        elif self.fill + n > self.buf.shape[0]:
+            grown = np.empty(max(2 * self.buf.shape[0], self.fill + n), np.uint8)
             grown[: self.fill] = self.buf[: self.fill]
             self.buf = grown
-        self.buf[self.fill : self.fill + len(data)] = np.frombuffer(data, np.uint8)
-        self.fill += len(data)
+        self.buf[self.fill : self.fill + n] = chunk[:n]
+        self.fill += n
+        self.free.put(chunk)
         s, e, nb = _st.line_bounds(self.buf, self.scanned, self.fill, self.eof)
         if s.shape[0]:
             self.starts = np.concatenate([self.starts, s])
