@@ -10,12 +10,14 @@ __all__ = [
     "BM25sSyntheticQuery",
     "SGRSciFactBuild",
     "SGRSciFactQuery",
+    "SGRStreamingBuild",
     "SGRSyntheticBuild",
     "SGRSyntheticQuery",
     "synthetic_texts",
 ]
 
 SYNTHETIC_DOCS = 20_000 if PROFILE == "fast" else 200_000
+STREAM_DOCS = 4_000 if PROFILE == "fast" else 200_000
 _SYNTHETIC_INDEX = "sgr_synthetic_index"  # written by setup_cache into asv's per-suite working directory
 
 
@@ -229,3 +231,52 @@ class SGRSyntheticBuild(Benchmark):
 
     def time_build(self, threads):
         self.run(threads)
+
+
+class SGRStreamingBuild(Benchmark):
+    """Streaming build from a file (``jkofast.sgr.streaming.build_index``) on the synthetic corpus
+    written as ``corpus.jsonl``: passages/s of the whole build and of its tokens stage (read,
+    parse, tokenise, write the token shards); shards of a quarter of the corpus, the geometry
+    calibrated on the first quarter (as B.11 calibrates on a subset), compact layout."""
+
+    params = [[1, 2]]
+    param_names = ["threads"]
+    timeout = 1800
+
+    def setup_cache(self):
+        import json
+        import os
+
+        docs, _ = synthetic_texts(STREAM_DOCS, 1)
+        path = os.path.abspath("sgr_stream_corpus.jsonl")
+        with open(path, "w") as fh:
+            fh.writelines(json.dumps({"_id": str(i), "title": "", "text": t}) + "\n" for i, t in enumerate(docs))
+        return path
+
+    def make_inputs(self, path, threads):
+        self.info = None
+
+    def run(self, path, threads):
+        import tempfile
+
+        from jkofast.sgr.streaming import build_index
+
+        with tempfile.TemporaryDirectory() as tmp:
+            r = build_index(
+                path, tmp, calibrate=STREAM_DOCS // 4, shard_size=STREAM_DOCS // 4, params={"postings": False},
+                n_threads=threads, progress=False,
+            )  # fmt: skip
+            self.info = r.build_info_
+            del r
+
+    def track_build_passages_per_second(self, path, threads):
+        self.run(path, threads)
+        return self.info["n_docs"] / self.info["seconds"]
+
+    track_build_passages_per_second.unit = "passages/s"
+
+    def track_tokens_passages_per_second(self, path, threads):
+        self.run(path, threads)
+        return self.info["n_docs"] / self.info["stage_seconds"]["tokens"]
+
+    track_tokens_passages_per_second.unit = "passages/s"

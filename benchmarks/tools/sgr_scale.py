@@ -9,6 +9,8 @@ Usage:
                                          [--threads 2] [--bm25s] [--json F]
     # 3. quality on SciFact: calibrate = all (bit-identical to fit) / first half / uniform half
     python benchmarks/tools/sgr_scale.py --scifact-quality [--json F]
+    # 4. the tokens stage of this tree against another checkout, alternating, in child processes
+    python benchmarks/tools/sgr_scale.py --tokens-ab /path/to/base --corpus F [--threads 2] [--repeats 3]
 
 The corpus: ``n_words`` (1,000,000) random lowercase words, ranks drawn from a Zipf(1.07) law,
 passage lengths Gamma(6, 56/6) (mean ≈ 56 analyser tokens, as MS MARCO's ≈ 54.5 + a few), first
@@ -264,6 +266,53 @@ def scifact_quality(shard_size: int = 1000, threads: int = 2) -> dict:
     return out
 
 
+_TOKENS_CHILD = """
+import inspect, json, os, shutil, sys, tempfile, time
+from jkofast.sgr import streaming as s
+path, shard, nt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work = tempfile.mkdtemp(prefix="sgr_tokens_ab_")
+kw = {"n_threads": nt} if "n_threads" in inspect.signature(s._tokenise_corpus).parameters else {}
+s.shard_term_counts(["warm up"])
+try:
+    t, c = time.perf_counter(), time.process_time()
+    n = s._tokenise_corpus(path, work, shard, s._Bar("tokens", False), **kw)
+    print("AB " + json.dumps({"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c, "shards": n}))
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+"""
+
+
+def tokens_ab(corpus: str, base: str, repeats: int, shard_size: int, threads: int) -> dict:
+    """Stage 1 (tokens) of the streaming build, this tree vs the checkout ``base``, alternating.
+
+    Each run is a child process (``PYTHONPATH`` = the tree, its own Numba cache folder, warmed
+    by a first run that is not counted); returns the median wall and CPU seconds of each tree,
+    their ratio, and the load before and after.
+    """
+    import statistics
+    import tempfile
+
+    trees = {"base": os.path.abspath(base), "this": ROOT}
+    caches = {k: tempfile.mkdtemp(prefix=f"sgr_ab_cache_{k}_") for k in trees}
+    runs: dict = {k: [] for k in trees}
+    out: dict = {"uptime_before": os.popen("uptime").read().strip(), "corpus": corpus, "threads": threads}
+    for rep in range(repeats + 1):
+        for k, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=tree, JKOFAST_CACHE_DIR=caches[k], JKOFAST_COMPILE_AHEAD="0")
+            cmd = [sys.executable, "-c", _TOKENS_CHILD, corpus, str(shard_size), str(threads)]
+            text = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=tree).stdout
+            res = json.loads(re.search(r"^AB (.*)$", text, re.M).group(1))
+            if rep:  # the first round compiles
+                runs[k].append(res)
+                print(k, json.dumps(res), flush=True)
+    for k in trees:
+        out[k] = {f: statistics.median(r[f] for r in runs[k]) for f in ("wall_s", "cpu_s")}
+    out["speed-up_wall"] = out["base"]["wall_s"] / out["this"]["wall_s"]
+    out["speed-up_cpu"] = out["base"]["cpu_s"] / out["this"]["cpu_s"]
+    out["uptime_after"] = os.popen("uptime").read().strip()
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--generate", default=None, help="write the synthetic corpus to this file and exit")
@@ -283,8 +332,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--bm25s", action="store_true", help="also bm25s on the same corpus (child process)")
     ap.add_argument("--bm25s-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--scifact-quality", action="store_true", help="SciFact nDCG@10: calibrate all / half (and exit)")
+    ap.add_argument("--tokens-ab", default=None, help="A/B the tokens stage against this checkout (and exit)")
+    ap.add_argument("--repeats", type=int, default=3, help="--tokens-ab: counted runs per tree")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.tokens_ab:
+        res = tokens_ab(args.corpus, args.tokens_ab, args.repeats, args.shard_size, args.threads)
+        print(json.dumps(res, indent=1), flush=True)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=1)
+        return res
     if args.generate:
         return generate(args.generate, args.passages, args.queries, args.n_words, args.seed)
     if args.scifact_quality:

@@ -7,7 +7,12 @@ without holding the texts in memory, in shards of ``shard_size`` passages:
    :meth:`SparseGeometricRetriever.fit` joins them) are analysed with the retriever's analyser
    (``script_tokenizer(TOKEN_PATTERN)``); a shard keeps its local term list, its per-passage
    term counts (CSR over local ids), ``dl`` (analyser tokens, out-of-vocabulary ones included)
-   and the ids, written to ``out/_build/tokens/NNNNN``.
+   and the ids, written to ``out/_build/tokens/NNNNN``.  The file is read as bytes by a reader
+   thread ahead of the tokeniser; rows whose JSON needs no decoding (ASCII, no escape, the keys
+   ``_id`` / ``title`` / ``text``) are parsed and tokenised by byte kernels, in parallel blocks
+   of passages whose term tables are merged in block order; every other row goes through
+   ``json`` and, if its text is not ASCII, through the analyser itself
+   (:func:`byte_shard_term_counts`: the same arrays as :func:`shard_term_counts`, bit for bit).
 2. **Vocabulary** (B.11): the ``local_k`` (150k) heaviest terms of each shard -> the union ->
    the ``candidate_k`` (200k) heaviest by their summed local counts -> exact corpus counts of
    those -> the top ``max_features`` by corpus term frequency.  The selection is
@@ -38,15 +43,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
 import sys
+import threading
 import time
 import warnings
 
 import numpy as np
 
 from jkofast._io import atomic_save_npy, atomic_write_json, file_sha256
-from jkofast._threads import resolve_threads
+from jkofast._threads import numba_threads, resolve_threads
 from jkofast._validation import check_int
 from jkofast.kernels.sgr import stream as _st
 from jkofast.sgr import layout
@@ -54,7 +61,14 @@ from jkofast.sgr.config import BUILD_PARAMS, as_config
 from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
 from jkofast.text.scripts import script_tokenizer
 
-__all__ = ["build_index", "corpus_file", "read_corpus_shards", "shard_term_counts", "stream_vocabulary"]
+__all__ = [
+    "build_index",
+    "byte_shard_term_counts",
+    "corpus_file",
+    "read_corpus_shards",
+    "shard_term_counts",
+    "stream_vocabulary",
+]
 
 _STATE_VERSION = 1
 _LOCAL_K = 150_000  # B.11: local heavy hitters per shard
@@ -294,6 +308,294 @@ def _non_ascii_tokens(texts, docs, terms, rows, cols, dl):
     return rows, cols, terms
 
 
+def _read_chunks(rd: _Reader, free: queue.Queue, out: queue.Queue, stop: threading.Event) -> None:
+    """(reader thread) Fill the buffers taken from ``free`` and put ``(buffer, bytes, position)`` on ``out``.
+
+    The buffers come back through ``free`` once copied, so the reads touch no new memory; the
+    end of the file is ``bytes == 0``; a read error is put on ``out`` as the exception itself
+    (the consumer raises it).
+    """
+    import gzip
+    import zlib
+
+    try:
+        while not stop.is_set():
+            try:
+                b = free.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            n = rd.fh.readinto(memoryview(b))
+            out.put((b, n, rd.pos))
+            if not n:
+                return
+    except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as e:
+        out.put(e)
+
+
+class _ByteShards:
+    """Consecutive shards of a corpus file as bytes: one buffer per shard, cut after its last passage line.
+
+    A reader thread reads (and decompresses) the file ahead in ``chunk``-byte pieces while the
+    caller tokenises the previous shard; :func:`jkofast.kernels.sgr.stream.line_bounds` splits the
+    bytes into lines.  The lines and shard cuts are those of :func:`read_corpus_shards`.
+    """
+
+    def __init__(self, path: str, chunk: int = 16 << 20):
+        import gzip
+        import zlib
+
+        self._gzip_errors = (gzip.BadGzipFile, EOFError, zlib.error)
+        self.path, self.rd = path, _Reader(path)
+        self.q: queue.Queue = queue.Queue()
+        self.free: queue.Queue = queue.Queue()
+        for _ in range(4):  # read ahead by up to 4 chunks
+            self.free.put(np.empty(chunk, np.uint8))
+        self.stop = threading.Event()
+        self.th = threading.Thread(target=_read_chunks, args=(self.rd, self.free, self.q, self.stop), daemon=True)
+        self.th.start()
+        self.buf = np.empty(4 * chunk, np.uint8)
+        self.fill = 0  # valid bytes in buf
+        self.scanned = 0  # bytes of buf split into complete lines
+        self.starts = np.zeros(0, np.int64)
+        self.ends = np.zeros(0, np.int64)
+        self.nonblank = np.zeros(0, bool)
+        self.n_lines = 0  # lines of the file before buf[0]
+        self.eof = False
+        self.pos = 0
+
+    def close(self) -> None:
+        self.stop.set()
+        self.th.join()
+        self.rd.close()
+
+    def _read(self) -> None:
+        item = self.q.get()
+        if isinstance(item, BaseException):
+            if isinstance(item, self._gzip_errors):
+                at = self.n_lines + self.starts.shape[0] + 1
+                raise ValueError(f"{self.path}: corrupted gzip data at or after line {at} ({item})") from None
+            raise item
+        chunk, n, self.pos = item
+        if not n:
+            self.eof = True
+        elif self.fill + n > self.buf.shape[0]:
+            grown = np.empty(max(2 * self.buf.shape[0], self.fill + n), np.uint8)
+            grown[: self.fill] = self.buf[: self.fill]
+            self.buf = grown
+        self.buf[self.fill : self.fill + n] = chunk[:n]
+        self.fill += n
+        self.free.put(chunk)
+        s, e, nb = _st.line_bounds(self.buf, self.scanned, self.fill, self.eof)
+        if s.shape[0]:
+            self.starts = np.concatenate([self.starts, s])
+            self.ends = np.concatenate([self.ends, e])
+            self.nonblank = np.concatenate([self.nonblank, nb])
+            self.scanned = min(int(e[-1]) + 1, self.fill)
+
+    def take(self, n: int):
+        """Return the next ``n`` passages (fewer at the end of the file, ``None`` after it).
+
+        Returns ``(buf, starts, ends, line numbers)``: the shard's bytes ``buf`` (from the end of
+        the previous shard to the end of its last passage line, or to the end of the file for a
+        last shard of fewer than ``n``), its passages the lines ``buf[starts[i]:ends[i]]``
+        (without their newline).  The buffer is valid until the next call.
+        """
+        self._drop()
+        while True:
+            nb = np.flatnonzero(self.nonblank)
+            if nb.shape[0] >= n or self.eof:
+                break
+            self._read()
+        if nb.shape[0] == 0:
+            return None
+        last = int(nb[min(n, nb.shape[0]) - 1])
+        cut = min(int(self.ends[last]) + 1, self.fill) if nb.shape[0] >= n else self.fill
+        sel = nb[: min(n, nb.shape[0])]
+        self._cut = (cut, last + 1)
+        return self.buf[:cut], self.starts[sel], self.ends[sel], self.n_lines + 1 + sel
+
+    def _drop(self) -> None:
+        """Remove the bytes and lines of the shard returned last."""
+        cut, lines = getattr(self, "_cut", (0, 0))
+        if cut:
+            rest = self.fill - cut
+            self.buf[:rest] = self.buf[cut : self.fill]
+            self.fill, self.scanned = rest, self.scanned - cut
+            self.starts = self.starts[lines:] - cut
+            self.ends = self.ends[lines:] - cut
+            self.nonblank = self.nonblank[lines:]
+            self.n_lines += lines
+        self._cut = (0, 0)
+
+
+def _n_blocks(n: int, n_threads: int) -> int:
+    """Blocks of passages a shard is tokenised in: one per thread (the serial merge grows with the blocks)."""
+    return max(1, min(n, n_threads))
+
+
+def byte_shard_term_counts(buf, starts, ends, linenos, path: str, n_threads: int | None = None, n_blocks=None):
+    """Parse and analyse the BEIR rows ``buf[starts[i]:ends[i]]``: the shard's ids and local term counts.
+
+    The byte-level twin of :func:`read_corpus_shards` + :func:`shard_term_counts`, with the same
+    output bit for bit.  Rows that need no JSON decoding are read and tokenised from the bytes
+    (in parallel blocks of passages, merged in block order: the shard's first-seen term order);
+    the other rows go through ``json``, and their text through the byte kernels if ASCII, else
+    through the analyser after the others (as :func:`shard_term_counts` orders them).
+
+    Parameters
+    ----------
+    buf : uint8 ndarray
+        The shard's bytes (writable; any case).
+    starts, ends : int64 ndarray (n,)
+        Byte range of each passage row in ``buf`` (without its newline).
+    linenos : int ndarray (n,)
+        File line number of each row (error messages).
+    path : str
+        The corpus file (error messages).
+    n_threads : int, optional
+        Numba threads.
+    n_blocks : int, optional
+        Blocks of passages (default: one per thread); the output does not depend on it.
+
+    Returns
+    -------
+    dict
+        The arrays of :func:`shard_term_counts` plus ``ids`` (str array, ``np.array(ids, dtype=str)``).
+
+    Raises
+    ------
+    ValueError
+        A row that is not a JSON object with a valid ``_id`` and string fields, naming
+        ``path`` and its line.
+    """
+    n = starts.shape[0]
+    with numba_threads(n_threads) as nt:
+        rows = np.empty((n, 6), np.int64)
+        ok = np.empty(n, bool)
+        _st.parse_lines(buf, starts, ends, rows, ok)
+        segs = np.ascontiguousarray(rows[:, 2:])
+        slow_ids: dict = {}
+        aux: list = []
+        non_ascii: list = []
+        base = buf.shape[0]
+        for i in np.flatnonzero(~ok).tolist():
+            end = int(ends[i]) + 1 if ends[i] < buf.shape[0] else int(ends[i])  # with its newline, as a file line
+            did, text = _parse(bytes(buf[starts[i] : end]), path, int(linenos[i]))
+            slow_ids[i] = did
+            if text.isascii():
+                b = text.encode("ascii")
+                segs[i] = (base, base + len(b), 0, 0)
+                base += len(b)
+                aux.append(b)
+            else:
+                segs[i] = 0
+                non_ascii.append((i, text))
+        ids = _shard_ids(buf, rows, slow_ids)
+        if aux:
+            buf = np.concatenate([buf, np.frombuffer(b"".join(aux), np.uint8)])
+        out = _segment_term_counts(buf, segs, non_ascii, _n_blocks(n, nt) if n_blocks is None else n_blocks)
+    out["ids"] = ids
+    return out
+
+
+def _shard_ids(buf, rows, slow_ids: dict) -> np.ndarray:
+    """Return the passage ids as ``np.array(ids, dtype=str)``: byte ranges ``rows[:, :2]``, else ``slow_ids``."""
+    n = rows.shape[0]
+    length = rows[:, 1] - rows[:, 0]
+    width = max(int(length.max()) if n else 1, 1)
+    mat = _st.gather_bytes(buf, rows[:, 0], length, width, False)
+    ids = mat.view(f"S{width}").ravel().astype(f"<U{width}")
+    if not slow_ids:
+        return ids
+    lst = ids.tolist()
+    for i, did in slow_ids.items():
+        lst[i] = did
+    return np.array(lst, dtype=str)
+
+
+def _segment_term_counts(buf, segs, non_ascii: list, n_blocks: int) -> dict:
+    """Term counts of passages given as byte segments (+ ``non_ascii`` (row, text) for the analyser)."""
+    n = segs.shape[0]
+    dl = np.zeros(n, np.int64)
+    total = int(_st.count_segment_tokens(buf, segs, dl))
+    tok_off = np.zeros(n + 1, np.int64)
+    np.cumsum(dl, out=tok_off[1:])
+    blk = (np.arange(n_blocks + 1, dtype=np.int64) * n) // max(n_blocks, 1)
+    ids = np.empty(total, np.int32)
+    cap = max(total, 1)
+    t_start, t_len, t_hash = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.uint64)
+    blk_nv = np.zeros(n_blocks, np.int64)
+    _st.block_term_ids(buf, segs, tok_off, blk, ids, t_start, t_len, t_hash, blk_nv)
+    if n_blocks == 1:
+        nv = int(blk_nv[0])
+    else:
+        gcap = max(int(blk_nv.sum()), 1)
+        g_start, g_len, g_hash = np.empty(gcap, np.int64), np.empty(gcap, np.int64), np.empty(gcap, np.uint64)
+        gmap = np.empty(cap, np.int32)
+        nv = int(_st.merge_block_terms(buf, blk, tok_off, blk_nv, t_start, t_len, t_hash, gmap, g_start, g_len, g_hash))
+        _st.remap_block_ids(ids, blk, tok_off, gmap)
+        t_start, t_len = g_start, g_len
+    del t_hash
+    if nv:
+        width = int(t_len[:nv].max())
+        mat = _st.gather_bytes(buf, t_start[:nv], t_len[:nv], width, True)
+        terms = mat.view(f"S{width}").ravel().astype(f"<U{width}")
+    else:
+        terms = np.zeros(0, "<U1")
+    if non_ascii:
+        ids, tok_off, terms = _splice_non_ascii(ids, tok_off, dl, terms, non_ascii)
+    nv = terms.shape[0]
+    nnz = np.empty(n, np.int64)
+    _st.sort_rows_count_unique(ids, tok_off, nnz)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(nnz, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), np.int32)
+    counts = np.empty(int(indptr[-1]), np.int32)
+    _st.fill_term_counts(ids, tok_off, indptr, indices, counts)
+    return {
+        "terms": terms,
+        "indptr": indptr,
+        "indices": indices,
+        "counts": counts,
+        "dl": dl,
+        "tf": np.bincount(ids, minlength=nv).astype(np.int64),
+        "df": np.bincount(indices, minlength=nv).astype(np.int64),
+    }
+
+
+def _splice_non_ascii(ids, tok_off, dl, terms, non_ascii: list):
+    """Add the analyser's tokens of the ``non_ascii`` passages (new terms after the kernel's, in row order)."""
+    analyse = script_tokenizer(TOKEN_PATTERN)
+    words = terms.tolist()
+    vocab = {w: i for i, w in enumerate(words)}
+    x_doc, x_ids = [], []
+    x_off = [0]
+    for i, text in non_ascii:
+        toks = analyse(text)
+        for w in toks:
+            t = vocab.get(w)
+            if t is None:
+                t = vocab[w] = len(words)
+                words.append(w)
+            x_ids.append(t)
+        dl[i] = len(toks)
+        x_doc.append(i)
+        x_off.append(len(x_ids))
+    out_off = np.zeros(dl.shape[0] + 1, np.int64)
+    np.cumsum(dl, out=out_off[1:])
+    out = np.empty(int(out_off[-1]), np.int32)
+    _st.splice_rows(
+        ids,
+        tok_off,
+        np.asarray(x_doc, np.int64),
+        np.asarray(x_off, np.int64),
+        np.asarray(x_ids, np.int32),
+        out,
+        out_off,
+    )
+    return out, out_off, (np.array(words, dtype=str) if words else np.zeros(0, "<U1"))
+
+
 def _atomic_dir_write(folder: str, arrays: dict, manifest: dict) -> None:
     """Write ``arrays`` as .npy files into ``folder`` (via a temporary sibling) and the manifest last."""
     tmp = folder + ".tmp"
@@ -370,12 +672,12 @@ def stream_vocabulary(shards, max_features: int, local_k: int = _LOCAL_K, candid
         cand = sorted(t for t, _ in items[:candidate_k])
     else:
         cand = sorted(union)
-    pos = {t: i for i, t in enumerate(cand)}
+    cand_arr = np.array(cand, dtype=str) if cand else np.zeros(0, "<U1")  # sorted: searched per shard
     tf = np.zeros(len(cand), np.int64)
     df = np.zeros(len(cand), np.int64)
     for g in get:
         s = g()
-        loc = np.fromiter((pos.get(t, -1) for t in s["terms"].tolist()), np.int64, len(s["terms"]))
+        loc = _global_ids(np.asarray(s["terms"]), cand_arr)
         k = loc >= 0
         np.add.at(tf, loc[k], np.asarray(s["tf"])[k])
         np.add.at(df, loc[k], np.asarray(s["df"])[k])
@@ -389,7 +691,6 @@ def stream_vocabulary(shards, max_features: int, local_k: int = _LOCAL_K, candid
             RuntimeWarning,
             stacklevel=2,
         )
-    cand_arr = np.array(cand, dtype=str) if cand else np.zeros(0, "<U1")
     return {
         "terms": cand_arr[keep],
         "tf": tf[keep],
@@ -423,47 +724,81 @@ def smooth_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
     return idf
 
 
-def shard_rows(tok: dict, term_index: dict, idf32: np.ndarray):
+def shard_rows(tok: dict, term_index, idf32: np.ndarray, n_threads: int | None = None):
     """Return ``(X, counts)`` of one token shard in the global vocabulary.
 
     ``X`` float32 CSR of L2-normalised TF-IDF rows (sorted indices) and ``counts`` float32
-    CSR of the raw term counts (in-vocabulary terms only), as ``fit`` computes them.
+    CSR of the raw term counts (in-vocabulary terms only), as ``fit`` computes them (scikit-learn's
+    ``TfidfTransformer`` + ``normalize`` arithmetic, bit for bit; one kernel,
+    :func:`jkofast.kernels.sgr.stream.tfidf_rows`, parallel over passages).
+
+    ``term_index`` maps a term to its global id: a dict, or the vocabulary's terms as a sorted
+    str array (the id is the position).
     """
     import scipy.sparse as sp
-    from sklearn.preprocessing import normalize
 
-    terms = tok["terms"]
-    n = tok["indptr"].shape[0] - 1
+    terms = np.asarray(tok["terms"])
+    indptr = np.asarray(tok["indptr"], np.int64)
+    n = indptr.shape[0] - 1
     V = idf32.shape[0]
-    loc = np.fromiter((term_index.get(t, -1) for t in terms.tolist()), np.int64, len(terms))
-    gid = loc[np.asarray(tok["indices"])] if len(terms) else np.zeros(0, np.int64)
-    keep = gid >= 0
-    rows = np.repeat(np.arange(n), np.diff(np.asarray(tok["indptr"])))[keep]
-    C = sp.csr_matrix(
-        (np.asarray(tok["counts"])[keep].astype(np.float32), (rows, gid[keep])), shape=(n, V), dtype=np.float32
-    )
-    C.sort_indices()
-    X = C.copy()
-    X.data *= idf32[X.indices]
-    X = normalize(X, norm="l2", copy=False).tocsr().astype(np.float32)
-    X.sort_indices()
+    gid = _global_ids(terms, term_index)
+    with numba_threads(n_threads):
+        nnz = np.empty(n, np.int64)
+        indices = np.asarray(tok["indices"], np.int32)
+        _st.vocab_row_counts(indptr, indices, gid, nnz)
+        total = int(nnz.sum())
+        idt = np.int32 if max(total, V) < np.iinfo(np.int32).max else np.int64  # scipy's index dtype
+        out_indptr = np.zeros(n + 1, idt)
+        np.cumsum(nnz, out=out_indptr[1:])
+        out_idx = np.empty(total, idt)
+        c_data = np.empty(total, np.float32)
+        x_data = np.empty(total, np.float32)
+        counts = np.asarray(tok["counts"], np.int32)
+        _st.tfidf_rows(indptr, indices, counts, gid, np.asarray(idf32, np.float32), out_indptr, out_idx, c_data, x_data)
+    C = sp.csr_matrix((c_data, out_idx, out_indptr), shape=(n, V))
+    X = sp.csr_matrix((x_data, out_idx.copy(), out_indptr.copy()), shape=(n, V))
+    C.has_sorted_indices = X.has_sorted_indices = True
     return X, C
+
+
+def _global_ids(terms: np.ndarray, term_index) -> np.ndarray:
+    """int64 global id of each local term (-1 outside the vocabulary): dict look-ups or a sorted-array search."""
+    if isinstance(term_index, dict):
+        return np.fromiter((term_index.get(t, -1) for t in terms.tolist()), np.int64, len(terms))
+    vocab = np.asarray(term_index)
+    if vocab.shape[0] == 0 or terms.shape[0] == 0:
+        return np.full(terms.shape[0], -1, np.int64)
+    common = np.result_type(vocab.dtype, terms.dtype)  # the wider str type: no truncation in the search
+    vocab, terms = vocab.astype(common, copy=False), terms.astype(common, copy=False)
+    pos = np.minimum(np.searchsorted(vocab, terms), vocab.shape[0] - 1)
+    return np.where(vocab[pos] == terms, pos, -1).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------- progress
 class _Stages:
-    """Seconds per build stage (``build_info_["stage_seconds"]``), one line per stage on stderr."""
+    """Seconds per build stage, one line per stage on stderr.
+
+    Wall seconds in ``build_info_["stage_seconds"]``, the process's CPU seconds (user, system) in
+    ``build_info_["stage_cpu_seconds"]``.
+    """
 
     def __init__(self, enabled: bool):
-        self.enabled, self.seconds, self.t = enabled, {}, time.perf_counter()
+        self.enabled, self.seconds, self.cpu = enabled, {}, {}
+        self.t, self.c = time.perf_counter(), os.times()
 
     def done(self, name: str, note: str = "") -> None:
-        now = time.perf_counter()
+        now, c = time.perf_counter(), os.times()
         self.seconds[name] = now - self.t
-        self.t = now
+        self.cpu[name] = (c.user - self.c.user, c.system - self.c.system)
+        self.t, self.c = now, c
         if self.enabled:
             tail = f"; {note}" if note else ""
-            print(f"{name}: done in {self.seconds[name]:.1f} s{tail}", file=sys.stderr, flush=True)
+            u, k = self.cpu[name]
+            print(
+                f"{name}: done in {self.seconds[name]:.1f} s (cpu {u:.1f} + {k:.1f} s){tail}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 class _Bar:
@@ -515,12 +850,17 @@ def _check_state(work: str, state: dict, resume: bool) -> None:
     atomic_write_json(p, state, fsync=False, indent=1)
 
 
-def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar) -> int:
+def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar, n_threads=None) -> int:
     """Stage 1: write every token shard not yet complete; return the number of shards.
 
-    A resume re-reads the completed shards' lines and checks their SHA-1; once the whole corpus
-    is read, its size and modification time are recorded and checked by later resumes.
+    The corpus is read as bytes ahead of the tokenisation (:class:`_ByteShards`); each shard is
+    parsed and tokenised by :func:`byte_shard_term_counts` while its SHA-1 is computed on
+    another thread.  A resume re-reads the completed shards' bytes and checks their SHA-1;
+    once the whole corpus is read, its size and modification time are recorded and checked by
+    later resumes.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     tdir = os.path.join(work, "tokens")
     end = _read_done(tdir, "_end.json")
     if end is not None:
@@ -534,17 +874,38 @@ def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar) -> int:
     done: list = []
     while (m := _read_done(_tok_dir(work, len(done)), "manifest.json")) is not None:
         done.append((int(m["n_docs"]), m["sha1"]))
-    n_shards, n_docs = len(done), sum(d[0] for d in done)
-
-    def progress(n, pos, size):
-        bar.update(n, pos / max(size, 1))
-
-    for k, ids, texts, digest in read_corpus_shards(path, shard_size, done=done, on_progress=progress):
-        tok = shard_term_counts(texts)
-        tok["ids"] = np.array(ids, dtype=str)
-        man = {"shard": k, "n_docs": len(ids), "first_doc": n_docs, "sha1": digest}
-        _atomic_dir_write(_tok_dir(work, k), tok, man)
-        n_shards, n_docs = k + 1, n_docs + len(ids)
+    n_shards, n_docs = 0, 0
+    src = _ByteShards(path)
+    pool = ThreadPoolExecutor(1)
+    try:
+        while True:
+            k = n_shards
+            part = src.take(done[k][0] if k < len(done) else shard_size)
+            if part is None:
+                break
+            buf, starts, ends, linenos = part
+            digest = pool.submit(lambda b=buf: hashlib.sha1(b).hexdigest())
+            if k < len(done):
+                if starts.shape[0] < done[k][0]:
+                    break  # the corpus ends inside a completed shard
+                if digest.result() != done[k][1]:
+                    raise ValueError(
+                        f"{path}: the corpus changed since the interrupted build (shard {k}, up to line "
+                        f"{int(linenos[-1])}, differs); rerun with resume=False (--no-resume) to start over"
+                    )
+                n_shards, n_docs = k + 1, n_docs + done[k][0]
+                bar.update(done[k][0], src.pos / max(src.rd.size, 1))
+                continue
+            tok = byte_shard_term_counts(buf, starts, ends, linenos, path, n_threads)
+            man = {"shard": k, "n_docs": int(starts.shape[0]), "first_doc": n_docs, "sha1": digest.result()}
+            _atomic_dir_write(_tok_dir(work, k), tok, man)
+            n_shards, n_docs = k + 1, n_docs + int(starts.shape[0])
+            bar.update(int(starts.shape[0]), src.pos / max(src.rd.size, 1))
+    finally:
+        pool.shutdown(wait=True)
+        src.close()
+    if n_shards < len(done):
+        raise ValueError(f"{path}: the corpus is shorter than when the interrupted build read it (shard {n_shards})")
     if n_docs == 0:
         raise ValueError(f"{path}: no document (empty corpus file)")
     end = {"n_shards": n_shards, "n_docs": n_docs, "corpus": _fingerprint(path)}
@@ -672,13 +1033,13 @@ def _n_docs_of(work: str) -> int:
 class _Rows:
     """TF-IDF rows (and raw counts) of token shard k in the global vocabulary."""
 
-    def __init__(self, work: str, terms: np.ndarray, idf32: np.ndarray):
-        self.work, self.idf32 = work, idf32
-        self.index = {t: i for i, t in enumerate(terms.tolist())}
+    def __init__(self, work: str, terms: np.ndarray, idf32: np.ndarray, n_threads=None):
+        self.work, self.idf32, self.n_threads = work, idf32, n_threads
+        self.terms = terms  # sorted (alphabetical ids): shard_rows searches it
 
     def __call__(self, k: int, counts: bool = False):
         tok = _load_arrays(_tok_dir(self.work, k), ("terms", "indptr", "indices", "counts"))
-        X, C = shard_rows(tok, self.index, self.idf32)
+        X, C = shard_rows(tok, self.terms, self.idf32, self.n_threads)
         return (X, C) if counts else X
 
 
@@ -770,7 +1131,7 @@ def build_index(
     t0 = time.perf_counter()
     stages = _Stages(progress)
     bar = _Bar("tokens", progress)
-    n_shards = _tokenise_corpus(path, work, shard_size, bar)
+    n_shards = _tokenise_corpus(path, work, shard_size, bar, n_threads)
     bar.close()
     stages.done("tokens")
     _ids(work, n_shards)  # a duplicate id fails now, not after the encoding
@@ -778,7 +1139,7 @@ def build_index(
     N = int(voc["manifest"]["n_docs"])
     stages.done("vocabulary", f"{voc['terms'].shape[0]:,} terms of {voc['manifest']['n_distinct']:,} candidates")
     cal = _clamp_calibrate(calibrate, N)
-    rows_of = _Rows(work, voc["terms"], np.asarray(voc["idf"], np.float32))
+    rows_of = _Rows(work, voc["terms"], np.asarray(voc["idf"], np.float32), n_threads)
     geometry = _geometry(work, n_shards, N, (cal, calibrate_mode, seed), rows_of, p, n_threads)
     stages.done("calibrate", f"{geometry.n_calibration:,} passages")
     bar = _Bar("encode", progress)
@@ -790,6 +1151,7 @@ def build_index(
     info = {"seconds": time.perf_counter() - t0, "n_docs": N, "n_shards": n_shards, "calibrate": cal}
     info.update({k: voc["manifest"][k] for k in ("exact", "n_distinct", "guaranteed")})
     info["stage_seconds"] = stages.seconds
+    info["stage_cpu_seconds"] = stages.cpu
     r.build_info_ = info
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
