@@ -205,7 +205,8 @@ class SearchStart:
         self.argv = [sys.executable, "-c", CLI, "search", "--dataset", "scifact", "--method", "bm25", "--out", out]
 
     def teardown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if getattr(self, "tmp", None):  # setup skipped (fast profile) made no folder
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def track_search_seconds(self):
         """The whole search process: index SciFact, search its test queries, write the run."""

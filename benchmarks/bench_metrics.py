@@ -62,7 +62,8 @@ class EvaluateFiles(Benchmark):
                 fh.writelines(f"{q} 0 {d} {lab}\n" for d, lab in docs.items())
 
     def teardown(self, *params):
-        self.tmp.cleanup()
+        if getattr(self, "tmp", None) is not None:  # a skipped setup made no folder
+            self.tmp.cleanup()
 
     def run(self, n_queries, depth, n_threads):
         self.evaluate_files(self.run_p, self.qrels_p, METRICS, n_threads=n_threads)

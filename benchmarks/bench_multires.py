@@ -151,7 +151,8 @@ class MultiresStream(Benchmark):
         self.run_file = write_stream_inputs(self.dir, m=m)
 
     def teardown(self, method, m, threads):
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if getattr(self, "dir", None):  # a skipped setup made no folder
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def run(self, method, m, threads):
         from jkofast.jko.stream import RerankOptions, rerank_stream
