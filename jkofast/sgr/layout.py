@@ -55,7 +55,7 @@ t_off, t_code  int64 V+1, uint8     ... and the inverted postings (``postings=Tr
                                     ``t_code[t_off[t]:t_off[t+1]]`` ...
 t_tfq          uint8 (nnz)          ... the term frequency of posting p when an integer in [1, 255],
                                     else 0 ...
-t_xpos, t_xval int64, float32       ... and the other frequencies (ascending positions p, values)
+t_xpos/t_xval  int64, float32       ... and the other frequencies (ascending positions p, values)
 =============  ===================  ===============================================================
 
 The postings code is ``jkofast.kernels.sgr.postings`` (gap ``d - d_prev - 1`` in seven-bit
