@@ -30,22 +30,29 @@ def _is_word(c):
     return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c == 95
 
 
+@kernel(inline="always")
+def _tokens_in(buf, lo, hi):
+    """Return the number of tokens (maximal runs of >= 2 word bytes) in ``buf[lo:hi]``."""
+    n = 0
+    run = 0
+    for p in range(lo, hi):
+        if _is_word(buf[p]):
+            run += 1
+        else:
+            if run >= 2:
+                n += 1
+            run = 0
+    if run >= 2:
+        n += 1
+    return n
+
+
 @kernel()
 def count_tokens(buf, doc_off, dl):
     """Count the tokens of every passage: ``dl[i]`` = tokens in ``buf[doc_off[i]:doc_off[i + 1]]``; returns the sum."""
     total = 0
     for i in range(doc_off.shape[0] - 1):
-        n = 0
-        run = 0
-        for p in range(doc_off[i], doc_off[i + 1]):
-            if _is_word(buf[p]):
-                run += 1
-            else:
-                if run >= 2:
-                    n += 1
-                run = 0
-        if run >= 2:
-            n += 1
+        n = _tokens_in(buf, doc_off[i], doc_off[i + 1])
         dl[i] = n
         total += n
     return total
@@ -337,19 +344,8 @@ def count_segment_tokens(buf, segs, dl):
     """
     n = segs.shape[0]
     for i in prange(n):
-        m = 0
-        for s in range(2):
-            run = 0
-            for p in range(segs[i, 2 * s], segs[i, 2 * s + 1]):
-                if _is_word(buf[p]):
-                    run += 1
-                else:
-                    if run >= 2:
-                        m += 1
-                    run = 0
-            if run >= 2:
-                m += 1
-        dl[i] = m
+        # a segment boundary ends a run, as the space joining the two would
+        dl[i] = _tokens_in(buf, segs[i, 0], segs[i, 1]) + _tokens_in(buf, segs[i, 2], segs[i, 3])
     return dl.sum()
 
 
