@@ -12,6 +12,11 @@ Imports stay inside :func:`run`: the command loads the evaluation wing only.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+
+# Variables OpenBLAS reads for its thread count, in its order of precedence.
+_BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def add_parser(sub) -> None:
@@ -119,9 +124,23 @@ def _check_not_empty(args, n_scored: int, n_run_only: int, n_qrels_only: int, qr
     raise ValueError(f"{what}: every metric would be 0 over 0 queries (--allow-empty to accept)")
 
 
+def _one_blas_thread() -> None:
+    """Ask OpenBLAS for one thread when this process has not loaded NumPy yet and no thread count is set.
+
+    Evaluation does no linear algebra, but NumPy's import starts OpenBLAS's thread pool, whose
+    workers spin on the other cores before they sleep: about 0.05 s of CPU per process on the
+    2-core machine of docs/performance.md, 0.1 s on a 10,000-query evaluation.  A process that
+    has NumPy already (the command called from Python) or a user's own setting is left alone.
+    """
+    if "numpy" not in sys.modules and not any(v in os.environ for v in _BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def run(args: argparse.Namespace) -> int:
     """Score the run against the qrels and print the metrics with their CIs (exit status)."""
     import time
+
+    _one_blas_thread()
 
     from jkofast.commands._common import emit
 

@@ -317,13 +317,14 @@ def test_decimals_are_python_float(x, fmt):
         assert got is not None and _bits(got) == _bits(np.array(want)), texts
 
 
-def _modules_and_output(args: list[str]) -> tuple[list, dict]:
+def _modules_and_output(args: list[str], env: dict | None = None) -> tuple[dict, dict]:
     code = (
-        "import json, sys\nfrom jkofast.cli import main\n"
+        "import json, os, sys\nfrom jkofast.cli import main\n"
         f"rc = main({args!r})\n"
-        "print(json.dumps({'rc': rc, 'numba': sorted(m for m in sys.modules if m.split('.')[0] == 'numba')}))\n"
+        "print(json.dumps({'rc': rc, 'numba': sorted(m for m in sys.modules if m.split('.')[0] == 'numba'), "
+        "'blas': os.environ.get('OPENBLAS_NUM_THREADS')}))\n"
     )
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**(os.environ if env is None else env), "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     lines = r.stdout.strip().splitlines()
     return json.loads(lines[-1]), json.loads("\n".join(lines[:-1]))
@@ -345,13 +346,37 @@ def test_cli_without_bootstrap_imports_no_numba(tmp_path):
         ",".join(METRICS),
     ]
     status, out = _modules_and_output(args)
-    assert status == {"rc": 0, "numba": []}
+    assert status["rc"] == 0 and status["numba"] == []
     exp, info = evaluate_files(rp, qp, METRICS, counts=True)
     assert out["metrics"] == {m: {"mean": v} for m, v in exp.means.items()}
     assert out["per_query"]["query_ids"] == exp.query_ids
     assert all(out["per_query"][m] == exp.per_query[m].tolist() for m in exp.per_query)
     assert (out["skipped_run_queries_without_qrels"], out["qrels_queries_without_run"]) == (3, 5)
     assert out["ci"] is None and out["n_queries"] == 27
+
+
+def test_cli_evaluate_asks_openblas_for_one_thread_unless_told(tmp_path):
+    """The evaluate process does no linear algebra: OpenBLAS gets one thread (no spinning pool)
+    unless the user set a thread count, which is kept."""
+    import threadpoolctl
+
+    rp, qp = _random_files(tmp_path, 4)
+    args = ["evaluate", "--run", rp, "--qrels", qp, "--n-boot", "0", "--json"]
+    plain = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    }
+    status, out = _modules_and_output(args, plain)
+    assert status["rc"] == 0 and status["blas"] == "1"
+    status, again = _modules_and_output(args, {**plain, "OPENBLAS_NUM_THREADS": "3"})
+    assert status["blas"] == "3" and again["metrics"] == out["metrics"]
+    status, _ = _modules_and_output(args, {**plain, "OMP_NUM_THREADS": "2"})
+    assert status["blas"] is None  # OpenBLAS reads OMP_NUM_THREADS: left to it
+    # NumPy loaded before the command (a Python caller): its pool runs already, nothing is changed
+    from jkofast.cli import main
+
+    environ, pools = dict(os.environ), threadpoolctl.threadpool_info()
+    assert main(args) == 0
+    assert dict(os.environ) == environ and threadpoolctl.threadpool_info() == pools
 
 
 def test_cli_hands_unusual_files_to_the_numba_engine(tmp_path):
