@@ -914,3 +914,34 @@ def test_slot_weight_vs_naive(f16):
     for j in range(3):
         for t in range(12):
             assert gk.slot_weight(t, j, rel, (tau, beta, f16), h2f) == naive(t, j), (t, j)
+
+
+def test_expanded_code_values_vs_naive(retr):
+    """Each code slot's centre value and weight (derived at fit) equal the naive expansion of the compact index."""
+    ix = retr._ix
+    assert ix["x_w"].shape == ix["code_term"].shape  # a small index is expanded
+    wide = ref.wide_view({k: v for k, v in ix.items() if k not in ("x_cval", "x_w")}, retr.params)
+    live = wide["code_term"] >= 0
+    assert_array_equal(ix["x_cval"][live], wide["code_cval"][live])
+    assert_array_equal(ix["x_w"][live], wide["code_w"][live])
+
+
+def test_compact_and_expanded_paths_identical(monkeypatch):
+    """The query path over the per-slot code values and over the branch table give the same bits."""
+    from jkofast.sgr import engine
+
+    corpus = synthetic_corpus(n_docs=60, seed=3)
+    queries = [*QUERIES, "w02 w04 w06 w08 w10", "w11 w13 w17 w19"]
+    r = SparseGeometricRetriever(**SMALL).fit(corpus)
+    assert r._ix["x_w"].shape[0] > 0
+    want = r.search(queries, k=10, n_threads=1)
+    want_pool = r.pool(queries, P=20)
+    monkeypatch.setattr(engine, "EXPAND_CODES_MAX_BYTES", 0)
+    r._make_query_layout()
+    assert r._ix["x_w"].shape[0] == 0 and r.index_nbytes(breakdown=True)["code_values"] == 0
+    got = r.search(queries, k=10, n_threads=1)
+    got_pool = r.pool(queries, P=20)
+    assert_array_equal(got[0], want[0])
+    assert_array_equal(got[1], want[1])
+    for f in ("doc", "tail", "relevance", "lex1", "sem", "rare"):
+        assert_array_equal(getattr(got_pool, f), getattr(want_pool, f))
