@@ -25,6 +25,9 @@ __all__ = ["COMPONENTS", "SERIAL_BELOW", "QueryPath", "SGRPool", "new_scratch"]
 COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
 # float16 bits -> float32 (the c_w decode table of the default float16 reliability)
 H2F = np.arange(65_536, dtype=np.uint16).view(np.float16).astype(np.float32)
+# each code slot's centre value and weight, float32 (8 B per slot), derived in memory when they fit this budget
+# (SciFact: 2.7 MB; ~130k passages at the defaults): local_score then reads them from the membership's row
+EXPAND_CODES_MAX_BYTES = 64 << 20
 SERIAL_BELOW = 16  # batches of fewer queries on one chunk run the serial twin (no parallel launch)
 RESCUE_MODES = {"auto": kq.RESCUE_AUTO, "scan": kq.RESCUE_SCAN, "postings": kq.RESCUE_POSTINGS}
 
@@ -134,10 +137,43 @@ class QueryPath:
         ix["tb_row"] = tb_row
         ix["tb_bits"] = bits
         ix["h2f"] = H2F if ix["c_w"].dtype == np.uint16 else np.zeros(0, np.float32)
+        self._expand_codes()
         dl = ix["dl"]
         mean = float(np.asarray(dl).astype(np.float64).mean()) if dl.size else 0.0
         self._avgdl = mean if mean > 0 else 1.0
         self._make_vocab_table()
+
+    def _expand_codes(self) -> None:
+        """Derive ``x_cval`` / ``x_w`` (float32 (M, S), not saved): every code slot's centre value and weight.
+
+        ``kernels.sgr.query.expand_codes`` writes the values the query path would look up per
+        (query, branch), so the scores are the same bits either way; the branch-local scores
+        then read them from the membership's own row instead of a branch table.  Only when
+        they fit ``EXPAND_CODES_MAX_BYTES``; otherwise both are (0, S) and every query looks
+        the values up (the compact path).
+        """
+        ix, cfg = self._ix, self.config
+        code_term = ix["code_term"]
+        M, S = code_term.shape
+        if M > 0 and 8 * M * S <= EXPAND_CODES_MAX_BYTES:
+            x_cval = np.zeros((M, S), np.float32)
+            x_w = np.zeros((M, S), np.float32)
+            V = int(ix["idf"].shape[0])
+            kq.expand_codes(
+                ix["b_indptr"],
+                code_term,
+                (ix["c_indptr"], ix["c_terms"], ix["c_vals"], ix["c_w"], ix["h2f"]),
+                (ix["r_indptr"], ix["r_terms"], ix["r_w"], ix["r_nj"], ix["r_scale"], ix["gvar"]),
+                (float(cfg.tau), float(cfg.beta), bool(cfg.reliability_float16)),
+                np.empty((V, 3), np.float64),
+                x_cval,
+                x_w,
+            )
+        else:
+            x_cval = np.zeros((0, S), np.float32)
+            x_w = np.zeros((0, S), np.float32)
+        ix["x_cval"] = x_cval
+        ix["x_w"] = x_w
 
     def _params(self, pool_size: int, q_indptr=None) -> kq.SGRParams:
         """Query parameters of the batch kernel.

@@ -571,7 +571,9 @@ class SparseGeometricRetriever(QueryPath):
         Bytes of the index arrays (``query_path_only`` excludes the PPMI graph A, which only
         the build and :meth:`ppmi_graph` read; its semantic lists are counted), plus the
         query-analysis vocabulary table (hash slots, term code points and offsets; derived at
-        fit and load, not saved).  The Python ``vocabulary_`` dict and ``ids_`` are not counted.
+        fit and load, not saved) and the per-slot code values of a small index (``code_values``,
+        derived likewise; see ``jkofast.sgr.engine.EXPAND_CODES_MAX_BYTES``).  The Python
+        ``vocabulary_`` dict and ``ids_`` are not counted.
 
         Parameters
         ----------
@@ -579,7 +581,7 @@ class SparseGeometricRetriever(QueryPath):
         breakdown : bool, default False
             Return a dict ``structure -> bytes`` (``memberships``, ``codes``, ``support``,
             ``lengths``, ``idf``, ``centres``, ``reliability``, ``graph_g``, ``semantic``,
-            ``postings``, ``bitsets``, ``vocab_table``, ``graph_a`` unless
+            ``postings``, ``bitsets``, ``code_values``, ``vocab_table``, ``graph_a`` unless
             ``query_path_only``) with a ``total`` entry.
         """
         self._check_fitted()
@@ -595,6 +597,7 @@ class SparseGeometricRetriever(QueryPath):
             "semantic": ("sem_indptr", "sem_idx", "sem_val"),
             "postings": ("t_indptr", "t_off", "t_code", "t_tfq", "t_xpos", "t_xval"),
             "bitsets": ("tb_row", "tb_bits"),
+            "code_values": ("x_cval", "x_w"),
         }
         if not query_path_only:
             groups["graph_a"] = ("a_indptr", "a_idx", "a_val")

@@ -881,3 +881,67 @@ def test_search_counts_refuses_float32_overflow():
     r = SparseGeometricRetriever(pool_size=2).fit(sp.csr_matrix(np.array([[1.0, 0, 2], [0, 1, 1]])))
     with pytest.raises(ValueError, match="q_counts: counts too large"):  # NaN weights ranked silently
         r.search_counts(sp.csr_matrix(np.array([[3e38, 3e38, 0]])), k=2)
+
+
+@pytest.mark.parametrize("f16", [True, False])
+def test_slot_weight_vs_naive(f16):
+    """The weight of a term off the centre: the stored (j, t) weight, else the SPEC B.4 one-occurrence value."""
+    tau, beta = 20.0, -0.2
+    r_indptr = np.array([0, 3, 3, 4], np.int64)
+    r_terms = np.array([2, 5, 9, 1], np.uint16)
+    stored = np.array([0.75, 1.5, 0.3125, 2.0], np.float32)
+    if f16:
+        r_w = stored.astype(np.float16).view(np.uint16)
+        h2f = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
+    else:
+        r_w, h2f = stored, np.zeros(0, np.float32)
+    r_nj = np.array([4.0, 0.0, 7.0])
+    r_scale = np.array([1.25, 1.0, 0.8])
+    gvar = np.linspace(0.0, 0.02, 12)
+    rel = (r_indptr, r_terms, r_w, r_nj, r_scale, gvar)
+
+    def naive(t, j):
+        row = dict(zip(r_terms[r_indptr[j] : r_indptr[j + 1]].tolist(), stored[r_indptr[j] : r_indptr[j + 1]].tolist()))
+        if t in row:
+            return row[t]
+        nj = r_nj[j]
+        if nj == 0.0:
+            return 1.0
+        shr = 1.0 / (1.0 + tau) * (1.0 / nj - (1.0 / nj) ** 2) + tau / (1.0 + tau) * gvar[t]
+        w = (shr + 1e-6) ** beta * r_scale[j]
+        return float(np.float16(w)) if f16 else float(np.float32(w))
+
+    for j in range(3):
+        for t in range(12):
+            assert gk.slot_weight(t, j, rel, (tau, beta, f16), h2f) == naive(t, j), (t, j)
+
+
+def test_expanded_code_values_vs_naive(retr):
+    """Each code slot's centre value and weight (derived at fit) equal the naive expansion of the compact index."""
+    ix = retr._ix
+    assert ix["x_w"].shape == ix["code_term"].shape  # a small index is expanded
+    wide = ref.wide_view({k: v for k, v in ix.items() if k not in ("x_cval", "x_w")}, retr.params)
+    live = wide["code_term"] >= 0
+    assert_array_equal(ix["x_cval"][live], wide["code_cval"][live])
+    assert_array_equal(ix["x_w"][live], wide["code_w"][live])
+
+
+def test_compact_and_expanded_paths_identical(monkeypatch):
+    """The query path over the per-slot code values and over the branch table give the same bits."""
+    from jkofast.sgr import engine
+
+    corpus = synthetic_corpus(n_docs=60, seed=3)
+    queries = [*QUERIES, "w02 w04 w06 w08 w10", "w11 w13 w17 w19"]
+    r = SparseGeometricRetriever(**SMALL).fit(corpus)
+    assert r._ix["x_w"].shape[0] > 0
+    want = r.search(queries, k=10, n_threads=1)
+    want_pool = r.pool(queries, P=20)
+    monkeypatch.setattr(engine, "EXPAND_CODES_MAX_BYTES", 0)
+    r._make_query_layout()
+    assert r._ix["x_w"].shape[0] == 0 and r.index_nbytes(breakdown=True)["code_values"] == 0
+    got = r.search(queries, k=10, n_threads=1)
+    got_pool = r.pool(queries, P=20)
+    assert_array_equal(got[0], want[0])
+    assert_array_equal(got[1], want[1])
+    for f in ("doc", "tail", "relevance", "lex1", "sem", "rare"):
+        assert_array_equal(getattr(got_pool, f), getattr(want_pool, f))

@@ -26,7 +26,8 @@ Bundles (module-level NamedTuples, so Numba's on-disk cache can key them):
   ``t_tfq``/``t_xpos``/``t_xval`` (term frequencies; ``jkofast.kernels.sgr.postings``) and
   ``bm25_idf`` (rescue, BM25 extension; empty in an index built without postings, which the
   wrapper then queries by support scan); for the frequent terms (``tb_row[t] >= 0``) document bitsets ``tb_bits``
-  int64 (rows × ceil(N / 64)).
+  int64 (rows × ceil(N / 64)); ``x_cval`` / ``x_w`` float32 (M, S): each code slot's centre value
+  and reliability weight (``expand_codes``), derived in memory for a small index, else (0, S).
 * ``SGRParams`` -- the query parameters as typed scalars (float64 / int64 / bool), so a
   parameter change is a new value, never a recompilation.
 * ``SGRScratch`` -- the caller-owned scratch slabs, one per chunk (see ``sgr_query_batch``),
@@ -73,9 +74,12 @@ __all__ = [
     "cap_scores_desc",
     "chunk_work",
     "code_sums",
+    "code_sums_expanded",
+    "compact_sums",
     "diversify",
     "doc_branches",
     "eligible_branches",
+    "expand_codes",
     "greedy_ranks",
     "local_score",
     "pool_relevance",
@@ -91,6 +95,7 @@ __all__ = [
     "sgr_one_query",
     "sgr_query_batch",
     "sgr_query_serial",
+    "slot_weight",
     "stage_bm25",
     "stage_final_features",
     "stage_local_score",
@@ -170,6 +175,8 @@ class SGRIndex(NamedTuple):
     c_norm: np.ndarray
     c_w: np.ndarray
     h2f: np.ndarray
+    x_cval: np.ndarray
+    x_w: np.ndarray
     r_indptr: np.ndarray
     r_terms: np.ndarray
     r_w: np.ndarray
@@ -287,7 +294,6 @@ class SGRWork(NamedTuple):
     wi: np.ndarray
     wf: np.ndarray
     btab: np.ndarray  # float64 (V, 3): branch table of local_score (stamp, c_j[t], stored weight)
-    cbits: np.ndarray  # int64 V/64 + 1: the current branch's centre terms as a bitset (zero between branches)
 
 
 # Top-k on the query path: ``topk_ids`` / ``topk_pos`` of jkofast.kernels.topk (caller-owned heap scratch).
@@ -501,37 +507,34 @@ def stage_local_score(gen, qt, n_routed, ix, prm, ws):
         n_routed,
         prm.gamma,
         (ix.b_indptr, ix.mem_doc, ix.mem_m),
-        (ix.code_term, ix.code_sign),
+        (ix.code_term, ix.code_sign, ix.x_cval, ix.x_w),
         (ix.c_indptr, ix.c_terms, ix.c_vals, ix.c_w, ix.h2f),
         (ix.r_indptr, ix.r_terms, ix.r_w, ix.r_nj, ix.r_scale, ix.gvar),
         (prm.rel_tau, prm.rel_beta, prm.rel_f16),
         (ws.mark, ws.qval, ws.qbits),
-        (ws.btab, ws.cbits),
+        ws.btab,
         (ws.dp, ws.esum, ws.csum, ws.dm_r, ws.dm_e, ws.dm_n, ws.ulist),
     )
 
 
 @kernel()
-def branch_tables(key, j, centres, btab, cbits):
+def branch_tables(key, j, centres, btab):
     """Scatter branch j's centre into the stamped term table ``btab`` float64 (V, 3).
 
     ``centres`` = (c_indptr, c_terms, c_vals, c_w, h2f): ``c_w`` the reliability weight of
     each centre entry, float16 bits decoded through the float32 table ``h2f`` (65,536
     entries) or, when ``h2f`` is empty, float32.  After the call, for every term t with
     ``btab[t, 0] == key``: ``btab[t, 1] = c_j[t]`` and ``btab[t, 2]`` = the reliability
-    weight of (j, t) (centre terms now, other terms once looked up by ``code_sums``; -2
-    before); a term with another stamp has ``c_j[t] = 0`` and is not looked up yet.  One row
-    per term: a code slot reads one cache line.  (``key`` < 2**53, exact in float64.)  The
-    centre terms are also set in the bitset ``cbits`` (V bits, L1-resident), which lets
-    ``code_sums`` skip a slot that is neither a query term nor a centre term without
-    touching ``btab``; ``local_score`` clears them after the branch.
+    weight of (j, t) (centre terms now, query terms off the centre once looked up by
+    ``slot_weight``; -2 before); a term with another stamp has ``c_j[t] = 0`` and is not
+    looked up yet.  One row per term: a code slot reads one cache line.  (``key`` < 2**53,
+    exact in float64.)
     """
     c_indptr, c_terms, c_vals, c_w, h2f = centres
     fkey = np.float64(key)
     half = h2f.shape[0] > 0
     for p in range(c_indptr[j], c_indptr[j + 1]):
         t = np.int64(c_terms[p])
-        cbits[t >> 6] |= np.int64(1) << (t & 63)
         btab[t, 0] = fkey
         btab[t, 1] = np.float64(c_vals[p])
         btab[t, 2] = np.float64(h2f[np.int64(c_w[p])]) if half else np.float64(c_w[p])
@@ -558,7 +561,62 @@ def stored_weight(t, lo, hi, r_terms, r_w, h2f):
 
 
 @kernel()
-def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, relp, qtabs, tabs, acc):
+def slot_weight(t, j, rel, relp, h2f):
+    """Reliability weight of (branch j, term t) for a term off the branch's centre.
+
+    The stored weight (binary search in the branch's row of ``rel`` = (r_indptr, r_terms,
+    r_w, r_nj, r_scale, gvar)), else the one-occurrence value ``reliability_value(1, 1,
+    n_j, gvar[t], τ, β, scale_j)`` (``relp`` = (τ, β, f16); 1.0 when n_j = 0).
+    """
+    r_indptr, r_terms, r_w, r_nj, r_scale, gvar = rel
+    tau, beta, f16 = relp
+    wv = stored_weight(t, r_indptr[j], r_indptr[j + 1], r_terms, r_w, h2f)
+    if wv < 0.0:
+        nj = r_nj[j]
+        wv = 1.0 if nj == 0.0 else _bk.reliability_value(1.0, 1.0, nj, gvar[t], tau, beta, r_scale[j], f16)
+    return wv
+
+
+@kernel()
+def expand_codes(b_indptr, code_term, centres, rel, relp, btab, x_cval, x_w):
+    """Write every code slot's centre value ``c_j[t]`` and reliability weight ``w`` (SPEC B.4, B.7).
+
+    Membership m of branch j (rows ``b_indptr[j]:b_indptr[j + 1]``), slot r with term t =
+    ``code_term[m, r]`` (< V): ``x_cval[m, r] = c_j[t]`` (0 off the centre) and ``x_w[m, r]``
+    = the centre entry's weight, else ``slot_weight(t, j)`` -- the values ``local_score``
+    looks up per query, exact in float32 (float32 centre values, float16 / float32 weights).
+    Slots past the sentinel are left as they are.  ``btab`` float64 (V, 3) scratch (stamped
+    by branch; left with stamp -1).  ``centres``, ``rel``, ``relp`` as in ``local_score``.
+    """
+    c_indptr, c_terms, c_vals, c_w, h2f = centres
+    n_terms = btab.shape[0]
+    half = h2f.shape[0] > 0
+    btab[:, 0] = -1.0
+    for j in range(b_indptr.shape[0] - 1):
+        if b_indptr[j] == b_indptr[j + 1]:
+            continue
+        fkey = np.float64(j)
+        for p in range(c_indptr[j], c_indptr[j + 1]):
+            t = np.int64(c_terms[p])
+            btab[t, 0] = fkey
+            btab[t, 1] = np.float64(c_vals[p])
+            btab[t, 2] = np.float64(h2f[np.int64(c_w[p])]) if half else np.float64(c_w[p])
+        for m in range(b_indptr[j], b_indptr[j + 1]):
+            for r in range(code_term.shape[1]):
+                t = np.int64(code_term[m, r])
+                if t >= n_terms:
+                    break
+                if btab[t, 0] != fkey:
+                    btab[t, 0] = fkey
+                    btab[t, 1] = 0.0
+                    btab[t, 2] = slot_weight(t, j, rel, relp, h2f)
+                x_cval[m, r] = np.float32(btab[t, 1])
+                x_w[m, r] = np.float32(btab[t, 2])
+    btab[:, 0] = -1.0
+
+
+@kernel()
+def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, relp, qtabs, btab, acc):
     """Branch-local signed scores over the postings of the routed branches (SPEC B.7).
 
     For every membership (d, j) of routed branch j = ``rt[k]`` (``mems`` = (b_indptr,
@@ -573,23 +631,27 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
     which decides whether a membership's codes hold any query term before the code
     coordinates are read.
 
-    ``codes`` = (code_term, code_sign) (a term id >= V ends a code; signs as the bitmask
-    of ``jkofast.kernels.sgr.build.encode_codes``).  ``c_j[t]`` and the reliability ``w``
+    ``codes`` = (code_term, code_sign, x_cval, x_w) (a term id >= V ends a code; signs as
+    the bitmask of ``jkofast.kernels.sgr.build.encode_codes``).  When ``x_w`` has rows
+    (``expand_codes``), ``c_j[t]`` and ``w`` are read from the slot's own entries (the
+    membership's row: sequential within a branch).  Otherwise they
     come from ``centres`` = (c_indptr, c_terms, c_vals, c_w, h2f), scattered into the
-    stamped table ``tabs`` (V, 3) by ``branch_tables`` at the branch's first membership
-    that needs them, and, for a code term off the centre, from ``rel`` = (r_indptr,
-    r_terms, r_w, r_nj, r_scale, gvar) (``code_sums``): the stored (j, t) weight, else
-    ``reliability_value(1, 1, n_j, gvar[t], τ, β, scale_j)`` (``relp`` = (τ, β, f16); 1.0
-    when n_j = 0).  A code coordinate with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to
-    both sums and is skipped.  ``acc`` = (dp, esum, csum, dm_r, dm_e, dm_n, ulist).
-    Returns |U|.
+    stamped table ``btab`` (V, 3) by ``branch_tables`` at the branch's first membership
+    that needs them, and, for a query term off the centre, from ``rel`` = (r_indptr,
+    r_terms, r_w, r_nj, r_scale, gvar) through ``slot_weight`` (``relp`` = (τ, β, f16)).
+    ``code_sums`` stops at a slot whose weight is not looked up yet and names its term; the
+    weight is looked up here and the membership's sums start again, so the slot loop holds
+    no call (a call there, even one rarely taken, slows every slot).  A code coordinate with
+    ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to both sums and is skipped.  ``acc`` =
+    (dp, esum, csum, dm_r, dm_e, dm_n, ulist).  Returns |U|.
     """
     b_indptr, mem_doc, mem_m = mems
-    code_term = codes[0]
+    code_term, code_sign, x_cval, x_w = codes
     mark, qval, qbits = qtabs
     dp, esum, csum, dm_r, dm_e, dm_n, ulist = acc
     n_terms = np.uint64(qval.shape[0])
     n_slot = code_term.shape[1]
+    expanded = x_w.shape[0] > 0
     for a in range(qt.shape[0]):
         t = np.int64(qt[a])
         qbits[t >> 6] |= np.int64(1) << (t & 63)
@@ -624,10 +686,11 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
                     hit |= np.uint64(qbits[t >> np.uint64(6)]) >> (t & np.uint64(63))
                     nc += 1
             if hit & np.uint64(1):
-                if not scattered:
-                    branch_tables(key, j, centres, tabs[0], tabs[1])
+                if expanded:
+                    lsum, qsum = code_sums_expanded(mu, nc, code_term, code_sign, x_cval, x_w, mark, qval)
+                else:
+                    lsum, qsum = compact_sums(mu, nc, key, j, scattered, codes, centres, rel, relp, qtabs, btab)
                     scattered = True
-                lsum, qsum = code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs)
                 if qsum > 0.0:
                     e = mr * lsum * math.pow(qsum, gamma)
             # opens a U slot as bm25_candidates does: inline in this per-membership hot loop
@@ -646,31 +709,63 @@ def local_score(gen, qt, rt, rw, n_routed, gamma, mems, codes, centres, rel, rel
             dm_r[a, c] = k
             dm_e[a, c] = e
             dm_n[a] += 1
-        if scattered:
-            cbits = tabs[1]
-            for p in range(centres[0][j], centres[0][j + 1]):
-                cbits[np.int64(centres[1][p]) >> 6] = 0
     for a in range(qt.shape[0]):
         qbits[np.int64(qt[a]) >> 6] = 0
     return nu
 
 
-@kernel()
-def code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs):
-    """``(L, Q)`` of SPEC B.7 over the ``nc`` code slots of membership ``mu`` of branch j.
+@kernel(inline=_THIN)
+def compact_sums(mu, nc, key, j, scattered, codes, centres, rel, relp, qtabs, btab):
+    """``(L, Q)`` of membership ``mu`` of branch j through the branch table (see ``local_score``).
+
+    Scatters the branch's centre first unless ``scattered``; a weight not looked up yet stops
+    ``code_sums``, is looked up (``slot_weight``) and the sums start again.
+    """
+    if not scattered:
+        branch_tables(key, j, centres, btab)
+    while True:
+        lsum, qsum, need = code_sums(mu, nc, key, (codes[0], codes[1]), qtabs[0], qtabs[1], btab)
+        if need < 0:
+            return lsum, qsum
+        btab[need, 2] = slot_weight(need, j, rel, relp, centres[4])
+
+
+# leaves with a loop, inlined into their one caller: the slot loop then sits in local_score's membership loop
+@kernel(inline=_THIN)
+def code_sums_expanded(mu, nc, code_term, code_sign, x_cval, x_w, mark, qval):
+    """``(L, Q)`` of SPEC B.7 over the ``nc`` code slots of membership ``mu`` from the slots' own entries.
+
+    ``c_j[t] = x_cval[mu, r]``, ``w = x_w[mu, r]`` (``expand_codes``); a slot with ``q[t] = 0``
+    and ``c_j[t] = 0`` adds exactly 0, as in ``code_sums`` (the same bits), here without a branch.
+    """
+    lsum = 0.0
+    qsum = 0.0
+    for r in range(nc):
+        t = np.uint64(code_term[mu, r])
+        qt_ = 0.0
+        if mark[t] & 1:
+            qt_ = qval[t]
+        cv = np.float64(x_cval[mu, r])
+        s = 1.0 if (code_sign[mu, r >> 4] >> np.uint16(r & 15)) & np.uint16(1) else -1.0
+        c = np.float64(x_w[mu, r]) * (qt_ - cv) * s
+        lsum += c if (qt_ != 0.0 or cv != 0.0) else 0.0
+        qsum += qt_ * qt_
+    return lsum, qsum
+
+
+@kernel(inline=_THIN)
+def code_sums(mu, nc, key, codes, mark, qval, btab):
+    """``(L, Q, -1)`` of SPEC B.7 over the ``nc`` code slots of membership ``mu``, or a slot's term to look up.
 
     ``L = Σ_r w_r (q[t_r] - c_j[t_r]) s_r`` and ``Q = Σ_r q[t_r]²`` in slot order (see
-    ``local_score``); a slot with ``q[t] = 0`` and ``c_j[t] = 0`` adds exactly 0 to both and
-    is skipped (decided from ``mark`` and the centre bitset before ``btab`` is read; ``tabs``
-    = (btab, cbits) of ``branch_tables``).  ``w`` is looked up once per (query, branch, term) and kept in ``btab``: the
-    stored weight (binary search in the branch's row of ``rel``), else the one-occurrence
-    value ``reliability_value(1, 1, n_j, gvar[t], τ, β, scale_j)`` (1.0 when n_j = 0).
+    ``local_score``), with ``c_j[t]`` and ``w`` from the branch table ``btab`` of
+    ``branch_tables`` (stamp ``key``); a slot with ``q[t] = 0`` and ``c_j[t] = 0`` adds
+    exactly 0 to both and is skipped.  A query term off the centre gets a row (``c_j[t] =
+    0``, weight -2: not looked up yet) at its first slot; a slot whose weight is still -2
+    stops the sums and returns ``(L, Q, t)``, so the caller looks the weight up and calls
+    again (the sums restart, the same bits).
     """
     code_term, code_sign = codes
-    r_indptr, r_terms, r_w, r_nj, r_scale, gvar = rel
-    tau, beta, f16 = relp
-    h2f = centres[4]
-    btab, cbits = tabs
     fkey = np.float64(key)
     lsum = 0.0
     qsum = 0.0
@@ -679,8 +774,6 @@ def code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs):
         qt_ = 0.0
         if mark[t] & 1:
             qt_ = qval[t]
-        elif not (np.uint64(cbits[t >> np.uint64(6)]) >> (t & np.uint64(63))) & np.uint64(1):
-            continue  # neither a query term nor on the centre: the slot adds exactly 0
         if btab[t, 0] != fkey:
             if qt_ == 0.0:
                 continue  # c_j[t] = 0 too: the slot adds exactly 0
@@ -692,15 +785,11 @@ def code_sums(mu, nc, key, j, codes, centres, rel, relp, mark, qval, tabs):
             continue
         wv = btab[t, 2]
         if wv == -2.0:
-            wv = stored_weight(np.int64(t), r_indptr[j], r_indptr[j + 1], r_terms, r_w, h2f)
-            if wv < 0.0:
-                nj = r_nj[j]
-                wv = 1.0 if nj == 0.0 else _bk.reliability_value(1.0, 1.0, nj, gvar[t], tau, beta, r_scale[j], f16)
-            btab[t, 2] = wv
+            return lsum, qsum, np.int64(t)
         s = 1.0 if (code_sign[mu, r >> 4] >> np.uint16(r & 15)) & np.uint16(1) else -1.0
         lsum += wv * (qt_ - cv) * s
         qsum += qt_ * qt_
-    return lsum, qsum
+    return lsum, qsum, np.int64(-1)
 
 
 # ---------------------------------------------------------------------------------- extension: BM25 fusion
@@ -1673,7 +1762,6 @@ def chunk_work(c, sc, sizes, n_docs):
         wi=wi,
         wf=wf,
         btab=sc.bt[c],
-        cbits=np.zeros((sval.shape[0] >> 6) + 1, np.int64),
     )
 
 
