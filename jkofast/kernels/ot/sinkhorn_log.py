@@ -41,8 +41,6 @@ __all__ = [
     "plan_cost",
     "plan_fill",
     "rmatvec",
-    "row_dot2_lp",
-    "row_dot_lp",
     "row_marginal_error",
     "scale_normalise",
     "scaled_half_step",
@@ -138,29 +136,6 @@ def matvec_lp(A, x, out):
         for j in range(n):
             s += A[i, j] * x[j]
         out[i] = s
-
-
-# matvec_lp's and matvec2_lp's row sums as kernels of their own, for sweeps that do strict O(M) work per row
-# (jkofast.kernels.ot.transport.matvec_ratio_lp): the same inner loop, so the same SIMD split and bits
-@kernel(fastmath=_ARITH)
-def row_dot_lp(A, i, x):
-    """Return ``A[i] @ x`` summed as ``matvec_lp`` sums row ``i`` (same loop, same bits)."""
-    s = np.float32(0.0)
-    for j in range(A.shape[1]):
-        s += A[i, j] * x[j]
-    return s
-
-
-@kernel(fastmath=_ARITH)
-def row_dot2_lp(A, i, x1, x2):
-    """Return ``(A[i] @ x1, A[i] @ x2)`` summed as ``matvec2_lp`` sums row ``i`` (same loop, same bits)."""
-    s1 = np.float32(0.0)
-    s2 = np.float32(0.0)
-    for j in range(A.shape[1]):
-        a = A[i, j]
-        s1 += a * x1[j]
-        s2 += a * x2[j]
-    return s1, s2
 
 
 @kernel(fastmath=_ARITH)

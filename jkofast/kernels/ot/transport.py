@@ -27,15 +27,12 @@ import numpy as np
 
 from jkofast import _codes
 from jkofast._numba import kernel
-from jkofast.kernels.ot.ieee import div
 from jkofast.kernels.ot.sinkhorn_log import (
     matvec,
     matvec2_lp,
     matvec_lp,
     plan_fill,
     rmatvec,
-    row_dot2_lp,
-    row_dot_lp,
     scale_normalise,
     sinkhorn_log_solve,
     sinkhorn_log_update_cols,
@@ -55,8 +52,6 @@ __all__ = [
     "Plan",
     "Tracked",
     "implicit_solve",
-    "matvec2_ratio_lp",
-    "matvec_ratio_lp",
     "schur_pcg",
     "shares_storage",
     "w_converged",
@@ -308,27 +303,21 @@ def _pit_apply(pl, x, xs, out):
 
 @kernel(inline="always")
 def _schur_apply(pl, prow, cvec, x, xs, t2, out):
-    """``out = (diag(prow) - Pi diag(qinv) Piᵀ) x`` with ``cvec = scale² v² ⊙ qinv`` precomputed; returns ``xᵀout``.
+    """``out = (diag(prow) - Pi diag(qinv) Piᵀ) x`` with ``cvec = scale² v² ⊙ qinv`` precomputed.
 
-    ``Pi diag(qinv) Piᵀ x = scale² u ⊙ K (v² ⊙ qinv ⊙ Kᵀ(u ⊙ x))``: two matvecs and two O(M)
-    passes; the last pass and the dot product ``xᵀout`` run row by row inside the second sweep
-    (``row_dot_lp``: ``matvec_lp``'s sums; the dot summed in row order, strict IEEE).
+    ``Pi diag(qinv) Piᵀ x = scale² u ⊙ K (v² ⊙ qinv ⊙ Kᵀ(u ⊙ x))``: two matvecs and three
+    O(M) passes.
     """
     uu = pl.u
-    K = pl.K
     m = x.shape[0]
     for i in range(m):
         xs[i] = uu[i] * x[i]
     matvec_lp(pl.KT, xs, t2)
     for j in range(m):
         xs[j] = cvec[j] * t2[j]
-    xout = 0.0
+    matvec_lp(pl.K, xs, out)
     for i in range(m):
-        out[i] = row_dot_lp(K, i, xs)
-        oi = prow[i] * x[i] - uu[i] * out[i]
-        out[i] = oi
-        xout += x[i] * oi
-    return xout
+        out[i] = prow[i] * x[i] - uu[i] * out[i]
 
 
 @kernel()
@@ -350,14 +339,17 @@ def schur_pcg(pl, prow, qinv, r, x, thr, cg_max, w, xs):
     vv = pl.v
     rz = 0.0
     for i in range(m):
-        dinv[i] = div(1.0, prow[i] if prow[i] > TINY else TINY)
+        dinv[i] = 1.0 / (prow[i] if prow[i] > TINY else TINY)
         cvec[i] = sc2 * vv[i] * vv[i] * qinv[i]
         zz[i] = r[i] * dinv[i]
         pdir[i] = zz[i]
         rz += r[i] * zz[i]
     k = 0
     while k < cg_max and rz > thr:
-        pap = _schur_apply(pl, prow, cvec, pdir, xs, t1, ap)
+        _schur_apply(pl, prow, cvec, pdir, xs, t1, ap)
+        pap = 0.0
+        for i in range(m):
+            pap += pdir[i] * ap[i]
         if not pap > 0.0:
             break
         alpha = rz / pap
@@ -418,7 +410,7 @@ def _implicit_finish(pl, KC, KCT, x, cg_tol, cg_max, w, xs, xs2):
     for i in range(m):
         res[i] = rr[i] - prow[i] * x[i] - ap[i]
         d = prow[i] if prow[i] > TINY else TINY
-        ref_n += div(rr[i] * rr[i], d)
+        ref_n += rr[i] * rr[i] / d
     ok, n_cg = schur_pcg(pl, prow, qinv, res, x, cg_tol * cg_tol * ref_n, cg_max, w, xs)
     return loss, ok, n_cg
 
@@ -537,62 +529,30 @@ def _newton_dual_step(ops, pa, u, v, s, t, vmax, alpha, w, tmp_n):
 
 
 @kernel(inline="always")
-def matvec_ratio_lp(A, x, out, wt, tmp, err_u, err_scale, with_err):
-    """``out = A @ x`` (``matvec_lp``'s sums), ``tmp = wt / out`` (0 where ``wt = 0``) and its max, in one sweep.
+def _ratio_max(wt, y, out, err_u, err_scale):
+    """``out = wt / y`` (0 where ``wt = 0``) and its max; with ``err_u`` also ``|err_scale u ⊙ y - wt|_1``.
 
-    With ``with_err`` also ``err = |err_scale err_u ⊙ out - wt|_1``. Returns ``(ok, rmax, err)``; ``ok``
-    False when a positive-mass entry has ``out <= TINY`` or the max is not a positive finite number (the
-    underflow test of ``scale_normalise``). Each row's O(M) terms are summed (strict IEEE, in row order)
-    right after its dot product (``row_dot_lp``, the same bits as ``matvec_lp``), where their latency
-    hides behind the next row's loads instead of costing a pass of their own.
+    One pass over the three vectors. Returns ``(ok, ymax, err)``; ``ok`` False when a
+    positive-mass entry has ``y <= TINY`` or the max is not a positive finite number (the
+    underflow test of ``scale_normalise``).
     """
     ok = True
     rmax = 0.0
     err = 0.0
-    for i in range(A.shape[0]):
-        out[i] = row_dot_lp(A, i, x)
-        yi = out[i]
-        if with_err:
-            err += abs(err_scale * err_u[i] * yi - wt[i])
+    for i in range(wt.shape[0]):
+        err += abs(err_scale * err_u[i] * y[i] - wt[i])
         r = 0.0
         if wt[i] > 0.0:
-            if yi > TINY:
-                r = div(wt[i], yi)
+            if y[i] > TINY:
+                r = wt[i] / y[i]
             else:
                 ok = False
-        tmp[i] = r
+        out[i] = r
         if r > rmax:
             rmax = r
     if not rmax > 0.0 or not np.isfinite(rmax):
         ok = False
     return ok, rmax, err
-
-
-@kernel(inline="always")
-def matvec2_ratio_lp(A, x1, x2, out1, out2, wt, tmp):
-    """``out1 = A @ x1``, ``out2 = A @ x2`` (``matvec2_lp``'s sums) and ``matvec_ratio_lp``'s ratio of ``out1``.
-
-    Returns ``(ok, rmax)`` as ``matvec_ratio_lp`` (no error term).
-    """
-    ok = True
-    rmax = 0.0
-    for i in range(A.shape[0]):
-        s1, s2 = row_dot2_lp(A, i, x1, x2)
-        out1[i] = s1
-        out2[i] = s2
-        yi = out1[i]
-        r = 0.0
-        if wt[i] > 0.0:
-            if yi > TINY:
-                r = div(wt[i], yi)
-            else:
-                ok = False
-        tmp[i] = r
-        if r > rmax:
-            rmax = r
-    if not rmax > 0.0 or not np.isfinite(rmax):
-        ok = False
-    return ok, rmax
 
 
 @kernel(inline="always")
@@ -642,8 +602,9 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     while True:
         for j in range(m):
             xs[j] = v[j]
-        ok, smax, err = matvec_ratio_lp(K, xs, s, pa, tmp_m, u, vmax, True)
+        matvec_lp(K, xs, s)
         n_row += 1
+        ok, smax, err = _ratio_max(pa, s, tmp_m, u, vmax)
         if not fresh:
             if err < tol:
                 break
@@ -661,11 +622,12 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
         # while a call is likely to stop after this pair (the first two), a plain sweep after
         tx_ok = it < 2
         if tx_ok:
-            ok, vmax = matvec2_ratio_lp(KT, xs, xs2, t, tx, qb, tmp_n)
+            matvec2_lp(KT, xs, xs2, t, tx)
             n_col2 += 1
         else:
-            ok, vmax, _ = matvec_ratio_lp(KT, xs, t, qb, tmp_n, tmp_n, 0.0, False)
+            matvec_lp(KT, xs, t)
             n_col += 1
+        ok, vmax, _ = _ratio_max(qb, t, tmp_n, tmp_n, 0.0)
         if not (ok and _commit(tmp_n, vmax, qb, v, False, xs, xs2, xw)):
             return False, 0.0, 0, it, n_row, n_col2, n_col, n_newton_cg, 0
         it += 1
@@ -675,7 +637,7 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     for i in range(m):
         w[0, i] = vmax * u[i] * s[i]
         cs = vmax * v[i] * t[i]
-        w[1, i] = div(1.0, cs) if cs > 0.0 else 0.0
+        w[1, i] = 1.0 / cs if cs > 0.0 else 0.0
     if tx_ok:
         for j in range(m):
             tx[j] *= vmax * v[j]  # Πᵀx
