@@ -390,7 +390,7 @@ def log_softmax(theta, a, p, tab):
     """Set ``a = log_softmax(θ)``, ``p = exp(a)``.
 
     ``tab`` True: the 2M exps through the inline ``exp_tab`` (the implicit path: the C library's bits on
-    glibc with FMA, 2.6x cheaper; ``jkofast.kernels.ot.ieee``), else ``np.exp``.
+    glibc with FMA, about 2 ns per exp inline; ``jkofast.kernels.ot.ieee``), else ``np.exp``.
     """
     m = theta.shape[0]
     mx = -np.inf
