@@ -219,3 +219,33 @@ class ImplicitSweeps(Benchmark):
         return self.run(pool, stage)
 
     track_sweeps_per_query.unit = "sweeps"
+
+
+class ImplicitStages(Benchmark):
+    """Time per query of each stage of the ``grad="implicit"`` flow (tuned, M = 200, 1 thread), in ms.
+
+    The counting copy of ``benchmarks/tools/implicit_limit.py`` timed stage by stage with the CPU's
+    time-stamp counter (best of 5 runs of the pool): ``log_softmax`` (2M exps per inner step), ``energy``
+    (``Ks p`` and its sums), ``warm_start``, ``transport`` (Sinkhorn pairs, set-up, PCG), ``grad_adam``
+    (the transport gradient and the Adam step) and ``outer`` (``outer_start``, ``softmax``). The O(M)
+    stages are what the sweep counts of ``ImplicitSweeps`` do not see.
+    """
+
+    params = (["clustered", "scifact"], ["outer", "log_softmax", "energy", "warm_start", "transport", "grad_adam"])
+    param_names = ["pool", "stage"]
+    make_inputs = ImplicitSweeps.make_inputs
+
+    def run(self, pool, stage):
+        with numba_threads(1):
+            ok, _, _, cyc = self.counter(*self.pool, self.cfg, parts=3, repeats=5)
+        if not ok:
+            raise NotImplementedError  # a fallback step: the scaled path's stages do not apply
+        if not hasattr(self, "tick"):
+            self.tick = self.il.tsc_per_ms()
+        k = ["outer", "log_softmax", "energy", "warm_start", "transport", "grad_adam"].index(stage)
+        return float(cyc[k]) / self.tick
+
+    def track_stage_ms(self, pool, stage):
+        return self.run(pool, stage)
+
+    track_stage_ms.unit = "ms"

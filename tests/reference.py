@@ -21,3 +21,27 @@ def topk_desc_lowest_index(scores, k):
     s = np.asarray(scores)
     order = np.lexsort((np.arange(s.shape[-1]), -s))
     return order[:k]
+
+
+def exp_table_exact(table_bits=7):
+    """glibc's ``__exp_data.tab`` computed exactly: pairs ``(bits of T_j, bits of H_j - (j << (52 - bits)))``
+    with ``H_j`` the double nearest ``2**(j/N)`` and ``T_j`` the double nearest ``2**(j/N)/H_j - 1``
+    (``N = 2**bits``; ``2**(j/N)`` to 300 bits by ``bits`` integer square roots, rounded once by ``Fraction``)."""
+    import math
+    import struct
+    from fractions import Fraction
+
+    import numpy as np
+
+    n, prec = 1 << table_bits, 300
+    out = []
+    for j in range(n):
+        x = 1 << (j + n * prec)  # 2**(j/N) * 2**prec = (2**(j + N prec))**(1/N)
+        for _ in range(table_bits):
+            x = math.isqrt(x)
+        v = Fraction(x, 1 << prec)
+        h = float(v)
+        t = float(v / Fraction(h) - 1)
+        hb = struct.unpack("<Q", struct.pack("<d", h))[0]
+        out += [struct.unpack("<Q", struct.pack("<d", t))[0], (hb - (j << (52 - table_bits))) % (1 << 64)]
+    return np.array(out, dtype=np.uint64)

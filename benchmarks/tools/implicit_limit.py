@@ -10,7 +10,7 @@ here before Numba loads):
 * **old** — ``git archive BASE jkofast`` as the renamed package ``jkofast_<sha12>``
   (``benchmarks/tools/ab_compare.py``);
 * **new** — the same export with the working tree's ``--overlay`` files copied over it
-  (default: the OT kernels this tool measures, ``jkofast/kernels/ot/{transport,sinkhorn_log,dual}.py``)
+  (default: the OT kernels this tool measures, ``jkofast/kernels/ot/{transport,sinkhorn_log,dual,ieee}.py``)
   and ``--extra SRC=DEST`` files from anywhere (an experimental copy of a module kept outside
   the repository), every ``jkofast`` module reference renamed. Only the named files differ
   from BASE, so edits in progress elsewhere in the working tree do not leak into the figures.
@@ -62,6 +62,7 @@ DEFAULT_OVERLAY = [
     "jkofast/kernels/ot/transport.py",
     "jkofast/kernels/ot/sinkhorn_log.py",
     "jkofast/kernels/ot/dual.py",
+    "jkofast/kernels/ot/ieee.py",
     "jkofast/kernels/jko/solver.py",
 ]
 
@@ -219,6 +220,42 @@ def _jit(f):
     return njit(f)
 
 
+def _cycle_counter():
+    """A jitted ``cycles()``: the CPU's time-stamp counter (``llvm.readcyclecounter``), for stage timing."""
+    from llvmlite import ir
+    from numba import njit, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _rdtsc(typingctx):
+        def codegen(context, builder, signature, args):
+            fn = builder.module.declare_intrinsic("llvm.readcyclecounter", (), ir.FunctionType(ir.IntType(64), []))
+            return builder.call(fn, [])
+
+        return types.int64(), codegen
+
+    @njit
+    def cycles():
+        return _rdtsc()
+
+    return cycles
+
+
+CYCLES = None
+
+
+def tsc_per_ms() -> float:
+    """Time-stamp counter ticks per millisecond (against ``time.perf_counter`` over 0.2 s, busy)."""
+    c0, t0 = CYCLES(), time.perf_counter()
+    while time.perf_counter() - t0 < 0.2:
+        pass
+    return (CYCLES() - c0) / (1e3 * (time.perf_counter() - t0))
+
+
+# stages of one query timed by the counting copy (``parts=3``), and the exps / logs each calls per unit
+STAGES = ("outer (outer_start, softmax)", "log_softmax", "energy", "warm_start", "transport", "grad + Adam")
+
+
 @_jit
 def _store(r, counts, fused):
     """Add one ``w_implicit_counted`` call's counts: three plain set-up sweeps, or with ``fused``
@@ -261,9 +298,21 @@ def make_counter(pkg):
         S.softmax,
     )
     counted, Limits, store = T.w_implicit_counted, T.Limits, _store
+    global CYCLES
+    if CYCLES is None:
+        CYCLES = _cycle_counter()
+    cycles = CYCLES
+    if log_softmax.py_func.__code__.co_argcount == 4:  # the implicit path's exp_tab flag
+
+        @njit(inline="always")
+        def lsm(theta, a, p):
+            log_softmax(theta, a, p, True)
+
+    else:
+        lsm = log_softmax
 
     @njit
-    def flow(p0, E, C, C_T, Ks, prm, p_out, counts, parts):
+    def flow(p0, E, C, C_T, Ks, prm, p_out, counts, parts, cyc):
         w_w, _, _, _ = prox_weights(prm)
         lim = Limits(prm.max_iter, prm.cg_tol, prm.cg_max, prm.newton_every)
         op = transport_operators(C, C_T, Ks, prm, True, True, True, True, None)
@@ -279,12 +328,30 @@ def make_counter(pkg):
             abar[i] = 0.0
         if parts == 0:  # operators and scratch only
             return True
+        timed = parts == 3  # the time-stamp counter around each stage, summed into cyc
+        c0 = cycles() if timed else 0
         for _t in range(prm.T):
             outer_start(q, b, sk.qb, theta, mom, vel)
+            if timed:
+                c1 = cycles()
+                cyc[0] += c1 - c0
+                c0 = c1
             for s_ in range(1, prm.inner + 1):
-                log_softmax(theta, a, p)
+                lsm(theta, a, p)
+                if timed:
+                    c1 = cycles()
+                    cyc[1] += c1 - c0
+                    c0 = c1
                 energy_terms(E, prm.lam, prm.rho, Ks, op, a, p, kp, gh, True)
+                if timed:
+                    c1 = cycles()
+                    cyc[2] += c1 - c0
+                    c0 = c1
                 tol_eff = implicit_warm_start(p, sk.pa, s_, prm.tol, prm.tol_step, ws)
+                if timed:
+                    c1 = cycles()
+                    cyc[3] += c1 - c0
+                    c0 = c1
                 if parts == 1:  # the flow's own O(M) stages without the transport term
                     add_transport_grad(w_w, p, abar, 0, gh, diag)
                     adam_step(theta, gh, p, mom, vel, s_, prm.lr)
@@ -297,11 +364,19 @@ def make_counter(pkg):
                 if not r[0]:
                     counts[8] += 1
                     return False
+                if timed:
+                    c1 = cycles()
+                    cyc[4] += c1 - c0
+                    c0 = c1
                 counts[1] += 1
                 store(r, counts, fused)
                 flags = r[2]
                 add_transport_grad(w_w, p, abar, flags, gh, diag)
                 adam_step(theta, gh, p, mom, vel, s_, prm.lr)
+                if timed:
+                    c1 = cycles()
+                    cyc[5] += c1 - c0
+                    c0 = c1
             softmax(theta, q)
         for i in range(q.shape[0]):
             p_out[i] = q[i]
@@ -310,19 +385,27 @@ def make_counter(pkg):
     solver = sub(pkg, "jko.solver")
 
     def run(p0, E, C, K, cfg, parts=2, repeats=0):
-        """``(ok, p_T, counts)``; with ``repeats``, also the best CPU ms of ``parts`` (0: operators,
-        1: + the flow's stages without the transport term, 2: everything)."""
+        """``(ok, p_T, counts, ms)``; with ``repeats``, ``ms`` the best CPU ms of ``parts`` (0: operators,
+        1: + the flow's stages without the transport term, 2: everything), with ``parts=3`` the stage
+        cycles (``STAGES``) of the repeat whose total was least."""
         p0c, Ec, Cc, C_T, Ks = solver._check_pool(p0, E, C, K)
         counts = np.zeros(N_COUNTS, np.int64)
         p = np.empty(Ec.shape[0])
         prm = cfg._params(False)
-        ok = flow(p0c, Ec, Cc, C_T, Ks, prm, p, counts, parts)
-        best = np.inf
+        cyc = np.zeros(len(STAGES), np.int64)
+        ok = flow(p0c, Ec, Cc, C_T, Ks, prm, p, counts, parts, cyc)
+        best, best_cyc = np.inf, None
         for _ in range(repeats):
+            cyc[:] = 0
             c = time.process_time()
-            flow(p0c, Ec, Cc, C_T, Ks, prm, p, np.zeros(N_COUNTS, np.int64), parts)
-            best = min(best, time.process_time() - c)
-        return ok, p, counts, 1e3 * best
+            flow(p0c, Ec, Cc, C_T, Ks, prm, p, np.zeros(N_COUNTS, np.int64), parts, cyc)
+            el = time.process_time() - c
+            if parts == 3:
+                el = cyc.sum()
+                if el < best:
+                    best_cyc = cyc.copy()
+            best = min(best, el)
+        return ok, p, counts, best_cyc if parts == 3 else 1e3 * best
 
     return run
 
@@ -412,6 +495,81 @@ def account(counts: np.ndarray, cost: dict) -> dict:
     }
 
 
+def stage_table(ms: np.ndarray, acc: dict, cost: dict, counts: np.ndarray, cfg, m: int) -> dict:
+    """Per stage of the counting copy (``STAGES``): mean ms per query, the priced sweeps in it, the rest
+    (the O(M) passes), and the exps / logs it calls (by construction of each stage; the transport term's
+    exps are the M per Newton dual step, not counted here, so they read 0)."""
+    f32 = counts[0] > 0
+    c1 = cost["matvec_lp_float32_us"] if f32 else cost["matvec_lp_float64_us"]
+    sweeps_ms = acc["sweep_ms_per_query"]
+    ks_ms = acc["sweeps_per_query"]["energy_Ks_p"] * c1 / 1e3
+    steps = acc["inner_steps"]
+    sw = {"energy": ks_ms, "transport": sweeps_ms - ks_ms}
+    exps = {"outer (outer_start, softmax)": 2 * m * cfg.T, "log_softmax": 2 * m * steps}
+    logs = {"outer (outer_start, softmax)": m * cfg.T, "log_softmax": steps}
+    out = {}
+    for k, name in enumerate(STAGES):
+        s_ms = sw.get(name, 0.0)
+        out[name] = {
+            "ms": float(ms[k]),
+            "sweep_ms": s_ms,
+            "om_ms": float(ms[k]) - s_ms,
+            "exps": float(exps.get(name, 0)),
+            "logs": float(logs.get(name, 0)),
+        }
+    return out
+
+
+def published_ratio(folder: str, jm: dict, cfgs: dict, pools: list, repeats: int, out: dict) -> dict:
+    """The published torch ``run_jko`` (float32, unrolled: what the fixture's p_T came from) on ``pools`` with
+    the same operating point, best CPU time of ``repeats`` per pool, alternating with old and new; both
+    libraries at one thread (torch's count set after Numba's pool started, as compare_published_loss.py)."""
+    import torch
+
+    sys.path.insert(0, folder)
+    pub = importlib.import_module("jko")
+    torch.set_num_threads(1)
+    assert torch.get_num_threads() == 1
+    c = cfgs["new"]
+    pcfg = pub.JKOConfig(
+        h=c.h,
+        lam=c.lam,
+        rho=c.rho,
+        sinkhorn_eps=c.sinkhorn_eps,
+        sinkhorn_iter=c.sinkhorn_iter,
+        sinkhorn_iter_grad=c.sinkhorn_iter_grad,
+        inner_steps=c.inner_steps,
+        inner_lr=c.inner_lr,
+        T=c.T,
+        mode=c.mode,
+    )
+    ms = {"published": [], "old": [], "new": []}
+    for pool in pools:
+        f32 = tuple(np.asarray(x, np.float32) for x in pool)
+        fns = {"published": lambda f32=f32: pub.run_jko(*f32, pcfg)}
+        fns.update({k: (lambda k=k, pool=pool: jm[k].run_jko(*pool, cfgs[k])) for k in jm})
+        best = {k: np.inf for k in fns}
+        for _ in range(repeats):
+            for k, f in fns.items():
+                t = time.process_time()
+                f()
+                best[k] = min(best[k], time.process_time() - t)
+        for k in fns:
+            ms[k].append(1e3 * best[k])
+    res = {k: float(np.median(v)) for k, v in ms.items()}
+    for k in jm:
+        res[f"ratio_{k}"] = res["published"] / res[k]
+        res[f"ratio_{k}_scifact_median"] = res["published"] / out["sets"]["scifact"][k]["median"]
+    print(
+        f"published run_jko (torch {torch.__version__}, 1 thread), {len(pools)} SciFact pools, best of {repeats}: "
+        f"{res['published']:.0f} ms/query; same pools old {res['old']:.2f} ms ({res['ratio_old']:.0f}x), new "
+        f"{res['new']:.2f} ms ({res['ratio_new']:.0f}x); against the 30-pool medians old "
+        f"{res['ratio_old_scifact_median']:.0f}x, new {res['ratio_new_scifact_median']:.0f}x",
+        flush=True,
+    )
+    return res
+
+
 # ---------------------------------------------------------------------------------------------
 def _summ(ms):
     return {"median": float(np.median(ms)), "mean": float(ms.mean()), "max": float(ms.max())}
@@ -428,6 +586,12 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--synthetic", type=int, default=10, help="pools per synthetic kind (10)")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "jkofast_implicit_limit"))
+    ap.add_argument(
+        "--published",
+        help="folder holding the published solver's jko.py (needs torch): its run_jko "
+        "timed on the first --published-pools SciFact pools, alternating with both sides",
+    )
+    ap.add_argument("--published-pools", type=int, default=3)
     ap.add_argument("--json")
     a = ap.parse_args(argv)
 
@@ -489,6 +653,9 @@ def main(argv=None):
         out["sets"][name] = row
         print(line, flush=True)
 
+    if a.published:
+        out["published"] = published_ratio(a.published, jm, cfgs, sci[: a.published_pools], a.repeats, out)
+
     # the batched entry point (no per-call Python work): rerank_batch over the SciFact pools
     Zb = np.concatenate([z["pool_emb_f16"][q].astype(np.float32) for q in range(len(sci))])
     Eb = np.concatenate([np.asarray(x[1], np.float64) for x in sci])
@@ -513,6 +680,11 @@ def main(argv=None):
 
     # the account: counts x sweep cost vs measured
     cost = sweep_costs(mods["new"])
+    global CYCLES
+    if CYCLES is None:
+        CYCLES = _cycle_counter()
+    tick = tsc_per_ms()
+    out["tsc_per_ms"] = tick
     out["sweep_cost_us"] = cost
     print("sweep cost (µs, M = 200): " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items()), flush=True)
     for side in ("old", "new"):
@@ -525,6 +697,7 @@ def main(argv=None):
             tot = np.zeros(N_COUNTS, np.int64)
             same = True
             part_ms = np.zeros((len(pools), 3))
+            stage_cyc = np.zeros(len(STAGES))
             for k, pool in enumerate(pools):
                 ok, p, c, part_ms[k, 2] = counter(*pool, cfgs[side], repeats=a.repeats)
                 tot += c
@@ -532,7 +705,9 @@ def main(argv=None):
                 same &= bool(ok) and np.array_equal(p, pn)
                 part_ms[k, 0] = counter(*pool, cfgs[side], parts=0, repeats=a.repeats)[3]
                 part_ms[k, 1] = counter(*pool, cfgs[side], parts=1, repeats=a.repeats)[3]
+                stage_cyc += counter(*pool, cfgs[side], parts=3, repeats=a.repeats)[3]
             acc = account(tot / len(pools), cost)
+            acc["stages"] = stage_table(stage_cyc / len(pools) / tick, acc, cost, tot, cfgs[side], pools[0][1].shape[0])
             pm = part_ms.mean(0)
             acc["parts_ms_mean"] = {
                 "operators": pm[0],
@@ -554,6 +729,12 @@ def main(argv=None):
                 f"; copy == run_jko: {same}",
                 flush=True,
             )
+            for st, row in acc["stages"].items():
+                print(
+                    f"{'':10s}   {st:30s} {row['ms']:5.2f} ms/query: sweeps {row['sweep_ms']:5.2f} ms, O(M) "
+                    f"{row['om_ms']:5.2f} ms; exps {row['exps']:7.0f}, logs {row['logs']:5.0f} per query",
+                    flush=True,
+                )
             pp = acc["parts_ms_mean"]
             ks = sw["energy_Ks_p"] * (cost["matvec_lp_float32_us"] if tot[0] else cost["matvec_lp_float64_us"]) / 1e3
             print(
