@@ -16,8 +16,11 @@ checksums were recorded (jkofast 0.1.0) still opens; its report says "no checksu
 
 Format 3 stores the inverted postings compressed (``jkofast.sgr.layout``, ``POSTING_ARRAYS``);
 a format-2 index without postings (``postings=False``, the compact index of a streaming build)
-holds the same files and opens as it is; a format-2 index with postings (``t_docs``/``t_tf``)
-is refused with a message to rebuild it.
+holds the same files and opens as it is.  A format-2 index with postings (``t_docs`` int32,
+``t_tf`` float32: 8 bytes per posting) opens too: its postings are range-checked (pointer,
+documents in ``[0, N)`` ascending within each term, finite frequencies), then compressed in
+memory by :func:`jkofast.sgr.layout.compress_postings` on every load (the other arrays may stay
+mapped); saving the loaded retriever writes format 3.
 """
 
 from __future__ import annotations
@@ -93,7 +96,8 @@ INDEX_ARRAYS = (
     "g_val",
     "t_indptr",
 )
-READS = (2, FORMAT)  # formats this version opens (format 2 only without postings)
+READS = (2, FORMAT)  # formats this version opens (format 2: postings compressed on load)
+LEGACY_POSTINGS = ("t_docs", "t_tf")  # format 2's uncompressed postings
 
 
 def array_names(cfg: SGRConfig) -> list:
@@ -106,9 +110,12 @@ def _mapped_from(a: np.ndarray, target: str) -> np.memmap | None:
     base = a
     while base is not None and not isinstance(base, np.memmap):
         base = base.base if isinstance(base, np.ndarray) else None
-    if isinstance(base, np.memmap) and base.filename and os.path.samefile(base.filename, target):
-        return base
-    return None
+    if not (isinstance(base, np.memmap) and base.filename):
+        return None
+    try:
+        return base if os.path.samefile(base.filename, target) else None
+    except OSError:  # no file at target yet (a new folder), or the mapped file is gone: not the same file
+        return None
 
 
 def save_index(path, ix: dict, cfg: SGRConfig, *, terms, ids, n_docs: int, n_calibration: int, scripts: bool) -> None:
@@ -333,7 +340,8 @@ def _read_npy(path: str, name: str, mmap: bool) -> np.ndarray:
 def _load_arrays(path: str, meta: dict, cfg: SGRConfig, mmap: bool) -> dict:
     listing = meta["arrays"]
     mpath = os.path.join(path, "meta.json")
-    need = array_names(cfg)
+    legacy = meta["format"] == 2 and cfg.postings
+    need = list(INDEX_ARRAYS) + list(LEGACY_POSTINGS) if legacy else array_names(cfg)
     missing = [k for k in need if k not in listing]
     if missing:
         raise IndexDamage(f"{mpath}: missing array(s) {missing}", "meta.json")
@@ -347,7 +355,50 @@ def _load_arrays(path: str, meta: dict, cfg: SGRConfig, mmap: bool) -> dict:
         if (a.dtype, a.shape) != want:
             raise _where(path, k, f"holds {a.dtype} {a.shape}, meta.json lists {want[0]} {want[1]}")
         ix[k] = np.asarray(a) if mmap else a  # a plain ndarray view on the map (one Numba type)
+    if legacy:
+        _compress_legacy_postings(ix, path, int(meta["n_docs"]))
     return ix
+
+
+def _compress_legacy_postings(ix: dict, path: str, N: int) -> None:
+    """Replace format 2's ``t_docs``/``t_tf`` in ``ix`` by the compressed postings of format 3.
+
+    The encoder trusts its input, so everything it reads is checked first, naming the file: the
+    pointer ``t_indptr`` (int64, non-decreasing from 0 to ``len(t_docs)``), ``t_docs`` (int32
+    documents in ``[0, N)``, strictly ascending within each term), ``t_tf`` (float32, finite, one
+    per posting).  The decoded result then passes format 3's own checks like any other index.
+    """
+    docs, tf, ptr = ix.pop("t_docs"), ix.pop("t_tf"), ix["t_indptr"]
+    if docs.dtype != np.int32 or docs.ndim != 1:
+        raise _where(path, "t_docs", f"must be a 1-D int32 array, got {docs.dtype} {docs.shape}")
+    if tf.dtype != np.float32 or tf.shape != docs.shape:
+        raise _where(path, "t_tf", f"must be float32 of shape {docs.shape} like t_docs, got {tf.dtype} {tf.shape}")
+    n = docs.shape[0]
+    if (
+        ptr.dtype != np.int64
+        or ptr.ndim != 1
+        or ptr.shape[0] < 2
+        or ptr[0] != 0
+        or ptr[-1] != n
+        or np.any(ptr[1:] < ptr[:-1])
+    ):
+        raise _where(path, "t_indptr", f"must be a non-decreasing int64 pointer from 0 to len(t_docs) = {n}")
+    step = _ROWS * 16
+    starts = ptr[1:-1]  # where a term's postings begin: that posting may follow any document
+    for lo in range(0, n, step):
+        hi = min(lo + step, n)
+        blk = docs[lo:hi]
+        if int(blk.min()) < 0 or int(blk.max()) >= N:
+            raise _where(path, "t_docs", f"holds documents outside [0, {N})")
+        if not np.isfinite(tf[lo:hi]).all():
+            raise _where(path, "t_tf", "holds NaN or inf")
+        top = min(hi, n - 1)
+        rises = docs[lo + 1 : top + 1] > docs[lo:top]  # docs[i] < docs[i + 1], i in [lo, top)
+        new_term = starts[np.searchsorted(starts, lo + 1) : np.searchsorted(starts, top, side="right")]
+        rises[new_term - 1 - lo] = True
+        if not rises.all():
+            raise _where(path, "t_docs", "must hold strictly ascending documents within each term (t_indptr.npy)")
+    ix.update(layout.compress_postings(ptr, docs, tf))
 
 
 def _check_meta(meta, mpath: str, summed: bool = False) -> None:
@@ -376,19 +427,14 @@ def _check_format(meta, mpath: str) -> None:
     if not isinstance(meta, dict):
         raise ValueError(f"{mpath}: expected a JSON object, got {type(meta).__name__}")
     fmt = meta.get("format")
-    if fmt == 2 and isinstance(meta.get("arrays"), dict) and "t_docs" in meta["arrays"]:
-        raise ValueError(
-            f"{mpath}: index format 2 with uncompressed postings (t_docs.npy, t_tf.npy) is not supported; "
-            "rebuild the index with this version of jkofast (format 3 compresses the postings)"
-        )
     if fmt == 1:
         raise ValueError(
             f"{mpath}: index format 1 (index.npz) is not supported; rebuild the index with this version of jkofast"
         )
     if isinstance(fmt, bool) or fmt not in READS:
         raise ValueError(
-            f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads format {FORMAT}, "
-            "and format 2 without postings; "
+            f"{mpath}: index format {fmt!r} is not supported (this version of jkofast reads formats 2 and "
+            f"{FORMAT}; "
             "an index written by a newer jkofast needs that version)"
         )
 

@@ -635,7 +635,7 @@ class SparseGeometricRetriever(QueryPath):
 
     @classmethod
     def load(cls, path: str, mmap: bool = False, verify: bool = False) -> SparseGeometricRetriever:
-        """Read an index written by :meth:`save` (format 3, or format 2 without postings).
+        """Read an index written by :meth:`save` (format 3, or format 2: its postings compressed on load).
 
         Parameters
         ----------

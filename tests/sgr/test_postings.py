@@ -215,24 +215,131 @@ def test_damaged_postings_files_refused_before_a_kernel(tmp_path):
     assert not persist.check_index(d)["ok"]
 
 
-def test_format_2_read_without_postings_refused_with_them(tmp_path):
+def _as_format_2(r, d) -> tuple[np.ndarray, np.ndarray]:
+    """Rewrite the saved format-3 folder ``d`` of ``r`` as format 2 (uncompressed ``t_docs``/``t_tf``,
+    decoded by the naive oracle); return them."""
+    ix = r._ix
+    ptr, off, code = ix["t_indptr"], ix["t_off"], bytes(ix["t_code"])
+    docs = np.concatenate(
+        [np.array(_naive_decode(code, int(off[t]), int(ptr[t + 1] - ptr[t])), np.int32) for t in range(len(ptr) - 1)]
+    )
+    tf = ix["t_tfq"].astype(np.float32)
+    tf[ix["t_xpos"]] = ix["t_xval"]
+    meta = _no_checksums(d)
+    meta["format"] = 2
+    for k in ("t_off", "t_code", "t_tfq", "t_xpos", "t_xval"):
+        del meta["arrays"][k]
+        os.remove(os.path.join(d, k + ".npy"))
+    meta["arrays"]["t_docs"] = ["<i4", [docs.shape[0]]]
+    meta["arrays"]["t_tf"] = ["<f4", [docs.shape[0]]]
+    np.save(os.path.join(d, "t_docs.npy"), docs)
+    np.save(os.path.join(d, "t_tf.npy"), tf)
+    _write_meta(d, meta)
+    return docs, tf
+
+
+def _same_search(a, b, queries) -> None:
+    for x, y in zip(a.search(queries, k=3), b.search(queries, k=3), strict=True):
+        assert_array_equal(x, y)
+
+
+def test_format_2_opens_and_its_postings_are_compressed_on_load(tmp_path):
+    """A format-2 index opens: without postings as it is; with them (t_docs/t_tf), compressed on load
+    into the same arrays a format-3 build holds; saving it writes format 3."""
+    queries = [*TEXTS[:3], "renewable wind power", "nothing known here"]
     for postings in (False, True):
         r = SparseGeometricRetriever(pool_size=5, postings=postings).fit(TEXTS)
         d = str(tmp_path / f"ix{postings}")
         r.save(d)
-        meta = _no_checksums(d)
-        meta["format"] = 2
-        if postings:  # the format-2 listing of the postings
-            for k in ("t_off", "t_code", "t_tfq", "t_xpos", "t_xval"):
-                del meta["arrays"][k]
-            meta["arrays"]["t_docs"] = ["<i4", [int(r._ix["t_indptr"][-1])]]
-            meta["arrays"]["t_tf"] = ["<f4", [int(r._ix["t_indptr"][-1])]]
-        _write_meta(d, meta)
         if postings:
-            with pytest.raises(ValueError, match=r"format 2 with uncompressed postings .* rebuild the index"):
-                SparseGeometricRetriever.load(d)
+            _as_format_2(r, d)
         else:
-            got = SparseGeometricRetriever.load(d, mmap=True).search(TEXTS[:3], k=3)
-            want = r.search(TEXTS[:3], k=3)
-            assert_array_equal(got[0], want[0])
-            assert_array_equal(got[1], want[1])
+            meta = _no_checksums(d)
+            meta["format"] = 2
+            _write_meta(d, meta)
+        for mmap in (False, True):
+            got = SparseGeometricRetriever.load(d, mmap=mmap)
+            _same_search(got, r, queries)
+            for k in ("t_off", "t_code", "t_tfq", "t_xpos", "t_xval") if postings else ():
+                assert_array_equal(got._ix[k], r._ix[k], err_msg=k)
+            assert "t_docs" not in got._ix and "t_tf" not in got._ix
+            if postings:
+                for mode in ("postings", "scan"):
+                    _same_search(got.set_params(rescue_mode=mode), r.set_params(rescue_mode=mode), queries)
+                r.set_params(rescue_mode="auto")
+        assert persist.check_index(d)["ok"]
+        d3 = str(tmp_path / f"ix{postings}-3")
+        got.save(d3)
+        meta3, _ = read_manifest(os.path.join(d3, "meta.json"), missing="m", invalid="i")
+        assert meta3["format"] == 3 and ("t_code" in meta3["arrays"]) == postings and "t_docs" not in meta3["arrays"]
+        _same_search(SparseGeometricRetriever.load(d3, mmap=True), r, queries)
+
+
+@pytest.mark.parametrize(
+    "damage, file",
+    [
+        ("doc_out_of_range", "t_docs.npy"),
+        ("doc_negative", "t_docs.npy"),
+        ("docs_descending", "t_docs.npy"),
+        ("doc_repeated", "t_docs.npy"),
+        ("docs_int64", "t_docs.npy"),
+        ("tf_nan", "t_tf.npy"),
+        ("tf_short", "t_tf.npy"),
+        ("pointer_end", "t_indptr.npy"),
+        ("pointer_falls", "t_indptr.npy"),
+    ],
+)
+def test_format_2_postings_checked_before_they_are_compressed(tmp_path, damage, file):
+    """Damaged format-2 postings are refused naming their file, before the encoder (which trusts
+    its input) reads them."""
+    r = SparseGeometricRetriever(pool_size=5).fit(TEXTS)
+    d = str(tmp_path / "ix")
+    r.save(d)
+    docs, tf = _as_format_2(r, d)
+    ptr = r._ix["t_indptr"].copy()
+    t = int(np.argmax(np.diff(ptr)))  # the term with most postings (>= 2)
+    lo = int(ptr[t])
+    with open(os.path.join(d, "meta.json")) as f:
+        meta = json.load(f)  # as _as_format_2 wrote it (no checksums)
+    if damage == "doc_out_of_range":
+        docs[lo] = len(TEXTS)
+    elif damage == "doc_negative":
+        docs[lo] = -1
+    elif damage == "docs_descending":
+        docs[lo], docs[lo + 1] = docs[lo + 1], docs[lo]
+    elif damage == "doc_repeated":
+        docs[lo + 1] = docs[lo]
+    elif damage == "docs_int64":
+        docs = docs.astype(np.int64)
+        meta["arrays"]["t_docs"][0] = "<i8"
+    elif damage == "tf_nan":
+        tf[lo] = np.nan
+    elif damage == "tf_short":
+        tf = tf[:-1]
+        meta["arrays"]["t_tf"][1] = [tf.shape[0]]
+    elif damage == "pointer_end":
+        ptr[-1] += 1
+    elif damage == "pointer_falls":
+        ptr[t + 1] = ptr[t] - 1
+    np.save(os.path.join(d, "t_docs.npy"), docs)
+    np.save(os.path.join(d, "t_tf.npy"), tf)
+    np.save(os.path.join(d, "t_indptr.npy"), ptr)
+    _write_meta(d, meta)
+    for mmap in (False, True):
+        with pytest.raises(IndexDamage) as e:
+            SparseGeometricRetriever.load(d, mmap=mmap)
+        assert e.value.file == file, str(e.value)
+    rep = persist.check_index(d)
+    assert not rep["ok"] and rep["bad_file"] == file
+
+
+def test_mapped_index_saved_to_a_new_folder(tmp_path):
+    """An index loaded with mmap=True saves into a new folder (its arrays copied, the source kept)."""
+    r = SparseGeometricRetriever(pool_size=5).fit(TEXTS)
+    d, d2 = str(tmp_path / "a"), str(tmp_path / "b")
+    r.save(d)
+    SparseGeometricRetriever.load(d, mmap=True).save(d2)
+    assert sorted(os.listdir(d2)) == sorted(os.listdir(d))
+    for src in (d, d2):
+        _same_search(SparseGeometricRetriever.load(src, mmap=True), r, TEXTS[:4])
+        assert persist.check_index(src)["ok"]
