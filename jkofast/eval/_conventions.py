@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_METRICS",
     "ScoreRangeWarning",
     "check_mode",
+    "file_setup",
     "parse_metric",
     "parse_metrics",
     "warn_float32_range",
@@ -159,6 +160,20 @@ def check_mode(gain: str, tie_break: str, missing: str) -> tuple[int, int]:
     if missing not in ("skip", "zero"):
         raise ValueError(f"missing must be 'skip' or 'zero', got {missing!r}")
     return gains[gain], ties[tie_break]
+
+
+def file_setup(metrics, gain: str, tie_break: str, missing: str):
+    """Return ``(gain code, tie code, names, kinds, ks)`` for an evaluation from files.
+
+    ``metrics`` None: :data:`DEFAULT_METRICS`.  The conventions as :func:`check_mode`, the
+    names as :func:`parse_metrics`; ``diversity@k`` is refused (it needs document embeddings,
+    which files do not hold).
+    """
+    gain_mode, tie_mode = check_mode(gain, tie_break, missing)
+    names, kinds, ks = parse_metrics(DEFAULT_METRICS if metrics is None else metrics)
+    if (kinds == DIVERSITY).any():
+        raise ValueError("evaluate_files: diversity@k needs embeddings; use jkofast.eval.metrics.evaluate")
+    return gain_mode, tie_mode, names, kinds, ks
 
 
 class ScoreRangeWarning(UserWarning):

@@ -27,6 +27,7 @@ import numpy as np
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
 from jkofast.eval import metrics as _m
+from jkofast.eval._conventions import file_setup
 from jkofast.eval.metrics import EvalResult, warn_float32_range
 from jkofast.eval.trec import RunArrays, _read_run_rows, _rows_to_dict, read_qrels
 from jkofast.kernels.eval import fileeval as _f
@@ -264,10 +265,7 @@ def evaluate_files(
     >>> evaluate_files(os.path.join(d, "run"), os.path.join(d, "qrels"), ["mrr@10", "p@1"]).means
     {'mrr@10': 0.5, 'p@1': 0.0}
     """
-    gain_mode, tie_mode = _m._check_mode(gain, tie_break, missing)
-    names, kinds, ks = _m._parse_metrics(_m.DEFAULT_METRICS if metrics is None else metrics)
-    if (kinds == _m.DIVERSITY).any():
-        raise ValueError("evaluate_files: diversity@k needs embeddings; use jkofast.eval.metrics.evaluate")
+    gain_mode, tie_mode, names, kinds, ks = file_setup(metrics, gain, tie_break, missing)
     rbuf = _read_buffer(run)
     qbuf = _read_buffer(qrels)
     rp = _parse_table(rbuf, _k.RUN, n_threads)

@@ -53,8 +53,6 @@ except ImportError:  # NumPy < 2
 from jkofast.eval._conventions import (
     _EXP_LABEL_MAX,
     AP,
-    DEFAULT_METRICS,
-    DIVERSITY,
     GAIN_EXPONENTIAL,
     HIT,
     NDCG,
@@ -62,8 +60,7 @@ from jkofast.eval._conventions import (
     RECALL,
     RR,
     TIE_TREC_EVAL,
-    check_mode,
-    parse_metrics,
+    file_setup,
     warn_float32_range,
 )
 
@@ -628,10 +625,7 @@ def evaluate_files_numpy(
     >>> evaluate_files_numpy(os.path.join(d, "run"), os.path.join(d, "qrels"), ["mrr@10", "p@1"]).means
     {'mrr@10': 0.5, 'p@1': 0.0}
     """
-    gain_mode, tie_mode = check_mode(gain, tie_break, missing)
-    names, kinds, ks = parse_metrics(DEFAULT_METRICS if metrics is None else metrics)
-    if (kinds == DIVERSITY).any():
-        raise ValueError("evaluate_files: diversity@k needs embeddings; use jkofast.eval.metrics.evaluate")
+    gain_mode, tie_mode, names, kinds, ks = file_setup(metrics, gain, tie_break, missing)
     with _small_pages():
         rt = _parse(run, _RUN)
         qt = _parse(qrels, _QRELS) if rt is not None else None

@@ -286,6 +286,18 @@ def shard_term_counts(texts) -> dict:
     }
 
 
+def _first_seen_ids(tokens, vocab: dict, words: list) -> list:
+    """Term ids of ``tokens``; a token not in ``vocab`` gets the next id and is appended to ``words``."""
+    ids = []
+    for w in tokens:
+        t = vocab.get(w)
+        if t is None:
+            t = vocab[w] = len(words)
+            words.append(w)
+        ids.append(t)
+    return ids
+
+
 def _non_ascii_tokens(texts, docs, terms, rows, cols, dl):
     """Add the tokens of the non-ASCII passages ``docs`` (exact analyser) to the kernel's ``rows`` / ``cols``."""
     analyse = script_tokenizer(TOKEN_PATTERN)
@@ -296,12 +308,7 @@ def _non_ascii_tokens(texts, docs, terms, rows, cols, dl):
     for d in docs.tolist():
         toks = analyse(texts[d])
         dl[d] = len(toks)
-        for w in toks:
-            t = vocab.get(w)
-            if t is None:
-                t = vocab[w] = len(terms)
-                terms.append(w)
-            extra_c.append(t)
+        extra_c.extend(_first_seen_ids(toks, vocab, terms))
         extra_r.extend([d] * len(toks))
     rows = np.concatenate([rows, np.asarray(extra_r, np.int64)])
     cols = np.concatenate([cols, np.asarray(extra_c, np.int32)])
@@ -572,12 +579,7 @@ def _splice_non_ascii(ids, tok_off, dl, terms, non_ascii: list):
     x_off = [0]
     for i, text in non_ascii:
         toks = analyse(text)
-        for w in toks:
-            t = vocab.get(w)
-            if t is None:
-                t = vocab[w] = len(words)
-                words.append(w)
-            x_ids.append(t)
+        x_ids.extend(_first_seen_ids(toks, vocab, words))
         dl[i] = len(toks)
         x_doc.append(i)
         x_off.append(len(x_ids))
