@@ -38,7 +38,23 @@ def add_parser(sub) -> None:
         default=None,
         metavar="METHOD",
         help="stability only: the methods to run (default: jko_rerank kl_rerank noprox rerank_topk dense_topk); "
-        "also bw:ALPHA (BW-JKO, ALPHA in [0, 1], one or several) and nm:W.npz (NM-JKO with a learned metric)",
+        "also bw:ALPHA (BW-JKO, ALPHA in [0, 1], one or several), nm:W.npz (NM-JKO with a learned metric) and "
+        "nm-bw:ALPHA:W.npz (NM-JKO with the Bregman proximal term); 'train' for W.npz trains the metric on the "
+        "train split in the run; with --config fast the default is the extension-stability set",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="POINT",
+        help="stability only: the operating point (base, tuned, contrib, fast; default base); fast is the "
+        "published extension-stability protocol (50 queries, kl/bw/jko/nm methods, its table beside ours)",
+    )
+    p.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stability only: queries in the seed-0 sample (default 60, or 50 with --config fast)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -55,12 +71,18 @@ def run(args) -> int:
     from jkofast.studies.common import StudyOptions, require_matplotlib, run_study, save_study
 
     resolve_threads(args.threads)
-    if args.methods is not None:
-        if args.name != "stability":
-            raise ValueError(f"--methods applies to the stability study only, not {args.name!r}")
-        from jkofast.studies.stability import parse_methods
+    for opt, val in (("--methods", args.methods), ("--config", args.config), ("--n", args.n)):
+        if val is not None and args.name != "stability":
+            raise ValueError(f"{opt} applies to the stability study only, not {args.name!r}")
+    if args.name == "stability":
+        from jkofast.studies.stability import CONFIGS, parse_methods
 
-        args.methods = parse_methods(args.methods)  # a bad method fails before any work
+        if args.config is not None and args.config not in CONFIGS:
+            raise ValueError(f"--config {args.config!r}: choose from {', '.join(CONFIGS)}")
+        if args.n is not None and args.n < 1:
+            raise ValueError(f"--n must be at least 1, got {args.n}")
+        if args.methods is not None:  # a bad method fails before any work
+            args.methods = parse_methods(args.methods, args.config or "base")
     if args.plot:
         require_matplotlib()
     if args.out or args.plot:  # before the study runs: a folder that cannot be written fails now
@@ -76,6 +98,8 @@ def run(args) -> int:
         out=args.out,
         plot=args.plot,
         methods=args.methods,
+        config=args.config,
+        n_queries=args.n,
     )
     res = run_study(args.name, opts, save=False)
     if args.json:  # the summary lists the written files; printed even when a write fails

@@ -68,7 +68,12 @@ class StudyOptions:
         study; matplotlib, the ``plot`` extra).
     methods : tuple of str or None
         The methods of a study that takes ``--methods`` (``stability``: its names, ``bw:ALPHA``,
-        ``nm:W.npz``); None = the study's default set.
+        ``nm:W.npz``, ``nm-bw:ALPHA:W.npz``); None = the study's default set.
+    config : str or None
+        The operating point of a study that takes ``--config`` (``stability``: ``base`` by default;
+        ``fast`` is the extension-stability protocol); None = the study's default.
+    n_queries : int or None
+        The query sample size of a study that takes ``--n`` (``stability``: 60, or 50 with ``fast``).
     """
 
     dataset: str = "scifact"
@@ -79,6 +84,8 @@ class StudyOptions:
     out: str | None = None
     plot: bool = False
     methods: tuple | None = None
+    config: str | None = None
+    n_queries: int | None = None
 
     def log(self, study: str, msg: str) -> None:
         """Write a progress line ``jkofast study STUDY: msg`` on stderr (when ``progress``)."""

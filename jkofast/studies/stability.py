@@ -1,6 +1,6 @@
 """``jkofast study stability``: paraphrase stability, W_C as published and debiased (SPEC A.7.5, A.9.4).
 
-Protocol (SPEC A.7.5): 60 test queries, ``default_rng(0).choice`` of the (numerically sorted)
+Protocol (SPEC A.7.5): 60 test queries (``--n``), ``default_rng(0).choice`` of the (numerically sorted)
 test-qrels keys (``--quick``: the first 10 of that sample); the three perturbations of
 :mod:`jkofast.studies.perturb` (seed-0 draws, unchanged queries skipped).  Every perturbed query
 is recomputed end to end: BM25 over the corpus, the dense scores with the torch-free MiniLM
@@ -17,10 +17,21 @@ method): the published biased ``W_C(p, q)`` (:func:`jkofast.eval.stability.wc_ba
 it the self floor ``½(W_C(p, p) + W_C(q, q))`` and the debiased divergence ``W_C − floor``.
 Headline per method: the mean over the three perturbation means (published: SPEC A.9.4).
 
+The operating point is ``base`` unless ``--config`` names another (:data:`CONFIGS`); ``p0`` uses
+its τ0.  **Extension-stability protocol** (SPEC A.7.5 end, A.9.4 second table):
+``--config fast`` samples 50 queries and runs :data:`EXTENSION_METHODS` by default — ``kl_rerank``,
+BW-JKO at α 0.25 / 0.5 / 0.75, ``jko_rerank``, NM-JKO and NM-JKO with the Bregman proximal term
+at α 0.5 (``nm-bw:0.5:…``), the learned metric trained on the dataset's train split in the run
+(``train``, :func:`jkofast.studies.nm_jko.train_split_metric`) and used for the original and the
+perturbed pools; the published extension table is printed beside it, and ``--plot`` draws
+W_C against α with the published points.
+
 The extensions (``--methods``, :func:`parse_methods`): ``bw:ALPHA`` is BW-JKO (mode ``bregman``,
-``alpha_prox = ALPHA`` in [0, 1]: 0 is the KL flow, 1 the Wasserstein one) and ``nm:W.npz`` NM-JKO
-(the Wasserstein flow with the cost of a learned metric, :func:`jkofast.jko.metric.load_metric`),
-both with the same energy, p0 and operating point as ``jko_rerank``; W_C is measured in the same
+``alpha_prox = ALPHA`` in [0, 1]: 0 is the KL flow, 1 the Wasserstein one), ``nm:W.npz`` NM-JKO
+(the Wasserstein flow with the cost of a learned metric, :func:`jkofast.jko.metric.load_metric`)
+and ``nm-bw:ALPHA:W.npz`` the two together (the learned cost in the transport part of the
+Bregman–Wasserstein proximal term); ``train`` in place of the file trains the metric in the run.
+All with the same energy, p0 and operating point as ``jko_rerank``; W_C is measured in the same
 MiniLM cosine geometry for every method.  :func:`bw_rows` / :func:`bw_block` give the
 ``bw-stability`` row set (W_C against α, between ``kl_rerank`` and ``jko_rerank``).
 """
@@ -33,6 +44,7 @@ import time
 
 import numpy as np
 
+from jkofast._validation import check_int
 from jkofast.datasets.beir import load_dataset
 from jkofast.encode.bert import encode
 from jkofast.encode.model import encoder_available, load_model
@@ -50,6 +62,9 @@ from jkofast.studies.readout import evaluate_topk, readout_topk
 
 __all__ = [
     "BW_ALPHAS",
+    "CONFIGS",
+    "EXTENSION_METHODS",
+    "EXTENSION_N",
     "METHODS",
     "N_QUERIES",
     "QUICK_QUERIES",
@@ -57,6 +72,8 @@ __all__ = [
     "bw_rows",
     "parse_methods",
     "plot",
+    "plot_alpha",
+    "protocol",
     "sample_queries",
     "study",
 ]
@@ -67,16 +84,43 @@ METHODS = ("jko_rerank", "kl_rerank", "noprox", "rerank_topk", "dense_topk")
 BW_ALPHAS = (0.25, 0.5, 0.75)
 N_QUERIES = 60
 QUICK_QUERIES = 10
+# the extension-stability protocol (--config fast): 50 queries, these methods, "train" = a metric
+# learned on the train split in the run; the published names of the methods are in _PUBLISHED_NAME
+EXTENSION_N = 50
+EXTENSION_METHODS = ("kl_rerank", "bw:0.25", "bw:0.5", "bw:0.75", "jko_rerank", "nm:train", "nm-bw:0.5:train")
+CONFIGS = ("base", "tuned", "contrib", "fast")
+TRAIN = "train"
 _MODES = {"jko_rerank": "wasserstein", "kl_rerank": "kl", "noprox": "noproximal"}
 _BM25_NOTE = "rerank term = BM25 pool score: no cross-encoder is loaded (the published runs use ms-marco-MiniLM-L-6-v2)"
 
 
-def parse_methods(methods) -> tuple:
-    """Return the checked methods of a stability run: names of :data:`METHODS`, ``bw:ALPHA``, ``nm:W.npz``.
+def _alpha(m: str, text: str, form: str) -> str:
+    """``f"{ALPHA:g}"`` of the ALPHA of method ``m`` (a number in [0, 1]), or a ValueError naming ``m``."""
+    try:
+        a = float(text)
+    except ValueError:
+        raise ValueError(f"--methods {m!r}: expected {form} with ALPHA a number in [0, 1]") from None
+    if not 0.0 <= a <= 1.0:
+        raise ValueError(f"--methods {m!r}: ALPHA must be in [0, 1] (0 = KL flow, 1 = Wasserstein flow)")
+    return f"{a:g}"
+
+
+def _metric_source(m: str, path: str) -> None:
+    """Check the metric of an ``nm:`` / ``nm-bw:`` method: ``train`` or a readable metric file."""
+    if not path:
+        raise ValueError(f"--methods {m!r} needs a metric file (jkofast study nm-jko --out) or 'train'")
+    if path != TRAIN:
+        load_metric(path)  # a missing or malformed file fails here, before any work
+
+
+def parse_methods(methods, config: str = "base") -> tuple:
+    """Return the checked methods of a stability run (names, ``bw:ALPHA``, ``nm:W.npz``, ``nm-bw:ALPHA:W.npz``).
 
     ``bw:ALPHA``: ALPHA a number in [0, 1], named ``bw:{ALPHA:g}``; ``nm:PATH``: an NM-JKO metric
-    file (checked readable now; its width is checked against the embeddings when the study runs).
-    None gives :data:`METHODS`.
+    file (checked readable now; its width is checked against the embeddings when the study runs),
+    or ``nm:train`` (a metric trained on the dataset's train split in the run); ``nm-bw:ALPHA:PATH``
+    NM-JKO with the Bregman proximal term.  None gives the protocol's methods: :data:`METHODS`,
+    :data:`EXTENSION_METHODS` with ``config="fast"``.
 
     Raises
     ------
@@ -92,7 +136,7 @@ def parse_methods(methods) -> tuple:
     ('jko_rerank', 'bw:0.5', 'bw:1')
     """
     if methods is None:
-        return METHODS
+        return EXTENSION_METHODS if config == "fast" else METHODS
     if isinstance(methods, str):
         raise TypeError(f"methods must be a sequence of method names, not a str (use ({methods!r},))")
     out: list = []
@@ -100,20 +144,20 @@ def parse_methods(methods) -> tuple:
         if not isinstance(m, str):
             raise TypeError(f"a method must be a str, got {type(m).__name__}")
         if m.startswith("bw:"):
-            try:
-                a = float(m[3:])
-            except ValueError:
-                raise ValueError(f"--methods {m!r}: expected bw:ALPHA with ALPHA a number in [0, 1]") from None
-            if not 0.0 <= a <= 1.0:
-                raise ValueError(f"--methods {m!r}: ALPHA must be in [0, 1] (0 = KL flow, 1 = Wasserstein flow)")
-            m = f"bw:{a:g}"
+            m = f"bw:{_alpha(m, m[3:], 'bw:ALPHA')}"
         elif m.startswith("nm:"):
-            path = m[3:]
-            if not path:
-                raise ValueError("--methods nm: needs a metric file, nm:W.npz (jkofast study nm-jko --out)")
-            load_metric(path)  # a missing or malformed file fails here, before any work
+            _metric_source(m, m[3:])
+        elif m.startswith("nm-bw:"):
+            a, sep, path = m[6:].partition(":")
+            if not sep:
+                raise ValueError(f"--methods {m!r}: expected nm-bw:ALPHA:W.npz (or nm-bw:ALPHA:train)")
+            _metric_source(m, path)
+            m = f"nm-bw:{_alpha(m, a, 'nm-bw:ALPHA:W.npz')}:{path}"
         elif m not in METHODS:
-            raise ValueError(f"unknown stability method {m!r}; choose from {', '.join(METHODS)}, bw:ALPHA, nm:W.npz")
+            raise ValueError(
+                f"unknown stability method {m!r}; choose from {', '.join(METHODS)}, bw:ALPHA, nm:W.npz, "
+                "nm-bw:ALPHA:W.npz (W.npz or 'train')"
+            )
         if m in out:
             raise ValueError(f"--methods: {m!r} is given twice")
         out.append(m)
@@ -122,15 +166,41 @@ def parse_methods(methods) -> tuple:
     return tuple(out)
 
 
-def _flow(name: str, cfg0, d: int) -> tuple:
-    """Return ``(config, projection or None)`` of a JKO method (None for a one-shot baseline)."""
+def _metric_of(name: str) -> str | None:
+    """Return the metric source (a file or ``train``) of an ``nm:`` / ``nm-bw:`` method, else None."""
+    if name.startswith("nm:"):
+        return name[3:]
+    if name.startswith("nm-bw:"):
+        return name[6:].partition(":")[2]
+    return None
+
+
+def _flow(name: str, cfg0, metrics: dict) -> tuple:
+    """Return ``(config, projection or None)`` of a JKO method (None for a one-shot baseline).
+
+    ``metrics``: metric source -> W (the loaded or trained projections of the run).
+    """
     if name in _MODES:
         return dataclasses.replace(cfg0, mode=_MODES[name]), None
     if name.startswith("bw:"):
         return dataclasses.replace(cfg0, mode="bregman", alpha_prox=float(name[3:])), None
     if name.startswith("nm:"):
-        return dataclasses.replace(cfg0, mode="wasserstein"), load_metric(name[3:], d=d).W
+        return dataclasses.replace(cfg0, mode="wasserstein"), metrics[name[3:]]
+    if name.startswith("nm-bw:"):
+        alpha, _, src = name[6:].partition(":")
+        return dataclasses.replace(cfg0, mode="bregman", alpha_prox=float(alpha)), metrics[src]
     return None, None
+
+
+def _published_name(name: str) -> str:
+    """Return the name of a method in the published tables (``bw:0.25`` -> ``bw_jko_a25``, ``nm:…`` -> ``nm_jko``)."""
+    if name.startswith("bw:"):
+        return f"bw_jko_a{round(100 * float(name[3:])):02d}"
+    if name.startswith("nm:"):
+        return "nm_jko"
+    if name.startswith("nm-bw:"):
+        return f"nm_bw_a{round(100 * float(name[6:].partition(':')[0])):02d}"
+    return name
 
 
 def _name(dataset: str) -> str:
@@ -209,14 +279,17 @@ def _build_pools(ds, doc_emb, q_emb, qids, opts, log) -> _Pools:
     return out
 
 
-def _run_methods(pp: _Pools, cfg0, opts, methods=METHODS) -> tuple[dict, dict]:
-    """Distributions of every method on every pool (flat), and ms per pool of the JKO methods."""
+def _run_methods(pp: _Pools, cfg0, opts, methods=METHODS, metrics=None) -> tuple[dict, dict]:
+    """Distributions of every method on every pool (flat), and ms per pool of the JKO methods.
+
+    ``p0 = softmax(minmax(rerank)/τ0)`` with the operating point's τ0; ``metrics``: metric source -> W.
+    """
     off = pp.pools.offsets
     r = minmax(pp.rerank, off)
-    p0 = softmax_tau(r, off, 0.1)
+    p0 = softmax_tau(r, off, cfg0.tau0)
     out, ms = {}, {}
     for name in methods:
-        cfg, W = _flow(name, cfg0, pp.Z.shape[1])
+        cfg, W = _flow(name, cfg0, metrics or {})
         if cfg is None:
             continue
         t0 = time.perf_counter()
@@ -360,7 +433,7 @@ def _load(opts: StudyOptions):
     if emb is None:
         raise ValueError(
             f"dataset {opts.dataset!r} has no saved MiniLM embeddings (embeddings/minilm-l6-v2/docs.npy, "
-            "queries.npy); the stability study needs them (jkofast encode makes them)"
+            f"queries.npy); the stability study needs them; make them with: jkofast embed --dataset {opts.dataset}"
         )
     return ds, emb
 
@@ -391,7 +464,7 @@ def _method_rows(pp: _Pools, dists: dict, ms: dict, summ: dict, pub: dict, qids,
     return rows
 
 
-def _notes(pp: _Pools, cfg, opts: StudyOptions, why) -> list:
+def _notes(pp: _Pools, cfg, opts: StudyOptions, why, proto: dict) -> list:
     """Return the notes: the rerank stand-in, the pools and encoder, the operating point, the stage times."""
     notes = [_BM25_NOTE + " (also for every perturbed query)"]
     if opts.scores_file:
@@ -407,13 +480,15 @@ def _notes(pp: _Pools, cfg, opts: StudyOptions, why) -> list:
             "queries; dense_topk is not computed"
         )
     notes.append(
-        f"base operating point (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, T {cfg.T}, "
-        f"inner {cfg.inner_steps}), rerank-only energy, p0 = softmax(minmax(rerank)/0.1); W_C: union lifting, "
+        f"{proto['config']} operating point (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
+        f"T {cfg.T}, inner {cfg.inner_steps}), rerank-only energy, p0 = softmax(minmax(rerank)/{cfg.tau0:g}); "
+        "W_C: union lifting, "
         "+1e-8 floor, eps 0.1, 80 Sinkhorn pairs, zero init (float64 arithmetic; float32 as published differs ~1e-6)"
     )
     notes.append("nDCG@10 columns: original queries (linear gain); the baselines are ranked by their score")
     if opts.quick:
-        notes.append(f"--quick: first {QUICK_QUERIES} queries of the 60-query sample")
+        notes.append(f"--quick: first {QUICK_QUERIES} queries of the {proto['n']}-query sample")
+    notes.extend(proto["notes"])
     notes.append("stage seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in pp.times.items()))
     return notes
 
@@ -424,8 +499,73 @@ def _gap_line(gap: dict, pub: dict) -> str:
         "1 - W/KL (jko_rerank vs kl_rerank): biased "
         f"{100 * gap['wc_mean']:.1f} %, debiased {100 * gap['wc_debiased_mean']:.1f} %, self floor "
         f"{100 * gap['self_floor_mean']:.1f} %"
-        + (f" (published biased {100 * (1 - pub['jko_rerank'] / pub['kl_rerank']):.1f} %)" if pub else "")
+        + (
+            f" (published biased {100 * (1 - pub['jko_rerank'] / pub['kl_rerank']):.1f} %)"
+            if "jko_rerank" in pub and "kl_rerank" in pub
+            else ""
+        )
     )
+
+
+def protocol(opts: StudyOptions, dataset: str) -> dict:
+    """Return the protocol of a run: operating point, query count, methods, the published tables to print.
+
+    ``config`` (``opts.config``, default ``base``; SciFact's base run used inner 40 as published),
+    ``n`` (``opts.n_queries``, default 50 with ``fast`` — the extension protocol — else 60),
+    ``methods`` (:func:`parse_methods`), ``published`` (our method name -> published mean W_C:
+    the paraphrase table at ``base``, the extension table at ``fast``, none at other points),
+    ``published_n`` (n per perturbation), ``source``.
+    """
+    config = opts.config or "base"
+    over = {"inner_steps": 40} if config == "base" and dataset == "scifact" else {}
+    cfg = operating_point(config, **over)
+    n = N_QUERIES if opts.n_queries is None else check_int(opts.n_queries, "n_queries", min_value=1)
+    if opts.n_queries is None and config == "fast":
+        n = EXTENSION_N
+    methods = parse_methods(opts.methods, config)
+    tables = published("stability")
+    key, source = {"base": ("", "SPEC A.9.4"), "fast": ("extension_", "SPEC A.9.4, extension stability")}.get(
+        config, (None, None)
+    )
+    pub, pub_n = {}, None
+    if key is not None:
+        table = tables[f"{key}wc_mean"].get(dataset, {})
+        pub = {m: table[_published_name(m)] for m in methods if _published_name(m) in table}
+        pub_n = tables[f"{key}n_per_perturbation"].get(dataset)
+    return {
+        "config": config,
+        "cfg": cfg,
+        "n": n,
+        "methods": methods,
+        "published": pub,
+        "published_n": pub_n,
+        "source": source,
+        "notes": [],
+    }
+
+
+def _metrics(methods, opts: StudyOptions, d: int, proto: dict, log) -> dict:
+    """Load or train the learned metric of every ``nm:`` / ``nm-bw:`` source; source -> W (None = vanilla)."""
+    out: dict = {}
+    for src in dict.fromkeys(filter(None, map(_metric_of, methods))):
+        if src != TRAIN:
+            out[src] = load_metric(src, d=d).W
+            continue
+        from jkofast.studies import nm_jko
+
+        n_tuning = nm_jko.QUICK_TUNING if opts.quick else nm_jko.N_TUNING
+        epochs = nm_jko.QUICK_EPOCHS if opts.quick else nm_jko.EPOCHS
+        metric, sel, _ = nm_jko.train_split_metric(opts, n_tuning, epochs, log=log)
+        if metric is None:  # SPEC A.6.2: no train split, NM-JKO falls back to the raw cosine cost
+            proto["notes"].append("no train split: the nm methods fall back to the raw cosine cost (vanilla)")
+            out[src] = None
+        else:
+            out[src] = metric.W
+            proto["notes"].append(
+                f"nm metric trained in this run on {sel.n_train} train queries, {epochs} epochs "
+                f"(InfoNCE {metric.loss_history[0]:.4f} -> {metric.final_loss:.4f}; SPEC A.6.2)"
+            )
+    return out
 
 
 def study(opts: StudyOptions) -> StudyResult:
@@ -433,24 +573,26 @@ def study(opts: StudyOptions) -> StudyResult:
 
     Rows per method: nDCG@10 of the original queries (``method_row``), ``wc_mean``,
     ``wc_debiased_mean``, ``self_floor_mean``, ``per_perturbation`` (mean/std/n/quartiles of
-    each quantity) and the published ``wc_mean`` of SPEC A.9.4 beside them.
+    each quantity) and the published ``wc_mean`` of SPEC A.9.4 beside them (the extension
+    table with ``config="fast"``).
     """
     t_all = time.perf_counter()
-    methods = parse_methods(opts.methods)
-    ds, (doc_emb, q_all) = _load(opts)
     name = _name(opts.dataset)
-    qids = sample_queries(ds.split_query_ids("test"))
+    proto = protocol(opts, name)
+    methods, cfg = proto["methods"], proto["cfg"]
+    ds, (doc_emb, q_all) = _load(opts)
+    qids = sample_queries(ds.split_query_ids("test"), proto["n"])
     if opts.quick:
         qids = qids[:QUICK_QUERIES]
     qrow = {q: i for i, q in enumerate(ds.query_ids)}
     q_emb = np.ascontiguousarray(q_all[[qrow[q] for q in qids]], dtype=np.float32)
     log = lambda m: opts.log("stability", m)  # noqa: E731
+    metrics = _metrics(methods, opts, doc_emb.shape[1], proto, log)
     log(f"{len(qids)} queries, building original + perturbed pools ...")
     pp = _build_pools(ds, doc_emb, q_emb, qids, opts, log)
     log(f"{len(pp.cases)} perturbed queries; pools {'hybrid' if pp.hybrid else 'BM25-only'}")
-    cfg = operating_point("base", inner_steps=40 if name == "scifact" else 25)
     t0 = time.perf_counter()
-    dists, ms = _run_methods(pp, cfg, opts, methods)
+    dists, ms = _run_methods(pp, cfg, opts, methods, metrics)
     pp.times["solve_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     wc = _wc_all(pp, dists, doc_emb, {q: i for i, q in enumerate(qids)}, opts)
@@ -459,19 +601,20 @@ def study(opts: StudyOptions) -> StudyResult:
     kinds = np.array([c[1] for c in pp.cases])
     summ = _summaries(wc, kinds)
     n_per = {k: int(np.count_nonzero(kinds == k)) for k in PERTURBATIONS}
-    tables = published("stability")  # SPEC A.9.4: mean W_C per dataset and method; n per perturbation
-    pub, pub_n = tables["wc_mean"].get(name, {}), tables["n_per_perturbation"].get(name)
+    pub, pub_n = proto["published"], proto["published_n"]
     rows = _method_rows(pp, dists, ms, summ, pub, qids, ds.qrels("test"), ds.doc_ids)
     pp.times["total_s"] = time.perf_counter() - t_all
     why = pp.times.pop("why_no_encoder")
-    notes = _notes(pp, cfg, opts, why)
+    notes = _notes(pp, cfg, opts, why, proto)
     extra = {
-        "published_source": "SPEC A.9.4",
+        "published_source": proto["source"],
         "n_per_perturbation": n_per,
         "published_n_per_perturbation": dict(zip(PERTURBATIONS, pub_n or (), strict=False)),
         "relative_gap_w_vs_kl": _gaps(summ),
         "pools": "hybrid" if pp.hybrid else "bm25-only",
-        "config": {"operating_point": "base", "inner_steps": cfg.inner_steps},
+        "config": {"operating_point": proto["config"], "inner_steps": cfg.inner_steps, "tau0": cfg.tau0},
+        "protocol": "extension" if proto["config"] == "fast" else "paraphrase",
+        "sample_size": proto["n"],
         "timings_s": dict(pp.times),
     }
     extra["methods"] = list(dists)
@@ -516,7 +659,10 @@ def bw_block(rows) -> str:
 
 
 def plot(result: StudyResult, out_dir: str) -> list[str]:
-    """Write ``stability_wc.png``: per method, published W_C beside ours split into floor + debiased part."""
+    """Write ``stability_wc.png`` and, with BW-JKO rows, ``stability_alpha.png`` (:func:`plot_alpha`).
+
+    ``stability_wc.png``: per method, the published W_C beside ours split into floor + debiased part.
+    """
     plt = require_matplotlib()
     rows = result.rows
     x = np.arange(len(rows))
@@ -524,15 +670,60 @@ def plot(result: StudyResult, out_dir: str) -> list[str]:
     pub = [(r.get("published") or {}).get("wc_mean") or 0.0 for r in rows]
     floor = [r["self_floor_mean"] for r in rows]
     deb = [r["wc_debiased_mean"] for r in rows]
-    ax.bar(x - 0.2, pub, 0.38, color="0.75", label="published W_C (A.9.4)")
+    ax.bar(x - 0.2, pub, 0.38, color="0.75", label="published W_C")
     ax.bar(x + 0.2, floor, 0.38, color="#9ecae1", label="ours: self floor ½(W(p,p)+W(q,q))")
     ax.bar(x + 0.2, deb, 0.38, bottom=floor, color="#3182bd", label="ours: debiased part")
-    ax.set_xticks(x, [r["method"] for r in rows])
+    ax.set_xticks(x, [_published_name(r["method"]) for r in rows], rotation=20, fontsize=8)
     ax.set_ylabel("W_C (lower = more stable)")
     ax.set_title(f"Paraphrase stability, {result.dataset} ({result.n_queries} queries)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     name = "stability_wc.png"
+    fig.savefig(os.path.join(out_dir, name), dpi=120)
+    plt.close(fig)
+    return [name, *plot_alpha(result, out_dir)]
+
+
+def plot_alpha(result: StudyResult, out_dir: str) -> list[str]:
+    """Write ``stability_alpha.png``: W_C against the transport weight α (the published figure's line).
+
+    Ours: the biased W_C (solid) and its debiased part (dashed) of the BW-JKO row set (α 0 =
+    ``kl_rerank``, α 1 = ``jko_rerank``); the published points of the same methods as markers;
+    NM-JKO rows (``nm:`` at α 1, ``nm-bw:ALPHA:`` at ALPHA) as separate markers, ours and published.
+    No file (empty list) without a BW-JKO row.
+    """
+    line = bw_rows(result.rows)
+    if not line:
+        return []
+    plt = require_matplotlib()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    a = [_bw_alpha(r["method"]) for r in line]
+    ax.plot(a, [r["wc_mean"] for r in line], "o-", color="#3182bd", label="ours: W_C")
+    ax.plot(a, [r["wc_debiased_mean"] for r in line], "o--", color="#9ecae1", label="ours: debiased W_C")
+    pts = [(x, r["published"]["wc_mean"]) for x, r in zip(a, line, strict=True) if r.get("published")]
+    if pts:
+        ax.plot(*zip(*pts, strict=True), "s", color="0.3", mfc="none", ms=8, label="published W_C")
+    for r in result.rows:
+        m = r["method"]
+        if m.startswith("nm:") or m.startswith("nm-bw:"):
+            x = 1.0 if m.startswith("nm:") else float(m[6:].partition(":")[0])
+            ax.plot([x], [r["wc_mean"]], "^", color="#e6550d", label=f"ours: {_published_name(m)}")
+            if r.get("published"):
+                ax.plot(
+                    [x],
+                    [r["published"]["wc_mean"]],
+                    "^",
+                    color="#e6550d",
+                    mfc="none",
+                    ms=9,
+                    label=f"published: {_published_name(m)}",
+                )
+    ax.set_xlabel("transport weight α of the proximal term (0 = KL, 1 = Wasserstein)")
+    ax.set_ylabel("W_C (lower = more stable)")
+    ax.set_title(f"BW-JKO stability against α, {result.dataset} ({result.n_queries} queries)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    name = "stability_alpha.png"
     fig.savefig(os.path.join(out_dir, name), dpi=120)
     plt.close(fig)
     return [name]

@@ -93,8 +93,9 @@ def test_dataset_without_embeddings(tmp_path):
     (d / "corpus.jsonl").write_text('{"_id": "d1", "title": "t", "text": "x"}\n')
     (d / "queries.jsonl").write_text('{"_id": "1", "text": "q"}\n')
     (d / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n")
-    with pytest.raises(ValueError, match="no saved MiniLM embeddings"):
+    with pytest.raises(ValueError, match="no saved MiniLM embeddings") as err:
         st.study(StudyOptions(dataset=str(d), progress=False))
+    assert "jkofast embed --dataset" in str(err.value) and "jkofast encode" not in str(err.value)
 
 
 def test_extension_methods_bw_and_nm(monkeypatch, tmp_path):
@@ -174,3 +175,106 @@ def test_report_runs_the_bw_row_set():
     block = st.bw_block(rows).splitlines()
     assert block[3].split()[:3] == ["kl_rerank", "0.00", "0.4000"] and block[-1].split()[1] == "1.00"
     assert st.bw_rows(rows[:2]) == []  # no bw: row, no row set
+
+
+def test_protocols_base_and_extension():
+    """--config fast is the published extension protocol: 50 queries, its seven methods, its table beside ours."""
+    base = st.protocol(StudyOptions(), "scifact")
+    assert (base["config"], base["n"], base["methods"], base["cfg"].inner_steps) == ("base", 60, st.METHODS, 40)
+    assert base["cfg"].tau0 == 0.1
+    assert base["published"] == {m: published("stability")["wc_mean"]["scifact"][m] for m in st.METHODS}
+    assert st.protocol(StudyOptions(), "nfcorpus")["cfg"].inner_steps == 25  # inner 40 was SciFact's run only
+    ext = st.protocol(StudyOptions(config="fast"), "fiqa")
+    assert (ext["n"], ext["methods"], ext["cfg"].T, ext["cfg"].inner_steps, ext["cfg"].tau0) == (
+        50,
+        st.EXTENSION_METHODS,
+        2,
+        15,
+        1.0,
+    )
+    table = published("stability")["extension_wc_mean"]["fiqa"]
+    names = ["kl_rerank", "bw_jko_a25", "bw_jko_a50", "bw_jko_a75", "jko_rerank", "nm_jko", "nm_bw_a50"]
+    assert list(ext["published"]) == list(st.EXTENSION_METHODS)
+    assert list(ext["published"].values()) == [table[n] for n in names]
+    assert ext["published_n"] == published("stability")["extension_n_per_perturbation"]["fiqa"]
+    assert st.protocol(StudyOptions(config="fast", n_queries=7), "fiqa")["n"] == 7
+    # no published extension table for SCIDOCS, none at all at the contrib point
+    assert st.protocol(StudyOptions(config="fast"), "scidocs")["published"] == {}
+    assert st.protocol(StudyOptions(config="contrib"), "scifact")["published"] == {}
+    with pytest.raises(ValueError, match="n_queries"):
+        st.protocol(StudyOptions(n_queries=0), "scifact")
+
+
+def test_extension_protocol_run_and_alpha_figure(monkeypatch, tmp_path):
+    """The fast protocol end to end on 2 queries: nm-bw with W = I is BW-JKO at the same alpha, the trained
+    metric ('train') is used by both nm methods, the published extension values sit beside ours."""
+    from jkofast.jko.metric import LearnedMetric, save_metric
+    from jkofast.studies import nm_jko
+
+    monkeypatch.setattr(st, "QUICK_QUERIES", 2)
+    _fake_encoder(monkeypatch)
+    W = save_metric(np.eye(384), tmp_path / "W.npz")
+    calls = []
+
+    def fake_train(opts, n_tuning, epochs, log=None):  # the identity metric, without the 5-epoch training
+        calls.append((n_tuning, epochs))
+        m = LearnedMetric(W=np.eye(384), loss_history=np.array([1.0]), n_train=3, epochs=epochs, seed=0)
+        return m, type("Sel", (), {"n_train": 3})(), {}
+
+    monkeypatch.setattr(nm_jko, "train_split_metric", fake_train)
+    methods = ("kl_rerank", "bw:0.5", "jko_rerank", f"nm-bw:0.5:{W}", "nm:train", "nm-bw:0.5:train")
+    opts = StudyOptions(quick=True, progress=False, n_threads=2, methods=methods, config="fast")
+    res = run_study("stability", opts)
+    assert calls == [(nm_jko.QUICK_TUNING, nm_jko.QUICK_EPOCHS)]  # trained once for both nm methods
+    rows = {r["method"]: r for r in res.rows}
+    for key in ("wc_mean", "self_floor_mean", "ndcg10"):
+        assert rows[f"nm-bw:0.5:{W}"][key] == pytest.approx(rows["bw:0.5"][key], rel=1e-5)
+        assert rows["nm-bw:0.5:train"][key] == pytest.approx(rows["bw:0.5"][key], rel=1e-5)
+        assert rows["nm:train"][key] == pytest.approx(rows["jko_rerank"][key], rel=1e-5)
+    ext = published("stability")["extension_wc_mean"]["scifact"]
+    assert rows["bw:0.5"]["published"]["wc_mean"] == ext["bw_jko_a50"]
+    assert rows["nm-bw:0.5:train"]["published"]["wc_mean"] == ext["nm_bw_a50"]
+    assert rows["nm:train"]["published"]["wc_mean"] == ext["nm_jko"]
+    assert res.extra["protocol"] == "extension" and res.extra["config"]["tau0"] == 1.0
+    assert res.extra["published_n_per_perturbation"] == dict(zip(PERTURBATIONS, [46, 50, 50], strict=True))
+    assert "first 2 queries of the 50-query sample" in " ".join(res.notes)
+    # the table prints the published extension value beside ours
+    block = res.table().split("W_C: mean over the three perturbation means", 1)[1]
+    line = next(x for x in block.splitlines() if x.startswith("bw:0.5 "))
+    assert line.split()[1] == f"{ext['bw_jko_a50']:.4f}"
+    pytest.importorskip("matplotlib")  # the figure needs the plot extra
+    assert st.plot(res, str(tmp_path)) == ["stability_wc.png", "stability_alpha.png"]
+    assert (tmp_path / "stability_alpha.png").stat().st_size > 0
+    no_bw = dataclasses_replace_rows(res, [rows["jko_rerank"]])
+    assert st.plot_alpha(no_bw, str(tmp_path)) == []
+
+
+def dataclasses_replace_rows(res, rows):
+    import dataclasses
+
+    return dataclasses.replace(res, rows=rows)
+
+
+def test_nm_bw_method_names_and_cli_options(tmp_path, capsys):
+    from jkofast.cli import main
+    from jkofast.jko.metric import save_metric
+
+    W = save_metric(np.eye(8), tmp_path / "W.npz")
+    assert st.parse_methods([f"nm-bw:0.50:{W}", "nm:train"]) == (f"nm-bw:0.5:{W}", "nm:train")
+    assert st.parse_methods(None, "fast") == st.EXTENSION_METHODS and st.parse_methods(None, "base") == st.METHODS
+    for bad, msg in (
+        (["nm-bw:0.5"], "expected nm-bw:ALPHA:W.npz"),
+        (["nm-bw:2:train"], "ALPHA must be in"),
+        (["nm-bw:x:train"], "expected nm-bw:ALPHA:W.npz with ALPHA a number"),
+        (["nm-bw:0.5:"], "needs a metric file"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            st.parse_methods(bad)
+    for argv, msg in (
+        (["study", "stability", "--config", "slow"], "--config 'slow': choose from"),
+        (["study", "stability", "--n", "0"], "--n must be at least 1"),
+        (["study", "theory", "--config", "fast"], "--config applies to the stability study only"),
+        (["study", "theory", "--n", "5"], "--n applies to the stability study only"),
+    ):
+        assert main([*argv, "--quiet"]) == 2
+        assert msg in capsys.readouterr().err
