@@ -12,7 +12,11 @@
 * :func:`gibbs_laplacian` and :func:`band_edges` — the normalised Laplacian of the Gibbs
   affinity ``Γ = exp(−C/0.1)`` and its spectral bands;
 * :func:`band_direction` — a band-limited, mean-free, unit perturbation of the energy;
-* :func:`certified_radius` — the E4 grid rule.
+* :func:`certified_radius` — the E4 grid rule (an empirical radius: the walk along one direction);
+* :func:`provable_radius` — a radius within which the top-k of the exact KL-proximal (or
+  proximal-free) flow **provably** cannot change, for every perturbation of the energy, with
+  :func:`exact_flow` (that flow, each step solved to its fixed point) and
+  :func:`hilbert_distance`; the derivation is in the docs (``docs/evaluators.md``).
 
 A :class:`TheoryBatch` holds the geometry (C, K) of a set of pools once; *items* (an energy
 and an initial distribution each) point at a pool, so many perturbed energies of one query
@@ -44,13 +48,18 @@ __all__ = [
     "RADIUS_GRID",
     "WC_EPS",
     "WC_ITER",
+    "RadiusBound",
     "TheoryBatch",
     "band_direction",
     "band_edges",
     "certified_radius",
+    "exact_flow",
     "free_energy",
     "gibbs_laplacian",
+    "hilbert_distance",
+    "provable_radius",
     "topk_preserved",
+    "walk_radius",
     "wc",
 ]
 
@@ -391,6 +400,269 @@ def certified_radius(preserved, grid=RADIUS_GRID) -> float:
         if kept[i] < 1.0:
             return g[i - 1]
     return g[-1]
+
+
+def hilbert_distance(p, q) -> float:
+    """Hilbert's projective distance ``max(log p − log q) − min(log p − log q)`` of two positive vectors.
+
+    It bounds every change of order: for any i, j, ``log(p_i/p_j)`` and ``log(q_i/q_j)`` differ by at
+    most this distance (and ``‖p − q‖₁ ≤ 2 tanh(d/4)`` for two distributions).
+
+    Raises
+    ------
+    ValueError
+        Shapes differ, or an entry is not positive and finite.
+
+    Examples
+    --------
+    >>> round(hilbert_distance([0.5, 0.25, 0.25], [0.25, 0.25, 0.5]), 6)  # log 2 - log(1/2)
+    1.386294
+    """
+    a = as_float_array(p, "p", dtype=np.float64, ndim=1)
+    b = as_float_array(q, "q", dtype=np.float64, ndim=1)
+    if a.shape != b.shape:
+        raise ValueError(f"p and q must have the same shape, got {a.shape} and {b.shape}")
+    if not (np.all(a > 0) and np.all(b > 0)):
+        raise ValueError("p and q must be positive (the Hilbert distance needs logarithms)")
+    d = np.log(a) - np.log(b)
+    return float(d.max() - d.min()) if d.size else 0.0
+
+
+def _prox_weight(cfg: JKOConfig) -> float:
+    """Weight ``w`` of ``KL(p‖q)`` in the step (0 without proximal term); a ValueError where no certificate holds."""
+    if cfg.mode == "noproximal":
+        return 0.0
+    if cfg.mode == "kl" or (cfg.mode == "bregman" and cfg.alpha_prox <= 0.0):
+        return 1.0 / (2.0 * cfg.h)
+    raise ValueError(
+        f"mode {cfg.mode!r}{'' if cfg.mode != 'bregman' else f' (alpha_prox {cfg.alpha_prox})'}: no provable "
+        "radius: the transport-cost proximal term <Pi, C> is not convex in p (W(p, p) > 0 and its gradient at "
+        "p = q is not 0), so the step map has no strong-convexity certificate; use mode 'kl' or 'noproximal'"
+    )
+
+
+def _kappa(Ks: np.ndarray) -> float:
+    """``max_{i,l} (max_j − min_j)(Ks_ij − Ks_lj) / 2``: ``osc(Ks u) ≤ κ ‖u‖₁`` for every u with Σu = 0."""
+    best = 0.0
+    for i in range(Ks.shape[0]):  # O(M³) in M row blocks: 8e6 operations at M = 200
+        D = Ks[i][None, :] - Ks
+        best = max(best, float((D.max(axis=1) - D.min(axis=1)).max()))
+    return 0.5 * best
+
+
+def _flow_inputs(E, p0, K, cfg):
+    """Return the checked float64 ``E, p0, Ks = (K + Kᵀ)/2`` and the config."""
+    cfg = resolve_config(cfg)
+    E = as_float_array(E, "E", dtype=np.float64, ndim=1)
+    m = E.shape[0]
+    if m < 2:
+        raise ValueError(f"E must have at least 2 entries, got {m}")
+    p0 = as_float_array(p0, "p0", dtype=np.float64, ndim=1)
+    if p0.shape != (m,):
+        raise ValueError(f"p0 must have shape ({m},) like E, got {p0.shape}")
+    if np.any(p0 < 0):
+        raise ValueError("p0 must be non-negative")
+    p0 = normalise_mass(p0, "p0")
+    K = as_float_array(K, "K", dtype=np.float64, ndim=2)
+    if K.shape != (m, m):
+        raise ValueError(f"K must have shape ({m}, {m}), got {K.shape}")
+    return E, p0, 0.5 * (K + K.T), cfg
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def _exact_steps(E, p0, Ks, lam, rho, w, T, tol, max_iter) -> np.ndarray:
+    """Run T exact steps ``β log p = −E − ρ Ks p + w log q + c`` (β = λ + w), each by fixed-point iteration."""
+    beta = lam + w
+    q = p0
+    for _ in range(T):
+        lq = np.log(np.maximum(q, 1e-30))
+        p = q if q.min() > 0 else _softmax(-E / beta)
+        for _ in range(max_iter):
+            new = _softmax((-E - rho * (Ks @ p) + w * lq) / beta)
+            d = np.log(new) - np.log(p)
+            p = new
+            if d.max() - d.min() <= tol:
+                break
+        else:
+            raise RuntimeError(f"the exact JKO step did not reach Hilbert change {tol} in {max_iter} sweeps")
+        q = p
+    return q
+
+
+def exact_flow(E, p0, K, cfg=None, *, tol: float = 1e-13, max_iter: int = 10_000) -> np.ndarray:
+    """Return ``p_T`` of the exact KL-proximal (or proximal-free) flow: every step solved to its fixed point.
+
+    Step ``t``: ``p_{t+1} = argmin_p <p,E> + λ Σ p log p + ½ρ pᵀKp + w·KL(p‖p_t)`` (``w = 1/(2h)``
+    for ``kl``, 0 for ``noproximal``), whose stationarity condition is
+    ``(λ + w) log p = −E − ρ K̃ p + w log p_t + const`` (``K̃ = (K + Kᵀ)/2``); the map
+    ``p ↦ softmax((−E − ρ K̃ p + w log p_t)/(λ + w))`` contracts Hilbert's distance by
+    ``ρκ/(2(λ + w)) < 1`` (κ as in :func:`provable_radius`), so the iteration converges to the unique
+    minimiser. The solver (:func:`jkofast.jko.solver.run_jko`) approximates this flow with a fixed
+    number of Adam steps; C plays no part in these modes.
+
+    Parameters
+    ----------
+    E, p0 : array (M,)
+    K : array (M, M)
+    cfg : JKOConfig or operating-point name, optional
+        ``mode`` ``kl``, ``noproximal`` or ``bregman`` with ``alpha_prox = 0``; ``lam``, ``rho``, ``h``, ``T``.
+    tol : float
+        Stop a step's iteration when its Hilbert change is at most ``tol``.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes or values, a transport proximal term, or ``λ + w ≤ ρκ/2`` (no contraction).
+    RuntimeError
+        A step did not converge in ``max_iter`` sweeps.
+    """
+    E, p0, Ks, cfg = _flow_inputs(E, p0, K, cfg)
+    w = _prox_weight(cfg)
+    check_positive(tol, "tol")
+    max_iter = check_int(max_iter, "max_iter", min_value=1)
+    kappa = _kappa(Ks)
+    if cfg.lam + w <= cfg.rho * kappa / 2:
+        raise ValueError(
+            f"lam + w = {cfg.lam + w:g} <= rho*kappa/2 = {cfg.rho * kappa / 2:g}: the step is not a contraction"
+        )
+    return _exact_steps(E, p0, Ks, cfg.lam, cfg.rho, w, int(cfg.T), tol, max_iter)
+
+
+@dataclass(frozen=True)
+class RadiusBound:
+    """A provable top-k radius of the exact flow (:func:`provable_radius`).
+
+    Attributes
+    ----------
+    radius : float
+        Euclidean radius: every δ with ``‖δ‖₂ < radius`` leaves ``top-k(p_T(E + δ))`` equal to ``topk``.
+    radius_osc : float
+        The same in the oscillation ``max δ − min δ`` (the exact condition; ``radius = radius_osc/√2``).
+    lipschitz : float
+        ``L``: ``d_H(p_T(E), p_T(E + δ)) ≤ L · osc(δ)`` (Hilbert's distance, :func:`hilbert_distance`).
+    margin : float
+        ``log p_(k) − log p_(k+1)`` of ``p`` (0: a tie at the cut, radius 0).
+    kappa : float
+        ``κ`` of the redundancy kernel.
+    p : ndarray float64 (M,)
+        ``p_T(E)`` of the exact flow.
+    topk : ndarray int64 (k,)
+        Its top-k, best first (ties: lowest index).
+    """
+
+    radius: float
+    radius_osc: float
+    lipschitz: float
+    margin: float
+    kappa: float
+    p: np.ndarray
+    topk: np.ndarray
+
+    def along(self, v) -> float:
+        """Return the radius along the direction ``v`` (``radius_osc / osc(v)``).
+
+        Every ``s`` with ``|s| < along(v)`` keeps the top-k of ``E + s·v``; infinite for a constant v,
+        which changes no distribution.
+        """
+        v = as_float_array(v, "v", dtype=np.float64, ndim=1)
+        if v.shape != self.p.shape:
+            raise ValueError(f"v must have shape {self.p.shape}, got {v.shape}")
+        osc = float(v.max() - v.min())
+        return float("inf") if osc == 0.0 else self.radius_osc / osc
+
+
+def provable_radius(E, p0, K, cfg=None, k: int = 10, *, p0_tau: float | None = None) -> RadiusBound:
+    r"""Return a radius within which the top-k of the exact flow provably cannot change (:class:`RadiusBound`).
+
+    With ``β = λ + w`` (``w = 1/(2h)`` for ``kl``, 0 for ``noproximal``), ``κ`` the half-range bound of
+    ``K̃ = (K + Kᵀ)/2`` (``osc(K̃u) ≤ κ‖u‖₁`` when Σu = 0), ``a = 1/(β − ρκ/2)`` and ``b = w·a``:
+    one exact step moves ``log p`` by at most ``a·(osc(δ) + w·d_q)`` in Hilbert's distance (d_q that of
+    its input), so after T steps ``d_H ≤ L·osc(δ)`` with ``L = a·Σ_{t<T} bᵗ`` (plus ``bᵀ/τ0`` when
+    ``p0 = softmax(−E/τ0)`` follows the energy, ``p0_tau``).  An entry of the top-k can only be
+    overtaken if two log-probabilities cross, which takes ``d_H ≥ margin = log p_(k) − log p_(k+1)``:
+    the top-k is fixed for ``osc(δ) < margin / L`` and, since ``osc(δ) ≤ √2‖δ‖₂``, for
+    ``‖δ‖₂ < margin / (√2 L)``.  The full derivation is in the docs (evaluators page).
+
+    Parameters
+    ----------
+    E, p0 : array (M,)
+        Energy (lower = more relevant) and initial distribution.
+    K : array (M, M)
+        Redundancy kernel.
+    cfg : JKOConfig or operating-point name, optional
+        ``mode`` ``kl`` / ``noproximal`` (or ``bregman`` with α 0); a transport proximal term raises.
+    k : int
+        Size of the top set, ``1 <= k < M``.
+    p0_tau : float, optional
+        ``p0 = softmax(−E/p0_tau)`` moves with the energy (the product recipe); default: p0 fixed
+        (the theory experiments).
+
+    Raises
+    ------
+    ValueError
+        As :func:`exact_flow`; ``k`` out of range.
+    """
+    E, p0, Ks, cfg = _flow_inputs(E, p0, K, cfg)
+    k = check_int(k, "k", min_value=1)
+    if k >= E.shape[0]:
+        raise ValueError(f"k must be smaller than the pool size {E.shape[0]}, got {k}")
+    w = _prox_weight(cfg)
+    kappa = _kappa(Ks)
+    gap = cfg.lam + w - cfg.rho * kappa / 2
+    if gap <= 0:
+        raise ValueError(f"lam + w = {cfg.lam + w:g} <= rho*kappa/2 = {cfg.rho * kappa / 2:g}: no provable radius")
+    a = 1.0 / gap
+    b = w * a
+    T = int(cfg.T)
+    L = a * sum(b**t for t in range(T))
+    if p0_tau is not None:
+        L += b**T / check_positive(p0_tau, "p0_tau")
+    p = _exact_steps(E, p0, Ks, cfg.lam, cfg.rho, w, T, 1e-13, 10_000)
+    idx, val = topk(p, k + 1)
+    top = idx[:k].astype(np.int64)
+    margin = float(np.log(val[k - 1]) - np.log(val[k])) if val[k] > 0 else float("inf")
+    r_osc = margin / L if L > 0 else float("inf")
+    return RadiusBound(r_osc / np.sqrt(2.0), r_osc, L, margin, kappa, p, top)
+
+
+def walk_radius(E, p0, K, v, cfg=None, k: int = 10, *, s_max: float = 1.5, step: float = 0.005) -> float:
+    """Return the empirical radius of the exact flow along ``v``: the first ``s`` whose top-k differs.
+
+    ``top-k(exact_flow(E + s·v))`` is compared with that of ``E`` at ``s = step, 2·step, …, s_max``;
+    the first change is refined by bisection (40 halvings) against the last unchanged grid value.
+    ``s_max`` when the top-k never changes on the grid. The walk of :func:`certified_radius`
+    without its 8-point quantisation, on the flow :func:`provable_radius` certifies.
+    """
+    E, p0, Ks, cfg = _flow_inputs(E, p0, K, cfg)
+    v = as_float_array(v, "v", dtype=np.float64, ndim=1)
+    if v.shape != E.shape:
+        raise ValueError(f"v must have shape {E.shape} like E, got {v.shape}")
+    k = check_int(k, "k", min_value=1)
+    s_max, step = check_positive(s_max, "s_max"), check_positive(step, "step")
+    w = _prox_weight(cfg)
+    if cfg.lam + w <= cfg.rho * _kappa(Ks) / 2:
+        raise ValueError("the step is not a contraction (lam + w <= rho*kappa/2)")
+
+    def top(s):
+        p = _exact_steps(E + s * v, p0, Ks, cfg.lam, cfg.rho, w, int(cfg.T), 1e-13, 10_000)
+        return frozenset(topk(p, k)[0].tolist())
+
+    base = top(0.0)
+    lo = 0.0
+    for j in range(1, int(np.floor(s_max / step + 1e-9)) + 1):
+        s = j * step
+        if top(s) != base:
+            hi = s
+            for _ in range(40):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if top(mid) == base else (lo, mid)
+            return hi
+        lo = s
+    return s_max
 
 
 @register_warmup("theory")

@@ -68,11 +68,17 @@ def test_theory_study_rows(tiny_study, tmp_path):
         assert r["wc"][0] == 0.0 and r["preserved"][0] == 1.0  # set, not computed
         assert all(x in RADIUS_GRID for row in r["radii"] for x in row)
         assert all(0.0 <= x <= 1.0 for x in r["preserved"])
+    w4, k4 = (next(r for r in by["E4"] if r["mode"] == m) for m in ("wasserstein", "kl"))
+    assert w4["provable"] is None and "not convex" in w4["provable_why"]  # no certificate for the W flow
+    # the provable radius of the KL flow never exceeds that flow's own walk radius, per (query, direction)
+    bound, walk = np.array(k4["provable"]), np.array(k4["exact_walk"])
+    assert bound.shape == walk.shape == (2, 2) and np.all((bound > 0) & (bound <= walk))
+    assert k4["provable_violations_exact"] == 0 and 0 < k4["provable_ratio_exact"] <= 1
     assert set(res.extra["e2_ratios"]) == {"wasserstein_high_low", "kl_high_low", "cross_band_w_over_kl"}
     doc = json.loads((tmp_path / "theory.json").read_text())
     assert doc["study"] == "theory" and len(doc["rows"]) == len(res.rows)
     md = (tmp_path / "theory.md").read_text()
-    assert "BM25" in md and "E4 certified radius" in md and "[published" in md
+    assert "BM25" in md and "E4 certified radius" in md and "[published" in md and "provable radius, kl" in md
 
 
 def test_theory_cli_json(tiny_study, capsys):
