@@ -676,12 +676,16 @@ def plot(result: StudyResult, out_dir: str) -> list[str]:
     ax.set_xticks(x, [_published_name(r["method"]) for r in rows], rotation=20, fontsize=8)
     ax.set_ylabel("W_C (lower = more stable)")
     ax.set_title(f"Paraphrase stability, {result.dataset} ({result.n_queries} queries)")
+    return [_save(plt, fig, ax, out_dir, "stability_wc.png"), *plot_alpha(result, out_dir)]
+
+
+def _save(plt, fig, ax, out_dir: str, name: str) -> str:
+    """Add the legend, write ``out_dir/name`` (PNG, 120 dpi), close the figure; return ``name``."""
     ax.legend(fontsize=8)
     fig.tight_layout()
-    name = "stability_wc.png"
     fig.savefig(os.path.join(out_dir, name), dpi=120)
     plt.close(fig)
-    return [name, *plot_alpha(result, out_dir)]
+    return name
 
 
 def plot_alpha(result: StudyResult, out_dir: str) -> list[str]:
@@ -708,22 +712,10 @@ def plot_alpha(result: StudyResult, out_dir: str) -> list[str]:
         if m.startswith("nm:") or m.startswith("nm-bw:"):
             x = 1.0 if m.startswith("nm:") else float(m[6:].partition(":")[0])
             ax.plot([x], [r["wc_mean"]], "^", color="#e6550d", label=f"ours: {_published_name(m)}")
-            if r.get("published"):
-                ax.plot(
-                    [x],
-                    [r["published"]["wc_mean"]],
-                    "^",
-                    color="#e6550d",
-                    mfc="none",
-                    ms=9,
-                    label=f"published: {_published_name(m)}",
-                )
+            if r.get("published"):  # the published point: the same marker, hollow
+                pub = dict(color="#e6550d", mfc="none", ms=9, label=f"published: {_published_name(m)}")
+                ax.plot([x], [r["published"]["wc_mean"]], "^", **pub)
     ax.set_xlabel("transport weight α of the proximal term (0 = KL, 1 = Wasserstein)")
     ax.set_ylabel("W_C (lower = more stable)")
     ax.set_title(f"BW-JKO stability against α, {result.dataset} ({result.n_queries} queries)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    name = "stability_alpha.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return [name]
+    return [_save(plt, fig, ax, out_dir, "stability_alpha.png")]
