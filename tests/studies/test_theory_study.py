@@ -74,6 +74,7 @@ def test_theory_study_rows(tiny_study, tmp_path):
     bound, walk = np.array(k4["provable"]), np.array(k4["exact_walk"])
     assert bound.shape == walk.shape == (2, 2) and np.all((bound > 0) & (bound <= walk))
     assert k4["provable_violations_exact"] == 0 and 0 < k4["provable_ratio_exact"] <= 1
+    assert 0 <= k4["solver_changed_within_bound"] <= 4
     assert set(res.extra["e2_ratios"]) == {"wasserstein_high_low", "kl_high_low", "cross_band_w_over_kl"}
     doc = json.loads((tmp_path / "theory.json").read_text())
     assert doc["study"] == "theory" and len(doc["rows"]) == len(res.rows)
