@@ -27,11 +27,12 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "myst_parser",
+    "sphinx_design",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "studies/*.json", "README.md"]
-myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 # The included CHANGELOG.md starts its sections at level 2.
 suppress_warnings = ["myst.header"]
@@ -43,9 +44,18 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks: set[str] = set()
 
+# Untagged blocks (docstring literal blocks, indented blocks) are plain text, not Python.
+highlight_language = "text"
+html_static_path = ["_static"]
+html_css_files = ["jkofast.css"]
+
 html_theme = "pydata_sphinx_theme"
 html_title = f"jkofast {release}"
-html_theme_options = {"navigation_depth": 2, "show_toc_level": 2}
+html_theme_options = {
+    "navigation_depth": 2,
+    "show_toc_level": 2,
+    "header_links_before_dropdown": 7,
+}
 
 # Wings in the order a reader meets them, with the one-line heading of each API page.
 WINGS = {
