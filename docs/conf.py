@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import sys
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
@@ -179,3 +180,44 @@ def _write_api_pages(srcdir: str) -> list[str]:
 
 # Written when this file is read, so that autosummary (which scans the listed sources for its stubs) sees them.
 autosummary_generate = _write_api_pages(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---- docstrings as the API pages show them ------------------------------------------------------------
+# Docstrings cite the methods' specification by section ("SPEC A.4.3"), a document the reader never sees:
+# on the site each such citation becomes a link to the page of the two methods. A metric name such as
+# nDCG@10 outside inline code is escaped so that docutils does not read it as an e-mail address.
+_SPEC = re.compile(r"\(SPEC ([A-C])\.(\d[\w.]*?)\)|SPEC ([A-C])\.(\d[\w.]*\w|\d)|SPEC (?:Part|Appendix) (\w+)")
+_AT = re.compile(r"(?<![\\\w])(\w+)@(\d+)")
+
+
+def _reference(m: re.Match) -> str:
+    part = m.group(1) or m.group(3) or ""
+    section = m.group(2) or m.group(4) or ""
+    sgr = part == "B" or (part == "C" and section.startswith("3")) or m.group(5) == "B"
+    link = ":doc:`SparseGeometricRAG </references>`" if sgr else ":doc:`JKO-RAG </references>`"
+    return f"({link})" if m.group(0).startswith("(") else link
+
+
+def plain_docstring_lines(lines: list[str]) -> list[str]:
+    """Return ``lines`` with spec citations linked to the methods' page and ``name@k`` escaped (outside code)."""
+    out = []
+    for line in lines:
+        if line.lstrip().startswith((">>>", "...")):  # doctest lines are shown verbatim
+            out.append(line)
+            continue
+        parts = line.split("``")
+        for i in range(0, len(parts), 2):  # even pieces lie outside ``inline literals``
+            piece = _SPEC.sub(_reference, parts[i]).replace("the SPEC", "the published code")
+            piece = re.sub(r"\bSPEC\b", "published", piece)
+            parts[i] = _AT.sub(r"\1\\@\2", piece)
+        out.append("``".join(parts))
+    return out
+
+
+def _process_docstring(app, what, name, obj, options, lines) -> None:
+    lines[:] = plain_docstring_lines(lines)
+
+
+def setup(app):
+    """Register the docstring filter with Sphinx."""
+    app.connect("autodoc-process-docstring", _process_docstring)
