@@ -186,24 +186,82 @@ autosummary_generate = _write_api_pages(os.path.dirname(os.path.abspath(__file__
 # Docstrings cite the methods' specification by section ("SPEC A.4.3"), a document the reader never sees:
 # on the site each such citation becomes a link to the page of the two methods. A metric name such as
 # nDCG@10 outside inline code is escaped so that docutils does not read it as an e-mail address.
-_SPEC = re.compile(r"\(SPEC ([A-C])\.(\d[\w.]*?)\)|SPEC ([A-C])\.(\d[\w.]*\w|\d)|SPEC (?:Part|Appendix) (\w+)")
+_SPEC = re.compile(
+    r"\(SPEC ([A-C])\.(\d[\w.]*?)\)"
+    r"|SPEC ([A-C])\.(\d[\w.]*\w|\d)(?:[–/-][A-C]?\.?\d[\w.]*\w)*"
+    r"|SPEC (?:Part|Appendix) (\w+)"
+)
 _AT = re.compile(r"(?<![\\\w])(\w+)@(\d+)")
+_BORDER = re.compile(r"^\s*(=+( +=+)+|\+[-=+]+\+)\s*$")  # a simple or grid table's border line
+_UNDER = re.compile(r"^\s*([=\-~^\"'`#*+])\1{2,}\s*$")  # a section title's underline
+
+
+def _is_sgr(m: re.Match) -> bool:
+    part = m.group(1) or m.group(3) or ""
+    section = m.group(2) or m.group(4) or ""
+    return part == "B" or (part == "C" and section.startswith("3")) or m.group(5) == "B"
 
 
 def _reference(m: re.Match) -> str:
-    part = m.group(1) or m.group(3) or ""
-    section = m.group(2) or m.group(4) or ""
-    sgr = part == "B" or (part == "C" and section.startswith("3")) or m.group(5) == "B"
-    link = ":doc:`SparseGeometricRAG </references>`" if sgr else ":doc:`JKO-RAG </references>`"
+    link = ":doc:`SparseGeometricRAG </references>`" if _is_sgr(m) else ":doc:`JKO-RAG </references>`"
     return f"({link})" if m.group(0).startswith("(") else link
 
 
+def _short(m: re.Match) -> str:
+    """Return the method's short name in plain text (no longer than the citation it replaces)."""
+    name = "SGR" if _is_sgr(m) else "JKO-RAG"
+    return f"({name})" if m.group(0).startswith("(") else name
+
+
+def _same_width(line: str) -> str:
+    """``line`` with its citations shortened; the columns after them are kept where they were.
+
+    The characters saved are given back at the next gap of two or more spaces (a column boundary of
+    a simple table); at the end of the line nothing needs giving back.
+    """
+    m = _SPEC.search(line)
+    while m is not None:
+        short = _short(m)
+        rest = line[m.end() :]
+        deficit = len(m.group(0)) - len(short)
+        gap = re.search(r"  +", rest)
+        if gap is not None and deficit > 0:
+            rest = rest[: gap.start()] + " " * deficit + rest[gap.start() :]
+        line = line[: m.start()] + short + rest
+        m = _SPEC.search(line, m.start() + len(short))
+    return re.sub(r"\bSPEC\b", "ref.", line)
+
+
+def _layout_bound(lines: list[str]) -> set[int]:
+    """Return the indices of lines whose width matters: table rows (the block around a border) and titles."""
+    bound: set[int] = set()
+    for i, line in enumerate(lines):
+        if _BORDER.match(line):
+            j = i
+            while j > 0 and lines[j - 1].strip():
+                j -= 1
+            k = i
+            while k + 1 < len(lines) and lines[k + 1].strip():
+                k += 1
+            bound.update(range(j, k + 1))
+        elif _UNDER.match(line) and i > 0 and lines[i - 1].strip():
+            bound.add(i - 1)
+    return bound
+
+
 def plain_docstring_lines(lines: list[str]) -> list[str]:
-    """Return ``lines`` with spec citations linked to the methods' page and ``name@k`` escaped (outside code)."""
+    """Return ``lines`` with spec citations linked to the methods' page and ``name@k`` escaped (outside code).
+
+    In a table row or a title, whose width matters, a citation becomes the method's short name, padded.
+    """
+    bound = _layout_bound(lines)
     out = []
-    for line in lines:
+    for n, line in enumerate(lines):
         if line.lstrip().startswith((">>>", "...")):  # doctest lines are shown verbatim
             out.append(line)
+            continue
+        if n in bound:
+            out.append(_same_width(line))
             continue
         parts = line.split("``")
         for i in range(0, len(parts), 2):  # even pieces lie outside ``inline literals``
