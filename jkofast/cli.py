@@ -11,7 +11,9 @@ Numba) and ``jkofast evaluate`` loads the evaluation wing alone.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import os
 import sys
 
 import jkofast
@@ -70,7 +72,39 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 importlib.import_module(f"jkofast.commands.{module}").add_parser(sub)
         else:
             sub.add_parser(name, help=help_)
+    for name, (_, help_) in COMMANDS.items():  # `jkofast CMD --help` opens with the line `jkofast --help` shows
+        if name in sub.choices and not sub.choices[name].description:
+            sub.choices[name].description = help_[0].upper() + help_[1:] + "."
     return parser
+
+
+def _suggest(sub_parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """``"; did you mean --k?"`` for the first unknown option close to one of ``sub_parser``'s options."""
+    options = [o for o in sub_parser._option_string_actions if o.startswith("--")]
+    for word in unknown:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], options, n=1, cutoff=0.6)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
+
+
+def _missing_file_message(sub_parser, args, exc: FileNotFoundError) -> str:
+    """``--qrels q.tsv: no such file`` (or ``--dataset D: no such file: D/corpus.jsonl``): the option named."""
+    what = (exc.strerror or "No such file or directory").lower()
+    if not exc.filename or sub_parser is None:
+        return str(exc)
+    target = os.path.abspath(os.fspath(exc.filename))
+    for action in sub_parser._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or not isinstance(value, str) or not value:
+            continue
+        v = os.path.abspath(value)
+        if target == v:
+            return f"{action.option_strings[-1]} {value}: {what}"
+        if target.startswith(v.rstrip(os.sep) + os.sep):
+            return f"{action.option_strings[-1]} {value}: {what}: {exc.filename}"
+    return f"{what}: {exc.filename}"
 
 
 def _command(argv: list[str]) -> str:
@@ -94,12 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(argv))
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    sub_parser = parser._subparsers._group_actions[0].choices.get(args.command) if args.command else None
+    if unknown:
+        if sub_parser is None:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        # the sub-command's own parser reports it (its usage line, `jkofast CMD: error: ...`)
+        sub_parser.error(f"unrecognized arguments: {' '.join(unknown)}{_suggest(sub_parser, unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         rc = args.func(args)
+    except FileNotFoundError as exc:  # name the option that gave the missing path
+        print(f"jkofast {args.command}: error: {_missing_file_message(sub_parser, args, exc)}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, OSError) as exc:  # OSError: also a folder given as a file, no permission
         print(f"jkofast {args.command}: error: {exc}", file=sys.stderr)
         return 2

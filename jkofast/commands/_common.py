@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
-__all__ = ["METHODS", "Progress", "add_method_args", "build_retriever", "emit", "method_params", "parse_param"]
+__all__ = [
+    "METHODS",
+    "Progress",
+    "add_method_args",
+    "build_retriever",
+    "check_qrels",
+    "emit",
+    "method_params",
+    "parse_param",
+]
 
 # = jkofast.pools.retrievers.METHODS, spelled out: building the parser must not import the retriever (numba)
 METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
@@ -216,3 +226,24 @@ def build_retriever(args):
     else:
         retr.fit(texts)
     return ds, retr, time.perf_counter() - t0
+
+
+def check_qrels(dataset: str, needed) -> None:
+    """Refuse, before any work, a BEIR folder without the judgements a command reads.
+
+    ``needed``: ``(option, split)`` pairs, e.g. ``[("--split", "train"), ("--eval-split", "test")]``.
+    A bundled name or a folder that does not exist is left to the loader (its own message).
+    """
+    if not os.path.isdir(dataset):
+        return
+    qdir = os.path.join(dataset, "qrels")
+    for option, split in needed:
+        need = os.path.join(qdir, f"{split}.tsv")
+        if not os.path.isdir(qdir):
+            raise ValueError(
+                f"--dataset {dataset} has no qrels/ folder: {option} {split} reads {need} "
+                "(BEIR layout: qrels/<split>.tsv with query-id, corpus-id, score)"
+            )
+        if not os.path.isfile(need):
+            have = sorted(f[:-4] for f in os.listdir(qdir) if f.endswith(".tsv"))
+            raise ValueError(f"{option} {split}: no {need}; the splits of {qdir} are: {', '.join(have) or 'none'}")

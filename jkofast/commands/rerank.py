@@ -54,6 +54,14 @@ def add_parser(sub) -> None:
     g.add_argument("--tfidf-corpus", help="BEIR corpus.jsonl(.gz): TF-IDF geometry")
     p.add_argument("--ids", help="text file, one doc id per embeddings row")
     p.add_argument(
+        "--min-known-ids",
+        type=float,
+        default=0.5,
+        metavar="SHARE",
+        help="refuse the job when less than this share of the first 10,000 pool lines name a document of --ids "
+        "(0.5; 0 accepts any ids file: unknown documents' queries are passed through unchanged)",
+    )
+    p.add_argument(
         "--scores", help="rerank scores 'query-id doc-id score' (TREC-style), streamed in the pool file's query order"
     )
     p.add_argument(
@@ -122,6 +130,51 @@ def _say(msg: str) -> None:
     print(f"jkofast rerank: {msg}", file=sys.stderr, flush=True)
 
 
+_ID_SAMPLE_LINES = 10_000  # pool lines read to check the ids file against the run
+
+
+def _check_known_ids(args) -> None:
+    """Refuse an ids file that names (almost) none of the run's documents, before any work.
+
+    A wrong ids file (another corpus, another id column) would otherwise pass every query through
+    unchanged and exit 0. The first ``_ID_SAMPLE_LINES`` pool lines are read; their doc ids are looked
+    up while the ids file streams past (memory: the sample, never the ids file).
+    """
+    import gzip
+
+    if not 0.0 <= args.min_known_ids <= 1.0:
+        raise ValueError(f"--min-known-ids must be a share in [0, 1], got {args.min_known_ids}")
+    if args.min_known_ids == 0 or not (args.embeddings and args.ids):
+        return
+    opener = gzip.open if args.pools.endswith(".gz") else open
+    docs = []
+    with opener(args.pools, "rt", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) in (3, 6):
+                docs.append(parts[2] if len(parts) == 6 else parts[1])
+            if len(docs) >= _ID_SAMPLE_LINES:
+                break
+    wanted = set(docs)
+    known = set()
+    with open(args.ids, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            d = line.strip()
+            if d in wanted:
+                known.add(d)
+                if len(known) == len(wanted):
+                    break
+    if not docs:
+        return  # an empty or header-only run: the stream reports it
+    share = sum(d in known for d in docs) / len(docs)
+    if share < args.min_known_ids:
+        raise ValueError(
+            f"--ids {args.ids} names {share:.1%} of the documents on the first {len(docs):,} lines of --pools "
+            f"{args.pools} (below --min-known-ids {args.min_known_ids:g}): it must list the run's doc ids, one per "
+            f"row of --embeddings; --min-known-ids 0 reranks anyway (queries with unknown documents pass through)"
+        )
+
+
 def _apply_point(args) -> None:
     """Set ``--config`` (and, with ``--scores``, ``--alpha`` / ``--gamma``) from a ``jkofast tune`` point file."""
     from jkofast.studies.tune import load_point
@@ -141,6 +194,7 @@ def run(args) -> int:
 
     if args.point is not None:
         _apply_point(args)
+    _check_known_ids(args)
     opts = RerankOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(RerankOptions)})
     if args.dask:
         from jkofast.distributed.rerank import rerank_on_dask
@@ -186,7 +240,7 @@ def run(args) -> int:
         f"{summ.passed_through} passed through, {summ.malformed_lines} malformed lines"
         + (f", {summ.split_queries} split queries" if summ.split_queries else "")
         + f") in {summ.wall_s:.1f} s"
-        + (f", {qps:.1f} queries/s" if qps else "")
+        + (f", {qps:.1f} queries/s (kernels compiled before the clock started)" if qps else "")
         + (f"; {args.multires.upper()}-JKO pools" if args.multires else "")
         + f"; gradient path {path}; peak RSS {peak_mb:.0f} MB -> {args.out}"
     )

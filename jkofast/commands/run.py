@@ -75,7 +75,7 @@ def run(args) -> int:
     """Run the main job and print its table (exit status)."""
     from jkofast._io import check_writable, check_writable_dir
     from jkofast._threads import resolve_threads
-    from jkofast.commands._common import emit
+    from jkofast.commands._common import check_qrels, emit
     from jkofast.jko.solver import operating_point
     from jkofast.studies.main_job import MainJobOptions, run_main_job
 
@@ -83,6 +83,7 @@ def run(args) -> int:
         check_writable_dir(args.runs, "--runs")
     if args.per_query is not None:
         check_writable(args.per_query, "--per-query")
+    check_qrels(args.dataset, [("--split", args.split)])
     # --config is checked even with --quick (which runs the "fast" point), before the minutes of work
     operating_point(args.config)
     resolve_threads(args.threads)

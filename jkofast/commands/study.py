@@ -109,5 +109,6 @@ def run(args) -> int:
             emit(res.summary(), True, "")
     else:  # the table first, then the files: a failed write never loses the table
         emit(res.summary(), False, res.table())
-        save_study(args.name, res, opts)
+        for path in save_study(args.name, res, opts):  # every file written, named (figures land in --out or here)
+            print(f"wrote {path}")
     return 0

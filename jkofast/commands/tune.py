@@ -64,7 +64,7 @@ def run(args) -> int:
     """Check the arguments, tune, write the point file / runs / per-query values, print the table."""
     from jkofast._io import check_writable, check_writable_dir
     from jkofast._threads import resolve_threads
-    from jkofast.commands._common import emit
+    from jkofast.commands._common import check_qrels, emit
     from jkofast.studies.tune import save_point, tune_dataset, write_per_query, write_runs
 
     resolve_threads(args.threads)
@@ -75,6 +75,7 @@ def run(args) -> int:
             check_writable(path, name)
     if args.runs is not None:
         check_writable_dir(args.runs, "--runs")
+    check_qrels(args.dataset, ([("--split", args.split)] if args.split else []) + [("--eval-split", args.eval_split)])
     r = tune_dataset(
         args.dataset,
         split=args.split,
@@ -90,10 +91,14 @@ def run(args) -> int:
     )
     if args.out:
         save_point(r, args.out)
+    written = [args.out] if args.out else []
     if args.runs:
-        write_runs(args.runs, r["_tops"], r["_query_ids"], r["_doc_ids"])
+        written += write_runs(args.runs, r["_tops"], r["_query_ids"], r["_doc_ids"])
     if args.per_query:
         write_per_query(args.per_query, r["_query_ids"], {m: {"ndcg@10": v} for m, v in r["_per_query"].items()})
+        written.append(args.per_query)
     public = {k: v for k, v in r.items() if not k.startswith("_") and k not in ("grid", "oof_per_query")}
-    emit(public, args.json, _table(r) + (f"\npoint file: {args.out}" if args.out else ""))
+    public["written"] = written
+    text = _table(r) + (f"\npoint file: {args.out}" if args.out else "")
+    emit(public, args.json, text + "".join(f"\nwrote {w}" for w in written))
     return 0

@@ -403,6 +403,8 @@ class BeirDataset:
         """
         if split not in self._qrels:
             p = os.path.join(self.path, "qrels", f"{split}.tsv")
+            if not os.path.isdir(os.path.dirname(p)):
+                raise ValueError(f"split {split!r}: {self.path} has no qrels/ folder (BEIR layout: qrels/{split}.tsv)")
             if not os.path.isfile(p):
                 raise ValueError(f"split {split!r} not found in {self.path}; available: {self.splits()}")
             self._qrels[split] = read_qrels_beir(p, known_docs=self.doc_index, strict=self.strict)

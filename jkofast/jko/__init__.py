@@ -25,5 +25,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "metric",
         "theory",
         "linear_response",
+        "examples",
     ],
 )

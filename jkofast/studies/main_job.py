@@ -549,7 +549,17 @@ def _sgr_row(job: _Job, ahead) -> None:
     with job.stage("sgr_search"):
         top, _, report = sgr.search(job.queries, K_READ, n_threads=job.n_threads, return_report=True)
     job.add("sgr", top, "sgr_search")
+    job.notes.append(_sgr_settings_note(sgr.config))
     _note_unanswered(job, "sgr", report)
+
+
+def _sgr_settings_note(cfg) -> str:
+    """Return the table's note naming the settings of its ``sgr`` row (they differ from the published ones)."""
+    return (
+        f"sgr: SparseGeometricRAG, jkofast's default settings (semantic_neighbours={cfg.semantic_neighbours!r}, "
+        f"ppmi_include_self={cfg.ppmi_include_self}, P = {cfg.pool_size}); the published settings: "
+        "`jkofast search --method sgr --preset published`"
+    )
 
 
 def _note_unanswered(job: _Job, name: str, report) -> None:

@@ -1,0 +1,60 @@
+"""The ``Examples`` sections of the docstrings run and print what they show (doctest, one test per module).
+
+Every module of the package is searched, the kernels included; a module whose optional extra is not
+installed (torch, dask, tokenizers) is skipped with the extra named, never a module that fails for
+another reason.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import jkofast
+
+OPTIONAL = {"torch", "dask", "distributed", "tokenizers", "safetensors", "matplotlib"}
+
+
+def _modules() -> list[str]:
+    names = []
+    for m in pkgutil.walk_packages(jkofast.__path__, "jkofast."):
+        if m.name.endswith("__main__"):
+            continue
+        names.append(m.name)
+    return sorted(names)
+
+
+def _with_examples(name: str) -> bool:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return False
+    with open(spec.origin, encoding="utf-8") as fh:
+        return ">>> " in fh.read()
+
+
+MODULES = [n for n in _modules() if _with_examples(n)]
+
+
+def test_there_are_docstring_examples():
+    assert len(MODULES) >= 20, MODULES
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    try:
+        mod = importlib.import_module(name)
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] in OPTIONAL:
+            pytest.skip(f"{name} needs the optional package {exc.name}")
+        raise
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    tests = [t for t in finder.find(mod, name) if t.examples]
+    assert tests, f"{name}: '>>> ' in the source but no docstring example found"
+    for t in tests:
+        runner.run(t)
+    res = runner.summarize(verbose=False)
+    assert res.failed == 0, f"{name}: {res.failed} of {res.attempted} docstring examples failed (see above)"
