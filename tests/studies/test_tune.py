@@ -454,3 +454,107 @@ def test_operating_point_reads_a_point_file(tmp_path):
         operating_point(str(p))
     with pytest.raises(ValueError, match="unknown operating point 'nope'"):
         operating_point("nope")
+
+
+# ---------------------------------------------------------------------------------------------
+# the one-standard-error rule
+# ---------------------------------------------------------------------------------------------
+def _naive_one_se(S, levels):
+    """The rule spelled out: best mean, its SE, then the simplest level within it, then its best mean."""
+    n = S.shape[1]
+    means = [sum(row) / n for row in S.tolist()]
+    best = max(range(len(means)), key=lambda i: (means[i], -i))
+    mu = means[best]
+    se = (sum((x - mu) ** 2 for x in S[best].tolist()) / (n - 1)) ** 0.5 / n**0.5
+    ok = [i for i in range(len(means)) if means[i] >= means[best] - se]
+    lv = min(levels[i] for i in ok)
+    return max((i for i in ok if levels[i] == lv), key=lambda i: (means[i], -i)), se
+
+
+def test_one_se_rule_prefers_a_corner_within_one_standard_error():
+    from jkofast.studies.tune import select_point
+
+    # point 0 (a corner) is 0.01 below the best flow; the best's per-query SE is 0.1/sqrt(4) = 0.05
+    S = np.array(
+        [
+            [0.60, 0.50, 0.60, 0.50],  # corner, mean 0.55
+            [0.20, 0.20, 0.20, 0.20],  # corner, far below
+            [0.65, 0.45, 0.65, 0.49],  # read-out, mean 0.56
+            [0.66, 0.46, 0.66, 0.46],  # flow, mean 0.56 (the best; ties go to the first of equal means)
+        ]
+    )
+    levels = [0, 0, 2, 4]
+    c, info = select_point(S, levels, "1se")
+    assert c == 0 and info["best"] in (2, 3)
+    assert info["se"] == pytest.approx(_naive_one_se(S, levels)[1])
+    assert select_point(S, levels, "best")[0] == info["best"]
+    # a corner one SE and a bit below the best is not kept: the simplest level within the band wins
+    T = S.copy()
+    T[0] -= info["se"] + 0.02
+    assert select_point(T, levels, "1se")[0] == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_se_rule_matches_naive_oracle(seed):
+    from jkofast.studies.tune import select_point
+
+    rng = np.random.default_rng(seed)
+    S = rng.random((9, 15)) * 0.3 + rng.random((9, 1)) * 0.2
+    levels = rng.integers(0, 5, 9).tolist()
+    c, info = select_point(S, levels, "1se")
+    assert c == _naive_one_se(S, levels)[0]
+    assert info["chosen_mean"] >= info["best_mean"] - info["se"] - 1e-12
+
+
+def test_one_se_rule_keeps_the_fold_discipline():
+    """Under the 1-SE rule too, fold f's queries never change fold f's choice."""
+    rng = np.random.default_rng(3)
+    S = rng.random((8, 40))
+    levels = [0, 0, 1, 2, 2, 3, 4, 4]
+    folds = kfold(40, 4, 1)
+    choices, oof, chosen = cross_validate(S, folds, levels, "1se")
+    for f in range(4):
+        T = S.copy()
+        T[:, folds == f] = rng.random((8, int((folds == f).sum())))
+        T[7, folds == f] = 10.0
+        assert cross_validate(T, folds, levels, "1se")[0][f] == choices[f]
+        assert np.array_equal(oof[folds == f], S[choices[f], folds == f])
+    assert np.array_equal(chosen, np.asarray(choices)[folds])
+
+
+def test_select_point_rejects_bad_input():
+    from jkofast.studies.tune import select_point
+
+    with pytest.raises(ValueError, match="rule"):
+        select_point(np.zeros((2, 3)), rule="median")
+    with pytest.raises(ValueError, match="levels"):
+        select_point(np.zeros((2, 3)), [0], "1se")
+    with pytest.raises(ValueError, match="NaN"):
+        select_point(np.array([[np.nan, 0.0]]))
+    with pytest.raises(ValueError, match="shape"):
+        select_point(np.zeros((0, 3)))
+
+
+def test_complexity_orders_corners_readouts_flows():
+    from jkofast.studies.tune import complexity
+
+    g = grid("published")
+    lv = [complexity(p) for p in g]
+    assert lv[:3] == [0, 0, 0] and [p["kind"] for p in g[:3]] == ["dense", "bm25", "bm25-lucene"]
+    assert all(complexity(p) == 4 for p in g if p["kind"] == "jko" and p["T"] > 0)
+    reads = [p for p in g if p["kind"] == "jko" and p["T"] == 0]
+    assert all(complexity(p) == sum(p[k] != 0 for k in ("alpha", "beta", "gamma")) for p in reads)
+
+
+def test_tune_reports_the_selection_cost(tuned):
+    sel = tuned["selection"]
+    assert sel["rule"] == "1se" and len(sel["folds"]) == 3
+    corners = [i for i, p in enumerate(tuned["grid"]) if p["kind"] in ("dense", "bm25", "bm25-lucene")]
+    assert sel["best_corner"]["index"] in corners
+    pq = tuned["_per_query"]["tune_oof"]
+    assert sel["oof_ndcg10"] == pytest.approx(float(np.mean(pq)))
+    assert sel["cost"] == pytest.approx(sel["oof_ndcg10"] - sel["best_corner"]["ndcg10"])
+    assert sel["other_rule"]["rule"] == "best"
+    # the Lucene-style BM25 corner is in the grid; English adds the stop-word variants as corners
+    kinds = {p["kind"] for p in tuned["grid"]}
+    assert {"dense", "bm25", "bm25-lucene"} <= kinds
