@@ -316,8 +316,51 @@ def test_run_with_point_runs_and_per_query(tiny, tuned, tmp_path, capsys):
         got[name] = float(np.mean(evaluate(read_run(runs / f"{name}.run"), qrels, metrics=("ndcg@10",))["ndcg@10"]))
     assert got == pytest.approx({name: row["ndcg@10"] for name, row in s["methods"].items()})
     lines = pq.read_text().splitlines()
-    assert lines[0] == "query_id\tmethod\tndcg@10\tndcg_exp@10\trecall@10"
+    assert lines[0] == "query_id\tmethod\tndcg@10\tndcg_exp@10\trecall@10\tdiv@10"
     assert len(lines) == 1 + 12 * len(s["methods"])
+    # with embeddings every row carries its Diversity@10, the eval metric on its run file
+    ds = load_dataset(tiny)
+    emb = (ds.doc_ids, ds.embeddings()[0])
+    for name, row in s["methods"].items():
+        ev = evaluate(read_run(runs / f"{name}.run"), qrels, metrics=("diversity@10",), tie_break="given",
+                      embeddings=emb)  # fmt: skip
+        assert row["div@10"] == pytest.approx(float(np.mean(ev["diversity@10"])), abs=1e-9)
+
+
+def test_run_table_shows_diversity_only_with_embeddings(tiny, tmp_path, capsys):
+    from jkofast.studies.main_job import run_main_job
+
+    res = run_main_job(tiny, methods=("dpp_map", "mmr"), include_sgr=False, progress=False, n_threads=1)
+    assert "Div@10" in res.table() and 0 < res.summary()["methods"]["dpp_map"]["div@10"] <= 2
+    bare = tmp_path / "bare"
+    import shutil
+
+    shutil.copytree(tiny, bare, ignore=shutil.ignore_patterns("embeddings"))
+    res = run_main_job(str(bare), methods=("dpp_map",), include_sgr=False, progress=False, n_threads=1)
+    assert "Div@10" not in res.table() and "div@10" not in res.summary()["methods"]["bm25"]
+
+
+def test_run_with_a_lucene_corner_point(tiny, tuned, tmp_path, capsys):
+    """A point file that selected the Lucene-style BM25 corner runs that ranking with its analyser."""
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.studies.readout import evaluate_topk
+    from jkofast.studies.tune import lexical_top
+    from jkofast.text.analyzer import Analyzer
+
+    lucene = next(i for i, p in enumerate(tuned["grid"]) if p["kind"] == "bm25-lucene")
+    r = {**tuned, "selected": {"kind": "bm25-lucene"}, "selected_index": lucene}
+    point = tmp_path / "lucene.json"
+    save_point(r, point)
+    assert load_point(point).weights["kind"] == "bm25-lucene"
+    rc = main(["run", "--dataset", tiny, "--point", str(point), "--methods", "hybrid_rrf", "--no-sgr",
+               "--threads", "1", "--json"])  # fmt: skip
+    assert rc == 0
+    s = json.loads(capsys.readouterr().out)
+    ds = load_dataset(tiny)
+    qids = ds.split_query_ids("test")
+    top = lexical_top(ds, qids, Analyzer.from_dict(tuned["analyser"]), "bm25-lucene", 1)
+    want = evaluate_topk(top[0], qids, ds.qrels("test"), ds.doc_ids)["ndcg"].mean()
+    assert s["methods"]["point"]["ndcg@10"] == pytest.approx(want)
 
 
 def test_run_point_errors_before_work(tiny, tmp_path, capsys):
