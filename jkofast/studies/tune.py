@@ -73,6 +73,7 @@ __all__ = [
     "encoder_note",
     "grid",
     "kfold",
+    "lexical_top",
     "load_point",
     "pool_topk",
     "prepare",
