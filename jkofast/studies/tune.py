@@ -494,8 +494,8 @@ def _corner_analysers(language, analysers) -> list:
     out = []
     for an, why in analysers:
         if an.stopwords is None:
-            out.append((dataclasses.replace(an, stopwords="lucene"), f"{why.split(', no stop words')[0]}, "
-                        "Lucene stop words (lexical corners only)"))  # fmt: skip
+            why = why.replace("no stop words", "Lucene stop words") + " (lexical corners only)"
+            out.append((dataclasses.replace(an, stopwords="lucene"), why))
     return out
 
 
