@@ -62,8 +62,8 @@ def _table(r: dict) -> str:
     sel = r["selection"]
     rule = "one-standard-error rule" if sel["rule"] == "1se" else "best mean"
     for f, info in zip(r["folds"], sel["folds"], strict=True):
-        lines.append(f"fold {f['fold']}: {f['description']} (best mean {info['best_mean']:.4f} +- SE "
-                     f"{info['se']:.4f}; chosen {info['chosen_mean']:.4f})")  # fmt: skip
+        lines.append(f"fold {f['fold']}: {f['description']} (mean {info['chosen_mean']:.4f}; best "
+                     f"{info['best_mean']:.4f}, paired SE {info['se']:.4f})")  # fmt: skip
     bc = sel["best_corner"]
     lines.append(
         f"selection ({rule}): tune (oof) {sel['oof_ndcg10']:.4f} vs best single input {bc['ndcg10']:.4f} "

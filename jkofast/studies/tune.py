@@ -19,9 +19,9 @@ plus a finer weight grid read out and flowed at the ``tuned`` and ``fast`` opera
 
 Selection (:func:`select_point`, :func:`cross_validate`): by default the one-standard-error
 rule -- among the points whose mean on the selection queries is within one standard error of the
-best mean (the sample standard deviation of the best point's per-query nDCG@10 over ``sqrt(n)``),
-the simplest (:func:`complexity`: corners, then read-outs of one, two, three weights, then flows),
-and within the simplest level the highest mean; ``rule="best"`` takes the highest mean.  With a
+best mean (the standard error of the paired per-query difference to the best point), the simplest
+(:func:`complexity`: corners, then read-outs of one, two, three weights, then flows), and within
+the simplest level the highest mean; ``rule="best"`` takes the highest mean.  With a
 train split the selected point is reported on the test queries.  Without one, K folds over the
 judged queries (seeded permutation, fold ``i % K``); the point of fold ``f`` is selected on the
 other folds, and every query of fold ``f`` is scored by it: the *out-of-fold* nDCG@10, which no
@@ -227,15 +227,17 @@ def select_point(scores, levels=None, rule: str = "1se") -> tuple[int, dict]:
         :func:`complexity` of each point (default: all 0, i.e. the plain order).
     rule : {"1se", "best"}
         ``"best"``: the first point with the highest mean.  ``"1se"``: the one-standard-error
-        rule -- the best point's standard error ``se = std(its per-query scores, ddof=1) / sqrt(n)``
-        (0 with one query); among the points whose mean is at least ``best mean - se``, those of
-        the lowest level, and among them the first with the highest mean.
+        rule -- a point is within one standard error of the best when ``best mean - its mean`` is
+        at most the standard error of that difference over the same queries
+        (``std(best - point, ddof=1) / sqrt(n)``; 0 with one query); of those, the lowest level,
+        and within it the first with the highest mean.
 
     Returns
     -------
     choice : int
     info : dict
-        ``best`` (index of the highest mean), ``best_mean``, ``se``, ``chosen_mean``.
+        ``best`` (index of the highest mean), ``best_mean``, ``chosen_mean`` and ``se`` (the
+        standard error of the chosen point's difference to the best; 0 when the best is chosen).
 
     Raises
     ------
@@ -250,17 +252,20 @@ def select_point(scores, levels=None, rule: str = "1se") -> tuple[int, dict]:
     means = S.mean(axis=1)
     best = select_best(means)  # raises on NaN
     n = S.shape[1]
-    se = float(np.std(S[best], ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    # paired: the points are scored on the same queries, so the difference's own spread decides
+    se = S[best][None, :] - S
+    se = se.std(axis=1, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(S.shape[0])
     choice = best
     if rule == "1se":
         lv = np.zeros(S.shape[0], np.int64) if levels is None else np.asarray(levels, np.int64)
         if lv.shape != (S.shape[0],):
             raise ValueError(f"levels must hold one level per point ({S.shape[0]}), got shape {lv.shape}")
-        ok = means >= means[best] - se
+        ok = means[best] - means <= se
         simplest = lv[ok].min()
         cand = np.flatnonzero(ok & (lv == simplest))
         choice = int(cand[select_best(means[cand])])
-    info = {"best": int(best), "best_mean": float(means[best]), "se": se, "chosen_mean": float(means[choice])}
+    info = {"best": int(best), "best_mean": float(means[best]), "se": float(se[choice]),
+            "chosen_mean": float(means[choice])}  # fmt: skip
     return choice, info
 
 

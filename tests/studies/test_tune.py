@@ -503,38 +503,46 @@ def test_operating_point_reads_a_point_file(tmp_path):
 # the one-standard-error rule
 # ---------------------------------------------------------------------------------------------
 def _naive_one_se(S, levels):
-    """The rule spelled out: best mean, its SE, then the simplest level within it, then its best mean."""
+    """The rule spelled out: best mean; each point's paired SE to it; the simplest level within; its best mean."""
     n = S.shape[1]
     means = [sum(row) / n for row in S.tolist()]
     best = max(range(len(means)), key=lambda i: (means[i], -i))
-    mu = means[best]
-    se = (sum((x - mu) ** 2 for x in S[best].tolist()) / (n - 1)) ** 0.5 / n**0.5
-    ok = [i for i in range(len(means)) if means[i] >= means[best] - se]
+    se = []
+    for row in S.tolist():
+        d = [b - x for b, x in zip(S[best].tolist(), row, strict=True)]
+        md = sum(d) / n
+        se.append((sum((x - md) ** 2 for x in d) / (n - 1)) ** 0.5 / n**0.5)
+    ok = [i for i in range(len(means)) if means[best] - means[i] <= se[i] + 1e-15]
     lv = min(levels[i] for i in ok)
-    return max((i for i in ok if levels[i] == lv), key=lambda i: (means[i], -i)), se
+    choice = max((i for i in ok if levels[i] == lv), key=lambda i: (means[i], -i))
+    return choice, se[choice]
 
 
 def test_one_se_rule_prefers_a_corner_within_one_standard_error():
     from jkofast.studies.tune import select_point
 
-    # point 0 (a corner) is 0.01 below the best flow; the best's per-query SE is 0.1/sqrt(4) = 0.05
+    # point 0 (a corner) is 0.01 below the best; the paired difference's SE is about 0.025
     S = np.array(
         [
             [0.60, 0.50, 0.60, 0.50],  # corner, mean 0.55
             [0.20, 0.20, 0.20, 0.20],  # corner, far below
             [0.65, 0.45, 0.65, 0.49],  # read-out, mean 0.56
-            [0.66, 0.46, 0.66, 0.46],  # flow, mean 0.56 (the best; ties go to the first of equal means)
+            [0.66, 0.46, 0.66, 0.46],  # flow, mean 0.56
         ]
     )
     levels = [0, 0, 2, 4]
     c, info = select_point(S, levels, "1se")
     assert c == 0 and info["best"] in (2, 3)
-    assert info["se"] == pytest.approx(_naive_one_se(S, levels)[1])
+    assert info["se"] == pytest.approx(_naive_one_se(S, levels)[1]) and info["se"] >= 0.01
     assert select_point(S, levels, "best")[0] == info["best"]
-    # a corner one SE and a bit below the best is not kept: the simplest level within the band wins
+    # a corner further below than its paired SE is not kept: the simplest level within the band wins
     T = S.copy()
-    T[0] -= info["se"] + 0.02
+    T[0] -= 0.1
     assert select_point(T, levels, "1se")[0] == 2
+    # the same gap with a corner that moves with the best point on every query: a tiny SE, not kept
+    U = S.copy()
+    U[0] = S[2] - 0.02
+    assert select_point(U, levels, "1se")[0] == 2
 
 
 @pytest.mark.parametrize("seed", range(6))
