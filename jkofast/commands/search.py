@@ -1,4 +1,4 @@
-"""``jkofast search``: retrieve the top-k documents for a split's queries; write a TREC run."""
+"""``jkofast search``: retrieve the top-k documents for a split's queries (or a file of queries); write a TREC run."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("search", help="first-stage retrieval for a split; writes a TREC run")
     add_method_args(p)
-    p.add_argument("--split", default="test", help='qrels split whose queries to run, or "all" (default test)')
+    p.add_argument(
+        "--split", default=None, help='qrels split whose queries to run, or "all" (default test; not with --queries)'
+    )
+    p.add_argument(
+        "--queries",
+        default=None,
+        metavar="FILE",
+        help='ad-hoc queries instead of a split: JSONL {"_id": ..., "text": ...} per line, or TSV id<TAB>text',
+    )
     p.add_argument("--k", type=int, default=100, help="results per query (default 100)")
     p.add_argument("--index", default=None, help="load a saved index (from `jkofast index`) instead of building")
     p.add_argument("--out", required=True, help="TREC run file to write")
@@ -48,6 +56,16 @@ def _check_index(ds, n_docs, saved_ids) -> None:
         raise ValueError(f"--index was built with other document ids than dataset {ds.name}'s")
 
 
+def _queries(args, ds) -> tuple[list, list]:
+    """``(query ids, texts)``: those of ``--queries`` (read by ``run``), else of the split (``all``: every query)."""
+    if args.query_file is not None:
+        return args.query_file
+    split = args.split or "test"
+    qmap = ds.queries
+    qids = list(ds.query_ids) if split == "all" else ds.split_query_ids(split)
+    return qids, [qmap[q] for q in qids]
+
+
 def _search_on_dask(args):
     """Search the split on Dask, the saved index loaded once per worker.
 
@@ -69,14 +87,13 @@ def _search_on_dask(args):
         info = client.submit(index_info, os.path.abspath(args.index), args.method, "--index", pure=False).result()
         _check_index(ds, info["n_docs"], info["ids"])
         build_s = time.perf_counter() - t0
-        qmap = ds.queries
-        qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
+        qids, texts = _queries(args, ds)
         t0 = time.perf_counter()
         idx, sc, report, workers = search_on_dask(
             client,
             args.index,
             args.method,
-            [qmap[q] for q in qids],
+            texts,
             min(args.k, ds.n_docs),
             threads=args.threads or 1,
             chunk_size=args.chunk_size,
@@ -99,6 +116,15 @@ def run(args) -> int:
         )
     from jkofast._io import check_writable, check_writable_dir
 
+    args.query_file = None
+    if args.queries is not None:
+        if args.split is not None:
+            raise ValueError("--queries and --split both name the queries to run; give one")
+        if not os.path.isfile(args.queries):
+            raise ValueError(f"--queries {args.queries!r} is not a file")
+        from jkofast.datasets.beir import read_query_file
+
+        args.query_file = read_query_file(args.queries)  # a bad file fails before the index is built
     if os.path.isdir(args.out):
         raise ValueError(f"--out {args.out!r} is a folder; give a file path")
     check_writable_dir(os.path.dirname(os.path.abspath(args.out)), "--out")  # before the search, not after it
@@ -110,15 +136,12 @@ def run(args) -> int:
         ds, qids, idx, sc, report, workers, build_s, search_s = _search_on_dask(args)
     else:
         ds, retr, build_s = _load_index(args) if args.index else build_retriever(args)
-        qids = list(ds.query_ids) if args.split == "all" else ds.split_query_ids(args.split)
-        qmap = ds.queries
+        qids, texts = _queries(args, ds)
         if qids:  # compile (or load) the query kernels on one query, so that the timing below excludes it
-            retr.search([qmap[qids[0]]], min(args.k, ds.n_docs), n_threads=args.threads)
+            retr.search([texts[0]], min(args.k, ds.n_docs), n_threads=args.threads)
         t0 = time.perf_counter()
         # ranks past the corpus are padding that is never written: k = 10**12 asked for 7 TiB
-        idx, sc, report = retr.search(
-            [qmap[q] for q in qids], min(args.k, ds.n_docs), n_threads=args.threads, return_report=True
-        )
+        idx, sc, report = retr.search(texts, min(args.k, ds.n_docs), n_threads=args.threads, return_report=True)
         search_s = time.perf_counter() - t0
     tag = args.tag or f"jkofast-{args.method}"
     off, docs, scores = topk_to_ragged(idx, sc, ds.doc_ids)  # each row up to its first padding entry
@@ -128,7 +151,8 @@ def run(args) -> int:
     info = {
         "dataset": ds.name,
         "method": args.method,
-        "split": args.split,
+        "split": None if args.queries else args.split or "test",
+        "queries": args.queries,
         "n_queries": len(qids),
         "k": args.k,
         "build_seconds": build_s,

@@ -21,6 +21,12 @@ def add_parser(sub) -> None:
     p.add_argument("--folds", type=int, default=5, help="K of the cross-validation (5)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fold permutation (0)")
     p.add_argument("--grid", default="published", choices=["published", "wide"], help="search space (published)")
+    p.add_argument(
+        "--rule",
+        default="1se",
+        choices=["1se", "best"],
+        help="selection: the simplest point within one standard error of the best (1se, default) or the best mean",
+    )
     p.add_argument("--embeddings", default=None, help="folder name under FOLDER/embeddings/ (default minilm-l6-v2)")
     p.add_argument("--scores", default=None, help="rerank scores file 'query-id doc-id score' (default: BM25)")
     p.add_argument("--grad", default="implicit", choices=["implicit", "unrolled"], help="Wasserstein gradient path")
@@ -53,8 +59,17 @@ def _table(r: dict) -> str:
         )
     lines.append("-" * 68)
     lines.append("* = paired-difference CI excludes 0; readout = the chosen energy read out without the flow")
-    for f in r["folds"]:
-        lines.append(f"fold {f['fold']}: {f['description']}")
+    sel = r["selection"]
+    rule = "one-standard-error rule" if sel["rule"] == "1se" else "best mean"
+    for f, info in zip(r["folds"], sel["folds"], strict=True):
+        lines.append(f"fold {f['fold']}: {f['description']} (mean {info['chosen_mean']:.4f}; best "
+                     f"{info['best_mean']:.4f}, paired SE {info['se']:.4f})")  # fmt: skip
+    bc = sel["best_corner"]
+    lines.append(
+        f"selection ({rule}): tune (oof) {sel['oof_ndcg10']:.4f} vs best single input {bc['ndcg10']:.4f} "
+        f"({bc['description']}): cost {sel['cost']:+.4f}; rule {sel['other_rule']['rule']} would give "
+        f"{sel['other_rule']['oof_ndcg10']:.4f}"
+    )
     lines.extend(f"note: {n}" for n in r["notes"])
     lines.append("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in r["seconds"].items()))
     return "\n".join(lines)
@@ -86,6 +101,7 @@ def run(args) -> int:
         embeddings=args.embeddings,
         scores_file=args.scores,
         grad=args.grad,
+        rule=args.rule,
         n_threads=args.threads,
         progress=not (args.quiet or args.json),
     )

@@ -56,6 +56,7 @@ __all__ = [
     "read_corpus",
     "read_qrels_beir",
     "read_queries",
+    "read_query_file",
 ]
 
 BUNDLED = ("scifact",)
@@ -260,6 +261,69 @@ def read_queries(path: str, strict: bool = False) -> tuple[list[str], list[str]]
         As :func:`read_corpus`; with ``strict``, a query without text.
     """
     return _read_records(path, "query", "queries", ("text",), need="text", strict=strict)
+
+
+_TSV_HEADER_IDS = ("id", "_id", "qid", "query-id", "query_id")
+
+
+def read_query_file(path: str, strict: bool = False) -> tuple[list[str], list[str]]:
+    """Read ad-hoc queries -> ``(query_ids, texts)`` in file order: JSONL or TSV, told apart by the first line.
+
+    JSONL (the first non-blank line starts with ``{``): one ``{"_id": ..., "text": ...}`` per line,
+    read as :func:`read_queries` reads ``queries.jsonl``.  TSV: ``id<TAB>text`` per line (the text
+    is everything after the first tab); a first line ``id<TAB>text`` (or ``_id`` / ``qid`` /
+    ``query-id`` / ``query_id`` and ``text`` / ``query``) is a header and skipped.  Blank lines
+    are skipped; ``.gz`` files are read gunzipped.  Ids are checked as corpus ids are (non-empty,
+    no whitespace) and unique; a query with a blank text is dropped with one :class:`DataWarning`
+    (``strict``: an error).
+
+    Raises
+    ------
+    ValueError
+        Naming ``file:line``: a TSV line without a tab, a bad or duplicate id, a bad JSON line;
+        or a file without any query.
+    FileNotFoundError
+        No such file.
+    """
+    with _open_bytes(path) as fh:
+        first = next((line for _, line in _lines(fh, path) if line.strip()), None)
+    if first is None:
+        raise ValueError(f"{path}: no query (empty file)")
+    if first.lstrip().startswith("{"):
+        return read_queries(path, strict=strict)
+    ids: list[str] = []
+    texts: list[str] = []
+    seen: set[str] = set()
+    dropped: list[str] = []
+    header = True
+    with _open_bytes(path) as fh:
+        for lineno, line in _lines(fh, path):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if "\t" not in line:
+                raise ValueError(f"{path}:{lineno}: expected 'id<TAB>text' (no tab on the line)")
+            qid, text = line.split("\t", 1)
+            if header:
+                header = False
+                if qid.strip().lower() in _TSV_HEADER_IDS and text.strip().lower() in ("text", "query"):
+                    continue
+            qid = _check_id(qid, "query id", path, lineno)
+            if qid in seen:
+                raise ValueError(f"{path}:{lineno}: duplicate query id {qid!r}")
+            seen.add(qid)
+            if not text.strip():
+                if strict:
+                    raise ValueError(f"{path}:{lineno}: query {qid!r} has no text")
+                dropped.append(f"line {lineno}, query {qid!r}")
+                continue
+            ids.append(qid)
+            texts.append(text)
+    if dropped:
+        _warn_dropped(path, len(dropped), "query record(s) without text", dropped[0])
+    if not ids:
+        raise ValueError(f"{path}: no query (empty queries file)")
+    return ids, texts
 
 
 def read_qrels_beir(path: str, known_docs=None, strict: bool = False) -> dict[str, dict[str, int]]:

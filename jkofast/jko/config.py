@@ -222,7 +222,7 @@ def operating_point(name: str, **overrides) -> JKOConfig:
     ``name`` may also be the path of a point file written by ``jkofast tune --out`` (JSON): its
     selected flow (``h``, ``lam``, ``rho``, ``sinkhorn_eps``, ``T``, ``inner_steps``, ``tau0``, and
     the gradient path it was tuned on) over the ``tuned`` point; a selected corner without a flow
-    (``dense`` or ``bm25`` alone) gives ``T = 0``.  The energy weights and the analyser of the file
+    (``dense``, ``bm25`` or ``bm25-lucene`` alone) gives ``T = 0``.  The energy weights and the analyser of the file
     are read by :func:`jkofast.studies.tune.load_point`.  Keyword overrides change fields (e.g.
     ``grad="implicit"``, ``mode="kl"``).
     """
@@ -253,8 +253,8 @@ def point_file_config(path) -> JKOConfig:
         got = doc.get("format") if isinstance(doc, dict) else None
         raise ValueError(f"{path}: not a point file (format {got!r}, expected {POINT_FORMAT!r})")
     sel, grad = doc.get("selected"), doc.get("grad")
-    if not isinstance(sel, dict) or sel.get("kind") not in ("jko", "dense", "bm25"):
-        raise ValueError(f"{path}: 'selected' must name a point (kind jko, dense or bm25)")
+    if not isinstance(sel, dict) or sel.get("kind") not in ("jko", "dense", "bm25", "bm25-lucene"):
+        raise ValueError(f"{path}: 'selected' must name a point (kind jko, dense, bm25 or bm25-lucene)")
     extra = {"grad": grad} if grad else {}
     try:
         if sel["kind"] != "jko":

@@ -61,9 +61,18 @@ from jkofast.pools.retrievers import METHODS as SPARSE_METHODS
 from jkofast.pools.retrievers import get_retriever
 from jkofast.sgr.retriever import SparseGeometricRetriever
 from jkofast.sparse.report import SearchReport
+from jkofast.studies.common import diversity_at_k
 from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk, readout_topk, rerank_blocks
 from jkofast.studies.sparse_recipe import SPARSE_RECIPE, sparse_recipe_search
-from jkofast.studies.tune import encoder_note, load_point, pool_topk, run_point, write_per_query, write_runs
+from jkofast.studies.tune import (
+    encoder_note,
+    lexical_top,
+    load_point,
+    pool_topk,
+    run_point,
+    write_per_query,
+    write_runs,
+)
 from jkofast.text.language import detect_language, language_analyser
 
 # evaluate_topk, readout_topk and rerank_blocks live in jkofast.studies.readout (below this module
@@ -149,6 +158,8 @@ class MainJobResult:
                 "recall@10": float(np.mean(m["recall"])),
                 "ms_per_query": m.get("ms_per_query"),
             }
+            if "div" in m:
+                row["div@10"] = float(np.mean(m["div"]))
             if base is not None and name != baseline:
                 d, dlo, dhi = _ci(np.asarray(m["ndcg"]) - np.asarray(base["ndcg"]))
                 row[f"diff_vs_{baseline}"] = [d, dlo, dhi]
@@ -169,6 +180,9 @@ class MainJobResult:
             f"{'vs ' + baseline + ' [95% CI]':<30} {'ms/q':>8}",
             "-" * 99,
         ]
+        div = any("div@10" in r for r in s["methods"].values())
+        if div:  # Diversity@10 (MiniLM) after R@10
+            lines[3] = lines[3].replace(" R@10  ", " R@10 Div@10  ")
         for name, r in s["methods"].items():
             ci = f"{r['ndcg@10']:.4f} [{r['ndcg@10_ci'][0]:.3f}, {r['ndcg@10_ci'][1]:.3f}]"
             dk = f"diff_vs_{baseline}"
@@ -179,8 +193,9 @@ class MainJobResult:
             else:
                 diff = "--"
             ms = r["ms_per_query"]
+            dv = (f" {r['div@10']:>6.3f}" if "div@10" in r else "     --") if div else ""
             lines.append(
-                f"{name:<18} {ci:<25} {r['ndcg@10_exp']:>6.4f} {r['recall@10']:>6.3f}  {diff:<30} "
+                f"{name:<18} {ci:<25} {r['ndcg@10_exp']:>6.4f} {r['recall@10']:>6.3f}{dv}  {diff:<30} "
                 f"{(f'{ms:8.2f}' if ms is not None else '      --')}"
             )
         lines.append("-" * 99)
@@ -240,6 +255,7 @@ class _Job:
         self.tops: dict = {}
         self.analyser = None
         self.language = None
+        self.doc_emb = None  # the document embeddings, when saved: every row then gets its Diversity@10
 
     def add(self, name, top, stage_name, scores=None):
         """Evaluate the ranked rows ``top`` as method ``name`` (timed by stage ``stage_name``).
@@ -252,6 +268,8 @@ class _Job:
             scores = np.where(top >= 0, -np.arange(top.shape[1], dtype=np.float64), -np.inf)
         self.tops[name] = (top, np.asarray(scores, np.float64))
         m = evaluate_topk(top, self.qids, self.qrels, self.ds.doc_ids, K_EVAL)
+        if self.doc_emb is not None:  # Diversity@10 over the MiniLM rows (SPEC A.7.1)
+            m["div"] = diversity_at_k(top, self.doc_emb, K_EVAL)
         m["ms_per_query"] = 1000 * self.stage.times[stage_name] / self.nq
         self.methods_out[name] = m
         self.log(f"  {name:<12} nDCG@10 {np.mean(m['ndcg']):.4f}  R@10 {np.mean(m['recall']):.3f}")
@@ -625,6 +643,7 @@ def run_main_job(dataset: str = "scifact", *, options: MainJobOptions | None = N
 
     job = _open_job(dataset, opts, _Stages(log), log)
     emb_name, emb = _load_embeddings(job, opts.embeddings, opts.embed, opts.model, opts.batch_size, opts.progress)
+    job.doc_emb = None if emb is None else emb[0]
     pool_recall = _run_methods(job, emb_name, emb)
     if opts.sparse != "sgr":
         job.methods_out = _row_order(job.methods_out)
@@ -735,6 +754,11 @@ def _point_row(job: _Job, P, rer, Z) -> None:
             top, val = job.tops[w["kind"]]
         job.add("point", top, "point", val)
         return
+    if w["kind"] == "bm25-lucene":  # the Lucene-style BM25 corner with the point's analyser
+        with job.stage("point"):
+            top, val = lexical_top(job.ds, job.qids, pt.analyser, "bm25-lucene", job.n_threads)
+        job.add("point", top, "point", val)
+        return
     if P is None:
         job.notes.append("point: skipped (it needs the dense embeddings)")
         return
@@ -764,6 +788,7 @@ def _write_outputs(job: _Job) -> None:
     if opts.per_query is not None:
         vals = {
             m: {"ndcg@10": v["ndcg"], "ndcg_exp@10": v["ndcg_exp"], "recall@10": v["recall"]}
+            | ({"div@10": v["div"]} if job.doc_emb is not None else {})
             for m, v in job.methods_out.items()
         }
         write_per_query(opts.per_query, job.qids, vals)

@@ -23,5 +23,9 @@ STUDIES: dict[str, tuple[str, str]] = {
         "linear response: implicit JVP of a JKO step vs finite differences",
     ),
     "ablations": ("jkofast.studies.ablations:study", "ablations of the JKO-RAG energy, proximal term and geometry"),
+    "sgr-report": (
+        "jkofast.studies.sgr_report:study",
+        "SparseGeometricRAG rows: frozen row (all metrics), ablation, route recall, reference rows",
+    ),
     "report": ("jkofast.studies.report:study", "every study above, one Markdown report with tables and figures"),
 }

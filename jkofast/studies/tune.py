@@ -17,11 +17,17 @@ then the JKO points (``T >= 1``): ``published`` = the 25 configurations of the p
 (:func:`jkofast.studies.tuning.sample_configs`; the SciFact point is its #12); ``wide`` = those
 plus a finer weight grid read out and flowed at the ``tuned`` and ``fast`` operating points.
 
-Selection (:func:`cross_validate`): with a train split the point with the best mean on the
-train queries is reported on the test queries.  Without one, K folds over the judged queries
-(seeded permutation, fold ``i % K``); the point of fold ``f`` is the best on the other folds, and
-every query of fold ``f`` is scored by it: the *out-of-fold* nDCG@10, which no query helped to
-select.  Ties go to the first point (corners first).
+Selection (:func:`select_point`, :func:`cross_validate`): by default the one-standard-error
+rule -- among the points whose mean on the selection queries is within one standard error of the
+best mean (the standard error of the paired per-query difference to the best point), the simplest
+(:func:`complexity`: corners, then read-outs of one, two, three weights, then flows), and within
+the simplest level the highest mean; ``rule="best"`` takes the highest mean.  With a
+train split the selected point is reported on the test queries.  Without one, K folds over the
+judged queries (seeded permutation, fold ``i % K``); the point of fold ``f`` is selected on the
+other folds, and every query of fold ``f`` is scored by it: the *out-of-fold* nDCG@10, which no
+query helped to select.  Ties go to the first point (corners first).  The lexical corners are
+BM25 okapi and Lucene-style BM25 with each analyser searched, and for English also with the
+Lucene stop-word list.
 
 The point file (:func:`save_point` / :func:`load_point`) is JSON holding every selected value,
 the analyser, the grid with its mean scores, the folds' choices and the out-of-fold scores.
@@ -56,26 +62,35 @@ from jkofast.text.analyzer import Analyzer
 from jkofast.text.language import detect_language, language_analyser
 
 __all__ = [
+    "CORNER_KINDS",
     "GRIDS",
     "POINT_FORMAT",
+    "RULES",
     "OperatingPoint",
     "TuneData",
+    "complexity",
     "cross_validate",
     "encoder_note",
     "grid",
     "kfold",
+    "lexical_top",
     "load_point",
     "pool_topk",
     "prepare",
     "run_point",
     "save_point",
     "score_grid",
+    "select_point",
     "tune_dataset",
     "write_per_query",
     "write_runs",
 ]
 
 GRIDS = ("published", "wide")
+RULES = ("1se", "best")  # selection: the one-standard-error rule (default), or the highest mean
+# the single-input corners: the full-corpus dense ranking, BM25 okapi, Lucene-style BM25 (bm25s / Lucene idf)
+CORNER_KINDS = ("dense", "bm25", "bm25-lucene")
+LEXICAL_KINDS = ("bm25", "bm25-lucene")
 # the published SciFact operating point: config #12 of the published search, energy (α, γ) = (0.4, 0.3)
 PUBLISHED_POINT = {"kind": "jko", "alpha": 0.4, "beta": 0.0, "gamma": 0.3, "h": 2.0, "lam": 0.1, "rho": 0.05,
                    "sinkhorn_eps": 0.2, "T": 5, "inner_steps": 40, "tau0": 1.0, "pool": 200}  # fmt: skip
@@ -107,7 +122,7 @@ def _readout(alpha, beta, gamma, pool=POOL) -> dict:
 def grid(name: str = "published", *, lexical_rerank: bool = True) -> list[dict]:
     """Return the grid points of ``name`` (``"published"`` or ``"wide"``), corners first.
 
-    Each point is a dict: ``kind`` (``"dense"``, ``"bm25"`` or ``"jko"``) and, for ``"jko"``,
+    Each point is a dict: ``kind`` (a corner of :data:`CORNER_KINDS` or ``"jko"``) and, for ``"jko"``,
     the energy weights ``alpha`` (dense), ``beta`` (lexical), ``gamma`` (rerank) and the flow
     fields ``h, lam, rho, sinkhorn_eps, T, inner_steps, tau0`` (``T = 0``: no flow, ``r`` read out).
 
@@ -148,13 +163,16 @@ def grid(name: str = "published", *, lexical_rerank: bool = True) -> list[dict]:
             fl = _flow(operating_point(point))
             for a in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0):
                 flows.append({"kind": "jko", "alpha": a, "beta": 0.0, "gamma": round(1.0 - a, 1), **fl, "pool": m})
-    corners = [{"kind": "dense"}, {"kind": "bm25"}]
+    corners = [{"kind": k} for k in CORNER_KINDS]
     return corners + [_readout(*w) for w in weights] + flows
 
 
-def describe_point(p: dict) -> str:
-    """One line naming a grid point."""
+def describe_point(p: dict, analysers=None) -> str:
+    """One line naming a grid point (``analysers``: the tune's list, to name a lexical corner's analyser)."""
     if p["kind"] != "jko":
+        an = p.get("analyser")
+        if analysers is not None and p["kind"] in LEXICAL_KINDS and an is not None and an < len(analysers):
+            return f"{p['kind']} only ({analysers[an]['why']})"
         return f"{p['kind']} only"
     w = f"alpha {p['alpha']:g}, beta {p['beta']:g}, gamma {p['gamma']:g}"
     if p.get("pool", POOL) != POOL:
@@ -185,7 +203,73 @@ def kfold(n: int, k: int = 5, seed: int = 0) -> np.ndarray:
     return folds
 
 
-def cross_validate(scores, folds) -> tuple[list[int], np.ndarray, np.ndarray]:
+def complexity(p: dict) -> int:
+    """Simplicity level of a grid point for the one-standard-error rule (lower = simpler).
+
+    0: a corner (one input ranked alone over the corpus); 1, 2, 3: an energy read out without the
+    flow with that many non-zero weights; 4: a JKO flow.
+    """
+    if p["kind"] != "jko":
+        return 0
+    if p["T"] == 0:
+        return sum(1 for k in ("alpha", "beta", "gamma") if p[k] != 0)
+    return 4
+
+
+def select_point(scores, levels=None, rule: str = "1se") -> tuple[int, dict]:
+    """Select a point from its per-query scores on the selection queries.
+
+    Parameters
+    ----------
+    scores : float (n_points, n_queries)
+        Per-query metric of each point on the selection queries only.
+    levels : int (n_points,), optional
+        :func:`complexity` of each point (default: all 0, i.e. the plain order).
+    rule : {"1se", "best"}
+        ``"best"``: the first point with the highest mean.  ``"1se"``: the one-standard-error
+        rule -- a point is within one standard error of the best when ``best mean - its mean`` is
+        at most the standard error of that difference over the same queries
+        (``std(best - point, ddof=1) / sqrt(n)``; 0 with one query); of those, the lowest level,
+        and within it the first with the highest mean.
+
+    Returns
+    -------
+    choice : int
+    info : dict
+        ``best`` (index of the highest mean), ``best_mean``, ``chosen_mean`` and ``se`` (the
+        standard error of the chosen point's difference to the best; 0 when the best is chosen).
+
+    Raises
+    ------
+    ValueError
+        An unknown rule, no point or no query, NaN scores, ``levels`` of another length.
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    S = np.asarray(scores, np.float64)
+    if S.ndim != 2 or S.shape[0] == 0 or S.shape[1] == 0:
+        raise ValueError(f"scores must be (points, queries) with at least one of each, got shape {S.shape}")
+    means = S.mean(axis=1)
+    best = select_best(means)  # raises on NaN
+    n = S.shape[1]
+    # paired: the points are scored on the same queries, so the difference's own spread decides
+    se = S[best][None, :] - S
+    se = se.std(axis=1, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(S.shape[0])
+    choice = best
+    if rule == "1se":
+        lv = np.zeros(S.shape[0], np.int64) if levels is None else np.asarray(levels, np.int64)
+        if lv.shape != (S.shape[0],):
+            raise ValueError(f"levels must hold one level per point ({S.shape[0]}), got shape {lv.shape}")
+        ok = means[best] - means <= se
+        simplest = lv[ok].min()
+        cand = np.flatnonzero(ok & (lv == simplest))
+        choice = int(cand[select_best(means[cand])])
+    info = {"best": int(best), "best_mean": float(means[best]), "se": float(se[choice]),
+            "chosen_mean": float(means[choice])}  # fmt: skip
+    return choice, info
+
+
+def cross_validate(scores, folds, levels=None, rule: str = "best") -> tuple[list[int], np.ndarray, np.ndarray]:
     """Out-of-fold selection over a score matrix.
 
     Parameters
@@ -194,11 +278,15 @@ def cross_validate(scores, folds) -> tuple[list[int], np.ndarray, np.ndarray]:
         Per-query metric of each grid point.
     folds : int (n_queries,)
         Fold of each query (0..K-1).
+    levels : int (n_points,), optional
+        :func:`complexity` of each point (the ``"1se"`` rule prefers the lowest).
+    rule : {"best", "1se"}
+        How each fold selects on the other folds' queries (:func:`select_point`).
 
     Returns
     -------
     choices : list of int
-        Point chosen for each fold: :func:`select_best` of the mean over the *other* folds.
+        Point chosen for each fold: :func:`select_point` on the queries of the *other* folds.
     oof : float (n_queries,)
         Each query's value under its fold's point.
     chosen : int (n_queries,)
@@ -219,7 +307,7 @@ def cross_validate(scores, folds) -> tuple[list[int], np.ndarray, np.ndarray]:
         test = folds == f
         if not test.any() or test.all():
             raise ValueError(f"fold {f} holds {int(test.sum())} of {folds.size} queries")
-        c = select_best(S[:, ~test].mean(axis=1))
+        c = select_point(S[:, ~test], levels, rule)[0]
         choices.append(c)
         oof[test] = S[c, test]
         chosen[test] = c
@@ -243,6 +331,17 @@ class TuneData:
     dense_top: tuple  # (rows, scores) (nq, K_READ)
     bm25_top: tuple
     seconds: dict
+    lexical_tops: dict = dataclasses.field(default_factory=dict)  # kind -> (rows, scores): bm25, bm25-lucene
+
+
+def lexical_top(ds, query_ids, analyser: Analyzer, kind: str = "bm25-lucene", n_threads=None):
+    """Full-corpus ranking ``(rows, scores)`` (nq, K_READ) of the lexical corner ``kind`` with ``analyser``."""
+    if kind not in LEXICAL_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(LEXICAL_KINDS)}, got {kind!r}")
+    retr = get_retriever(kind, analyzer=analyser).fit(ds.doc_texts(". "))
+    queries = ds.queries
+    S = retr.score_all([queries[q] for q in query_ids], n_threads=n_threads)
+    return top_lists(S, K_READ, n_threads)
 
 
 def prepare(
@@ -274,7 +373,11 @@ def prepare(
         rer = P.sparse
     Z = np.ascontiguousarray(doc_emb[P.doc_idx], dtype=np.float32)
     secs["dense_pools"] = time.perf_counter() - t
-    return TuneData(list(query_ids), qrels, ds.doc_ids, analyser, P, rer, Z, dense_top, bm25_top, secs)
+    t = time.perf_counter()
+    lucene_top = lexical_top(ds, query_ids, analyser, "bm25-lucene", n_threads)
+    secs["bm25-lucene"] = time.perf_counter() - t
+    lex = {"bm25": bm25_top, "bm25-lucene": lucene_top}
+    return TuneData(list(query_ids), qrels, ds.doc_ids, analyser, P, rer, Z, dense_top, bm25_top, secs, lex)
 
 
 def pool_topk(values, P, k=K_READ):
@@ -294,6 +397,10 @@ def run_point(data: TuneData, p: dict, *, grad="implicit", n_threads=None, cache
         return data.dense_top
     if p["kind"] == "bm25":
         return data.bm25_top
+    if p["kind"] in LEXICAL_KINDS:
+        if p["kind"] not in data.lexical_tops:
+            raise ValueError(f"no {p['kind']} ranking in these inputs (prepare() computes it)")
+        return data.lexical_tops[p["kind"]]
     m = int(p.get("pool", POOL))
     P, rerank, Z = _pool_inputs(data, m, cache)
     key = (p["alpha"], p["beta"], p["gamma"], m)
@@ -382,6 +489,21 @@ def _analysers(language, grid_name):
     return out
 
 
+def _corner_analysers(language, analysers) -> list:
+    """Return the analysers tried by the lexical corners only: for English, each searched one with Lucene's stop words.
+
+    Stop-word lists exist for English only (:mod:`jkofast.text.stopwords`); other languages get none.
+    """
+    if language != "english":
+        return []
+    out = []
+    for an, why in analysers:
+        if an.stopwords is None:
+            why = why.replace("no stop words", "Lucene stop words") + " (lexical corners only)"
+            out.append((dataclasses.replace(an, stopwords="lucene"), why))
+    return out
+
+
 def tune_dataset(
     dataset: str,
     *,
@@ -395,6 +517,7 @@ def tune_dataset(
     grad: str = "implicit",
     n_threads: int | None = None,
     progress: bool = True,
+    rule: str = "1se",
 ) -> dict:
     """Select an operating point on ``dataset`` and report it (the ``jkofast tune`` work).
 
@@ -412,6 +535,8 @@ def tune_dataset(
         Seed of the fold permutation.
     embeddings, scores_file, grad, n_threads, progress
         As ``jkofast run``.
+    rule : {"1se", "best"}
+        Selection rule (:func:`select_point`): the one-standard-error rule, or the highest mean.
 
     Returns
     -------
@@ -432,6 +557,8 @@ def tune_dataset(
 
     if grid_name not in GRIDS:
         raise ValueError(f"grid must be one of {', '.join(GRIDS)}, got {grid_name!r}")
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     folds = check_int(folds, "folds", min_value=2)
     ds = load_dataset(dataset)
     emb_name = embeddings or DEFAULT_EMBEDDINGS
@@ -446,10 +573,12 @@ def tune_dataset(
         log(f"warning: {enc}")
     points = grid(grid_name, lexical_rerank=scores_file is None)
     inputs = (ds, qids, qrels, (emb[0], q_emb))
+    tried = _analysers(guess.language, grid_name)
     all_points, S, all_tops, analysers, secs, first = _score_analysers(
-        inputs, points, _analysers(guess.language, grid_name), scores_file, grad, n_threads, log
+        inputs, points, tried, scores_file, grad, n_threads, log, _corner_analysers(guess.language, tried)
     )
-    sel_cols, ev_cols, fold_of, choices, oof, chosen, final = _select(S, n_sel, folds, seed)
+    levels = [complexity(p) for p in all_points]
+    sel_cols, ev_cols, fold_of, choices, oof, chosen, final = _select(S, n_sel, folds, seed, levels, rule)
     ev_ids = [qids[i] for i in ev_cols]
     base_rows, extra = _baseline_rows(inputs, first, S, all_points, chosen, ev_cols, grad, n_threads)
     baselines = {}
@@ -476,7 +605,7 @@ def tune_dataset(
         "grad": grad,
         "selected": _public(all_points[final]),
         "selected_index": int(final),
-        "selected_description": describe_point(all_points[final]),
+        "selected_description": describe_point(all_points[final], analysers),
         "analyser": analysers[all_points[final]["analyser"]]["analyser"],
         "grid": [_public(p) | {"analyser": p["analyser"]} for p in all_points],
         "grid_ndcg10": [float(x) for x in sel_means],
@@ -484,7 +613,7 @@ def tune_dataset(
             {
                 "fold": f,
                 "index": int(c),
-                "description": describe_point(all_points[c]),
+                "description": describe_point(all_points[c], analysers),
                 "queries": [qids[j] for j in ev_cols if fold_of is None or fold_of[j] == f],
             }
             for f, c in enumerate(choices)
@@ -493,6 +622,7 @@ def tune_dataset(
         "oof_ci": [lo, hi],
         "oof_per_query": dict(zip(ev_ids, (float(x) for x in oof), strict=True)),
         "baselines": baselines,
+        "selection": _selection_report(S, all_points, analysers, levels, oof, (n_sel, folds, seed), rule, ev_cols),
         "notes": notes,
         "seconds": {**secs, "total": time.perf_counter() - t0},
     }
@@ -501,10 +631,11 @@ def tune_dataset(
     return {**out, "_tops": tops, "_per_query": per_query, "_query_ids": ev_ids, "_doc_ids": ds.doc_ids}
 
 
-def _score_analysers(inputs, points, analysers_to_try, scores_file, grad, n_threads, log):
+def _score_analysers(inputs, points, analysers_to_try, scores_file, grad, n_threads, log, corner_only=()):
     """Score every grid point under each analyser: ``(points, scores (n, nq), tops, analysers, seconds, first data)``.
 
-    The pools, geometry and embeddings of an analyser are prepared once and reused by all its points.
+    The pools, geometry and embeddings of an analyser are prepared once and reused by all its points;
+    the analysers of ``corner_only`` add the lexical corners alone.
     """
     ds, qids, qrels, rows = inputs
     all_points, all_scores, all_tops, analysers, secs, first = [], [], [], [], {}, None
@@ -521,6 +652,18 @@ def _score_analysers(inputs, points, analysers_to_try, scores_file, grad, n_thre
         all_scores.append(S)
         all_tops.extend(tops)
         first = data if first is None else first
+    for an, why in corner_only:  # lexical corners only: no pools, no grid
+        log(f"analyser: {why}")
+        analysers.append({"analyser": an.to_dict(), "why": why})
+        t = time.perf_counter()
+        for kind in LEXICAL_KINDS:
+            top = lexical_top(ds, qids, an, kind, n_threads)
+            nd = evaluate_topk(top[0], qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
+            all_points.append({"kind": kind, "analyser": len(analysers) - 1})
+            all_scores.append(nd[None, :])
+            all_tops.append((top[0].astype(np.int32), top[1]))
+            log(f"  {kind} ({why}): nDCG@10 {nd.mean():.4f}")
+        secs[f"corners[{len(analysers) - 1}]"] = time.perf_counter() - t
     return all_points, np.vstack(all_scores), all_tops, analysers, secs, first
 
 
@@ -593,17 +736,54 @@ def _inputs(ds, emb_name, split, eval_split, folds):
     return emb, qids, len(sel_q), qrels, emb[1][[qrow[q] for q in qids]]
 
 
-def _select(S, n_sel: int, folds: int, seed: int):
+def _select(S, n_sel: int, folds: int, seed: int, levels=None, rule: str = "best"):
     """``(sel_cols, ev_cols, fold_of, choices, oof, chosen, final)``: train/test when ``n_sel``, else K-fold."""
     nq = S.shape[1]
     if n_sel:
         sel_cols, ev_cols = np.arange(n_sel), np.arange(n_sel, nq)
-        choice = select_best(S[:, sel_cols].mean(axis=1))
+        choice = select_point(S[:, sel_cols], levels, rule)[0]
         return sel_cols, ev_cols, None, [choice], S[choice, ev_cols], np.full(len(ev_cols), choice), choice
     fold_of = kfold(nq, folds, seed)
-    choices, oof, chosen = cross_validate(S, fold_of)
+    choices, oof, chosen = cross_validate(S, fold_of, levels, rule)
     cols = np.arange(nq)
-    return cols, cols, fold_of, choices, oof, chosen, select_best(S.mean(axis=1))
+    return cols, cols, fold_of, choices, oof, chosen, select_point(S, levels, rule)[0]
+
+
+def _selection_report(S, points, analysers, levels, oof, protocol, rule, ev_cols) -> dict:
+    """Return what the selection cost: the out-of-fold score against the best single input and the other rule.
+
+    ``best_corner`` is the corner with the highest mean on the reported queries, chosen after the
+    fact (an oracle no fold could know); ``cost`` = out-of-fold mean − its mean (negative: the
+    selection lost that much to its best input).  ``other_rule``: the out-of-fold mean the other
+    rule of :data:`RULES` gives on the same folds.  ``folds``: per fold, the best point on its
+    selection queries, that mean's standard error and the chosen point.
+    """
+    n_sel, k, seed = protocol
+    corners = [i for i, lv in enumerate(levels) if lv == 0]
+    cmeans = {i: float(S[i, ev_cols].mean()) for i in corners}
+    bc = max(corners, key=lambda i: (cmeans[i], -i))
+    other = RULES[1] if rule == RULES[0] else RULES[0]
+    nq = S.shape[1]
+    if n_sel:
+        per_fold = [(np.arange(n_sel), None)]
+        other_oof = S[select_point(S[:, :n_sel], levels, other)[0], ev_cols]
+    else:
+        fold_of = kfold(nq, k, seed)
+        per_fold = [(np.flatnonzero(fold_of != f), f) for f in range(k)]
+        other_oof = cross_validate(S, fold_of, levels, other)[1]
+    folds = []
+    for cols, f in per_fold:
+        c, info = select_point(S[:, cols], levels, rule)
+        folds.append({"fold": f, "chosen": int(c), **info})
+    return {
+        "rule": rule,
+        "folds": folds,
+        "corners": {describe_point(points[i], analysers): cmeans[i] for i in corners},
+        "best_corner": {"index": int(bc), "description": describe_point(points[bc], analysers), "ndcg10": cmeans[bc]},
+        "oof_ndcg10": float(np.mean(oof)),
+        "cost": float(np.mean(oof) - cmeans[bc]),
+        "other_rule": {"rule": other, "oof_ndcg10": float(np.mean(other_oof))},
+    }
 
 
 def _grid_log(log, n):
@@ -653,7 +833,7 @@ def _public(p: dict) -> dict:
 class OperatingPoint(NamedTuple):
     """A loaded point file: the JKO configuration, the energy weights and the lexical analyser.
 
-    ``weights``: ``kind`` (``"jko"``, ``"dense"`` or ``"bm25"``), ``alpha`` (dense), ``beta``
+    ``weights``: ``kind`` (``"jko"``, ``"dense"``, ``"bm25"`` or ``"bm25-lucene"``), ``alpha`` (dense), ``beta``
     (lexical), ``gamma`` (rerank), ``pool`` (the first ``pool`` entries of each hybrid pool);
     ``config.T == 0`` means the energy is read out without the flow.
     The corners load as their pool read-outs (``dense``: α = 1; ``bm25``: β = 1; ``T = 0``).
@@ -688,8 +868,8 @@ def load_point(path) -> OperatingPoint:
         raise ValueError(f"{path}: not a point file (format {d.get('format') if isinstance(d, dict) else None!r}, "
                          f"expected {POINT_FORMAT!r})")  # fmt: skip
     sel, an = d.get("selected"), d.get("analyser")
-    if not isinstance(sel, dict) or sel.get("kind") not in ("jko", "dense", "bm25") or not isinstance(an, dict):
-        raise ValueError(f"{path}: 'selected' and 'analyser' must name a point (kind jko, dense or bm25)")
+    if not isinstance(sel, dict) or sel.get("kind") not in ("jko", *CORNER_KINDS) or not isinstance(an, dict):
+        raise ValueError(f"{path}: 'selected' and 'analyser' must name a point (kind jko, {', '.join(CORNER_KINDS)})")
     try:
         analyser = Analyzer.from_dict(an)
         kind = sel["kind"]
@@ -704,7 +884,7 @@ def load_point(path) -> OperatingPoint:
             w = {
                 "kind": kind,
                 "alpha": float(kind == "dense"),
-                "beta": float(kind == "bm25"),
+                "beta": float(kind in LEXICAL_KINDS),
                 "gamma": 0.0,
                 "pool": POOL,
             }

@@ -316,8 +316,51 @@ def test_run_with_point_runs_and_per_query(tiny, tuned, tmp_path, capsys):
         got[name] = float(np.mean(evaluate(read_run(runs / f"{name}.run"), qrels, metrics=("ndcg@10",))["ndcg@10"]))
     assert got == pytest.approx({name: row["ndcg@10"] for name, row in s["methods"].items()})
     lines = pq.read_text().splitlines()
-    assert lines[0] == "query_id\tmethod\tndcg@10\tndcg_exp@10\trecall@10"
+    assert lines[0] == "query_id\tmethod\tndcg@10\tndcg_exp@10\trecall@10\tdiv@10"
     assert len(lines) == 1 + 12 * len(s["methods"])
+    # with embeddings every row carries its Diversity@10, the eval metric on its run file
+    ds = load_dataset(tiny)
+    emb = (ds.doc_ids, ds.embeddings()[0])
+    for name, row in s["methods"].items():
+        ev = evaluate(read_run(runs / f"{name}.run"), qrels, metrics=("diversity@10",), tie_break="given",
+                      embeddings=emb)  # fmt: skip
+        assert row["div@10"] == pytest.approx(float(np.mean(ev["diversity@10"])), abs=1e-9)
+
+
+def test_run_table_shows_diversity_only_with_embeddings(tiny, tmp_path, capsys):
+    from jkofast.studies.main_job import run_main_job
+
+    res = run_main_job(tiny, methods=("dpp_map", "mmr"), include_sgr=False, progress=False, n_threads=1)
+    assert "Div@10" in res.table() and 0 < res.summary()["methods"]["dpp_map"]["div@10"] <= 2
+    bare = tmp_path / "bare"
+    import shutil
+
+    shutil.copytree(tiny, bare, ignore=shutil.ignore_patterns("embeddings"))
+    res = run_main_job(str(bare), methods=("dpp_map",), include_sgr=False, progress=False, n_threads=1)
+    assert "Div@10" not in res.table() and "div@10" not in res.summary()["methods"]["bm25"]
+
+
+def test_run_with_a_lucene_corner_point(tiny, tuned, tmp_path, capsys):
+    """A point file that selected the Lucene-style BM25 corner runs that ranking with its analyser."""
+    from jkofast.datasets.beir import load_dataset
+    from jkofast.studies.readout import evaluate_topk
+    from jkofast.studies.tune import lexical_top
+    from jkofast.text.analyzer import Analyzer
+
+    lucene = next(i for i, p in enumerate(tuned["grid"]) if p["kind"] == "bm25-lucene")
+    r = {**tuned, "selected": {"kind": "bm25-lucene"}, "selected_index": lucene}
+    point = tmp_path / "lucene.json"
+    save_point(r, point)
+    assert load_point(point).weights["kind"] == "bm25-lucene"
+    rc = main(["run", "--dataset", tiny, "--point", str(point), "--methods", "hybrid_rrf", "--no-sgr",
+               "--threads", "1", "--json"])  # fmt: skip
+    assert rc == 0
+    s = json.loads(capsys.readouterr().out)
+    ds = load_dataset(tiny)
+    qids = ds.split_query_ids("test")
+    top = lexical_top(ds, qids, Analyzer.from_dict(tuned["analyser"]), "bm25-lucene", 1)
+    want = evaluate_topk(top[0], qids, ds.qrels("test"), ds.doc_ids)["ndcg"].mean()
+    assert s["methods"]["point"]["ndcg@10"] == pytest.approx(want)
 
 
 def test_run_point_errors_before_work(tiny, tmp_path, capsys):
@@ -454,3 +497,115 @@ def test_operating_point_reads_a_point_file(tmp_path):
         operating_point(str(p))
     with pytest.raises(ValueError, match="unknown operating point 'nope'"):
         operating_point("nope")
+
+
+# ---------------------------------------------------------------------------------------------
+# the one-standard-error rule
+# ---------------------------------------------------------------------------------------------
+def _naive_one_se(S, levels):
+    """The rule spelled out: best mean; each point's paired SE to it; the simplest level within; its best mean."""
+    n = S.shape[1]
+    means = [sum(row) / n for row in S.tolist()]
+    best = max(range(len(means)), key=lambda i: (means[i], -i))
+    se = []
+    for row in S.tolist():
+        d = [b - x for b, x in zip(S[best].tolist(), row, strict=True)]
+        md = sum(d) / n
+        se.append((sum((x - md) ** 2 for x in d) / (n - 1)) ** 0.5 / n**0.5)
+    ok = [i for i in range(len(means)) if means[best] - means[i] <= se[i] + 1e-15]
+    lv = min(levels[i] for i in ok)
+    choice = max((i for i in ok if levels[i] == lv), key=lambda i: (means[i], -i))
+    return choice, se[choice]
+
+
+def test_one_se_rule_prefers_a_corner_within_one_standard_error():
+    from jkofast.studies.tune import select_point
+
+    # point 0 (a corner) is 0.01 below the best; the paired difference's SE is about 0.025
+    S = np.array(
+        [
+            [0.60, 0.50, 0.60, 0.50],  # corner, mean 0.55
+            [0.20, 0.20, 0.20, 0.20],  # corner, far below
+            [0.65, 0.45, 0.65, 0.49],  # read-out, mean 0.56
+            [0.66, 0.46, 0.66, 0.46],  # flow, mean 0.56
+        ]
+    )
+    levels = [0, 0, 2, 4]
+    c, info = select_point(S, levels, "1se")
+    assert c == 0 and info["best"] in (2, 3)
+    assert info["se"] == pytest.approx(_naive_one_se(S, levels)[1]) and info["se"] >= 0.01
+    assert select_point(S, levels, "best")[0] == info["best"]
+    # a corner further below than its paired SE is not kept: the simplest level within the band wins
+    T = S.copy()
+    T[0] -= 0.1
+    assert select_point(T, levels, "1se")[0] == 2
+    # the same gap with a corner that moves with the best point on every query: a tiny SE, not kept
+    U = S.copy()
+    U[0] = S[2] - 0.02
+    assert select_point(U, levels, "1se")[0] == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_se_rule_matches_naive_oracle(seed):
+    from jkofast.studies.tune import select_point
+
+    rng = np.random.default_rng(seed)
+    S = rng.random((9, 15)) * 0.3 + rng.random((9, 1)) * 0.2
+    levels = rng.integers(0, 5, 9).tolist()
+    c, info = select_point(S, levels, "1se")
+    assert c == _naive_one_se(S, levels)[0]
+    assert info["chosen_mean"] >= info["best_mean"] - info["se"] - 1e-12
+
+
+def test_one_se_rule_keeps_the_fold_discipline():
+    """Under the 1-SE rule too, fold f's queries never change fold f's choice."""
+    rng = np.random.default_rng(3)
+    S = rng.random((8, 40))
+    levels = [0, 0, 1, 2, 2, 3, 4, 4]
+    folds = kfold(40, 4, 1)
+    choices, oof, chosen = cross_validate(S, folds, levels, "1se")
+    for f in range(4):
+        T = S.copy()
+        T[:, folds == f] = rng.random((8, int((folds == f).sum())))
+        T[7, folds == f] = 10.0
+        assert cross_validate(T, folds, levels, "1se")[0][f] == choices[f]
+        assert np.array_equal(oof[folds == f], S[choices[f], folds == f])
+    assert np.array_equal(chosen, np.asarray(choices)[folds])
+
+
+def test_select_point_rejects_bad_input():
+    from jkofast.studies.tune import select_point
+
+    with pytest.raises(ValueError, match="rule"):
+        select_point(np.zeros((2, 3)), rule="median")
+    with pytest.raises(ValueError, match="levels"):
+        select_point(np.zeros((2, 3)), [0], "1se")
+    with pytest.raises(ValueError, match="NaN"):
+        select_point(np.array([[np.nan, 0.0]]))
+    with pytest.raises(ValueError, match="shape"):
+        select_point(np.zeros((0, 3)))
+
+
+def test_complexity_orders_corners_readouts_flows():
+    from jkofast.studies.tune import complexity
+
+    g = grid("published")
+    lv = [complexity(p) for p in g]
+    assert lv[:3] == [0, 0, 0] and [p["kind"] for p in g[:3]] == ["dense", "bm25", "bm25-lucene"]
+    assert all(complexity(p) == 4 for p in g if p["kind"] == "jko" and p["T"] > 0)
+    reads = [p for p in g if p["kind"] == "jko" and p["T"] == 0]
+    assert all(complexity(p) == sum(p[k] != 0 for k in ("alpha", "beta", "gamma")) for p in reads)
+
+
+def test_tune_reports_the_selection_cost(tuned):
+    sel = tuned["selection"]
+    assert sel["rule"] == "1se" and len(sel["folds"]) == 3
+    corners = [i for i, p in enumerate(tuned["grid"]) if p["kind"] in ("dense", "bm25", "bm25-lucene")]
+    assert sel["best_corner"]["index"] in corners
+    pq = tuned["_per_query"]["tune_oof"]
+    assert sel["oof_ndcg10"] == pytest.approx(float(np.mean(pq)))
+    assert sel["cost"] == pytest.approx(sel["oof_ndcg10"] - sel["best_corner"]["ndcg10"])
+    assert sel["other_rule"]["rule"] == "best"
+    # the Lucene-style BM25 corner is in the grid; English adds the stop-word variants as corners
+    kinds = {p["kind"] for p in tuned["grid"]}
+    assert {"dense", "bm25", "bm25-lucene"} <= kinds
