@@ -11,22 +11,29 @@ import pytest
 import jkofast._ahead as ahead
 
 
+def _module(tmp_path, name: str, source: str):
+    """Import ``source`` as the new module ``name`` (written to ``tmp_path``; never compiled before)."""
+    (tmp_path / f"{name}.py").write_text(source)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
 def _fresh_module(tmp_path, name: str):
     """A module with one cached and one uncached njit function, never compiled before."""
-    (tmp_path / f"{name}.py").write_text(
+    return _module(
+        tmp_path,
+        name,
         "import numba\n"
         "@numba.njit(cache=True)\n"
         "def twice(x):\n"
         "    return 2 * x\n"
         "@numba.njit\n"
         "def thrice(x):\n"
-        "    return 3 * x\n"
+        "    return 3 * x\n",
     )
-    sys.path.insert(0, str(tmp_path))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(tmp_path))
 
 
 def test_cached_probe_follows_the_on_disk_index(tmp_path):
@@ -91,20 +98,17 @@ def test_child_command_runs_this_processs_jkofast(tmp_path):
 
 def _nested_module(tmp_path, name: str):
     """A module whose uncached njit ``outer`` calls ``inner`` (the callee compiles inside the caller's compile)."""
-    (tmp_path / f"{name}.py").write_text(
+    return _module(
+        tmp_path,
+        name,
         "import numba\n"
         "@numba.njit\n"
         "def inner(x):\n"
         "    return x + 1\n"
         "@numba.njit\n"
         "def outer(x):\n"
-        "    return inner(x) * 2\n"
+        "    return inner(x) * 2\n",
     )
-    sys.path.insert(0, str(tmp_path))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(tmp_path))
 
 
 def test_compile_notice_announces_a_cold_cache_once_and_counts(tmp_path):
