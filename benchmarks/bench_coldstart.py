@@ -8,6 +8,9 @@ path's kernels; ``warmup`` is ``jkofast.warmup()``'s default set): ``cold`` with
 is the bare ``import jkofast``. The regular profile tracks every entry point; the fast profile
 (CI) only the smallest, so a broken suite still fails quickly.
 
+``CompileCost`` tracks, per entry point on an empty cache, the seconds of compilation (each
+signature's own, as ``jkofast warmup --report`` counts them) and the number of compiled signatures.
+
 ``CliStart`` tracks whole CLI processes with a filled cache (medians of 5 runs): ``jkofast --help``,
 ``jkofast evaluate --n-boot 0`` on seeded runs (1,000 and 10,000 queries x 100; 100 x 100 in the fast
 profile, ``benchmarks/tools/make_eval_runs.py``'s data), where pytrec_eval is installed its ratio to a
@@ -19,6 +22,7 @@ and the number of Numba modules that process imports (0).  ``SearchStart`` track
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import statistics
@@ -94,6 +98,52 @@ class ColdStart:
         return _fresh_process(ENTRY[entry], self.cache)
 
     track_cached_seconds.unit = "s"
+
+
+# runs one entry point in a fresh process under jkofast's compile recorder; prints own compile seconds and signatures
+RECORDED = (
+    "import json, sys\nfrom jkofast.warmups import CompileRecorder\nwith CompileRecorder() as rec:\n"
+    "    exec(compile(sys.argv[1], '<entry>', 'exec'), {})\n"
+    "print(json.dumps([sum(r[2] for r in rec.rows()), len(rec.rows())]))\n"
+)
+
+
+class CompileCost:
+    """What one call per entry point compiles on an empty cache: compile seconds and compiled signatures.
+
+    ``jkofast warmup --report`` lists them kernel by kernel. The seconds are each signature's own
+    (callees apart), summed; the signature count does not depend on the machine's load, so an
+    accidental specialisation (a second dtype, layout or literal variant) shows as a step.
+    """
+
+    params = (NAMES,)
+    param_names = ["entry"]
+    timeout = 900
+    number = 1
+    repeat = 1
+
+    def setup(self, entry):
+        cache = tempfile.mkdtemp(prefix="jkofast-compilecost-")
+        env = {k: v for k, v in os.environ.items() if k != "JKOFAST_CACHE_DIR"}
+        env.update(NUMBA_CACHE_DIR=cache, NUMBA_NUM_THREADS=env.get("NUMBA_NUM_THREADS", "1"))
+        try:
+            out = subprocess.run([sys.executable, "-c", RECORDED, ENTRY[entry]], check=True, env=env,
+                                 capture_output=True, text=True)  # fmt: skip
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        self.seconds, self.signatures = json.loads(out.stdout.strip().splitlines()[-1])
+
+    def track_compile_seconds(self, entry):
+        """Seconds of Numba compilation of the call on an empty cache (each signature's own, summed)."""
+        return self.seconds
+
+    track_compile_seconds.unit = "s"
+
+    def track_compiled_signatures(self, entry):
+        """Kernel signatures the call compiles on an empty cache."""
+        return self.signatures
+
+    track_compiled_signatures.unit = "signatures"
 
 
 class ImportTime:

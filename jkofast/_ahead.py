@@ -16,12 +16,15 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+
+import numba.core.event as _event
 
 import jkofast
 from jkofast._numba import compile_switches, sources_digest
 
-__all__ = ["Ahead", "cached", "compile_ahead", "cpu_count", "jkofast_command"]
+__all__ = ["Ahead", "CompileNotice", "cached", "compile_ahead", "cpu_count", "jkofast_command"]
 
 ENV_SWITCH = "JKOFAST_COMPILE_AHEAD"
 
@@ -57,8 +60,9 @@ def jkofast_command(args: Sequence[str]) -> list[str]:
     """Return the command running ``jkofast ARGS`` in a child on *this* process's jkofast.
 
     Not ``python -m jkofast``: from a repository root that imports the checkout in the current
-    folder rather than the installed copy this process runs, and the two cache apart (one cache
-    folder per source folder), so the child's kernels would never reach this process.
+    folder rather than the installed copy this process runs; when the two differ in their kernel
+    sources they cache apart (the cache folder is named by the sources' digest), so the child's
+    kernels would never reach this process.
     """
     root = os.path.dirname(os.path.dirname(os.path.abspath(jkofast.__file__)))
     # the child drops the current folder from its path (unless this jkofast lives there) and
@@ -137,3 +141,54 @@ def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
     cmd = jkofast_command(["warmup", "--jobs", "1", "--only", ",".join(entries)])
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
     return Ahead(entries, proc, err)
+
+
+class CompileNotice(_event.Listener):
+    """Say when a command compiles kernels (a cold cache), with a progress count; silent when all load.
+
+    ``with CompileNotice(log, about_s):`` — at the first kernel compiled in this process, ``log``
+    gets ``compiling kernels for this machine (once; about N s)``; then a count every
+    ``every_s`` seconds of compiling, and at the end the number compiled and the seconds they
+    took. Loads from the on-disk cache are not compiles (Numba's ``numba:compile`` event fires
+    on a cache miss only), so a warm run prints nothing.
+    """
+
+    def __init__(self, log: Callable[[str], None], about_s: float, every_s: float = 15.0) -> None:
+        self._log = log
+        self._about = about_s
+        self._every = every_s
+        self._depth = 0
+        self._t0 = 0.0
+        self._last = 0.0
+        self.seconds = 0.0  # time spent compiling (outermost compiles, callees inside them)
+        self.count = 0  # signatures compiled (callees included)
+
+    def on_start(self, event) -> None:
+        """Note a compile starting; announce the first one of this process (Numba event listener)."""
+        if self._depth == 0:
+            now = time.perf_counter()
+            if self.count == 0:
+                self._log(f"compiling kernels for this machine (once; about {self._about:.0f} s)")
+                self._last = now
+            self._t0 = now
+        self._depth += 1
+
+    def on_end(self, event) -> None:
+        """Count a compile that ended; log the count every ``every_s`` seconds (Numba event listener)."""
+        self._depth -= 1
+        self.count += 1
+        if self._depth == 0:
+            now = time.perf_counter()
+            self.seconds += now - self._t0
+            if now - self._last >= self._every:
+                self._log(f"compiling kernels: {self.count} compiled ({self.seconds:.0f} s)")
+                self._last = now
+
+    def __enter__(self) -> CompileNotice:
+        _event.register("numba:compile", self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _event.unregister("numba:compile", self)
+        if self.count and exc[0] is None:
+            self._log(f"compiled {self.count} kernels in {self.seconds:.0f} s (cached: later runs load them)")

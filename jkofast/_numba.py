@@ -5,8 +5,10 @@ and records the dispatcher in ``REGISTRY`` (``tests/test_numba_hygiene.py`` chec
 ``@njit`` in ``jkofast.kernels`` came from here and that nothing compiles at import).
 
 Cache location: compiled kernels go to ``_config.CACHE_DIR`` (``~/.cache/jkofast/numba`` by
-default, one sub-folder per source folder, so an installed copy and an editable checkout never
-share or shadow entries) through a cache locator of jkofast's own — never into
+default), in a folder named by the kernel sources' content and the Numba and llvmlite versions
+(:func:`cache_tag`), so every install of the same sources on a machine shares one cache (a wheel,
+an editable checkout, another virtual environment) and another version of them never loads it,
+through a cache locator of jkofast's own — never into
 ``site-packages/jkofast/**/__pycache__``, whose leftovers once survived ``pip uninstall`` and
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
@@ -38,8 +40,10 @@ __all__ = [
     "NUMBA_HOOKS_TESTED",
     "REGISTRY",
     "WARMUPS",
+    "cache_tag",
     "compile_switches",
     "kernel",
+    "kernel_sources",
     "register_warmup",
     "sources_digest",
 ]
@@ -75,6 +79,53 @@ def _hooks_supported(version: str) -> bool:
     return False
 
 
+def _locator_class(base):
+    """Return jkofast's cache locator class, a subclass of Numba's locator ``base``."""
+
+    class JkofastCacheLocator(base):
+        """Cache files in ``_config.CACHE_DIR/<content tag>/<folder in the package>`` (yields to ``NUMBA_CACHE_DIR``).
+
+        The folder and the index's freshness stamp depend on the kernel sources' content
+        (:func:`cache_tag`), never on where the package is installed or on file times: every
+        install of the same sources on a machine (wheel, editable checkout, another virtual
+        environment, CI's clone) loads the machine code the first one compiled. A kernel file
+        outside the package (an experiment's) keeps Numba's layout, one folder per source folder.
+        """
+
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(_config.CACHE_DIR, self.get_suitable_cache_subpath(py_file))
+
+        @classmethod
+        def get_suitable_cache_subpath(cls, py_file):
+            rel = _package_folder(py_file)
+            if rel is None:
+                return super().get_suitable_cache_subpath(py_file)
+            return os.path.join(cache_tag(), *rel)
+
+        def get_source_stamp(self):
+            # Numba's stamp is the file's mtime and size (or its content hash, by version), stored
+            # in the index and compared on load; the sources digest is the same for every install
+            # of the same sources and changes with any kernel source (a callee in another file too)
+            if _package_folder(self._py_file) is None:
+                return super().get_source_stamp()
+            return sources_digest()
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if numba.config.CACHE_DIR or not os.path.exists(py_file):
+                return None
+            self = cls(py_func, py_file)
+            try:
+                self.ensure_cache_path()
+            except OSError:  # not writable: Numba's own locators decide
+                return None
+            return self
+
+    return JkofastCacheLocator
+
+
 def _function_cache_class():
     """Return Numba's ``FunctionCache`` subclass whose first locator is jkofast's cache folder (or None)."""
     if not _hooks_supported(numba.__version__):
@@ -88,24 +139,7 @@ def _function_cache_class():
     if base is None or impl is None or not hasattr(caching.FunctionCache, "_index_key"):  # pragma: no cover
         return None  # numba internals moved: Numba's default places and key
 
-    class JkofastCacheLocator(base):
-        """Cache files in ``_config.CACHE_DIR/<source folder>_<hash>`` (yields to ``NUMBA_CACHE_DIR``)."""
-
-        def __init__(self, py_func, py_file):
-            self._py_file = py_file
-            self._lineno = py_func.__code__.co_firstlineno
-            self._cache_path = os.path.join(_config.CACHE_DIR, self.get_suitable_cache_subpath(py_file))
-
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            if numba.config.CACHE_DIR or not os.path.exists(py_file):
-                return None
-            self = cls(py_func, py_file)
-            try:
-                self.ensure_cache_path()
-            except OSError:  # not writable: Numba's own locators decide
-                return None
-            return self
+    JkofastCacheLocator = _locator_class(base)
 
     class JkofastCacheImpl(impl):
         _locator_classes = (JkofastCacheLocator, *impl._locator_classes)
@@ -160,6 +194,31 @@ def _function_cache_class():
 _PKG = os.path.dirname(os.path.abspath(__file__))
 
 
+def _package_folder(py_file: str) -> tuple[str, ...] | None:
+    """Return the folder of ``py_file`` inside this package as path parts (``("kernels", "ot")``), or None."""
+    rel = os.path.relpath(os.path.dirname(os.path.realpath(py_file)), os.path.realpath(_PKG))
+    if rel == os.curdir:
+        return ()
+    if rel.startswith(os.pardir) or os.path.isabs(rel):
+        return None
+    return tuple(rel.split(os.sep))
+
+
+def cache_tag() -> str:
+    """Return the name of the cache folder of these kernel sources on this Numba and llvmlite.
+
+    ``<sources digest, 16 hex digits>-numba<version>-llvmlite<version>``: installs of the same
+    sources share it wherever they live; another version of the sources or of the compilers gets
+    a folder of its own (``jkofast warmup --clear`` removes them all). The CPU and the compile
+    switches are in each kernel's index key (Numba's ``magic_tuple``: target, CPU name and
+    features; :func:`compile_switches`), so one folder serves several machines sharing a home
+    folder and bounds-checked beside unchecked runs.
+    """
+    import llvmlite
+
+    return f"{sources_digest()[:16]}-numba{numba.__version__}-llvmlite{llvmlite.__version__}"
+
+
 @contextlib.contextmanager
 def _locked(path: str):
     """Hold an exclusive advisory lock on ``path`` (created if missing); no lock where ``fcntl`` is absent."""
@@ -194,22 +253,69 @@ def compile_switches() -> tuple:
 def sources_digest(root: str = _PKG) -> str:
     """Return the SHA-256 of the kernel sources under ``root`` (a package folder; cached per root).
 
-    The files hashed: ``kernels/**/*.py`` and the private top-level modules ``_*.py`` (the
-    settings and constants kernels read), by relative path and content.
+    The files hashed (by path inside the package and content): ``kernels/**/*.py`` and every
+    module of the package they import, directly or through each other (:func:`kernel_sources`:
+    ``_numba``, the settings of ``_config``, the status codes of ``_codes``) — what a kernel's
+    machine code can depend on, wherever it is installed. A module no kernel imports (a wrapper,
+    the CLI, ``_io``) is not part of it: editing one recompiles nothing.
     """
     got = _DIGESTS.get(root)
     if got is None:
         h = hashlib.sha256()
-        files = [os.path.join(root, f) for f in os.listdir(root) if f.startswith("_") and f.endswith(".py")]
-        for base, dirs, names in os.walk(os.path.join(root, "kernels")):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files += [os.path.join(base, n) for n in names if n.endswith(".py")]
-        for f in sorted(files):
+        for f in kernel_sources(root):
             h.update(os.path.relpath(f, root).encode() + b"\0")
             with open(f, "rb") as fh:
                 h.update(fh.read() + b"\0")
         got = _DIGESTS[root] = h.hexdigest()
     return got
+
+
+# `from PKG.a.b import x, y` / `from PKG.a import (x,\n y)` / `import PKG.a.b` (PKG: the package's name)
+_FROM_IMPORT = r"^[ \t]*from[ \t]+{pkg}((?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)"
+_PLAIN_IMPORT = r"^[ \t]*import[ \t]+{pkg}((?:\.\w+)+)"
+
+
+def kernel_sources(root: str = _PKG) -> list[str]:
+    """Return the kernel source files of the package folder ``root``, sorted.
+
+    ``kernels/**/*.py`` and the package's modules they import, transitively, read from the
+    ``import`` lines: ``from PKG.a import b`` counts ``a/b.py`` when it is a module, else ``a.py``
+    or ``a/__init__.py``.
+    """
+    import re
+
+    pkg = re.escape(os.path.basename(os.path.normpath(root)))
+    from_import = re.compile(_FROM_IMPORT.format(pkg=pkg), re.M)
+    plain_import = re.compile(_PLAIN_IMPORT.format(pkg=pkg), re.M)
+
+    def module_file(parts: list[str]) -> str | None:
+        base = os.path.join(root, *parts)
+        for f in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(f):
+                return f
+        return None
+
+    todo = []
+    for base, dirs, names in os.walk(os.path.join(root, "kernels")):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        todo += [os.path.join(base, n) for n in names if n.endswith(".py")]
+    seen = set(todo)
+    while todo:
+        with open(todo.pop(), encoding="utf-8") as fh:
+            text = fh.read()
+        found = [m.group(1).split(".")[1:] for m in plain_import.finditer(text)]
+        for m in from_import.finditer(text):
+            mod = m.group(1).split(".")[1:]
+            names = [n.split()[0] for n in m.group(2).strip("() \t\n").replace("\n", ",").split(",") if n.strip()]
+            subs = [[*mod, n] for n in names if module_file([*mod, n]) is not None]
+            # `from PKG.a import b`: the module a/b.py; the package a's __init__ only for its attributes
+            found += subs if len(subs) == len(names) else [mod, *subs]
+        for parts in found:
+            f = module_file(parts)
+            if f is not None and f not in seen:
+                seen.add(f)
+                todo.append(f)
+    return sorted(seen)
 
 
 _DIGESTS: dict[str, str] = {}

@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
+import shutil
 import subprocess
 import time
 from collections.abc import Sequence
+
+import numba.core.event as _event
 
 import jkofast
 from jkofast._ahead import jkofast_command
 from jkofast._numba import WARMUPS
 from jkofast._validation import check_int
 
-__all__ = ["DEFAULT", "lazy_entries", "warmup"]
+__all__ = ["DEFAULT", "CompileRecorder", "clear_cache", "compile_cost", "lazy_entries", "warmup"]
 
 # not wrapper modules: the CLI (imports every command), this module, the kernels (imported
 # by the wrappers that use them) and the torch adapter (an optional extra, no kernels of its own)
@@ -80,6 +84,82 @@ def lazy_entries(features="default") -> list[str]:
 # a parallel warm-up; the others count _COST_OTHER
 _COST = {"jko": 40.0, "sgr": 45.0, "evaluation": 17.0, "baselines": 7.0, "pools": 6.0, "multires": 57.0, "theory": 68.0}
 _COST_OTHER = 4.0
+
+
+class CompileRecorder(_event.Listener):
+    """Record every kernel compiled in this process while installed (``with CompileRecorder() as rec:``).
+
+    Numba announces a compile (a cache miss) with a ``numba:compile`` event around it; a kernel's
+    callees compile inside its own event, so each signature's seconds here are its own (the
+    callees' excluded). Loads from the on-disk cache are not compiles and are not recorded.
+    ``rows()`` lists ``(kernel, signature, seconds)``.
+    """
+
+    def __init__(self) -> None:
+        self._stack: list[list] = []  # [start time, seconds spent in nested compiles]
+        self.compiled: list[tuple[str, str, float]] = []
+
+    def on_start(self, event) -> None:
+        """Note a compile starting (Numba event listener)."""
+        self._stack.append([time.perf_counter(), 0.0])
+
+    def on_end(self, event) -> None:
+        """Record a compile that ended: its signature and its own seconds (Numba event listener)."""
+        t0, nested = self._stack.pop()
+        total = time.perf_counter() - t0
+        if self._stack:
+            self._stack[-1][1] += total
+        disp = event.data["dispatcher"]
+        name = f"{disp.py_func.__module__}.{disp.py_func.__qualname__}"
+        sig = "(" + ", ".join(str(a) for a in event.data["args"]) + ")"
+        self.compiled.append((name, sig, total - nested))
+
+    def __enter__(self) -> CompileRecorder:
+        _event.register("numba:compile", self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _event.unregister("numba:compile", self)
+
+    def rows(self) -> list[tuple[str, str, float]]:
+        """Return ``(kernel, signature, own compile seconds)`` per compiled signature, slowest first."""
+        return sorted(self.compiled, key=lambda r: -r[2])
+
+
+_CACHE_SUFFIXES = (".nbi", ".nbc", ".lock")
+
+
+def _only_cache_files(folder: str) -> bool:
+    """Whether every file under ``folder`` is a Numba index / data file, a lock or a temporary of one."""
+    return all(
+        f.endswith(_CACHE_SUFFIXES) or ".nbi.tmp." in f or ".nbc.tmp." in f
+        for _, _, files in os.walk(folder)
+        for f in files
+    )
+
+
+def clear_cache() -> tuple[str, int]:
+    """Remove jkofast's compiled kernels from its cache folder; return ``(folder, files removed)``.
+
+    The folder is ``JKOFAST_CACHE_DIR`` (default ``~/.cache/jkofast/numba``): its sub-folders that
+    hold only Numba cache files (every version's) are removed, anything else is left alone. With
+    ``NUMBA_CACHE_DIR`` set, kernels are cached there instead, which is Numba's to manage.
+    """
+    from jkofast import _config
+
+    root, n = _config.CACHE_DIR, 0
+    if not os.path.isdir(root):
+        return root, 0
+    for entry in os.scandir(root):
+        if entry.is_dir(follow_symlinks=False) and _only_cache_files(entry.path):
+            n += sum(len(files) for _, _, files in os.walk(entry.path))
+            shutil.rmtree(entry.path, ignore_errors=True)
+    return root, n
+
+
+def compile_cost(name: str) -> float:
+    """Rough compile seconds of warm-up entry ``name`` on a cold cache (one core, a quiet machine)."""
+    return _COST.get(name, _COST_OTHER)
 
 
 def _groups(names: list[str], n: int) -> list[list[str]]:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's two commands in one environment: `pip install .`, a run (kernels compiled and
-# cached), then `pip install -e .` -- jkofast must still import and run, and no Numba cache file
+# cached), then `pip install -e .` -- jkofast must still import and run, no Numba cache file
 # may be left inside the installed package (it would shadow the editable install as a namespace
-# package). Uses a throw-away venv that sees the packages of the interpreter running this script
+# package), and the editable install must load the kernels the first one compiled (no new cache
+# file). Uses a throw-away venv that sees the packages of the interpreter running this script
 # (numpy, numba, ... are not reinstalled) and a throw-away cache root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,7 @@ if find "$site/jkofast" -name '*.nbi' | grep -q .; then
   echo "FAIL: Numba cache files inside the installed package" >&2
   exit 1
 fi
+files1="$(find "$XDG_CACHE_HOME" -name '*.nb[ic]' | wc -l)"
 "$py" -m pip install -q --no-deps -e "$work/src"
 if [ -d "$site/jkofast" ]; then
   echo "FAIL: $site/jkofast left behind after the editable install" >&2
@@ -41,4 +43,10 @@ if [ -d "$site/jkofast" ]; then
 fi
 (cd "$work" && "$py" -c "$probe" | tee "$work/probe2")
 grep -q "from $work/src/" "$work/probe2" || { echo "FAIL: the editable install was not the one imported" >&2; exit 1; }
+# the cache is keyed by the kernel sources' content, not the install path: the second install compiles nothing
+files2="$(find "$XDG_CACHE_HOME" -name '*.nb[ic]' | wc -l)"
+[ "$files1" -gt 0 ] && [ "$files2" -eq "$files1" ] || {
+  echo "FAIL: the editable install compiled its kernels again ($files1 cache files after the first install, $files2 after)" >&2
+  exit 1
+}
 echo "reinstall check: ok"

@@ -11,22 +11,29 @@ import pytest
 import jkofast._ahead as ahead
 
 
+def _module(tmp_path, name: str, source: str):
+    """Import ``source`` as the new module ``name`` (written to ``tmp_path``; never compiled before)."""
+    (tmp_path / f"{name}.py").write_text(source)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
 def _fresh_module(tmp_path, name: str):
     """A module with one cached and one uncached njit function, never compiled before."""
-    (tmp_path / f"{name}.py").write_text(
+    return _module(
+        tmp_path,
+        name,
         "import numba\n"
         "@numba.njit(cache=True)\n"
         "def twice(x):\n"
         "    return 2 * x\n"
         "@numba.njit\n"
         "def thrice(x):\n"
-        "    return 3 * x\n"
+        "    return 3 * x\n",
     )
-    sys.path.insert(0, str(tmp_path))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(tmp_path))
 
 
 def test_cached_probe_follows_the_on_disk_index(tmp_path):
@@ -87,3 +94,46 @@ def test_child_command_runs_this_processs_jkofast(tmp_path):
     out = subprocess.run(probe, cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == jkofast.__file__
+
+
+def _nested_module(tmp_path, name: str):
+    """A module whose uncached njit ``outer`` calls ``inner`` (the callee compiles inside the caller's compile)."""
+    return _module(
+        tmp_path,
+        name,
+        "import numba\n"
+        "@numba.njit\n"
+        "def inner(x):\n"
+        "    return x + 1\n"
+        "@numba.njit\n"
+        "def outer(x):\n"
+        "    return inner(x) * 2\n",
+    )
+
+
+def test_compile_notice_announces_a_cold_cache_once_and_counts(tmp_path):
+    m = _nested_module(tmp_path, "ahead_notice_mod")
+    lines = []
+    with ahead.CompileNotice(lines.append, 42.0, every_s=0.0) as notice:
+        assert m.outer(np.int64(1)) == 4
+    assert lines[0] == "compiling kernels for this machine (once; about 42 s)"
+    assert notice.count == 2 and lines[-1].startswith("compiled 2 kernels in ")  # the callee counted
+    assert sum("compiling kernels for this machine" in ln for ln in lines) == 1
+    quiet = []
+    with ahead.CompileNotice(quiet.append, 42.0):
+        assert m.outer(np.int64(2)) == 6  # compiled already: nothing to say
+    assert quiet == []
+
+
+def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path):
+    from jkofast.warmups import CompileRecorder
+
+    m = _nested_module(tmp_path, "ahead_recorder_mod")
+    with CompileRecorder() as rec:
+        m.outer(np.float64(1.0))
+    rows = {name.rsplit(".", 1)[-1]: (sig, s) for name, sig, s in rec.rows()}
+    assert set(rows) == {"inner", "outer"} and rows["outer"][0] == "(float64)"
+    assert all(s > 0 for _, s in rows.values())
+    with CompileRecorder() as rec:
+        m.outer(np.float64(2.0))
+    assert rec.rows() == []  # nothing compiled the second time

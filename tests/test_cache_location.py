@@ -41,8 +41,12 @@ def test_xdg_cache_home_is_the_default_root(tmp_path):
 
 def _tree(root: pathlib.Path) -> pathlib.Path:
     (root / "kernels" / "ot").mkdir(parents=True)
-    (root / "kernels" / "ot" / "a.py").write_text("x = 1\n")
+    kernel = "from jkofast import _config\nfrom jkofast._helpers import (\n    f,\n)\n"  # a multi-line import too
+    (root / "kernels" / "ot" / "a.py").write_text(kernel)
     (root / "_config.py").write_text("CACHE = True\n")
+    (root / "_helpers.py").write_text("from jkofast._consts import C\n")
+    (root / "_consts.py").write_text("C = 1\n")
+    (root / "_io.py").write_text("z = 1\n")
     (root / "wrapper.py").write_text("y = 2\n")
     return root
 
@@ -50,14 +54,18 @@ def _tree(root: pathlib.Path) -> pathlib.Path:
 def test_sources_digest_follows_every_kernel_source(tmp_path):
     # a cached kernel is keyed by this digest too: Numba alone keys it by its own file, so a
     # caller loaded its stale machine code after a callee in another file changed
-    from jkofast._numba import _DIGESTS, sources_digest
+    from jkofast._numba import _DIGESTS, kernel_sources, sources_digest
 
-    root = _tree(tmp_path / "pkg")
+    root = _tree(tmp_path / "jkofast")
+    assert {os.path.relpath(f, root) for f in kernel_sources(str(root))} == {
+        os.path.join("kernels", "ot", "a.py"), "_config.py", "_helpers.py", "_consts.py"}  # fmt: skip
     first = sources_digest(str(root))
     for path, text, changes in (
         (root / "wrapper.py", "y = 3\n", False),  # not kernel code
-        (root / "kernels" / "ot" / "a.py", "x = 2\n", True),
+        (root / "_io.py", "z = 2\n", False),  # a private module no kernel imports
+        (root / "kernels" / "ot" / "a.py", "from jkofast import _config\nfrom jkofast._helpers import f\n", True),
         (root / "_config.py", "CACHE = False\n", True),  # settings kernels read
+        (root / "_consts.py", "C = 2\n", True),  # imported through another module
         (root / "kernels" / "ot" / "b.py", "", True),  # a new kernel file
     ):
         _DIGESTS.clear()
@@ -66,6 +74,15 @@ def test_sources_digest_follows_every_kernel_source(tmp_path):
         _DIGESTS.clear()
         assert (sources_digest(str(root)) != before) is changes, path
     assert first != sources_digest(str(root))
+    _DIGESTS.clear()
+
+
+def test_the_package_digest_covers_what_kernels_import():
+    from jkofast._numba import _PKG, kernel_sources
+
+    top = {os.path.relpath(f, _PKG) for f in kernel_sources() if os.path.dirname(f) == _PKG}
+    assert {"_numba.py", "_config.py", "_codes.py"} <= top
+    assert "_io.py" not in top and "__init__.py" not in top
 
 
 def test_kernel_index_keys_end_with_the_digest_and_the_compile_switches():
@@ -160,3 +177,63 @@ def test_processes_filling_one_cache_folder_at_once_keep_every_entry(tmp_path):
     for tag in "ABC":
         for i in range(40):
             assert fresh.load((tag, i)) == f"{tag}{i}".encode()
+
+
+# Two kernels in two files of the copied package: the caller's result shows which callee it runs.
+PROBE_CALLEE = "from jkofast._numba import kernel\n\n\n@kernel()\ndef scale(x):\n    return x * {k}\n"
+PROBE_CALLER = (
+    "from jkofast._numba import kernel\nfrom jkofast.kernels.probe_callee import scale\n\n\n"
+    "@kernel()\ndef apply(x):\n    return scale(x) + {c}\n"
+)
+RUN_PROBES = """
+import sys, numpy as np
+import jkofast
+from jkofast.jko.energy import minmax
+from jkofast.kernels.pools.baselines import minmax_segments
+from jkofast.kernels.probe_caller import apply
+assert jkofast.__file__.startswith(sys.argv[1]), jkofast.__file__  # the copy under test, not the checkout
+minmax(np.array([1.0, 2.0, 4.0]))
+hit = {True: "hit", False: "miss"}
+print(apply(np.int64(10)), hit[bool(minmax_segments.stats.cache_hits)], hit[bool(apply.stats.cache_hits)])
+"""
+
+
+def _install_copy(dest: pathlib.Path, callee_k: int = 2, caller_c: int = 1, mtime: float = 1e9) -> pathlib.Path:
+    """Copy the package (its code, not the bundled data) to ``dest`` with the two probe kernels; set every mtime."""
+    import shutil
+
+    pkg = dest / "jkofast"
+    shutil.copytree(PKG, pkg, ignore=shutil.ignore_patterns("__pycache__", "scifact", "reference"))
+    (pkg / "kernels" / "probe_callee.py").write_text(PROBE_CALLEE.format(k=callee_k))
+    (pkg / "kernels" / "probe_caller.py").write_text(PROBE_CALLER.format(c=caller_c))
+    for p in pkg.rglob("*"):
+        os.utime(p, (mtime, mtime))
+    return dest
+
+
+def _cache_files(root: pathlib.Path) -> set:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.suffix in (".nbi", ".nbc")}
+
+
+def test_installs_at_two_paths_share_one_cache_and_an_edit_recompiles(tmp_path):
+    """The cache is keyed by the sources' content: a second install of the same sources at another
+    path (other file times) compiles nothing; an edited kernel, or an edited callee in another file,
+    is recompiled (never served the first install's machine code)."""
+    cache = tmp_path / "cache"
+
+    def run(copy: pathlib.Path) -> list:
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "JKOFAST_CACHE_DIR")}
+        env.update(JKOFAST_CACHE_DIR=str(cache), PYTHONPATH=str(copy))
+        out = subprocess.run([sys.executable, "-c", RUN_PROBES, str(copy)], capture_output=True, text=True,
+                             env=env, cwd=str(copy))  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert run(_install_copy(tmp_path / "a")) == ["21", "miss", "miss"]
+    first = _cache_files(cache)
+    assert any("minmax_segments" in f for f in first) and any("apply" in f for f in first)
+    assert run(_install_copy(tmp_path / "b", mtime=2e9)) == ["21", "hit", "hit"]  # another path, other times
+    assert _cache_files(cache) == first  # the second install wrote nothing
+    assert run(_install_copy(tmp_path / "c", caller_c=5)) == ["25", "miss", "miss"]  # the kernel edited
+    assert run(_install_copy(tmp_path / "d", callee_k=3)) == ["31", "miss", "miss"]  # its callee, another file
+    assert run(_install_copy(tmp_path / "e")) == ["21", "hit", "hit"]  # the first sources: still cached

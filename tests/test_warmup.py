@@ -148,3 +148,32 @@ def test_default_set_covers_the_main_job(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     new = json.loads(out.stdout.strip().splitlines()[-1])
     assert new == {}, f"compiled by the main job after warmup(): {new}"
+
+
+def _warmup_cli(args: list, cache: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "JKOFAST_CACHE_DIR")}
+    env["JKOFAST_CACHE_DIR"] = cache
+    code = "import sys\nfrom jkofast.cli import main\nsys.exit(main(sys.argv[1:]))"
+    out = subprocess.run(
+        [sys.executable, "-c", code, "warmup", *args, "--json"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_warmup_report_lists_compiled_signatures_then_cached_ones_and_clear_empties(tmp_path):
+    cache = str(tmp_path / "cache")
+    cold = _warmup_cli(["--only", "energy", "--report"], cache)
+    kernels = {k["kernel"]: k for k in cold["kernels"]}
+    mm = kernels["jkofast.kernels.pools.baselines.minmax_segments"]
+    assert len(mm["signatures"]) == 2  # the entry's float32 and float64 calls, nothing else
+    assert all(r["compile_s"] > 0 for k in kernels.values() for r in k["signatures"])
+    warm = _warmup_cli(["--only", "energy", "--report"], cache)
+    assert {k["kernel"] for k in warm["kernels"]} == set(kernels)
+    assert all(r["compile_s"] is None for k in warm["kernels"] for r in k["signatures"])  # loaded, not compiled
+    (tmp_path / "cache" / "mine").mkdir()
+    (tmp_path / "cache" / "mine" / "notes.txt").write_text("not a kernel")
+    cleared = _warmup_cli(["--clear"], cache)
+    assert cleared["files"] > 0
+    assert not list((tmp_path / "cache").rglob("*.nbi"))
+    assert (tmp_path / "cache" / "mine" / "notes.txt").exists()  # only Numba's files are removed

@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from jkofast._ahead import compile_ahead
+from jkofast._ahead import CompileNotice, compile_ahead
 from jkofast._io import check_writable, check_writable_dir
 from jkofast._status import unconverged_summary
 from jkofast._threads import resolve_threads
@@ -552,6 +552,13 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
         )
 
 
+def _compile_estimate() -> float:
+    """Rough seconds a cold cache costs the job's own process: its warm-up entries' (SGR's compile in a child)."""
+    from jkofast.warmups import DEFAULT, compile_cost
+
+    return sum(compile_cost(e) for e in DEFAULT)
+
+
 def _sgr_ahead():
     """Start compiling the SGR kernels in a child process when the cache lacks them (or None)."""
     return compile_ahead(("sgr",), (_sgr_query.sgr_query_batch, _sgr_build.encode_codes))
@@ -644,7 +651,8 @@ def run_main_job(dataset: str = "scifact", *, options: MainJobOptions | None = N
     job = _open_job(dataset, opts, _Stages(log), log)
     emb_name, emb = _load_embeddings(job, opts.embeddings, opts.embed, opts.model, opts.batch_size, opts.progress)
     job.doc_emb = None if emb is None else emb[0]
-    pool_recall = _run_methods(job, emb_name, emb)
+    with CompileNotice(log, _compile_estimate()):
+        pool_recall = _run_methods(job, emb_name, emb)
     if opts.sparse != "sgr":
         job.methods_out = _row_order(job.methods_out)
     _write_outputs(job)

@@ -376,7 +376,7 @@ def pack_ucs4_rows(cps, out):
     s12 = np.uint64(12)
     s18 = np.uint64(18)
     for i in range(cps.shape[0]):
-        pos = 0
+        pos = np.int64(0)  # not the literal 0, for which Numba also compiles _put_byte (Literal[int](0))
         for c in range(cps.shape[1]):
             x = np.uint64(cps[i, c])
             if x == np.uint64(0):
@@ -446,7 +446,7 @@ def evaluate_batch_chars(
             if lo < nqr and _cmp_rows(qrels_chars, qrows[lo], run_chars, r) == 0:
                 labels[j] = qrels_labels[qrows[lo]]
         ideal = np.sort(qrels_labels[g0:g1])[::-1].copy()
-        num_rel = 0
+        num_rel = np.int64(0)  # not the literal 0, for which Numba also compiles query_metrics (Literal[int](0))
         for j in range(ideal.shape[0]):
             if ideal[j] > 0:
                 num_rel += 1
