@@ -2,11 +2,9 @@
 
 An embeddings folder records, for every row it holds, an 8-byte BLAKE2b digest of the exact
 text that was encoded into it (``docs_digests.npy``, ``queries_digests.npy``, uint64), and in
-``meta.json`` the SHA-256 of the ids and those digests (``corpus_sha256``, ``queries_sha256``).
-A reader recomputes the digests of the corpus it is given and compares: a changed, added or
-removed text is found, and named, before any vector is used.
-
-Cost: one BLAKE2b call per text (the bytes dominate: about the speed of reading the corpus).
+``meta.json`` the SHA-256 of the ids and texts (``corpus_sha256``, ``queries_sha256``).  A reader
+recomputes the corpus's SHA-256 (:func:`corpus_sha256`: about the speed of hashing its bytes) and,
+only when it differs, the per-text digests that name the first changed, added or removed text.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import hashlib
 
 import numpy as np
 
-__all__ = ["ids_texts_sha256", "text_digests"]
+__all__ = ["corpus_sha256", "text_digests"]
 
 
 def text_digests(texts) -> np.ndarray:
@@ -25,11 +23,15 @@ def text_digests(texts) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u8").copy() if raw else np.zeros(0, dtype="<u8")
 
 
-def ids_texts_sha256(ids, digests: np.ndarray) -> str:
-    """SHA-256 (hex) of the ids in order and their texts' digests: the digest of a whole corpus."""
+def corpus_sha256(ids, texts) -> str:
+    """SHA-256 (hex) of ids and texts in order: the digest of a whole corpus (or query set).
+
+    The strings are hashed joined, after their lengths (in characters), which delimit them exactly: a
+    few calls into C over the whole corpus instead of one per text (the per-text digests of
+    :func:`text_digests` are computed only to name what changed, or to update an embeddings folder).
+    """
     h = hashlib.sha256()
-    for i in ids:
-        b = i.encode("utf-8")
-        h.update(len(b).to_bytes(4, "little") + b)
-    h.update(np.ascontiguousarray(digests, dtype="<u8").tobytes())
+    for strings in (ids, texts):
+        h.update(np.fromiter(map(len, strings), dtype="<i8", count=len(strings)).tobytes())
+        h.update("".join(strings).encode("utf-8"))
     return h.hexdigest()

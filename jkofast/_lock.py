@@ -52,6 +52,10 @@ class OutputLocked(ValueError):
     """Another process is writing the output (the message names it: pid, host, command, since)."""
 
 
+class _NoLockFile(OutputLocked):
+    """The lock file cannot be created (the output's folder cannot be written)."""
+
+
 def lock_path(out) -> str:
     """Return the lock file of the output ``out``: ``OUT.lock`` beside it."""
     return os.path.abspath(os.fspath(out)).rstrip(os.sep) + ".lock"
@@ -73,7 +77,7 @@ def _acquire(out, path: str, command: str) -> int:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         except OSError as e:
-            raise OutputLocked(f"cannot create the lock file {path} of {out}: {e.strerror}") from None
+            raise _NoLockFile(f"cannot create the lock file {path} of {out}: {e.strerror}") from None
         if not _try_lock(fd):
             os.close(fd)
             raise OutputLocked(
@@ -97,7 +101,7 @@ def _acquire(out, path: str, command: str) -> int:
 
 
 @contextlib.contextmanager
-def output_lock(out, command: str):
+def output_lock(out, command: str, *, required: bool = True):
     """Hold the exclusive write lock of ``out`` (folder or file) for the ``with`` block.
 
     Parameters
@@ -106,6 +110,9 @@ def output_lock(out, command: str):
         The output (it need not exist yet; its parent folder must).
     command : str
         What writes it, named to a second writer (e.g. ``"jkofast index"``).
+    required : bool
+        False: when the lock file cannot be created (a folder that cannot be written), run the block
+        without the lock and leave the error to the write itself (whose message names the option).
 
     Raises
     ------
@@ -118,7 +125,15 @@ def output_lock(out, command: str):
         if held is not None:
             held[1] += 1
         else:
-            _HELD[path] = [_acquire(out, path, command), 1]
+            try:
+                _HELD[path] = [_acquire(out, path, command), 1]
+            except _NoLockFile:
+                if required:
+                    raise
+                path = None
+    if path is None:
+        yield None
+        return
     try:
         yield path
     finally:

@@ -119,8 +119,8 @@ def _lock_outputs(stack, args) -> None:
         try:
             os.makedirs(parent, exist_ok=True)
         except OSError:
-            continue  # the command's own check names the option that cannot be written
-        stack.enter_context(output_lock(out, f"jkofast {args.command}"))
+            continue  # the command's own check names the option that cannot be written (likewise below)
+        stack.enter_context(output_lock(out, f"jkofast {args.command}", required=False))
 
 
 def main(argv: list[str] | None = None) -> int:

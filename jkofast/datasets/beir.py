@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from jkofast._digest import ids_texts_sha256, text_digests
+from jkofast._digest import corpus_sha256, text_digests
 from jkofast._io import load_array
 from jkofast._validation import check_bool
 
@@ -409,6 +409,7 @@ class BeirDataset:
     _doc_pos: dict | None = field(default=None, repr=False)
     _warned_textless: set = field(default_factory=set, repr=False)
     _digests: tuple | None = field(default=None, repr=False)
+    _fresh: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_docs(self) -> int:
@@ -512,15 +513,16 @@ class BeirDataset:
                     stacklevel=3,
                 )
             return
-        docs, qrys = self.text_digests()
         fix = f"jkofast embed --dataset {self.path}" + ("" if name == "minilm-l6-v2" else f" --name {name} --model M")
-        for stem, idname, ids, now, key, what in (
-            ("docs", "docs_ids.txt", self.doc_ids, docs, "corpus_sha256", "document"),
-            ("queries", "query_ids.txt", self.query_ids, qrys, "queries_sha256", "query"),
+        for part, stem, idname, ids, key, what in (
+            (0, "docs", "docs_ids.txt", self.doc_ids, "corpus_sha256", "document"),
+            (1, "queries", "query_ids.txt", self.query_ids, "queries_sha256", "query"),
         ):
-            if ids_texts_sha256(ids, now) == meta.get(key):
+            if key not in self._fresh:  # once per dataset object: the texts do not change
+                self._fresh[key] = corpus_sha256(ids, self.doc_texts(" ") if part == 0 else self.query_texts)
+            if self._fresh[key] == meta.get(key):
                 continue
-            first, n = _first_difference(d, stem, idname, ids, now)
+            first, n = _first_difference(d, stem, idname, ids, self.text_digests()[part])
             raise StaleEmbeddings(
                 f"{d} is stale: {what} {first} since its vectors were made ({n} {what}(s) differ); "
                 f"update it with: {fix}" + (f" (M: the {meta.get('model')} weights)" if " --model M" in fix else "")

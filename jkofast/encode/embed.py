@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 import jkofast
-from jkofast._digest import ids_texts_sha256, text_digests
+from jkofast._digest import corpus_sha256, text_digests
 from jkofast._io import atomic_save_npy, atomic_write_text, load_array
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
@@ -300,8 +300,8 @@ def _embed_locked(ds, model, final, batch_size, chunk_size, nt, force, progress,
     atomic_write_text(os.path.join(tmp, "query_ids.txt"), "".join(i + "\n" for i in ds.query_ids))
     meta = _meta(model, ds, batch_size, nt, t1 - t0, t2 - t1)
     meta.update(
-        corpus_sha256=ids_texts_sha256(ds.doc_ids, d_dig),
-        queries_sha256=ids_texts_sha256(ds.query_ids, q_dig),
+        corpus_sha256=corpus_sha256(ds.doc_ids, doc_texts),
+        queries_sha256=corpus_sha256(ds.query_ids, q_texts),
         text_digests="docs_digests.npy / queries_digests.npy: BLAKE2b (8 bytes, uint64) of each row's UTF-8 text",
         encoded_now={"docs": int(todo_d.size), "queries": int(todo_q.size)},
     )
