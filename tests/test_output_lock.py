@@ -17,20 +17,13 @@ import subprocess
 import sys
 
 import pytest
-from beir_helpers import write_beir
+from beir_helpers import TINY_DOCS, TINY_QUERIES, write_beir
 from rerank_helpers import write_inputs
 
 from jkofast._lock import OutputLocked, lock_path, output_lock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = [
-    ("d1", "Solar", "solar panels convert sunlight"),
-    ("d2", "Wind", "wind turbines make power"),
-    ("d3", "", "sunlight and wind"),
-    ("d4", "Cat", "the cat sat on mat"),
-    ("d5", "Dog", "dog and cat"),
-]
-QUERIES = (("q1", "sunlight power"), ("q2", "cat"), ("q3", "wind"))
+DOCS, QUERIES = TINY_DOCS, TINY_QUERIES
 
 
 def _env():

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 import pytest
-from beir_helpers import write_beir
+from beir_helpers import TINY_DOCS, TINY_QUERIES, write_beir
 
 from jkofast.cli import main
 
@@ -21,14 +21,7 @@ pytest.importorskip("safetensors", reason='the encode extra: pip install "jkofas
 
 from encode.encode_helpers import write_tiny_bert  # tests/encode/encode_helpers.py
 
-DOCS = [
-    ("d1", "Solar", "solar panels convert sunlight"),
-    ("d2", "Wind", "wind turbines make power"),
-    ("d3", "", "sunlight and wind"),
-    ("d4", "Cat", "the cat sat on mat"),
-    ("d5", "Dog", "dog and cat"),
-]
-QUERIES = [("q1", "sunlight power"), ("q2", "cat"), ("q3", "wind")]
+DOCS, QUERIES = TINY_DOCS, TINY_QUERIES
 QRELS = (("q1", "d1", 1), ("q2", "d4", 1))
 
 
