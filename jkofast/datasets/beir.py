@@ -542,6 +542,8 @@ class BeirDataset:
 
         Raises
         ------
+        StaleEmbeddings
+            The folder was made from other texts (see :meth:`check_embeddings_fresh`).
         FileNotFoundError
             The folder exists without ``docs.npy`` or ``queries.npy``.
         ValueError

@@ -3,8 +3,11 @@
 Layout (as ``jkofast/datasets/scifact/embeddings/minilm-l6-v2``, read by
 :meth:`jkofast.datasets.beir.BeirDataset.embeddings`): ``docs.npy`` float16 (n_docs, d) with
 rows in corpus order, ``docs_ids.txt``, ``queries.npy`` float16 (n_queries, d),
-``query_ids.txt``, ``meta.json``.  Document text: ``(title + " " + text).strip()``; query text:
-the query.
+``query_ids.txt``, ``docs_digests.npy`` / ``queries_digests.npy`` (the uint64 digest of each row's
+text, :mod:`jkofast._digest`), ``meta.json`` (with ``corpus_sha256`` / ``queries_sha256``, the model's
+name and weight sha256).  Document text: ``(title + " " + text).strip()``; query text: the query.
+A finished folder is updated in place by a rerun: only the texts edited, added or removed since are
+encoded (readers refuse the folder until then, :meth:`BeirDataset.check_embeddings_fresh`).
 
 Work is cut into chunks of ``chunk_size`` texts, each written atomically (:mod:`jkofast._io`)
 to ``embeddings/<model>.parts/`` as ``<docs|queries>-NNNNN-<digest>.npy``, the digest a SHA-256
