@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import time
 import uuid
 import zlib
 
@@ -256,6 +257,69 @@ def check_file_record(folder, name: str, rec: dict, *, checksum: bool) -> None:
         if got != rec["crc32"]:
             what = f"checksum mismatch (CRC32 {got}, the manifest records {rec['crc32']}): changed after it was written"
             raise IndexDamage(f"{f}: {what}", name, what)
+
+
+# The verification stamp of an index folder (``verified.json``): for each large file whose CRC32 was
+# verified, the file's size, modification and change times (ns), inode and device, and that CRC32.
+# An open with ``mmap`` trusts a large file whose stamp matches its stat and its manifest record and
+# verifies (then stamps) any other -- so an edited or replaced file is checked once before it is used,
+# and an untouched index opens without reading its large files.
+STAMP_FILE = "verified.json"
+# a file changed within this long of its verification is not stamped: a write in the same clock tick
+# as the verification could leave the stat unchanged (git's "racily clean" rule); it is verified again
+RACY_NS = 2_000_000_000
+
+
+def _stat_key(st) -> list:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def _read_stamps(folder: str) -> dict:
+    try:
+        with open(os.path.join(folder, STAMP_FILE), encoding="utf-8") as fh:
+            stamps = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return stamps if isinstance(stamps, dict) else {}
+
+
+def verify_file_records(folder, files: dict, *, checksums: bool, full: bool, small: int) -> None:
+    """Check each file of ``folder`` against its manifest record, by the verification stamp.
+
+    Every file: present, of the recorded size.  CRC32 (when ``checksums``): every file when ``full``;
+    else the files up to ``small`` bytes, and each larger one whose stamp (:data:`STAMP_FILE`) does not
+    match its stat and record.  The large files verified now are stamped (best effort: a read-only
+    folder is verified again at the next open).
+
+    Raises
+    ------
+    IndexDamage
+        As :func:`check_file_record`, naming the first bad file.
+    """
+    folder = os.fspath(folder)
+    stamps = _read_stamps(folder)
+    t0 = time.time_ns()
+    keep, fresh = {}, {}
+    for name, rec in files.items():
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except OSError:
+            st = None
+        stamp = stamps.get(name)
+        trusted = st is not None and stamp == [*_stat_key(st), rec["crc32"]]
+        verify = checksums and (full or rec["bytes"] <= small or not trusted)
+        check_file_record(folder, name, rec, checksum=verify)
+        if rec["bytes"] <= small or not checksums:
+            continue
+        if not verify:
+            keep[name] = stamp
+            continue
+        after = os.stat(os.path.join(folder, name))
+        if _stat_key(after) == _stat_key(st) and max(after.st_mtime_ns, after.st_ctime_ns) < t0 - RACY_NS:
+            fresh[name] = [*_stat_key(after), rec["crc32"]]
+    if fresh and os.access(folder, os.W_OK):
+        with contextlib.suppress(OSError):
+            atomic_write_json(os.path.join(folder, STAMP_FILE), {**keep, **fresh}, fsync=False)
 
 
 def check_file_records(files, where: str) -> None:

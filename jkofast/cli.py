@@ -18,7 +18,7 @@ import sys
 
 import jkofast
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "OUTPUTS", "build_parser", "main"]
 
 # sub-command -> (module of jkofast.commands, help line), in the order of ``jkofast --help``;
 # tests/test_cli_start.py checks that it matches what the modules register
@@ -93,7 +93,7 @@ def _missing_file_message(sub_parser, args, exc: FileNotFoundError) -> str:
     """``--qrels q.tsv: no such file`` (or ``--dataset D: no such file: D/corpus.jsonl``): the option named."""
     what = (exc.strerror or "No such file or directory").lower()
     if not exc.filename or sub_parser is None:
-        return str(exc)
+        return _os_error(exc) if exc.strerror else str(exc)
     target = os.path.abspath(os.fspath(exc.filename))
     for action in sub_parser._actions:
         value = getattr(args, action.dest, None)
@@ -112,6 +112,51 @@ def _command(argv: list[str]) -> str:
     return next((a for a in argv if not a.startswith("-")), "")
 
 
+# sub-command -> the options naming what it writes: each is held under an exclusive lock
+# (jkofast._lock) while the command runs, so a second writer to the same output exits 2 at once
+# (``embed`` locks its folder itself, once the model names it)
+OUTPUTS: dict[str, tuple[str, ...]] = {
+    "index": ("out",),
+    "rerank": ("out",),
+    "run": ("runs", "per_query"),
+    "demo": ("runs", "per_query"),
+    "search": ("out",),
+    "study": ("out",),
+    "tune": ("out", "runs", "per_query"),
+}
+
+# what an interrupted command leaves: the resumable ones keep their finished parts
+_INTERRUPTED = {
+    "embed": "the finished parts are kept; rerun the same command to resume",
+    "index": "an SGR build keeps its finished shards (rerun the same command to resume); nothing else was written",
+    "rerank": "the finished chunks are kept; rerun the same command to resume",
+}
+
+
+def _one_line(message, category, filename, lineno, line=None, command: str = "") -> str:
+    """Format a warning as one line ``jkofast CMD: warning: ...`` (no library path, line or source)."""
+    text = " ".join(str(message).split())
+    return f"jkofast {command}: warning: {text}\n"
+
+
+def _lock_outputs(stack, args) -> None:
+    """Hold the write lock of every output the command names (see :data:`OUTPUTS`)."""
+    import os
+
+    from jkofast._lock import output_lock
+
+    for opt in OUTPUTS.get(args.command, ()):
+        out = getattr(args, opt, None)
+        if not isinstance(out, str) or not out or out == "-":
+            continue
+        parent = os.path.dirname(os.path.abspath(out))
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError:
+            continue  # the command's own check names the option that cannot be written (likewise below)
+        stack.enter_context(output_lock(out, f"jkofast {args.command}", required=False))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line.
 
@@ -124,8 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     -------
     int
         Exit status: the command's, 2 for a usage error or a ``ValueError`` / ``TypeError`` /
-        ``OSError`` raised by the command (printed as ``jkofast COMMAND: error: ...``).
+        ``OSError`` raised by the command (printed as ``jkofast COMMAND: error: ...``; with
+        ``--json`` also as ``{"error": ...}`` on stdout), 2 when another process writes the same
+        output, 130 on an interrupt (Ctrl-C).  Warnings print as one line each,
+        ``jkofast COMMAND: warning: ...``.
     """
+    import contextlib
+    import functools
+    import json
+    import warnings
+
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command(argv))
     args, unknown = parser.parse_known_args(argv)
@@ -138,12 +191,33 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    saved_format = warnings.formatwarning
+    warnings.formatwarning = functools.partial(_one_line, command=args.command)
     try:
-        rc = args.func(args)
-    except FileNotFoundError as exc:  # name the option that gave the missing path
-        print(f"jkofast {args.command}: error: {_missing_file_message(sub_parser, args, exc)}", file=sys.stderr)
-        return 2
+        with contextlib.ExitStack() as stack:
+            _lock_outputs(stack, args)
+            rc = args.func(args)
     except (ValueError, TypeError, OSError) as exc:  # OSError: also a folder given as a file, no permission
-        print(f"jkofast {args.command}: error: {exc}", file=sys.stderr)
+        if isinstance(exc, FileNotFoundError):  # name the option that gave the missing path
+            msg = _missing_file_message(sub_parser, args, exc)
+        elif not isinstance(exc, OSError) or exc.strerror is None:
+            msg = " ".join(str(exc).split())
+        else:
+            msg = _os_error(exc)
+        if getattr(args, "json", False):
+            print(json.dumps({"command": args.command, "error": msg, "exit": 2}))
+        print(f"jkofast {args.command}: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        what = _INTERRUPTED.get(args.command, "no output was written")
+        print(f"jkofast {args.command}: interrupted: {what}", file=sys.stderr)
+        return 130
+    finally:
+        warnings.formatwarning = saved_format
     return int(rc or 0)
+
+
+def _os_error(exc: OSError) -> str:
+    """Return an ``OSError`` without its ``[Errno N]`` prefix: what failed and on which file."""
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    return f"{exc.strerror}: " + " -> ".join(map(str, names)) if names else str(exc.strerror)

@@ -20,3 +20,14 @@ def write_beir(root, docs, queries, qrels) -> str:
     with open(os.path.join(root, "qrels", "test.tsv"), "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in qrels))
     return str(root)
+
+
+# a five-document folder the tiny-BERT vocabulary covers (tests/encode/encode_helpers.py)
+TINY_DOCS = [
+    ("d1", "Solar", "solar panels convert sunlight"),
+    ("d2", "Wind", "wind turbines make power"),
+    ("d3", "", "sunlight and wind"),
+    ("d4", "Cat", "the cat sat on mat"),
+    ("d5", "Dog", "dog and cat"),
+]
+TINY_QUERIES = [("q1", "sunlight power"), ("q2", "cat"), ("q3", "wind")]

@@ -21,19 +21,21 @@ def add_parser(sub) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass (default 32)")
     p.add_argument("--chunk-size", type=int, default=1024, help="texts per saved part, the unit of resuming")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (BLAS one per thread; default all)")
-    p.add_argument("--force", action="store_true", help="re-embed when the folder exists")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="encode every text again (default: only the texts edited, added or removed since)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     """Embed the dataset (exit status)."""
-    import os
-
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import Progress
     from jkofast.datasets.beir import load_dataset
-    from jkofast.encode.embed import embed_dataset, embeddings_dir
+    from jkofast.encode.embed import embed_dataset
     from jkofast.encode.model import load_model
 
     resolve_threads(args.threads)
@@ -46,11 +48,8 @@ def run(args) -> int:
     except ImportError as e:  # the optional extra: the message names the pip command
         raise ValueError(str(e)) from None
     name = args.name or model.name
-    if os.path.isdir(embeddings_dir(ds, name)) and not args.force:
-        ds.embeddings(name)  # a folder that disagrees with the corpus is an error, not "done"
-        print(f"{embeddings_dir(ds, name)} exists (pass --force to re-embed)")
-        return 0
-    bar = Progress(ds.n_docs + len(ds.query_ids), f"jkofast embed: {name}", enabled=not args.quiet)
+    stats: dict = {}
+    bar = Progress(None, f"jkofast embed: {name}", enabled=not args.quiet, unit="texts")
     out = embed_dataset(
         ds,
         model,
@@ -60,7 +59,21 @@ def run(args) -> int:
         name=name,
         force=args.force,
         progress=bar.update,
+        stats=stats,
     )
     bar.close()
-    print(f"wrote {out} ({ds.n_docs} documents, {len(ds.query_ids)} queries, dim {model.dim}, float16)")
+    n = stats["encoded_docs"] + stats["encoded_queries"]
+    counts = f"{stats['encoded_docs']} documents, {stats['encoded_queries']} queries"
+    if stats["reason"] == "up to date":
+        print(f"{out} is up to date with the corpus: 0 texts re-encoded (--force encodes all again)")
+    elif stats["reason"] in ("new", "force"):
+        print(f"wrote {out} ({counts}, dim {model.dim}, float16)")
+    else:
+        why = (
+            "edited, added or removed since it was made"
+            if stats["reason"] == "changed"
+            else f"every text: {stats['reason']}"  # no digests recorded (an older jkofast), a damaged record
+        )
+        print(f"updated {out}: {n} texts re-encoded ({counts}; {why}); "
+              f"{stats['kept_docs'] + stats['kept_queries']} kept")  # fmt: skip
     return 0

@@ -69,8 +69,8 @@ def add_parser(sub) -> None:
         action="store_true",
         help="load --scores into memory (any query order) instead of streaming it",
     )
-    p.add_argument("--alpha", type=float, default=0.4, help="weight of the run score when --scores (0.4)")
-    p.add_argument("--gamma", type=float, default=0.6, help="weight of the rerank score when --scores (0.6)")
+    p.add_argument("--alpha", type=float, default=None, help="weight of the run score when --scores (0.4)")
+    p.add_argument("--gamma", type=float, default=None, help="weight of the rerank score when --scores (0.6)")
     p.add_argument("--config", default="tuned", help="operating point: base, tuned, contrib, fast (tuned)")
     p.add_argument(
         "--point",
@@ -112,9 +112,9 @@ def add_parser(sub) -> None:
         "flow on the group centroids keeps the --refine heaviest groups, a fine flow ranks their members (large "
         "pools; needs --embeddings)",
     )
-    p.add_argument("--clusters", type=int, default=20, help="groups per pool with --multires (20)")
-    p.add_argument("--refine", type=int, default=4, help="groups kept for the fine flow with --multires (4)")
-    p.add_argument("--beta", type=float, default=2.0, help="relevance weight of the SAM-JKO features (2.0)")
+    p.add_argument("--clusters", type=int, default=None, help="groups per pool with --multires (20)")
+    p.add_argument("--refine", type=int, default=None, help="groups kept for the fine flow with --multires (4)")
+    p.add_argument("--beta", type=float, default=None, help="relevance weight of the SAM-JKO features (2.0)")
     p.add_argument("--k", type=int, default=0, help="keep the top-k per query (0 = whole pool)")
     p.add_argument("--tag", default="jkofast", help="run tag (6th column)")
     p.add_argument("--chunk-size", type=int, default=1000, help="queries per chunk (1000)")
@@ -188,10 +188,32 @@ def _apply_point(args) -> None:
         args.gamma = w["gamma"]
 
 
+# option -> (the option it applies under, whether that one is given, the default once allowed)
+_DEPENDENT = {
+    "clusters": ("--multires", lambda a: a.multires is not None, 20),
+    "refine": ("--multires", lambda a: a.multires is not None, 4),
+    "beta": ("--multires sam", lambda a: a.multires == "sam", 2.0),
+    "alpha": ("--scores", lambda a: a.scores is not None, 0.4),
+    "gamma": ("--scores", lambda a: a.scores is not None, 0.6),
+    "scores_in_memory": ("--scores", lambda a: a.scores is not None, False),
+}
+
+
+def _check_dependent(args) -> None:
+    """Refuse an option given without the option it applies under (it would be silently ignored)."""
+    for name, (needs, present, default) in _DEPENDENT.items():
+        v = getattr(args, name)
+        if v is not None and v is not False and not present(args):
+            raise ValueError(f"--{name.replace('_', '-')} applies under {needs} only (given without it)")
+        if v is None:
+            setattr(args, name, default)
+
+
 def run(args) -> int:
     """Options from the arguments -> :func:`~jkofast.jko.stream.rerank_stream` -> summary."""
     from jkofast.jko.stream import RerankOptions, rerank_stream  # the library loads when the command runs
 
+    _check_dependent(args)
     if args.point is not None:
         _apply_point(args)
     _check_known_ids(args)

@@ -38,7 +38,8 @@ def _add(sub, name: str, help_: str) -> None:
     p.add_argument(
         "--embed",
         action="store_true",
-        help="make the embeddings first when absent (jkofast embed; needs jkofast[encode] and a model)",
+        help="make the embeddings first when absent, or update them when the corpus changed (jkofast embed; needs "
+        "jkofast[encode] and a model)",
     )
     p.add_argument("--model", default=None, help="model folder or zip for --embed (default all-MiniLM-L6-v2)")
     p.add_argument("--embeddings", default=None, help="folder name under FOLDER/embeddings/ (default minilm-l6-v2)")

@@ -35,6 +35,11 @@ def add_parser(sub) -> None:
     p.add_argument("--per-query", default=None, help="write the per-query nDCG@10 of every row (TSV) here")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="select on qrels with no relevant document (default: exit 2, as evaluate; every nDCG would be 0)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -75,6 +80,25 @@ def _table(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _check_relevant(args) -> None:
+    """Refuse qrels without one relevant document: every row would score 0 and the selection mean nothing."""
+    import os
+
+    from jkofast.datasets.beir import BUNDLED, bundled_path, read_qrels_beir
+
+    folder = bundled_path(args.dataset) if args.dataset in BUNDLED and not os.path.isdir(args.dataset) else args.dataset
+    for split in dict.fromkeys(s for s in (args.split, args.eval_split) if s is not None):
+        path = os.path.join(folder, "qrels", f"{split}.tsv")
+        if not os.path.isfile(path):
+            continue  # the tuner names the missing split
+        qrels = read_qrels_beir(path)
+        if not any(label > 0 for judged in qrels.values() for label in judged.values()):
+            raise ValueError(
+                f"{path}: no relevant document (no judgement with a label above 0): every nDCG would be 0 and "
+                "the selection meaningless (--allow-empty to accept)"
+            )
+
+
 def run(args) -> int:
     """Check the arguments, tune, write the point file / runs / per-query values, print the table."""
     from jkofast._io import check_writable, check_writable_dir
@@ -91,6 +115,8 @@ def run(args) -> int:
     if args.runs is not None:
         check_writable_dir(args.runs, "--runs")
     check_qrels(args.dataset, ([("--split", args.split)] if args.split else []) + [("--eval-split", args.eval_split)])
+    if not args.allow_empty:
+        _check_relevant(args)
     r = tune_dataset(
         args.dataset,
         split=args.split,

@@ -44,12 +44,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from jkofast._digest import corpus_sha256, text_digests
 from jkofast._io import load_array
 from jkofast._validation import check_bool
 
 __all__ = [
     "BeirDataset",
     "DataWarning",
+    "StaleEmbeddings",
     "bundled_path",
     "load_dataset",
     "parity_fixture_path",
@@ -419,6 +421,42 @@ def _sorted_qids(qids) -> list[str]:
     return sorted(qids)
 
 
+class StaleEmbeddings(ValueError):
+    """Saved embeddings made from other texts than the dataset's (edited, added or removed since)."""
+
+
+_UNCHECKED_WARNED: set = set()
+
+
+def _is_bundled(d: str) -> bool:
+    """Whether ``d`` lies in the package's own data (its SciFact vectors, made from its own corpus)."""
+    return os.path.abspath(d).startswith(os.path.abspath(os.path.dirname(__file__)) + os.sep)
+
+
+def _first_difference(d: str, stem: str, idname: str, ids: list, now) -> tuple[str, int]:
+    """``(first text that differs, in words; how many differ)`` between a folder's record and the dataset."""
+    try:
+        with open(os.path.join(d, idname), encoding="utf-8") as fh:
+            saved_ids = [ln.rstrip("\n") for ln in fh]
+        saved = load_array(os.path.join(d, f"{stem}_digests.npy"), kinds="u", ndim=1).tolist()
+    except (OSError, ValueError):
+        return f"texts differ (its record {stem}_digests.npy / {idname} does not read)", len(ids)
+    old = dict(zip(saved_ids, saved))
+    first, n = None, 0
+    for i, g in zip(ids, now.tolist()):
+        if i not in old or old[i] != g:
+            n += 1
+            if first is None:
+                first = f"{i!r} {'added' if i not in old else 'edited'}"
+    gone = set(saved_ids).difference(ids)
+    n += len(gone)
+    if first is None and gone:
+        first = f"{next(i for i in saved_ids if i in gone)!r} removed"
+    if first is None:  # same ids and texts in another order
+        first, n = "order changed (the same ids in another order)", len(ids)
+    return first, n
+
+
 @dataclass
 class BeirDataset:
     """An in-memory BEIR dataset (see the module docstring for the data model)."""
@@ -434,6 +472,8 @@ class BeirDataset:
     _qrels: dict = field(default_factory=dict, repr=False)
     _doc_pos: dict | None = field(default=None, repr=False)
     _warned_textless: set = field(default_factory=set, repr=False)
+    _digests: tuple | None = field(default=None, repr=False)
+    _fresh: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_docs(self) -> int:
@@ -498,6 +538,62 @@ class BeirDataset:
         """``(title + sep + text).strip()`` for every document (SPEC A.2.2)."""
         return [(t + sep + x).strip() for t, x in zip(self.titles, self.texts)]
 
+    def text_digests(self) -> tuple:
+        """Return ``(docs, queries)``: the uint64 digests of the texts embedded (cached).
+
+        Every document's ``title + " " + text`` and every query's text, in file order (see
+        :mod:`jkofast._digest`).
+        """
+        if self._digests is None:
+            self._digests = (text_digests(self.doc_texts(" ")), text_digests(self.query_texts))
+        return self._digests
+
+    def check_embeddings_fresh(self, name: str = "minilm-l6-v2") -> None:
+        """Check that ``embeddings/<name>`` was made from the texts of this corpus and these queries.
+
+        The folder's recorded digests (``meta.json``: ``corpus_sha256``, ``queries_sha256``; per row:
+        ``docs_digests.npy``, ``queries_digests.npy``) are compared with the dataset's texts.  A folder
+        that records none (made by an older jkofast, or by hand) cannot be checked: one
+        :class:`DataWarning` says so.
+
+        Raises
+        ------
+        StaleEmbeddings
+            A document or query was edited, added or removed since the vectors were made (the
+            message names the folder, the first such text and the command that updates it).
+        """
+        d = os.path.join(self.path, "embeddings", name)
+        try:
+            with open(os.path.join(d, "meta.json"), encoding="utf-8") as fh:
+                meta = json.load(fh)
+        except (OSError, ValueError):
+            meta = None
+        if not isinstance(meta, dict) or "corpus_sha256" not in meta:
+            if (self.path, name) not in _UNCHECKED_WARNED and not _is_bundled(d):
+                _UNCHECKED_WARNED.add((self.path, name))
+                warnings.warn(
+                    f"{d} records no text digests (made by an older jkofast or by hand): whether its vectors "
+                    f"match the corpus cannot be checked; jkofast embed --dataset {self.path} encodes it again "
+                    "and records them",
+                    DataWarning,
+                    stacklevel=3,
+                )
+            return
+        fix = f"jkofast embed --dataset {self.path}" + ("" if name == "minilm-l6-v2" else f" --name {name} --model M")
+        for part, stem, idname, ids, key, what in (
+            (0, "docs", "docs_ids.txt", self.doc_ids, "corpus_sha256", "document"),
+            (1, "queries", "query_ids.txt", self.query_ids, "queries_sha256", "query"),
+        ):
+            if key not in self._fresh:  # once per dataset object: the texts do not change
+                self._fresh[key] = corpus_sha256(ids, self.doc_texts(" ") if part == 0 else self.query_texts)
+            if self._fresh[key] == meta.get(key):
+                continue
+            first, n = _first_difference(d, stem, idname, ids, self.text_digests()[part])
+            raise StaleEmbeddings(
+                f"{d} is stale: {what} {first} since its vectors were made ({n} {what}(s) differ); "
+                f"update it with: {fix}" + (f" (M: the {meta.get('model')} weights)" if " --model M" in fix else "")
+            )
+
     def embeddings(self, name: str = "minilm-l6-v2"):
         """Load the saved embeddings ``embeddings/<name>``.
 
@@ -512,6 +608,8 @@ class BeirDataset:
 
         Raises
         ------
+        StaleEmbeddings
+            The folder was made from other texts (see :meth:`check_embeddings_fresh`).
         FileNotFoundError
             The folder exists without ``docs.npy`` or ``queries.npy``.
         ValueError
@@ -522,6 +620,7 @@ class BeirDataset:
         d = os.path.join(self.path, "embeddings", name)
         if not os.path.isdir(d):
             return None
+        self.check_embeddings_fresh(name)
 
         def check_saved_ids(path: str, ids: list[str]) -> None:
             """Check a saved id list (one id a line; optional file) against the dataset's ids in file order."""
@@ -552,7 +651,7 @@ class BeirDataset:
             if head.shape[0] != len(ids):
                 raise ValueError(
                     f"{p}: {head.shape[0]} rows for {len(ids)} {what} (stale embeddings? "
-                    f"jkofast embed --dataset {self.path} --force)"
+                    f"jkofast embed --dataset {self.path})"
                 )
             check_saved_ids(os.path.join(d, idname), ids)
             arrays[fname] = p

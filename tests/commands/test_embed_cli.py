@@ -44,7 +44,10 @@ def test_embed_writes_the_bundled_layout(folders, capsys):
     assert main(["embed", "--dataset", ds_path, "--model", model, "--batch-size", "2", "--threads", "1"]) == 0
     out = os.path.join(ds_path, "embeddings", "tiny-bert")
     assert sorted(os.listdir(os.path.join(ds_path, "embeddings"))) == ["tiny-bert"]  # parts folder removed
-    assert sorted(os.listdir(out)) == ["docs.npy", "docs_ids.txt", "meta.json", "queries.npy", "query_ids.txt"]
+    assert sorted(os.listdir(out)) == [
+        "docs.npy", "docs_digests.npy", "docs_ids.txt", "meta.json", "queries.npy", "queries_digests.npy",
+        "query_ids.txt",
+    ]  # fmt: skip
     bundled = os.path.join(os.path.dirname(__file__), "..", "..", "jkofast", "datasets", "scifact", "embeddings")
     assert np.load(os.path.join(bundled, "minilm-l6-v2", "docs.npy"), mmap_mode="r").dtype == np.float16
     docs = np.load(os.path.join(out, "docs.npy"))
@@ -58,8 +61,8 @@ def test_embed_writes_the_bundled_layout(folders, capsys):
     np.testing.assert_allclose(D, encode(m, ds.doc_texts(" ")), atol=2e-3)  # float16 storage
     np.testing.assert_allclose(Q, encode(m, ds.query_texts), atol=2e-3)
     assert "wrote" in capsys.readouterr().out
-    assert main(["embed", "--dataset", ds_path, "--model", model]) == 0  # exists: kept
-    assert "exists (pass --force" in capsys.readouterr().out
+    assert main(["embed", "--dataset", ds_path, "--model", model]) == 0  # up to date: kept
+    assert "up to date with the corpus: 0 texts re-encoded" in capsys.readouterr().out
     # then the main job on the folder, from the saved embeddings
     assert main(["run", "--dataset", ds_path, "--embeddings", "tiny-bert", "--config", "fast", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["methods"]
@@ -122,8 +125,11 @@ def test_embeddings_that_disagree_with_the_corpus_fail_before_work(folders, caps
     assert main(["embed", "--dataset", ds_path, "--model", model, "--quiet"]) == 0
     out = os.path.join(ds_path, "embeddings", "tiny-bert")
     np.save(os.path.join(out, "docs.npy"), np.zeros((4, 8), np.float16))
-    assert main(["embed", "--dataset", ds_path, "--model", model]) == 2
+    assert main(["run", "--dataset", ds_path, "--embeddings", "tiny-bert", "--quick"]) == 2
     assert "docs.npy: 4 rows for 5 corpus documents" in capsys.readouterr().err
+    assert main(["embed", "--dataset", ds_path, "--model", model]) == 0  # a damaged folder is made again
+    assert "8 texts re-encoded (5 documents, 3 queries; every text: its docs.npy" in capsys.readouterr().out
+    np.save(os.path.join(out, "docs.npy"), np.zeros((4, 8), np.float16))
     with open(os.path.join(out, "query_ids.txt"), "w") as fh:
         fh.write("q1\nqX\nq3\n")
     np.save(os.path.join(out, "docs.npy"), np.zeros((5, 8), np.float16))

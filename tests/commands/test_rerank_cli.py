@@ -491,8 +491,9 @@ def test_gzip_input_same_as_plain(tmp_path, monkeypatch):
     [
         (["--k", "-1"], "--k must be >= 0"),  # wrote the whole pool silently
         (["--tag", "a b"], "--tag must be non-empty without whitespace"),  # unreadable TREC output
-        (["--alpha", "nan"], "--alpha must be finite"),
-        (["--gamma", "-1"], "--gamma must be finite and >= 0"),
+        (["--scores", "SCORES", "--alpha", "nan"], "--alpha must be finite"),
+        (["--scores", "SCORES", "--gamma", "-1"], "--gamma must be finite and >= 0"),
+        (["--alpha", "0.5"], "--alpha applies under --scores only"),  # was ignored without --scores
         (["--threads", "0"], "n_threads must be >= 1"),
     ],
 )
@@ -500,6 +501,8 @@ def test_bad_options_fail_before_any_work(tmp_path, monkeypatch, capsys, extra, 
     _fake_core(monkeypatch)
     run = _write_inputs(tmp_path, nq=2)
     out = tmp_path / "o.trec"
+    (tmp_path / "s.txt").write_text("q0 d0 1.0\n")
+    extra = [str(tmp_path / "s.txt") if x == "SCORES" else x for x in extra]
     assert main(_cmd(tmp_path, str(run), str(out), *extra)) == 2
     assert match in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "o.trec.parts").exists()

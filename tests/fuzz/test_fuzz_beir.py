@@ -124,3 +124,76 @@ def test_damaged_embeddings_load_as_saved_or_fail_naming_the_array(fname, data):
         assert doc.shape == want[0].shape and qry.shape == want[1].shape
     else:
         raise AssertionError(f"{how}: accepted a damaged folder")
+
+
+def _recorded_embeddings(root: str) -> str:
+    """An embeddings folder as ``jkofast embed`` records it (vectors, id lists, per-row digests, corpus SHA-256)."""
+    import json as _json
+
+    from jkofast._digest import corpus_sha256, text_digests
+
+    d = _embeddings(root)
+    ds = load_dataset(root)
+    meta = {"model": "m"}
+    for stem, idname, ids, texts, key in (
+        ("docs", "docs_ids.txt", ds.doc_ids, ds.doc_texts(" "), "corpus_sha256"),
+        ("queries", "query_ids.txt", ds.query_ids, list(ds.query_texts), "queries_sha256"),
+    ):
+        np.save(os.path.join(d, f"{stem}_digests.npy"), text_digests(texts))
+        with open(os.path.join(d, idname), "w", encoding="utf-8") as fh:
+            fh.write("".join(i + "\n" for i in ids))
+        meta[key] = corpus_sha256(ids, texts)
+    with open(os.path.join(d, "meta.json"), "w") as fh:
+        _json.dump(meta, fh)
+    return d
+
+
+_TEXT = st.text(alphabet=st.sampled_from("ab \u00e9\u0645"), min_size=1, max_size=6).filter(str.strip)
+
+
+@given(st.data())
+def test_embeddings_of_a_changed_corpus_are_refused_naming_a_changed_text(data):
+    """Any edit, addition, removal or reordering of documents or queries after embedding: refused, naming a
+    document or query that did change; an unchanged corpus (or an edit back to the same text) loads."""
+    from jkofast.datasets.beir import StaleEmbeddings
+
+    root = _folder()
+    d = _recorded_embeddings(root)
+    docs, queries = list(DOCS), list(QUERIES)
+    for step in range(data.draw(st.integers(0, 3))):
+        which = data.draw(st.sampled_from(["doc", "query"]))
+        rows = docs if which == "doc" else queries
+        op = data.draw(st.sampled_from(["edit", "same", "add", "remove", "swap"]))
+        i = data.draw(st.integers(0, len(rows) - 1))
+        if op == "edit":
+            rows[i] = (*rows[i][:-1], data.draw(_TEXT))
+        elif op == "add":
+            rows.append((f"new{step}", *(("",) if which == "doc" else ()), data.draw(_TEXT)))
+        elif op == "remove" and len(rows) > 1:
+            del rows[i]
+        elif op == "swap":
+            j = data.draw(st.integers(0, len(rows) - 1))
+            rows[i], rows[j] = rows[j], rows[i]
+    write_beir(root, docs, queries, [r for r in QRELS if r[1] in {x[0] for x in docs}])
+    embedded = {"doc": {i: (t + " " + x).strip() for i, t, x in DOCS}, "query": dict(QUERIES)}
+    now = {"doc": [(i, (t + " " + x).strip()) for i, t, x in docs], "query": list(queries)}
+    changed = {
+        w: [i for i, x in now[w] if embedded[w].get(i) != x] + [i for i in embedded[w] if i not in dict(now[w])]
+        for w in ("doc", "query")
+    }
+    same = {w: [i for i, _ in now[w]] == list(embedded[w]) and not changed[w] for w in ("doc", "query")}
+    ds = _load(root)
+    if same["doc"] and same["query"]:
+        doc, qry = ds.embeddings("m")
+        assert doc.shape == (4, 8) and qry.shape == (3, 8)
+        return
+    try:
+        ds.embeddings("m")
+    except StaleEmbeddings as exc:
+        msg = str(exc)
+        assert msg.startswith(d) and "jkofast embed --dataset" in msg
+        what = "document" if not same["doc"] else "query"
+        named = msg.split(f"{what} ", 1)[1].split(" ", 1)[0].strip("'")
+        assert named in changed["doc" if what == "document" else "query"] or "order changed" in msg, msg
+        return
+    raise AssertionError("a changed corpus loaded its stale vectors")

@@ -65,7 +65,8 @@ def test_stream_matches_multires_rerank_per_pool(tmp_path, variant):
     from jkofast.jko.multires import coarse_config, fine_config, multires_rerank
 
     run = _write(tmp_path)
-    extra = ("--multires", variant, "--clusters", "5", "--refine", "2", "--beta", "1.5", "--chunk-size", "2")
+    beta = ("--beta", "1.5") if variant == "sam" else ()  # --beta applies to SAM-JKO only
+    extra = ("--multires", variant, "--clusters", "5", "--refine", "2", *beta, "--chunk-size", "2")
     assert main(_argv(tmp_path, run, "o.trec", *extra, "--dist", str(tmp_path / "o.npz"))) == 0
     Z = np.load(tmp_path / "E.npy")
     z = np.load(tmp_path / "o.npz")

@@ -16,6 +16,7 @@ import zlib
 import numpy as np
 import pytest
 from beir_helpers import write_beir
+from stamp_helpers import trust_stamps
 
 from jkofast._io import IndexDamage, atomic_write_manifest, crc32_file, read_manifest
 from jkofast.sgr import persist
@@ -93,8 +94,12 @@ def test_file_checksum_caught_at_open_for_small_files_and_by_verify_for_large(ix
     with pytest.raises(IndexDamage, match=r"mem_m\.npy: checksum mismatch") as e:
         SparseGeometricRetriever.load(ix, mmap=True)
     assert e.value.file == "mem_m.npy"
-    # as a large file: size and structure at open (the change is invisible there) ...
+    # as a large file: its stamp no longer matches (the file changed since it was verified): checksummed
     monkeypatch.setattr(persist, "OPEN_CHECKSUM_BYTES", 0)
+    with pytest.raises(IndexDamage, match=r"mem_m\.npy: checksum mismatch"):
+        SparseGeometricRetriever.load(ix, mmap=True)
+    # a large file trusted by its stamp: size and structure at open (the change is invisible there) ...
+    trust_stamps(monkeypatch, persist)
     SparseGeometricRetriever.load(ix, mmap=True)
     # ... its checksum with verify, an in-memory load and --check
     for kw in ({"mmap": True, "verify": True}, {"mmap": False}):
@@ -138,7 +143,8 @@ def _damages(V, N, F):
 def test_every_kernel_index_array_is_range_checked_at_open(ix, monkeypatch, k):
     r = SparseGeometricRetriever.load(ix, mmap=True)
     name, fn, what = _damages(r.n_terms_, r.n_docs_, r.config.n_memberships)[k]
-    monkeypatch.setattr(persist, "OPEN_CHECKSUM_BYTES", 0)  # as on a large index: no checksum at open
+    monkeypatch.setattr(persist, "OPEN_CHECKSUM_BYTES", 0)  # as on a large index, its stamps trusted:
+    trust_stamps(monkeypatch, persist)  # no checksum at open (the range checks stand alone)
     _set(ix, name, fn)
     # np.save kept the size: the manifest's record of it still holds
     if what is None:

@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from stamp_helpers import trust_stamps
 
 from jkofast._io import IndexDamage, read_manifest
 from jkofast.sparse import index as sparse_index
@@ -47,7 +48,10 @@ def test_changed_weight_caught_at_open_small_and_by_verify_large(ix, monkeypatch
     with pytest.raises(IndexDamage, match=r"post_w\.npy: checksum mismatch"):
         load_index(ix)
     monkeypatch.setattr(sparse_index, "OPEN_CHECKSUM_BYTES", 0)
-    load_index(ix)  # a large file: structure only at open
+    with pytest.raises(IndexDamage, match=r"post_w\.npy: checksum mismatch"):
+        load_index(ix)  # a large file changed since its verification stamp: checksummed
+    trust_stamps(monkeypatch, sparse_index)
+    load_index(ix)  # a large file trusted by its stamp: structure only at open
     with pytest.raises(ValueError, match=r"post_w\.npy: checksum mismatch"):
         load_index(ix, verify=True)
     with pytest.raises(ValueError, match=r"post_w\.npy: checksum mismatch"):
@@ -67,6 +71,7 @@ def test_changed_weight_caught_at_open_small_and_by_verify_large(ix, monkeypatch
 )
 def test_ids_and_pointers_checked_at_open(ix, monkeypatch, name, fn, what):
     monkeypatch.setattr(sparse_index, "OPEN_CHECKSUM_BYTES", 0)
+    trust_stamps(monkeypatch, sparse_index)  # as a large file whose stamp matched: the range checks alone
     _set(ix, name, fn)
     if name == "idf":  # a value, not an index: verify and --check see it
         load_index(ix)
@@ -81,6 +86,7 @@ def test_ids_and_pointers_checked_at_open(ix, monkeypatch, name, fn, what):
 def test_tfidf_document_rows_checked(tmp_path, monkeypatch):
     ix = TfidfIndex().fit(TEXTS).save(str(tmp_path / "ix"))
     monkeypatch.setattr(sparse_index, "OPEN_CHECKSUM_BYTES", 0)
+    trust_stamps(monkeypatch, sparse_index)
     _set(ix, "doc_terms", lambda a: a.__setitem__(0, 10**5))
     with pytest.raises(IndexDamage, match=r"doc_terms\.npy: holds term ids outside"):
         load_index(ix)
