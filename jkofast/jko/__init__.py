@@ -1,7 +1,7 @@
 """JKO-RAG set-level reranking.
 
 Configuration, the single-pool solver, batched and streaming (resumable, file-to-file) reranking,
-energies, the parity check, the drop-in API of the published solver (:mod:`jkofast.jko.compat`),
+energies, the parity check, the drop-in API of the published solver (:mod:`jkofast.compat._solver`),
 and the extensions and analyses: Dual-Rank confidence, MR-/SAM-JKO, NM-JKO's learned metric,
 the theory evaluators and the linear response of a JKO step.
 

@@ -41,7 +41,7 @@ from jkofast._numba import WARMUPS
 from jkofast._threads import resolve_threads
 from jkofast.datasets.beir import read_corpus
 from jkofast.eval.runio import ScoreStream, iter_chunks, read_scores
-from jkofast.jko.chunks import (
+from jkofast.jko._chunks import (
     PreparedChunk,
     energy_p0,
     finish_chunk,
@@ -50,9 +50,9 @@ from jkofast.jko.chunks import (
     process_chunk,
     solve_chunk,
 )
+from jkofast.jko._parts import ChunkStore, write_part
 from jkofast.jko.config import JKOConfig, batch_config, gradient_path
 from jkofast.jko.metric import load_metric
-from jkofast.jko.parts import ChunkStore
 from jkofast.pools.candidates import load_embeddings
 from jkofast.sparse.index import TfidfIndex
 
@@ -75,6 +75,7 @@ __all__ = [
     "resolve_config",
     "solve_chunk",
     "warm_rerank_kernels",
+    "write_part",
 ]
 
 
@@ -122,7 +123,7 @@ class RerankOptions:
         Keep ``OUT.parts/`` after success.
     multires : {"mr", "sam"}, optional
         Rerank each pool with MR-JKO (spherical k-means groups) or SAM-JKO (groups on
-        ``[z, beta*r]``) instead of the vanilla flow (:func:`jkofast.jko.chunks.solve_multires`):
+        ``[z, beta*r]``) instead of the vanilla flow (:func:`jkofast.jko._chunks.solve_multires`):
         a coarse flow on ``clusters`` centroids keeps the ``refine`` heaviest groups and a fine
         flow on their members gives ``p`` (exactly 0 elsewhere).  Dense ``embeddings`` only; the
         stages are the SPEC A.8 operating points on the job's gradient path (``grad``).
@@ -534,7 +535,7 @@ def rerank_stream(
     """Rerank every query of ``opts.pools`` with JKO-RAG; write ``opts.out`` (and ``opts.dist``).
 
     The pool file is cut into chunks of ``opts.chunk_size`` queries; each finished chunk is
-    written atomically into ``OUT.parts/`` (:mod:`jkofast.jko.parts`) and the output is the
+    written atomically into ``OUT.parts/`` (:mod:`jkofast.jko._parts`) and the output is the
     concatenation of the parts in input order, so a job run again resumes from its finished
     chunks, byte-identical to an uninterrupted run.
 

@@ -18,7 +18,7 @@ import pytest
 from beir_helpers import write_beir
 
 from jkofast._io import IndexDamage, atomic_write_manifest, crc32_file, read_manifest
-from jkofast.sgr import persist
+from jkofast.sgr import _persist as persist
 from jkofast.sgr.retriever import SparseGeometricRetriever
 
 TEXTS = [

@@ -23,5 +23,5 @@ STUDIES: dict[str, tuple[str, str]] = {
         "linear response: implicit JVP of a JKO step vs finite differences",
     ),
     "ablations": ("jkofast.studies.ablations:study", "ablations of the JKO-RAG energy, proximal term and geometry"),
-    "report": ("jkofast.studies.report:study", "every study above, one Markdown report with tables and figures"),
+    "report": ("jkofast.studies._report:study", "every study above, one Markdown report with tables and figures"),
 }
