@@ -10,5 +10,5 @@ imports none of them.
 from jkofast._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
-    __name__, ["metrics", "trec", "runio", "fastread", "npfiles", "selective", "stability"]
+    __name__, ["metrics", "trec", "runio", "fastread", "_npfiles", "selective", "stability"]
 )

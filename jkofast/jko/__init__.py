@@ -19,7 +19,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "stream",
         "energy",
         "parity",
-        "compat",
         "confidence",
         "multires",
         "metric",
