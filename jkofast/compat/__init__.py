@@ -1,11 +1,23 @@
 """The published solver's import path: ``from jkofast.compat import JKOConfig, run_jko, ...``.
 
-An alias of :mod:`jkofast.compat._solver`, kept at the top level so the published scripts switch
-their import with one word.
+The published names, signatures and defaults on jkofast's kernels, kept at the top level so the
+published scripts switch their import with one word.
+
+The names below are imported lazily (PEP 562); :mod:`jkofast.compat.torch` is the autograd adapter.
 """
 
-from jkofast.compat._solver import *  # noqa: F403
-from jkofast.compat._solver import (
-    __all__,  # noqa: F401
-    log_sinkhorn_loss_and_grad,  # noqa: F401  (the gradients; not a published name)
+from jkofast._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "JKOConfig": "jkofast.compat._solver",
+        "run_jko": "jkofast.compat._solver",
+        "run_jko_with_duals": "jkofast.compat._solver",
+        "jko_step": "jkofast.compat._solver",
+        "log_sinkhorn_loss": "jkofast.compat._solver",
+        "log_sinkhorn_with_duals": "jkofast.compat._solver",
+        "log_sinkhorn_loss_and_grad": "jkofast.compat._solver",
+        "log_sinkhorn_loss_hvp": "jkofast.compat._solver",
+    },
 )
