@@ -30,7 +30,6 @@ the analyser, the grid with its mean scores, the folds' choices and the out-of-f
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -44,7 +43,7 @@ from jkofast._validation import check_int
 from jkofast.datasets.beir import load_dataset
 from jkofast.eval.metrics import bootstrap_ci, paired_bootstrap_diff
 from jkofast.eval.trec import write_run
-from jkofast.jko.config import FLOW_FIELDS, POINT_FORMAT, point_file_config
+from jkofast.jko.config import FLOW_FIELDS, POINT_FORMAT, point_file_config, published_point, read_point_file
 from jkofast.jko.energy import align_scores, blend, read_score_file, softmax_tau
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
 from jkofast.pools.baselines import inpool_rrf, positions_to_docs, topk_by_score
@@ -76,9 +75,6 @@ __all__ = [
 ]
 
 GRIDS = ("published", "wide")
-# the published SciFact operating point: config #12 of the published search, energy (α, γ) = (0.4, 0.3)
-PUBLISHED_POINT = {"kind": "jko", "alpha": 0.4, "beta": 0.0, "gamma": 0.3, "h": 2.0, "lam": 0.1, "rho": 0.05,
-                   "sinkhorn_eps": 0.2, "T": 5, "inner_steps": 40, "tau0": 1.0, "pool": 200}  # fmt: skip
 DEFAULT_EMBEDDINGS = "minilm-l6-v2"
 POOL = 200  # pool size M of the hybrid pools (SPEC A.2.6); the wide grid also tries WIDE_POOL
 WIDE_POOL = 100
@@ -535,7 +531,7 @@ def _baseline_rows(inputs, first, S, all_points, chosen, ev_cols, grad, n_thread
     hy_pos = inpool_rrf(P.sparse, P.dense, P.offsets, K_READ, n_threads=n_threads)
     hy_rows = positions_to_docs(hy_pos, P.offsets, P.doc_idx)
     hy = evaluate_topk(hy_rows, qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
-    pub_top = run_point(first, PUBLISHED_POINT, grad=grad, n_threads=n_threads)
+    pub_top = run_point(first, published_point(), grad=grad, n_threads=n_threads)
     pub = evaluate_topk(pub_top[0], qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
     twin = _readout_twins(all_points)
     base_rows = {
@@ -679,16 +675,9 @@ def load_point(path) -> OperatingPoint:
     FileNotFoundError
         No such file.
     """
-    with open(path, encoding="utf-8") as fh:
-        try:
-            d = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a point file (invalid JSON: {exc})") from None
-    if not isinstance(d, dict) or d.get("format") != POINT_FORMAT:
-        raise ValueError(f"{path}: not a point file (format {d.get('format') if isinstance(d, dict) else None!r}, "
-                         f"expected {POINT_FORMAT!r})")  # fmt: skip
-    sel, an = d.get("selected"), d.get("analyser")
-    if not isinstance(sel, dict) or sel.get("kind") not in ("jko", "dense", "bm25") or not isinstance(an, dict):
+    d = read_point_file(path)
+    sel, an = d["selected"], d.get("analyser")
+    if not isinstance(an, dict):
         raise ValueError(f"{path}: 'selected' and 'analyser' must name a point (kind jko, dense or bm25)")
     try:
         analyser = Analyzer.from_dict(an)
@@ -699,7 +688,6 @@ def load_point(path) -> OperatingPoint:
             for k, v in w.items():
                 if k != "kind" and (not math.isfinite(v) or v < 0):
                     raise ValueError(f"weight {k} = {v}")
-            cfg = point_file_config(path)
         else:
             w = {
                 "kind": kind,
@@ -708,7 +696,7 @@ def load_point(path) -> OperatingPoint:
                 "gamma": 0.0,
                 "pool": POOL,
             }
-            cfg = point_file_config(path)
+        cfg = point_file_config(path, d)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: invalid selected point ({type(exc).__name__}: {exc})") from None
     return OperatingPoint(cfg, w, analyser)
