@@ -1,4 +1,4 @@
-"""The byte-level corpus path of the streaming SGR build (jkofast.sgr.streaming._ByteShards,
+"""The byte-level corpus path of the streaming SGR build (jkofast.sgr._corpus.ByteShards,
 byte_shard_term_counts, the parallel block tokeniser, the TF-IDF row kernel): bit for bit the
 json + str path (read_corpus_shards + shard_term_counts), at any block count and thread count."""
 
@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
 from jkofast.kernels.sgr import stream as _st
+from jkofast.sgr import _corpus, _vocab
 from jkofast.sgr import streaming as st
 from jkofast.sgr.retriever import SparseGeometricRetriever
 
@@ -69,7 +70,7 @@ def _json_path(path, shard):
 
 
 def _byte_path(path, shard, n_threads, n_blocks, chunk=1 << 12):
-    src = st._ByteShards(str(path), chunk=chunk)
+    src = _corpus.ByteShards(str(path), chunk=chunk)
     out = []
     try:
         while (part := src.take(shard)) is not None:
@@ -219,7 +220,7 @@ def test_tfidf_rows_kernel_equals_tfidftransformer_with_long_rows():
 def test_global_ids_search_is_the_dict_lookup():
     vocab = np.array(sorted(["ab", "abc", "b", "zz", "a_long_term"]), dtype=str)
     terms = np.array(["abc", "a", "zz", "zzz", "b", "a_long_term_longer", ""], dtype=str)
-    got = st._global_ids(terms, vocab)
+    got = _vocab._global_ids(terms, vocab)
     want = [{t: i for i, t in enumerate(vocab.tolist())}.get(t, -1) for t in terms.tolist()]
     assert got.tolist() == want and got.dtype == np.int64
-    assert st._global_ids(terms, vocab[:0]).tolist() == [-1] * len(terms)
+    assert _vocab._global_ids(terms, vocab[:0]).tolist() == [-1] * len(terms)
