@@ -42,6 +42,7 @@ from jkofast._io import atomic_write_json, atomic_write_text, check_writable_dir
 from jkofast._validation import check_int
 from jkofast.datasets.beir import load_dataset
 from jkofast.eval.metrics import bootstrap_ci, paired_bootstrap_diff
+from jkofast.eval.runio import strictly_decreasing
 from jkofast.eval.trec import write_run
 from jkofast.jko.config import FLOW_FIELDS, POINT_FORMAT, point_file_config, published_point, read_point_file
 from jkofast.jko.energy import align_scores, blend, read_score_file, softmax_tau
@@ -718,24 +719,10 @@ def write_runs(folder, tops: dict, query_ids, doc_ids) -> list[str]:
     for name, (rows, vals) in tops.items():
         path = os.path.join(folder, f"{name}.run")
         rows = np.asarray(rows, np.int64)
-        vals = _strictly_decreasing(np.where(rows >= 0, np.asarray(vals, np.float64), -np.inf))
+        vals = strictly_decreasing(np.where(rows >= 0, np.asarray(vals, np.float64), -np.inf))
         write_run(path, (rows, vals), tag=name, query_ids=list(query_ids), doc_ids=list(doc_ids))
         paths.append(path)
     return paths
-
-
-def _strictly_decreasing(vals: np.ndarray) -> np.ndarray:
-    """Return ``vals`` (nq, k) with every score not below the previous column's (at float32) lowered under it.
-
-    trec_eval keeps scores as C floats and orders float32 ties by document id; a tied score
-    becomes the float32 just below the previous one (a change of one float32 step).
-    """
-    out = vals.copy()
-    for j in range(1, out.shape[1]):
-        prev, cur = out[:, j - 1], out[:, j]
-        bad = np.isfinite(cur) & ((cur >= prev) | (cur.astype(np.float32) >= prev.astype(np.float32)))
-        out[bad, j] = np.nextafter(prev[bad].astype(np.float32), np.float32(-np.inf)).astype(np.float64)
-    return out
 
 
 def write_per_query(path, query_ids, values: dict) -> None:
