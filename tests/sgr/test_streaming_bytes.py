@@ -16,7 +16,8 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 from jkofast.kernels.sgr import stream as _st
 from jkofast.sgr import _corpus, _vocab
 from jkofast.sgr import streaming as st
-from jkofast.sgr.retriever import SparseGeometricRetriever
+from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
+from jkofast.text.scripts import script_tokenizer
 
 SMALL = {"pool_size": 20}
 WORDS = ["Alpha", "beta", "GAMMA", "x", "y_z", "12", "a1", "Q", "TERM_9", "dé", "東京", "naïve", "w1", "w2", "w3"]
@@ -198,7 +199,7 @@ def test_tfidf_rows_kernel_equals_tfidftransformer_with_long_rows():
     vocab = [f"v{i:03d}" for i in range(300)]
     texts = [" ".join(rng.choice(vocab, size=int(rng.integers(0, 200)))) for _ in range(60)]  # rows > 32 terms
     texts[5] = "zzz_unknown only"
-    cv = CountVectorizer(analyzer=st.script_tokenizer(st.TOKEN_PATTERN), max_features=250, dtype=np.float32)
+    cv = CountVectorizer(analyzer=script_tokenizer(TOKEN_PATTERN), max_features=250, dtype=np.float32)
     counts = cv.fit_transform(texts)
     tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
     X = tr.fit_transform(counts).tocsr().astype(np.float32)
