@@ -68,11 +68,11 @@ __all__ = [
     "energy_p0",
     "finish_chunk",
     "format_lines",
+    "job_config",
     "load_geometry",
     "prepare_chunk",
     "process_chunk",
     "rerank_stream",
-    "resolve_config",
     "solve_chunk",
     "warm_rerank_kernels",
     "write_part",
@@ -421,7 +421,7 @@ def _check_confidence(opts: RerankOptions, cfg) -> None:
         )
 
 
-def resolve_config(opts: RerankOptions) -> JKOConfig:
+def job_config(opts: RerankOptions) -> JKOConfig:
     """Return the job's config: the operating point (a name runs on ``grad="implicit"``), then the overrides.
 
     ``opts.grad`` always wins; ``opts.mode`` and ``opts.alpha_prox`` change their fields.
@@ -576,7 +576,7 @@ def rerank_stream(
     """
     say = report or _stderr
     check_options(opts)
-    cfg = resolve_config(opts)
+    cfg = job_config(opts)
     _check_confidence(opts, cfg)
     t0 = time.perf_counter()
     summ = RerankSummary(jko_config=cfg, grad_path=gradient_path(cfg))
