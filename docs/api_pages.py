@@ -1,11 +1,13 @@
 """The API reference pages: one page per wing, documenting exactly the names of its face.
 
-A wing's face is its package's ``__all__`` (``jkofast/<wing>/__init__.py`` maps each public name to
-the module that defines it); private modules and the names that stay in their own module are not
-documented here.  Each page opens with a summary table (autosummary) and then renders every name in
-full: functions with their signature, classes with their methods and attributes
-(``autoclass :members:``).  ``docs/conf.py`` calls :func:`write_api_pages` when Sphinx reads it;
-``tests/test_docs.py`` checks the pages against :func:`public_names`.
+A wing's face is ``dir()`` of its package (``jkofast/<wing>/__init__.py`` maps each public name to
+the module that defines it; the same names as its ``__all__``, but for the drop-in's two gradient
+functions, which ``from jkofast.compat import *`` leaves out as the published module does).
+Private modules and the names that stay in their own module are not documented here.  Each page
+opens with a summary table (autosummary) and then renders every name in full: functions with their
+signature, classes with their methods and attributes (``autoclass :members:``).  ``docs/conf.py``
+calls :func:`write_api_pages` when Sphinx reads it; ``tests/test_docs.py`` checks the pages
+against :func:`public_names`.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def public_names() -> dict[str, list[str]]:
     out = {}
     for wing in WINGS:
         pkg = importlib.import_module(_module(wing))
-        out[pkg.__name__] = [n for n in pkg.__all__ if not n.startswith("_")]
+        out[pkg.__name__] = list(dir(pkg))
     return out
 
 
@@ -63,7 +65,7 @@ def _home(package: str, name: str) -> str | None:
                 return None
             continue
         mod = importlib.import_module(other)
-        if wing != "package" and name in mod.__all__ and getattr(mod, name) is obj:
+        if wing != "package" and name in dir(mod) and getattr(mod, name) is obj:
             return other
     return None
 

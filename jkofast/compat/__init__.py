@@ -8,7 +8,7 @@ The names below are imported lazily (PEP 562); :mod:`jkofast.compat.torch` is th
 
 from jkofast._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(
+__getattr__, __dir__, _face = lazy_exports(
     __name__,
     {
         "JKOConfig": "jkofast.compat._solver",
@@ -21,3 +21,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "log_sinkhorn_loss_hvp": "jkofast.compat._solver",
     },
 )
+# ``from jkofast.compat import *`` imports what the published module's does; the two gradient
+# functions are jkofast's own additions, public (documented, frozen) but not star-imported.
+__all__ = [n for n in _face if n not in ("log_sinkhorn_loss_and_grad", "log_sinkhorn_loss_hvp")]
