@@ -2,14 +2,12 @@
 
 Build: ``python -m sphinx -W --keep-going -b html docs docs/_build/html`` (``pip install -e ".[docs]"``).
 The guides are Markdown (MyST); the API reference is generated at build time from the docstrings of
-every public name (each module's ``__all__``) by :func:`_write_api_pages` and autosummary.
+every public name (each wing's face, its ``__all__``) by ``docs/api_pages.py``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 import re
 import sys
 
@@ -39,7 +37,7 @@ myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]
 
 autosummary_imported_members = False
-autodoc_default_options = {"members": False}
+autodoc_default_options: dict = {}
 autodoc_mock_imports = ["torch"]
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
@@ -58,128 +56,12 @@ html_theme_options = {
     "header_links_before_dropdown": 7,
 }
 
-# Wings in the order a reader meets them, with the one-line heading of each API page.
-WINGS = {
-    "jko": "JKO-RAG reranking",
-    "ot": "Optimal transport",
-    "compat": "Drop-in for the published solver",
-    "pools": "Candidate pools, baselines and the retriever registry",
-    "sparse": "Sparse first stage (TF-IDF, BM25)",
-    "sgr": "SparseGeometricRAG",
-    "text": "Text analysis",
-    "eval": "Evaluation",
-    "datasets": "Datasets",
-    "encode": "Embeddings (torch-free encoder)",
-    "studies": "Studies",
-    "distributed": "Dask",
-    "selection": "Operating points",
-    "warmups": "Compilation and warm-up",
-}
-# The command line and the compiled kernels behind the wrappers: not part of the Python API.
-INTERNAL = ("cli", "commands", "kernels")
+# The API reference (one page per wing, exactly the names of its face) is written by docs/api_pages.py
+# when this file is read, so that autosummary sees the pages.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import api_pages  # noqa: E402
 
-
-def _public_modules(wing: str) -> list:
-    """Return the modules of ``jkofast.<wing>`` that declare ``__all__`` (leaf modules; a plain module alone)."""
-    name = f"jkofast.{wing}"
-    try:
-        pkg = importlib.import_module(name)
-    except ImportError as exc:
-        print(f"api: skipping {name} ({exc})")
-        return []
-    if not hasattr(pkg, "__path__"):
-        return [pkg]
-    out = []
-    for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if m.name.startswith("_") or m.ispkg:
-            continue
-        try:
-            mod = importlib.import_module(f"{name}.{m.name}")
-        except ImportError as exc:  # an optional extra: the page says which
-            print(f"api: skipping {name}.{m.name} ({exc})")
-            continue
-        if getattr(mod, "__all__", None):
-            out.append(mod)
-    return out
-
-
-def _documented(module: str, name: str) -> bool:
-    """Whether ``module`` has an API page listing ``name`` (public, outside INTERNAL, in its ``__all__``)."""
-    parts = module.split(".")
-    if parts[0] != "jkofast" or len(parts) < 2 or parts[1] in INTERNAL:
-        return False
-    if any(p.startswith("_") for p in parts):
-        return False
-    return name in getattr(sys.modules.get(module), "__all__", ())
-
-
-def _split_names(mod) -> tuple[list, list]:
-    """``(names defined in mod, [(name, canonical dotted path)] of names it re-exports)``.
-
-    A name is documented once, on the page of the module that defines it; a re-export links there.
-    """
-    own, alias = [], []
-    for n in sorted(x for x in mod.__all__ if not x.startswith("_")):
-        obj = getattr(mod, n)
-        home = getattr(obj, "__module__", None)
-        if home and home != mod.__name__ and _documented(home, n) and hasattr(obj, "__qualname__"):
-            alias.append((n, f"{home}.{obj.__qualname__}"))
-        else:
-            own.append(n)
-    return own, alias
-
-
-def public_names() -> dict[str, list[str]]:
-    """Map every module the API reference documents to the public names it defines the API reference documents.
-
-    The same walk as :func:`_write_api_pages`; ``tests/test_docs.py`` checks its pages against it.
-    """
-    return {mod.__name__: _split_names(mod)[0] for mod in _documented_modules()}
-
-
-def _documented_modules() -> list:
-    """Return the package itself (its shortcuts), then the public modules of every wing, in page order."""
-    return [jkofast, *(mod for wing in WINGS for mod in _public_modules(wing))]
-
-
-def _write_api_pages(srcdir: str) -> list[str]:
-    """Write ``api/<wing>.rst`` (one autosummary table per module, one generated page per public name)."""
-    here = os.path.join(srcdir, "api")
-    os.makedirs(here, exist_ok=True)
-    pages = []
-    for wing, title in {"package": "The package namespace", **WINGS}.items():
-        mods = [jkofast] if wing == "package" else _public_modules(wing)
-        if not mods:
-            continue
-        lines = [title, "=" * len(title), ""]
-        for mod in mods:
-            head = f"``{mod.__name__}``"
-            lines += [head, "-" * len(head), "", f".. automodule:: {mod.__name__}", "   :no-members:", ""]
-            lines += [f".. currentmodule:: {mod.__name__}", ""]
-            own, alias = _split_names(mod)
-            if own:
-                lines += [".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
-                lines += [f"   {n}" for n in own]
-                lines.append("")
-            if alias:
-                lines += ["Re-exported here:", ""]
-                lines += [f"* :py:obj:`{n} <{target}>`" for n, target in alias]
-                lines.append("")
-        text = "\n".join(lines)
-        path = os.path.join(here, f"{wing}.rst")
-        if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        pages.append(wing)
-    index = ["API reference", "=============", "", "Every public name, by wing, from its docstring.", ""]
-    index += [".. toctree::", "   :maxdepth: 1", "", *(f"   {w}" for w in pages), ""]
-    with open(os.path.join(here, "index.rst"), "w", encoding="utf-8") as fh:
-        fh.write("\n".join(index))
-    return [f"api/{w}.rst" for w in pages]
-
-
-# Written when this file is read, so that autosummary (which scans the listed sources for its stubs) sees them.
-autosummary_generate = _write_api_pages(os.path.dirname(os.path.abspath(__file__)))
+api_pages.write_api_pages(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---- docstrings as the API pages show them ------------------------------------------------------------

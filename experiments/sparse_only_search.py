@@ -61,7 +61,8 @@ def bigram_texts(texts, analyzer):
 
 def signals(ds, queries, t: int, with_sgr: bool = True) -> dict:
     from jkofast.sparse.index import BM25Index, TfidfIndex
-    from jkofast.text import SKLEARN, WORD, Analyzer
+    from jkofast.text import Analyzer
+    from jkofast.text.patterns import SKLEARN, WORD
 
     st = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
     texts = title_texts(ds, t)
@@ -117,7 +118,8 @@ def main(argv=None):
     from jkofast.sparse.index import BM25Index, TfidfIndex
     from jkofast.studies.main_job import evaluate_topk, readout_topk
     from jkofast.studies.tuning import sample_configs, train_queries
-    from jkofast.text import SKLEARN, Analyzer
+    from jkofast.text import Analyzer
+    from jkofast.text.patterns import SKLEARN
 
     t_start = time.perf_counter()
     ds = load_dataset("scifact")

@@ -10,7 +10,7 @@ NOT searched), Porter stemmer always on (applied after stop-word removal), lower
 
   token pattern
     * ``sklearn``   ``(?u)\\b\\w\\w+\\b`` (current; tokens of >= 2 characters)
-    * ``word``      ``(?u)\\b\\w+\\b`` (= ``(?u)\\w+``, jkofast.text.WORD; keeps 1-character tokens:
+    * ``word``      ``(?u)\\b\\w+\\b`` (= ``(?u)\\w+``, jkofast.text.patterns.WORD; keeps 1-character tokens:
                     "IL-6" -> il, 6; "type 2 diabetes" -> type, 2, diabet)
     * ``sklearn+compounds``  the ``sklearn`` tokens plus, for every maximal match of
                     ``(?u)\\w+(?:[-\\u2010]\\w+)+`` (word runs joined by ASCII hyphen U+002D or the

@@ -7,6 +7,7 @@ import importlib
 import os
 import re
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 
 __all__ = ["lazy_exports", "public_names"]
@@ -73,16 +74,19 @@ def _literal_all(source: str, path: str, module: str) -> list[str]:
     return list(names)
 
 
-def lazy_exports(package: str, exports: Mapping[str, str] | Sequence[str]):
+def lazy_exports(package: str, exports: Mapping[str, str], deprecated_from: Sequence[str] = ()):
     """Return ``(__getattr__, __dir__, __all__)`` for a package that re-exports names lazily.
 
     Parameters
     ----------
     package : str
         The package's dotted name.
-    exports : mapping of str to str, or sequence of str
-        Either public name -> dotted name of the module that defines it, or the package's
-        sub-modules (leaf names) whose ``__all__`` lists are re-exported (see :func:`public_names`).
+    exports : mapping of str to str
+        The package's face: public name -> dotted name of the module that defines it.
+    deprecated_from : sequence of str, optional
+        Sub-modules (leaf names) whose whole ``__all__`` the package used to re-export: a name of
+        theirs that is not in ``exports`` still resolves, with a ``DeprecationWarning`` naming the
+        module to import it from (kept for one release).
 
     Returns
     -------
@@ -94,13 +98,25 @@ def lazy_exports(package: str, exports: Mapping[str, str] | Sequence[str]):
     names : list of str
         The exported names, sorted (the package's ``__all__``).
     """
-    table = dict(exports) if isinstance(exports, Mapping) else public_names(package, exports)
+    table = dict(exports)
     names = sorted(table)
+    old: dict[str, str] = {}
 
     def __getattr__(name: str):
         mod = table.get(name)
+        if mod is not None:
+            return getattr(importlib.import_module(mod), name)
+        if deprecated_from and not old:
+            old.update(public_names(package, deprecated_from))
+        mod = old.get(name)
         if mod is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{package}.{name} is not part of the public API and will be removed from {package} in the "
+            f"next release; import it from {mod}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return getattr(importlib.import_module(mod), name)
 
     def __dir__():

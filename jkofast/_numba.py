@@ -13,10 +13,12 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Two hooks reach into Numba internals (``numba.core.caching``'s ``FunctionCache`` and locator
-classes, and the dispatcher's ``_cache`` slot); they are used only on the Numba versions they were
+Three hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
+result's ``entry_point`` (:func:`entry_point`).  They are used only on the Numba versions they were
 written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once and leaves caching
-to Numba's own locator and key.  docs/develop.md describes the compile-time rules.
+to Numba's own locator and key, and every call goes through the dispatcher.  docs/develop.md
+describes the compile-time rules.
 
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
 runs their kernels on 3-element inputs of every supported dtype; ``jkofast.warmup()``
@@ -42,6 +44,7 @@ __all__ = [
     "WARMUPS",
     "cache_tag",
     "compile_switches",
+    "entry_point",
     "kernel",
     "kernel_sources",
     "register_warmup",
@@ -335,6 +338,24 @@ def prepare_load(target_context) -> None:
 
 
 _FUNCTION_CACHE = _function_cache_class()
+_HOOKS_TESTED = NUMBA_HOOKS_TESTED[0] <= _numba_version(numba.__version__) <= NUMBA_HOOKS_TESTED[1]
+
+
+def entry_point(disp, args: tuple):
+    """Return the machine code's entry point of ``disp``'s compiled overload for ``args``, or None.
+
+    The third hook into Numba internals (the dispatcher's ``overloads`` table, keyed by argument
+    types, and the compile result's ``entry_point``): a caller that runs one kernel many times on
+    arguments of fixed types calls the entry point directly, without the dispatcher's type
+    resolution.  None (the caller goes through the dispatcher) when ``disp`` has not compiled that
+    overload, on a Numba version outside :data:`NUMBA_HOOKS_TESTED`, or when the internals moved.
+    """
+    overloads = getattr(disp, "overloads", None)
+    typeof = getattr(disp, "typeof_pyval", None)
+    if not _HOOKS_TESTED or overloads is None or typeof is None:
+        return None
+    cres = overloads.get(tuple(typeof(a) for a in args))
+    return getattr(cres, "entry_point", None)
 
 
 def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str = "never"):

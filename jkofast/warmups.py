@@ -52,9 +52,9 @@ DEFAULT = ("topk", "text", "index", "energy", "pools", "baselines", "evaluation"
 
 
 def _import_wrappers(path=None, prefix: str = "jkofast.") -> None:
-    """Import every public module of the package, wing sub-packages included (recursively)."""
+    """Import every module of the package (private ones too: they may register warm-ups), sub-packages recursively."""
     for mod in pkgutil.iter_modules(jkofast.__path__ if path is None else path, prefix):
-        if mod.name in _SKIP or mod.name.rsplit(".", 1)[-1].startswith("_"):
+        if mod.name in _SKIP or mod.name.rsplit(".", 1)[-1] == "__main__":
             continue
         m = importlib.import_module(mod.name)
         if mod.ispkg:

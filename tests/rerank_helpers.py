@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from jkofast.distributed.tasks import ClientStages
-from jkofast.jko import chunks, config, stream
+from jkofast.jko import _chunks as chunks
+from jkofast.jko import config, stream
 from jkofast.jko.stream import LocalStages
 
 
@@ -17,7 +18,7 @@ def use_fake_solver(monkeypatch, rerank_batch, cfg) -> None:
     """Run the rerank job on ``rerank_batch`` with config ``cfg`` (whatever the operating point; None: the
     real operating points) and no warm-up.
 
-    Patches the names :mod:`jkofast.jko.stream` and :mod:`jkofast.jko.chunks` call, so the chunks solved in
+    Patches the names :mod:`jkofast.jko.stream` and :mod:`jkofast.jko._chunks` call, so the chunks solved in
     this process (the local stages, the worker threads of an in-process Dask cluster) use the stand-in.
     """
     monkeypatch.setattr(chunks, "rerank_batch", rerank_batch)

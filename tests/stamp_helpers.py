@@ -6,7 +6,7 @@ import jkofast._io as _io
 
 
 def trust_stamps(monkeypatch, mod) -> None:
-    """Make ``mod`` (``jkofast.sgr.persist`` or ``jkofast.sparse.index``) trust every large file at a mapped
+    """Make ``mod`` (``jkofast.sgr._persist`` or ``jkofast.sparse.index``) trust every large file at a mapped
     open, as when its stamp matches: only the range checks stand between a changed file and a kernel.
 
     A changed file always changes its stat, so this is the only way to exercise those checks alone.

@@ -21,7 +21,7 @@ def test_three_consecutive_commits_run_every_suite_once():
     tool = _tool()
     names = tool.suites(ROOT)
     assert names and all(n.startswith("bench_") for n in names)
-    runs = [set(tool.select(names, n, ["jkofast/sgr/engine.py"])) for n in (40, 41, 42)]
+    runs = [set(tool.select(names, n, ["jkofast/sgr/_engine.py"])) for n in (40, 41, 42)]
     assert set().union(*runs) == set(names)
     assert sum(len(r) for r in runs) == len(names)  # each exactly once
     assert all(len(r) < len(names) for r in runs)

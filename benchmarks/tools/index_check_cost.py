@@ -4,7 +4,7 @@ Usage:
     python benchmarks/tools/index_check_cost.py --passages 1000000 [--postings-per-passage 40]
     python benchmarks/tools/index_check_cost.py --index DIR
 
-``--passages N``: ``jkofast.sgr.persist.check_ranges`` (every id, pointer and sentinel the query
+``--passages N``: ``jkofast.sgr._persist.check_ranges`` (every id, pointer and sentinel the query
 kernels index with) on arrays with the shapes and dtypes of an N-passage index (V = 50,000 terms,
 4 memberships and ``--postings-per-passage`` support entries per passage, codes of 16 slots),
 with and without postings; CPU time (``time.process_time``: the numbers hold on a shared
@@ -35,7 +35,7 @@ def _best(f, n: int) -> float:
 
 
 def synthetic(N: int, per: int) -> None:
-    from jkofast.sgr import persist
+    from jkofast.sgr import _persist as persist
     from jkofast.sgr.config import SGRConfig
 
     V, F, S = 50_000, 4, 16
@@ -67,7 +67,7 @@ def synthetic(N: int, per: int) -> None:
 
 
 def saved(path: str) -> None:
-    from jkofast.sgr import persist
+    from jkofast.sgr import _persist as persist
     from jkofast.sgr.retriever import SparseGeometricRetriever as R
 
     R.load(path, mmap=True)  # page cache and kernels warm

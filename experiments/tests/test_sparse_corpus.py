@@ -98,7 +98,8 @@ def test_sparse_only_analyser_options():
     another analyser gives the pools of a BM25 lucene index built directly with it."""
     from jkofast.datasets.beir import load_dataset
     from jkofast.sparse.index import BM25Index
-    from jkofast.text import SKLEARN, Analyzer
+    from jkofast.text import Analyzer
+    from jkofast.text.patterns import SKLEARN
 
     old = Analyzer(SKLEARN, stopwords="english", stemmer="porter")
     assert sparse_analyzer() == old == sparse_analyzer({"title_repeats": 3})

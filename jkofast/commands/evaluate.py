@@ -1,7 +1,7 @@
 """``jkofast evaluate``: metrics of a TREC run against a split's qrels, with 95% bootstrap CIs.
 
 With ``--qrels FILE`` and ``--n-boot 0`` both files are scored by the NumPy-only engine
-(:func:`jkofast.eval.npfiles.evaluate_files_numpy`: the process never imports Numba, whose import
+(:func:`jkofast.eval._npfiles.evaluate_files_numpy`: the process never imports Numba, whose import
 alone costs more than the whole evaluation of a 1,000-query run); files outside that engine's
 layout, and every run with a bootstrap (whose resampling kernel needs Numba anyway), go to
 :func:`jkofast.eval.fastread.evaluate_files` (bytes parsed in Numba, queries in parallel).  Both
@@ -87,7 +87,7 @@ def _score(args: argparse.Namespace):
     """Return ``(result, qrels source, run-only count, qrels-only count)`` (an EvalResult or a FileScores)."""
     conv = {"gain": args.gain, "tie_break": args.tie_break, "missing": args.missing, "n_threads": args.threads}
     if args.qrels and args.n_boot == 0:
-        from jkofast.eval.npfiles import evaluate_files_numpy
+        from jkofast.eval import evaluate_files_numpy
 
         res = evaluate_files_numpy(args.run, args.qrels, args.metrics, args.gain, args.tie_break, missing=args.missing)
         if res is not None:

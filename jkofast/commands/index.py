@@ -101,7 +101,7 @@ def _check(args) -> int:
 
     d = args.check
     if os.path.isfile(os.path.join(d, "meta.json")):
-        from jkofast.sgr.persist import check_index
+        from jkofast.sgr import check_index
     elif os.path.isfile(os.path.join(d, "manifest.json")):
         from jkofast.sparse.index import check_index
     else:

@@ -1,6 +1,6 @@
 """``jkofast study NAME``: one published experiment, its table printed beside the published numbers.
 
-Studies are registered in :data:`jkofast.studies.registry.STUDIES`; each runs on the bundled
+Studies are registered in :data:`jkofast.studies._registry.STUDIES`; each runs on the bundled
 SciFact by default (``--dataset`` any BEIR folder with saved MiniLM embeddings), ``--quick`` is
 CI-sized, ``--json`` prints the machine-readable summary, ``--out DIR`` also writes
 ``DIR/<study>.json`` and ``DIR/<study>.md``.
@@ -13,7 +13,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub) -> None:
     """Register ``jkofast study``."""
-    from jkofast.studies.registry import STUDIES
+    from jkofast.studies import STUDIES
 
     p = sub.add_parser(
         "study",

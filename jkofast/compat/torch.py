@@ -2,14 +2,14 @@
 
 ``log_sinkhorn_loss`` and ``log_sinkhorn_with_duals`` take and return CPU tensors (float32 or float64)
 with the published signatures, and ``log_sinkhorn_loss`` is differentiable: a ``torch.autograd.Function``
-whose forward and backward are jkofast's kernels (:func:`jkofast.jko.compat.log_sinkhorn_loss_and_grad`,
+whose forward and backward are jkofast's kernels (:func:`jkofast.compat._solver.log_sinkhorn_loss_and_grad`,
 a hand-written reverse sweep), giving the published function's gradients w.r.t. ``log_p``, ``log_q``
 and ``C`` with its truncation (the first ``max(0, n_iter - n_iter_grad)`` pairs detached). Arithmetic
 is float64 whatever the tensor dtype; results are cast back to the inputs' dtypes.
 
 With ``create_graph=True`` the gradient is itself differentiable (NM-JKO end-to-end training
 differentiates the inner gradient w.r.t. the cost): its backward is the hand-written Hessian-vector
-product :func:`jkofast.jko.compat.log_sinkhorn_loss_hvp`. A third derivative raises ``RuntimeError``.
+product :func:`jkofast.compat._solver.log_sinkhorn_loss_hvp`. A third derivative raises ``RuntimeError``.
 
 This is the only jkofast module that imports torch, an optional extra: ``pip install "jkofast[torch]"``.
 """
@@ -26,7 +26,7 @@ except ImportError as e:  # pragma: no cover - exercised in an environment witho
 
 import numpy as np
 
-from jkofast.jko import compat as _compat
+from jkofast.compat import _solver as _compat
 
 __all__ = ["log_sinkhorn_loss", "log_sinkhorn_with_duals"]
 
@@ -120,7 +120,7 @@ def log_sinkhorn_loss(
     C : torch.Tensor, shape (M, N)
         Ground cost, finite.
     eps, n_iter, n_iter_grad
-        As in :func:`jkofast.jko.compat.log_sinkhorn_loss`; gradients flow through the last
+        As in :func:`jkofast.compat._solver.log_sinkhorn_loss`; gradients flow through the last
         ``n_iter_grad`` pairs and the final plan only, as in the published function.
 
     Returns
@@ -134,7 +134,7 @@ def log_sinkhorn_loss(
     TypeError
         A non-tensor, a non-CPU tensor or a dtype other than float32/float64.
     ValueError, FloatingPointError
-        As in :func:`jkofast.jko.compat.log_sinkhorn_loss`.
+        As in :func:`jkofast.compat._solver.log_sinkhorn_loss`.
     RuntimeError
         A third derivative (``create_graph=True`` through the Hessian-vector product).
 

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from jkofast.distributed.cluster import check_workers, dask_client
 from jkofast.distributed.tasks import ClientStages, rerank_chunk
 from jkofast.eval.runio import iter_chunks
-from jkofast.jko.stream import RerankOptions, check_options, rerank_stream, resolve_config, warm_rerank_kernels
+from jkofast.jko.stream import RerankOptions, check_options, job_config, rerank_stream, warm_rerank_kernels
 
 __all__ = ["count_queries", "rerank_on_dask", "rerank_partition"]
 
@@ -188,7 +188,7 @@ def rerank_partition(
             threads=threads,
         )
         check_options(opts)
-        cfg = resolve_config(opts)
+        cfg = job_config(opts)
         out: list[str] = []
         for chunk in iter_chunks(path, opts.chunk_size, lambda ln, msg: say(f"partition line {ln}: {msg}")):
             text = rerank_chunk(opts, cfg, chunk, None, say)[0]

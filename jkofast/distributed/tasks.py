@@ -22,7 +22,6 @@ import numpy as np
 from jkofast._threads import numba_threads
 from jkofast.distributed.cluster import require_dask, worker_name
 from jkofast.eval.runio import Chunk
-from jkofast.jko.parts import write_part
 from jkofast.jko.stream import (
     Geometry,
     RerankOptions,
@@ -31,6 +30,7 @@ from jkofast.jko.stream import (
     prepare_chunk,
     solve_chunk,
     warm_rerank_kernels,
+    write_part,
 )
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Metric names, evaluation conventions and the float32 score-range warning, with NumPy only.
 
 Shared by the Numba engine (:mod:`jkofast.eval.metrics`, which re-exports the public names)
-and the NumPy-only file engine (:mod:`jkofast.eval.npfiles`), so that a process that evaluates
+and the NumPy-only file engine (:mod:`jkofast.eval._npfiles`), so that a process that evaluates
 files without Numba parses metric names and conventions with the same code and the same
 messages.  The kind, gain and tie codes equal those of :mod:`jkofast.kernels.eval.metrics`
 (``tests/eval/test_npfiles.py`` checks it): this module cannot import the kernels, which

@@ -49,6 +49,7 @@ __all__ = [
     "parse_score_fields",
     "read_scores",
     "shortest_repr",
+    "strictly_decreasing",
     "topk_to_ragged",
 ]
 
@@ -627,6 +628,23 @@ def _utf8_error_position(path) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 # formatting and atomic writing
 # ---------------------------------------------------------------------------------------------
+def strictly_decreasing(scores) -> np.ndarray:
+    """Return ``scores`` (nq, k) with every score not below the previous rank's, at float32, lowered under it.
+
+    trec_eval keeps scores as C floats and orders float32 ties by document id: a score that ties or
+    exceeds the previous rank's at float32 becomes the float32 just below it (one float32 step), so
+    a tool that re-sorts by score keeps the ranked order.  ``-inf`` (an empty rank) stays; the dtype
+    (float32 or float64) is kept; the first rank is never changed.
+    """
+    out = np.array(scores, copy=True)
+    ninf = np.float32(-np.inf)
+    for j in range(1, out.shape[1]):
+        prev, cur = out[:, j - 1].astype(np.float32), out[:, j]
+        bad = (cur != -np.inf) & ~(cur.astype(np.float32) < prev)
+        out[bad, j] = np.nextafter(prev[bad], ninf).astype(out.dtype)
+    return out
+
+
 def shortest_repr(scores, dtype=None) -> list:
     """Return the shortest decimal strings that read back (``float``) to the same value of ``dtype``.
 

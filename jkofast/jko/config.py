@@ -40,6 +40,8 @@ __all__ = [
     "gradient_path",
     "operating_point",
     "point_file_config",
+    "published_point",
+    "read_point_file",
     "resolve_config",
 ]
 
@@ -204,12 +206,16 @@ def _dtype_name(dtype) -> str:
     return name
 
 
-_POINTS = {
-    "base": dict(h=0.5, lam=0.05, rho=0.05, sinkhorn_eps=0.1, T=3, inner_steps=25, tau0=0.1),
-    "tuned": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=5, inner_steps=40, tau0=1.0),
-    "contrib": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=3, inner_steps=20, tau0=1.0),
-    "fast": dict(h=2.0, lam=0.1, rho=0.05, sinkhorn_eps=0.2, T=2, inner_steps=15, tau0=1.0),
-}
+def _read_points() -> dict:
+    """Return the operating points spelled once, in ``operating_points.json`` beside this module."""
+    with open(
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "operating_points.json"), encoding="utf-8"
+    ) as fh:
+        return json.load(fh)
+
+
+_POINTS_FILE = _read_points()
+_POINTS = _POINTS_FILE["points"]
 
 
 POINT_FORMAT = "jkofast-point/1"  # the point files ``jkofast tune --out`` writes
@@ -233,13 +239,27 @@ def operating_point(name: str, **overrides) -> JKOConfig:
     raise ValueError(f"unknown operating point {name!r}; choose from {sorted(_POINTS)} or give a point file")
 
 
-def point_file_config(path) -> JKOConfig:
-    """Return the :class:`JKOConfig` of a ``jkofast tune`` point file (see :func:`operating_point`).
+def published_point() -> dict:
+    """Return the published SciFact point as a ``jkofast tune`` grid point.
+
+    ``kind`` ``"jko"``, the energy weights ``alpha``, ``beta``, ``gamma``, the flow fields of its named
+    operating point (``tuned``) and the pool size, as ``operating_points.json`` spells them.
+    """
+    pub = dict(_POINTS_FILE["published"])
+    flow = _POINTS[pub.pop("point")]
+    return {"kind": "jko", **{k: pub[k] for k in ("alpha", "beta", "gamma")}, **flow, "pool": pub["pool"]}
+
+
+def read_point_file(path) -> dict:
+    """Read a ``jkofast tune`` point file: the JSON document, its format and selected kind checked.
+
+    The one reader of point files: :func:`point_file_config` takes its flow and
+    :func:`jkofast.studies.tune.load_point` its energy weights and analyser.
 
     Raises
     ------
     ValueError
-        Not a point file (invalid JSON, another format) or an invalid selected value, naming the file.
+        Not a point file (invalid JSON, another format) or no selected point, naming the file.
     FileNotFoundError
         No such file.
     """
@@ -252,9 +272,26 @@ def point_file_config(path) -> JKOConfig:
     if not isinstance(doc, dict) or doc.get("format") != POINT_FORMAT:
         got = doc.get("format") if isinstance(doc, dict) else None
         raise ValueError(f"{path}: not a point file (format {got!r}, expected {POINT_FORMAT!r})")
-    sel, grad = doc.get("selected"), doc.get("grad")
+    sel = doc.get("selected")
     if not isinstance(sel, dict) or sel.get("kind") not in ("jko", "dense", "bm25", "bm25-lucene"):
         raise ValueError(f"{path}: 'selected' must name a point (kind jko, dense, bm25 or bm25-lucene)")
+    return doc
+
+
+def point_file_config(path, doc: dict | None = None) -> JKOConfig:
+    """Return the :class:`JKOConfig` of a ``jkofast tune`` point file (see :func:`operating_point`).
+
+    ``doc`` is the file's document when the caller has read it already (:func:`read_point_file`).
+
+    Raises
+    ------
+    ValueError
+        Not a point file (invalid JSON, another format) or an invalid selected value, naming the file.
+    FileNotFoundError
+        No such file.
+    """
+    doc = read_point_file(path) if doc is None else doc
+    sel, grad = doc["selected"], doc.get("grad")
     extra = {"grad": grad} if grad else {}
     try:
         if sel["kind"] != "jko":
@@ -264,7 +301,7 @@ def point_file_config(path) -> JKOConfig:
         fields["inner_steps"] = check_int(fields["inner_steps"], "inner_steps", min_value=1)
         return operating_point("tuned", mode="wasserstein", **fields, **extra)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: invalid selected point ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{os.fspath(path)}: invalid selected point ({type(exc).__name__}: {exc})") from None
 
 
 def resolve_config(cfg) -> JKOConfig:

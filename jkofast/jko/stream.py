@@ -41,7 +41,7 @@ from jkofast._numba import WARMUPS
 from jkofast._threads import resolve_threads
 from jkofast.datasets.beir import read_corpus
 from jkofast.eval.runio import ScoreStream, iter_chunks, read_scores
-from jkofast.jko.chunks import (
+from jkofast.jko._chunks import (
     PreparedChunk,
     energy_p0,
     finish_chunk,
@@ -50,9 +50,9 @@ from jkofast.jko.chunks import (
     process_chunk,
     solve_chunk,
 )
+from jkofast.jko._parts import ChunkStore, write_part
 from jkofast.jko.config import JKOConfig, batch_config, gradient_path
 from jkofast.jko.metric import load_metric
-from jkofast.jko.parts import ChunkStore
 from jkofast.pools.candidates import load_embeddings
 from jkofast.sparse.index import TfidfIndex
 
@@ -68,13 +68,14 @@ __all__ = [
     "energy_p0",
     "finish_chunk",
     "format_lines",
+    "job_config",
     "load_geometry",
     "prepare_chunk",
     "process_chunk",
     "rerank_stream",
-    "resolve_config",
     "solve_chunk",
     "warm_rerank_kernels",
+    "write_part",
 ]
 
 
@@ -122,7 +123,7 @@ class RerankOptions:
         Keep ``OUT.parts/`` after success.
     multires : {"mr", "sam"}, optional
         Rerank each pool with MR-JKO (spherical k-means groups) or SAM-JKO (groups on
-        ``[z, beta*r]``) instead of the vanilla flow (:func:`jkofast.jko.chunks.solve_multires`):
+        ``[z, beta*r]``) instead of the vanilla flow (:func:`jkofast.jko._chunks.solve_multires`):
         a coarse flow on ``clusters`` centroids keeps the ``refine`` heaviest groups and a fine
         flow on their members gives ``p`` (exactly 0 elsewhere).  Dense ``embeddings`` only; the
         stages are the SPEC A.8 operating points on the job's gradient path (``grad``).
@@ -420,7 +421,7 @@ def _check_confidence(opts: RerankOptions, cfg) -> None:
         )
 
 
-def resolve_config(opts: RerankOptions) -> JKOConfig:
+def job_config(opts: RerankOptions) -> JKOConfig:
     """Return the job's config: the operating point (a name runs on ``grad="implicit"``), then the overrides.
 
     ``opts.grad`` always wins; ``opts.mode`` and ``opts.alpha_prox`` change their fields.
@@ -534,7 +535,7 @@ def rerank_stream(
     """Rerank every query of ``opts.pools`` with JKO-RAG; write ``opts.out`` (and ``opts.dist``).
 
     The pool file is cut into chunks of ``opts.chunk_size`` queries; each finished chunk is
-    written atomically into ``OUT.parts/`` (:mod:`jkofast.jko.parts`) and the output is the
+    written atomically into ``OUT.parts/`` (:mod:`jkofast.jko._parts`) and the output is the
     concatenation of the parts in input order, so a job run again resumes from its finished
     chunks, byte-identical to an uninterrupted run.
 
@@ -575,7 +576,7 @@ def rerank_stream(
     """
     say = report or _stderr
     check_options(opts)
-    cfg = resolve_config(opts)
+    cfg = job_config(opts)
     _check_confidence(opts, cfg)
     t0 = time.perf_counter()
     summ = RerankSummary(jko_config=cfg, grad_path=gradient_path(cfg))

@@ -27,10 +27,10 @@ from jkofast._threads import numba_threads, resolve_threads
 from jkofast._validation import as_csr, check_bool, check_int
 from jkofast.kernels.sgr import query as _q
 from jkofast.kernels.text import tokenize as _tok
+from jkofast.sgr import _persist
 from jkofast.sgr import layout as _layout
-from jkofast.sgr import persist as _persist
+from jkofast.sgr._engine import COMPONENTS, SERIAL_BELOW, QueryPath, SGRPool
 from jkofast.sgr.config import BUILD_PARAMS, PRESETS, SGRConfig, default_params
-from jkofast.sgr.engine import COMPONENTS, SERIAL_BELOW, QueryPath, SGRPool
 from jkofast.sparse.report import NO_KNOWN_TERM, NO_ROUTED_DOC, OK, SearchReport
 from jkofast.text.patterns import SKLEARN as TOKEN_PATTERN
 from jkofast.text.scripts import fold_script, script_tokenizer, script_word_table
@@ -572,7 +572,7 @@ class SparseGeometricRetriever(QueryPath):
         the build and :meth:`ppmi_graph` read; its semantic lists are counted), plus the
         query-analysis vocabulary table (hash slots, term code points and offsets; derived at
         fit and load, not saved) and the per-slot code values of a small index (``code_values``,
-        derived likewise; see ``jkofast.sgr.engine.EXPAND_CODES_MAX_BYTES``).  The Python
+        derived likewise; see ``jkofast.sgr._engine.EXPAND_CODES_MAX_BYTES``).  The Python
         ``vocabulary_`` dict and ``ids_`` are not counted.
 
         Parameters
@@ -619,7 +619,7 @@ class SparseGeometricRetriever(QueryPath):
         kill) has no ``meta.json`` and :meth:`load` refuses it.  An existing ``meta.json`` is
         removed before anything else is written.  Document ids go to ``ids_utf8.npy`` /
         ``ids_off.npy`` (UTF-8 bytes and offsets).  Arrays already memory-mapped from this
-        folder (``assemble(out=path)``) are not rewritten.  See :mod:`jkofast.sgr.persist`.
+        folder (``assemble(out=path)``) are not rewritten.  See :mod:`jkofast.sgr._persist`.
         """
         self._check_fitted()
         _persist.save_index(

@@ -52,7 +52,7 @@ from jkofast._validation import (
 )
 from jkofast.kernels.sparse import scoring as _ks
 from jkofast.kernels.sparse import weights as _kw
-from jkofast.sparse.cosine import cosine_cross, cosine_pools, cosine_rows
+from jkofast.sparse._cosine import cosine_cross, cosine_pools, cosine_rows
 from jkofast.sparse.report import NO_KNOWN_TERM, OK, SearchReport
 from jkofast.sparse.vocabulary import Vocabulary, counts_from_token_ids
 from jkofast.sparse.vocabulary import _warmup as _vocabulary_warmup

@@ -26,8 +26,8 @@ from jkofast.eval.metrics import bootstrap_ci
 from jkofast.jko.energy import align_scores, blend, read_score_file
 from jkofast.pools.candidates import build_pools, dense_scores
 from jkofast.pools.retrievers import get_retriever
+from jkofast.studies._registry import STUDIES
 from jkofast.studies.readout import K_EVAL, K_READ, evaluate_topk, readout_topk
-from jkofast.studies.registry import STUDIES
 
 __all__ = [
     "STUDIES",

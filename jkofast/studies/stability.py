@@ -2,7 +2,7 @@
 
 Protocol (SPEC A.7.5): 60 test queries (``--n``), ``default_rng(0).choice`` of the (numerically sorted)
 test-qrels keys (``--quick``: the first 10 of that sample); the three perturbations of
-:mod:`jkofast.studies.perturb` (seed-0 draws, unchanged queries skipped).  Every perturbed query
+:mod:`jkofast.studies._perturb` (seed-0 draws, unchanged queries skipped).  Every perturbed query
 is recomputed end to end: BM25 over the corpus, the dense scores with the torch-free MiniLM
 encoder (:mod:`jkofast.encode`) when it and its weights are installed, the hybrid pool (BM25
 top-500 + dense top-500, RRF 60, first 200), the rerank term.  Without the encoder the study runs
@@ -55,8 +55,8 @@ from jkofast.jko.solver import operating_point, rerank_batch
 from jkofast.pools.baselines import topk_by_score
 from jkofast.pools.candidates import build_pools, dense_scores
 from jkofast.pools.retrievers import get_retriever
+from jkofast.studies._perturb import PERTURBATIONS, perturb_queries
 from jkofast.studies.common import StudyOptions, StudyResult, method_row, require_matplotlib
-from jkofast.studies.perturb import PERTURBATIONS, perturb_queries
 from jkofast.studies.published import published
 from jkofast.studies.readout import evaluate_topk, readout_topk
 

@@ -36,7 +36,6 @@ the analyser, the grid with its mean scores, the folds' choices and the out-of-f
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -49,8 +48,9 @@ from jkofast._io import atomic_write_json, atomic_write_text, check_writable_dir
 from jkofast._validation import check_int
 from jkofast.datasets.beir import load_dataset
 from jkofast.eval.metrics import bootstrap_ci, paired_bootstrap_diff
+from jkofast.eval.runio import strictly_decreasing
 from jkofast.eval.trec import write_run
-from jkofast.jko.config import FLOW_FIELDS, POINT_FORMAT, point_file_config
+from jkofast.jko.config import FLOW_FIELDS, POINT_FORMAT, point_file_config, published_point, read_point_file
 from jkofast.jko.energy import align_scores, blend, read_score_file, softmax_tau
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
 from jkofast.pools.baselines import inpool_rrf, positions_to_docs, topk_by_score
@@ -91,9 +91,6 @@ RULES = ("1se", "best")  # selection: the one-standard-error rule (default), or 
 # the single-input corners: the full-corpus dense ranking, BM25 okapi, Lucene-style BM25 (bm25s / Lucene idf)
 CORNER_KINDS = ("dense", "bm25", "bm25-lucene")
 LEXICAL_KINDS = ("bm25", "bm25-lucene")
-# the published SciFact operating point: config #12 of the published search, energy (α, γ) = (0.4, 0.3)
-PUBLISHED_POINT = {"kind": "jko", "alpha": 0.4, "beta": 0.0, "gamma": 0.3, "h": 2.0, "lam": 0.1, "rho": 0.05,
-                   "sinkhorn_eps": 0.2, "T": 5, "inner_steps": 40, "tau0": 1.0, "pool": 200}  # fmt: skip
 DEFAULT_EMBEDDINGS = "minilm-l6-v2"
 POOL = 200  # pool size M of the hybrid pools (SPEC A.2.6); the wide grid also tries WIDE_POOL
 WIDE_POOL = 100
@@ -678,7 +675,7 @@ def _baseline_rows(inputs, first, S, all_points, chosen, ev_cols, grad, n_thread
     hy_pos = inpool_rrf(P.sparse, P.dense, P.offsets, K_READ, n_threads=n_threads)
     hy_rows = positions_to_docs(hy_pos, P.offsets, P.doc_idx)
     hy = evaluate_topk(hy_rows, qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
-    pub_top = run_point(first, PUBLISHED_POINT, grad=grad, n_threads=n_threads)
+    pub_top = run_point(first, published_point(), grad=grad, n_threads=n_threads)
     pub = evaluate_topk(pub_top[0], qids, qrels, ds.doc_ids, K_EVAL)["ndcg"]
     twin = _readout_twins(all_points)
     base_rows = {
@@ -859,16 +856,9 @@ def load_point(path) -> OperatingPoint:
     FileNotFoundError
         No such file.
     """
-    with open(path, encoding="utf-8") as fh:
-        try:
-            d = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not a point file (invalid JSON: {exc})") from None
-    if not isinstance(d, dict) or d.get("format") != POINT_FORMAT:
-        raise ValueError(f"{path}: not a point file (format {d.get('format') if isinstance(d, dict) else None!r}, "
-                         f"expected {POINT_FORMAT!r})")  # fmt: skip
-    sel, an = d.get("selected"), d.get("analyser")
-    if not isinstance(sel, dict) or sel.get("kind") not in ("jko", *CORNER_KINDS) or not isinstance(an, dict):
+    d = read_point_file(path)
+    sel, an = d["selected"], d.get("analyser")
+    if not isinstance(an, dict):
         raise ValueError(f"{path}: 'selected' and 'analyser' must name a point (kind jko, {', '.join(CORNER_KINDS)})")
     try:
         analyser = Analyzer.from_dict(an)
@@ -879,7 +869,6 @@ def load_point(path) -> OperatingPoint:
             for k, v in w.items():
                 if k != "kind" and (not math.isfinite(v) or v < 0):
                     raise ValueError(f"weight {k} = {v}")
-            cfg = point_file_config(path)
         else:
             w = {
                 "kind": kind,
@@ -888,7 +877,7 @@ def load_point(path) -> OperatingPoint:
                 "gamma": 0.0,
                 "pool": POOL,
             }
-            cfg = point_file_config(path)
+        cfg = point_file_config(path, d)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: invalid selected point ({type(exc).__name__}: {exc})") from None
     return OperatingPoint(cfg, w, analyser)
@@ -910,24 +899,10 @@ def write_runs(folder, tops: dict, query_ids, doc_ids) -> list[str]:
     for name, (rows, vals) in tops.items():
         path = os.path.join(folder, f"{name}.run")
         rows = np.asarray(rows, np.int64)
-        vals = _strictly_decreasing(np.where(rows >= 0, np.asarray(vals, np.float64), -np.inf))
+        vals = strictly_decreasing(np.where(rows >= 0, np.asarray(vals, np.float64), -np.inf))
         write_run(path, (rows, vals), tag=name, query_ids=list(query_ids), doc_ids=list(doc_ids))
         paths.append(path)
     return paths
-
-
-def _strictly_decreasing(vals: np.ndarray) -> np.ndarray:
-    """Return ``vals`` (nq, k) with every score not below the previous column's (at float32) lowered under it.
-
-    trec_eval keeps scores as C floats and orders float32 ties by document id; a tied score
-    becomes the float32 just below the previous one (a change of one float32 step).
-    """
-    out = vals.copy()
-    for j in range(1, out.shape[1]):
-        prev, cur = out[:, j - 1], out[:, j]
-        bad = np.isfinite(cur) & ((cur >= prev) | (cur.astype(np.float32) >= prev.astype(np.float32)))
-        out[bad, j] = np.nextafter(prev[bad].astype(np.float32), np.float32(-np.inf)).astype(np.float64)
-    return out
 
 
 def write_per_query(path, query_ids, values: dict) -> None:

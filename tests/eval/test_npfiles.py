@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 import reference as ref
 from jkofast.eval import _conventions as conv
-from jkofast.eval import npfiles
+from jkofast.eval import _npfiles as npfiles
+from jkofast.eval._npfiles import evaluate_files_numpy
 from jkofast.eval.fastread import evaluate_files
-from jkofast.eval.npfiles import evaluate_files_numpy
 from jkofast.eval.trec import read_qrels, read_run, read_run_arrays
 from jkofast.kernels.eval import metrics as kernel_codes
 

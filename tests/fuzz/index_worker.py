@@ -73,7 +73,7 @@ def _open_and_search(kind: str, folder: str, queries, mmap: bool):
 
 
 def main(spec_path: str) -> None:
-    from jkofast.sgr import persist
+    from jkofast.sgr import _persist as persist
     from jkofast.sparse import index as sparse_index
 
     spec = json.load(open(spec_path))

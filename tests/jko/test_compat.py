@@ -32,7 +32,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast import compat, numba_threads
-from jkofast.jko import compat as jko_compat
+from jkofast.compat import _solver as jko_compat
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 PUBLISHED = os.path.join(os.path.dirname(__file__), "..", "data", "published_sinkhorn.npz")

@@ -20,7 +20,7 @@ from numpy.testing import assert_allclose
 
 from jkofast import compat
 from jkofast._numba import WARMUPS
-from jkofast.jko import compat as jko_compat
+from jkofast.compat import _solver as jko_compat
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 RTOL = 1e-10

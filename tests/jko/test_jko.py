@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast._status import ConvergenceWarning
-from jkofast.jko import compat
+from jkofast.compat import _solver as compat
 from jkofast.jko.solver import JKOConfig, jko_step, operating_point, run_jko, run_jko_with_duals
 
 

@@ -99,7 +99,7 @@ def test_stream_matches_multires_rerank_per_pool(tmp_path, variant):
 
 
 def test_bytes_identical_across_threads_chunks_and_row_batches(tmp_path, monkeypatch):
-    from jkofast.jko import chunks
+    from jkofast.jko import _chunks as chunks
 
     run = _write(tmp_path, sizes=(30, 12, 45, 8, 25, 60, 3, 1))
     base = ("--multires", "sam", "--clusters", "6", "--refine", "2")
@@ -112,7 +112,7 @@ def test_bytes_identical_across_threads_chunks_and_row_batches(tmp_path, monkeyp
 
 
 def test_row_batches_cover_the_pools_in_order():
-    from jkofast.jko.chunks import _row_batches
+    from jkofast.jko._chunks import _row_batches
 
     off = np.cumsum([0, 30, 12, 45, 8, 25, 60, 3, 1])
     for cap in (1, 40, 50, 1000):

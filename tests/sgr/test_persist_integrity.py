@@ -19,7 +19,7 @@ from beir_helpers import write_beir
 from stamp_helpers import trust_stamps
 
 from jkofast._io import IndexDamage, atomic_write_manifest, crc32_file, read_manifest
-from jkofast.sgr import persist
+from jkofast.sgr import _persist as persist
 from jkofast.sgr.retriever import SparseGeometricRetriever
 
 TEXTS = [

@@ -13,7 +13,7 @@ from numpy.testing import assert_array_equal
 
 from jkofast._io import IndexDamage, read_manifest
 from jkofast.kernels.sgr import postings as kp
-from jkofast.sgr import persist
+from jkofast.sgr import _persist as persist
 from jkofast.sgr.layout import compress_postings
 from jkofast.sgr.retriever import SparseGeometricRetriever
 

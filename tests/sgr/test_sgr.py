@@ -13,7 +13,7 @@ from test_sgr_build import SMALL, synthetic_corpus
 import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.kernels.sgr import query as gk
-from jkofast.sgr.engine import new_scratch
+from jkofast.sgr._engine import new_scratch
 from jkofast.sgr.retriever import SparseGeometricRetriever
 
 QUERIES = [
@@ -928,7 +928,7 @@ def test_expanded_code_values_vs_naive(retr):
 
 def test_compact_and_expanded_paths_identical(monkeypatch):
     """The query path over the per-slot code values and over the branch table give the same bits."""
-    from jkofast.sgr import engine
+    from jkofast.sgr import _engine as engine
 
     corpus = synthetic_corpus(n_docs=60, seed=3)
     queries = [*QUERIES, "w02 w04 w06 w08 w10", "w11 w13 w17 w19"]

@@ -107,7 +107,7 @@ def test_config_round_trips_through_save_and_from_parts(tmp_path):
 
 def test_component_rows_follow_the_component_names():
     from jkofast.kernels.sgr import query as kq
-    from jkofast.sgr.engine import COMPONENTS
+    from jkofast.sgr._engine import COMPONENTS
 
     rows = [getattr(kq, "C_" + ("REL" if c == "relevance" else c.upper())) for c in COMPONENTS]
     assert rows == list(range(kq.N_COMP)) and kq.N_COMP == len(COMPONENTS)

@@ -15,7 +15,8 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
 from jkofast.kernels.sgr import stream as _st
-from jkofast.sgr import layout, persist
+from jkofast.sgr import _persist as persist
+from jkofast.sgr import layout
 from jkofast.sgr import streaming as st
 from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
 from jkofast.text.scripts import script_tokenizer

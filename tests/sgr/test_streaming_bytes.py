@@ -1,4 +1,4 @@
-"""The byte-level corpus path of the streaming SGR build (jkofast.sgr.streaming._ByteShards,
+"""The byte-level corpus path of the streaming SGR build (jkofast.sgr._corpus.ByteShards,
 byte_shard_term_counts, the parallel block tokeniser, the TF-IDF row kernel): bit for bit the
 json + str path (read_corpus_shards + shard_term_counts), at any block count and thread count."""
 
@@ -14,8 +14,10 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
 from jkofast.kernels.sgr import stream as _st
+from jkofast.sgr import _corpus, _vocab
 from jkofast.sgr import streaming as st
-from jkofast.sgr.retriever import SparseGeometricRetriever
+from jkofast.sgr.retriever import TOKEN_PATTERN, SparseGeometricRetriever
+from jkofast.text.scripts import script_tokenizer
 
 SMALL = {"pool_size": 20}
 WORDS = ["Alpha", "beta", "GAMMA", "x", "y_z", "12", "a1", "Q", "TERM_9", "dé", "東京", "naïve", "w1", "w2", "w3"]
@@ -69,7 +71,7 @@ def _json_path(path, shard):
 
 
 def _byte_path(path, shard, n_threads, n_blocks, chunk=1 << 12):
-    src = st._ByteShards(str(path), chunk=chunk)
+    src = _corpus.ByteShards(str(path), chunk=chunk)
     out = []
     try:
         while (part := src.take(shard)) is not None:
@@ -197,7 +199,7 @@ def test_tfidf_rows_kernel_equals_tfidftransformer_with_long_rows():
     vocab = [f"v{i:03d}" for i in range(300)]
     texts = [" ".join(rng.choice(vocab, size=int(rng.integers(0, 200)))) for _ in range(60)]  # rows > 32 terms
     texts[5] = "zzz_unknown only"
-    cv = CountVectorizer(analyzer=st.script_tokenizer(st.TOKEN_PATTERN), max_features=250, dtype=np.float32)
+    cv = CountVectorizer(analyzer=script_tokenizer(TOKEN_PATTERN), max_features=250, dtype=np.float32)
     counts = cv.fit_transform(texts)
     tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
     X = tr.fit_transform(counts).tocsr().astype(np.float32)
@@ -219,7 +221,7 @@ def test_tfidf_rows_kernel_equals_tfidftransformer_with_long_rows():
 def test_global_ids_search_is_the_dict_lookup():
     vocab = np.array(sorted(["ab", "abc", "b", "zz", "a_long_term"]), dtype=str)
     terms = np.array(["abc", "a", "zz", "zzz", "b", "a_long_term_longer", ""], dtype=str)
-    got = st._global_ids(terms, vocab)
+    got = _vocab._global_ids(terms, vocab)
     want = [{t: i for i, t in enumerate(vocab.tolist())}.get(t, -1) for t in terms.tolist()]
     assert got.tolist() == want and got.dtype == np.int64
-    assert st._global_ids(terms, vocab[:0]).tolist() == [-1] * len(terms)
+    assert _vocab._global_ids(terms, vocab[:0]).tolist() == [-1] * len(terms)

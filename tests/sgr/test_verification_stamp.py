@@ -20,7 +20,7 @@ from beir_helpers import write_beir
 import jkofast._io as _io
 from jkofast._io import STAMP_FILE, IndexDamage
 from jkofast.cli import main
-from jkofast.sgr import persist
+from jkofast.sgr import _persist as persist
 from jkofast.sgr.retriever import SparseGeometricRetriever
 from jkofast.sparse import index as sparse_index
 from jkofast.sparse.index import BM25Index, load_index

@@ -5,7 +5,7 @@ import scipy.sparse as sp
 import reference as ref
 from jkofast._threads import numba_threads
 from jkofast.kernels.sparse import cosine as _kc
-from jkofast.sparse.cosine import cosine_cross, cosine_pools, cosine_rows
+from jkofast.sparse._cosine import cosine_cross, cosine_pools, cosine_rows
 from jkofast.sparse.index import TfidfIndex
 
 

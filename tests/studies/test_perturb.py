@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from reference_stability import drop_stop_naive, hedge_naive, lower_nop_naive
 
-from jkofast.studies.perturb import PERTURBATIONS, drop_stop, hedge, lower_nop, perturb, perturb_queries
+from jkofast.studies._perturb import PERTURBATIONS, drop_stop, hedge, lower_nop, perturb, perturb_queries
 
 # SPEC Appendix 2: deleted candidate index for n = 1 .. 15 candidates (published table)
 APPENDIX2 = [0, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 10, 11, 11, 12]

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+import jkofast.studies._report as report
 import jkofast.studies.bw_sweep as bw
 import jkofast.studies.common as common
-import jkofast.studies.report as report
 from jkofast.cli import main
 
 

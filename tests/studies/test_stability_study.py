@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import jkofast.studies.stability as st
+from jkofast.studies._perturb import PERTURBATIONS
 from jkofast.studies.common import StudyOptions, pool_inputs, run_study
-from jkofast.studies.perturb import PERTURBATIONS
 from jkofast.studies.published import published
 
 
@@ -160,7 +160,7 @@ def test_parse_methods_and_bad_methods(tmp_path, capsys):
 def test_report_runs_the_bw_row_set():
     import dataclasses
 
-    from jkofast.studies import report
+    from jkofast.studies import _report as report
 
     opts = StudyOptions(quick=True, progress=False)
     got = report._with_bw(opts).methods

@@ -18,7 +18,7 @@ log-sum-exp, so the result is exact in float64 for any eps.
 Serial on purpose: the calls this serves are single pools of a few hundred items, where a parallel
 sweep per half-step costs more than the sweep itself; results are therefore thread-count independent.
 
-Preconditions (checked by the wrapper :func:`jkofast.jko.compat.log_sinkhorn_loss`): float64
+Preconditions (checked by the wrapper :func:`jkofast.compat._solver.log_sinkhorn_loss`): float64
 C-contiguous arrays; ``C`` finite, shape (M, N); ``C_T`` its contiguous transpose; ``Kg``/``Kg_T``
 (M, N)/(N, M) work arrays; ``log_a`` (M,) and ``log_b`` (N,) finite or -inf with at least one finite
 entry each; ``eps > 0``; ``n_iter >= 0``; ``f`` (M,), ``g`` (N,) zero on entry (overwritten);

@@ -22,7 +22,7 @@ whose scaled sum is at or below ``tiny`` is recomputed by the exact max-shifted 
 plan is evaluated entry by entry (exact exps).  Strict IEEE throughout (log-domain code); serial (the
 single pools this serves are a few hundred items), hence thread-count independent.
 
-Preconditions (checked by :func:`jkofast.jko.compat.log_sinkhorn_loss_and_grad`): float64 C-contiguous
+Preconditions (checked by :func:`jkofast.compat._solver.log_sinkhorn_loss_and_grad`): float64 C-contiguous
 arrays; ``C`` finite (M, N), ``C_T`` its contiguous transpose, ``Kg``/``Kg_T`` (M, N)/(N, M) work arrays;
 ``log_a`` (M,), ``log_b`` (N,) finite or -inf with at least one finite entry each; ``eps > 0``;
 ``n_warm >= 0``; ``F`` (T + 1, M) and ``G`` (T + 1, N) with ``F[0]``, ``G[0]`` zero on entry.

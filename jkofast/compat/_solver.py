@@ -366,7 +366,7 @@ def log_sinkhorn_loss_and_grad(
     Examples
     --------
     >>> import numpy as np
-    >>> from jkofast.jko.compat import log_sinkhorn_loss_and_grad
+    >>> from jkofast.compat._solver import log_sinkhorn_loss_and_grad
     >>> C = np.array([[0.0, 1.0], [1.0, 0.0]])
     >>> w, ga, gb, gC = log_sinkhorn_loss_and_grad(np.log([0.5, 0.5]), np.log([0.9, 0.1]), C, n_iter=80)
     >>> round(w, 6), gC.shape

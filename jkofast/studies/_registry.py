@@ -27,5 +27,5 @@ STUDIES: dict[str, tuple[str, str]] = {
         "jkofast.studies.sgr_report:study",
         "SparseGeometricRAG rows: frozen row (all metrics), ablation, route recall, reference rows",
     ),
-    "report": ("jkofast.studies.report:study", "every study above, one Markdown report with tables and figures"),
+    "report": ("jkofast.studies._report:study", "every study above, one Markdown report with tables and figures"),
 }

@@ -14,7 +14,9 @@ import dataclasses
 import numba
 import numpy as np
 
+from jkofast._numba import entry_point
 from jkofast._threads import numba_threads, resolve_threads
+from jkofast.eval.runio import strictly_decreasing
 from jkofast.kernels.sgr import build as kb
 from jkofast.kernels.sgr import postings as kp
 from jkofast.kernels.sgr import query as kq
@@ -282,9 +284,9 @@ class QueryPath:
             return
         disp(*args)
         if fixed:
-            cres = disp.overloads.get(tuple(disp.typeof_pyval(a) for a in args))
-            if cres is not None:
-                self._entry[disp] = cres.entry_point
+            ep = entry_point(disp, args)  # None on an untested Numba: the dispatcher every time
+            if ep is not None:
+                self._entry[disp] = ep
 
     def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads, n_out=None):
         """Run the batch kernel; outputs hold the first ``n_out`` (default P) ranks."""
@@ -375,7 +377,6 @@ class QueryPath:
         fb = np.zeros(nq, bool)
         if self.config.empty_fallback != "lexical" or not status.any():  # STATUS_OK is 0
             return fb
-        ninf = np.float32(-np.inf)
         for i in np.flatnonzero(status != kq.STATUS_OK).tolist():
             lo, hi = int(q_indptr[i]), int(q_indptr[i + 1])
             if hi == lo:  # no known term: nothing to score
@@ -385,12 +386,7 @@ class QueryPath:
                 continue
             fb[i] = True
             idx[i, : docs.size] = docs
-            prev = np.float32(np.inf)
-            for c, v in enumerate(score.astype(np.float32).tolist()):
-                v = np.float32(v)
-                cap = np.nextafter(prev, ninf) if c else prev
-                sc[i, c] = v if v < cap else cap
-                prev = sc[i, c]
+            sc[i, : docs.size] = strictly_decreasing(score.astype(np.float32)[None, :])[0]
         return fb
 
     def _get_scratch(self, n_chunks: int) -> kq.SGRScratch:
