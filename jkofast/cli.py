@@ -104,7 +104,7 @@ def _missing_file_message(sub_parser, args, exc: FileNotFoundError) -> str:
             return f"{action.option_strings[-1]} {value}: {what}"
         if target.startswith(v.rstrip(os.sep) + os.sep):
             return f"{action.option_strings[-1]} {value}: {what}: {exc.filename}"
-    return f"{what}: {exc.filename}"
+    return _os_error(exc)  # a path no option names (a temporary file, a file inside a folder it read)
 
 
 def _command(argv: list[str]) -> str:
