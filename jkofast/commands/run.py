@@ -51,7 +51,11 @@ def _add(sub, name: str, help_: str) -> None:
     p.add_argument(
         "--point", default=None, help="point file of 'jkofast tune': adds the 'point' row, its analyser for BM25"
     )
-    p.add_argument("--runs", default=None, help="write every row's ranking as a TREC run DIR/<method>.run")
+    p.add_argument(
+        "--runs",
+        default=None,
+        help="write every row's ranking as a TREC run DIR/<method>.run, and the hybrid pools as DIR/pools.run",
+    )
     p.add_argument("--per-query", default=None, help="write every row's per-query nDCG@10 / Recall@10 (TSV)")
     p.add_argument(
         "--analyser",

@@ -253,6 +253,7 @@ class _Job:
         self.tops: dict = {}
         self.analyser = None
         self.language = None
+        self.pools = None  # the hybrid candidate pools, written with --runs as pools.run
 
     def add(self, name, top, stage_name, scores=None):
         """Evaluate the ranked rows ``top`` as method ``name`` (timed by stage ``stage_name``).
@@ -310,7 +311,8 @@ class MainJobOptions:
         A point file of ``jkofast tune`` (:func:`jkofast.studies.tune.load_point`): adds the
         ``point`` row (its energy weights, flow and analyser) and uses its analyser for BM25.
     runs : str or None
-        Folder: every row's ranking written as a TREC run ``<method>.run``.
+        Folder: every row's ranking written as a TREC run ``<method>.run``, and the hybrid
+        candidate pools (fused order) as ``pools.run``: the pairs ``jkofast score`` scores for ``scores_file``.
     per_query : str or None
         File: every row's per-query nDCG@10 (linear and exponential gain) and Recall@10 (TSV).
     strict : bool
@@ -487,6 +489,7 @@ def _pool_methods(job: _Job, S, doc_emb, q_emb, scores_file, want):
     with job.stage("pools"):
         P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=off_n)
     pool_recall = P.recall(job.qrels, ds.doc_ids)
+    job.pools = P
     off = P.offsets
     if scores_file:
         user = read_score_file(scores_file)
@@ -773,6 +776,12 @@ def _write_outputs(job: _Job) -> None:
     if opts.runs is not None:
         write_runs(opts.runs, job.tops, job.qids, job.ds.doc_ids)
         job.notes.append(f"runs: {len(job.tops)} TREC runs in {opts.runs}")
+        if job.pools is not None:
+            write_runs(opts.runs, {"pools": _pool_rows(job.pools)}, job.qids, job.ds.doc_ids)
+            job.notes.append(
+                f"pools: the hybrid candidate pools in {os.path.join(opts.runs, 'pools.run')} (fused order; "
+                "score their pairs with 'jkofast score --pools' for --scores)"
+            )
     if opts.per_query is not None:
         vals = {
             m: {"ndcg@10": v["ndcg"], "ndcg_exp@10": v["ndcg_exp"], "recall@10": v["recall"]}
@@ -780,6 +789,16 @@ def _write_outputs(job: _Job) -> None:
         }
         write_per_query(opts.per_query, job.qids, vals)
         job.notes.append(f"per-query metrics: {opts.per_query}")
+
+
+def _pool_rows(P):
+    """Return ``(rows, scores)`` (nq, max pool size) of the pools in fused order (padding -1), scores -position."""
+    sizes = np.diff(P.offsets)
+    width = int(sizes.max()) if sizes.size else 0
+    rows = np.full((sizes.size, width), -1, np.int64)
+    for q, n in enumerate(sizes.tolist()):
+        rows[q, :n] = P.doc_idx[P.offsets[q] : P.offsets[q] + n]
+    return rows, np.where(rows >= 0, -np.arange(width, dtype=np.float64), -np.inf)
 
 
 def _report_status(res, name, notes, qids=None, max_names: int = 5):

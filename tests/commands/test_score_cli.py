@@ -133,3 +133,25 @@ def test_score_missing_files(setup, capsys):
     assert "not found" in capsys.readouterr().err
     assert main(["score", "--cross-encoder", model, "--pools", str(tmp / "p"), "--dataset", ds, "--out", out]) == 2
     assert "--pools" in capsys.readouterr().err
+
+
+def test_the_paper_energy_workflow(setup, capsys):
+    """run --runs (pools.run) -> score --pools -> run --scores: the rerank row and the cross-encoder energy."""
+    from encode.encode_helpers import write_tiny_bert
+
+    ds, model, _, tmp = setup
+    enc = write_tiny_bert(tmp / "tiny-bert")
+    runs = str(tmp / "runs")
+    base = ["run", "--dataset", ds, "--quiet", "--no-sgr", "--config", "fast"]
+    assert main([*base, "--embed", "--model", enc, "--methods", "hybrid_rrf", "--runs", runs]) == 0
+    assert "pools.run" in capsys.readouterr().out
+    out = str(tmp / "ce.scores")
+    assert main(["score", "--cross-encoder", model, "--pools", os.path.join(runs, "pools.run"), "--dataset", ds,
+                 "--out", out, "--quiet"]) == 0  # fmt: skip
+    n_pool = sum(1 for _ in open(os.path.join(runs, "pools.run")))
+    assert sum(1 for _ in open(out)) == n_pool  # every pool pair scored
+    capsys.readouterr()
+    args = [*base, "--embeddings", "tiny-bert", "--scores", out, "--methods", "hybrid_rrf,rerank,jko_blend"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "\nrerank " in text and "vs rerank [95% CI]" in text and "(0 pool pairs missing)" in text

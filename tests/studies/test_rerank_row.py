@@ -37,6 +37,9 @@ def test_rerank_row_and_its_paired_differences(tmp_path):
         lines = [ln.split() for ln in open(tmp_path / "runs" / f"{m}.run")]
         runs[m] = [(ln[0], ln[2]) for ln in lines]
     assert runs["rerank"] == runs["dense"]
+    pools = [ln.split() for ln in open(tmp_path / "runs" / "pools.run")]  # the pools, in fused order
+    assert len(pools) == 4 * 200 and [int(ln[3]) for ln in pools[:3]] == [1, 2, 3]
+    assert set(runs["rerank"]) <= {(ln[0], ln[2]) for ln in pools}
     np.testing.assert_array_equal(res.methods["rerank"]["ndcg"], res.methods["dense"]["ndcg"])
     s = res.summary()["methods"]
     assert "diff_vs_rerank" not in s["rerank"] and s["rerank"]["diff_vs_hybrid_rrf"] == s["dense"]["diff_vs_hybrid_rrf"]
