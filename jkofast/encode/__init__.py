@@ -6,4 +6,4 @@ imports none of them.
 
 from jkofast._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, ["model", "bert", "embed", "cross"])
+__getattr__, __dir__, __all__ = lazy_exports(__name__, ["model", "bert", "embed", "cross", "score"])
