@@ -66,7 +66,7 @@ def run(args) -> int:
     from jkofast._threads import resolve_threads
     from jkofast.commands._common import Progress
     from jkofast.datasets.beir import load_dataset
-    from jkofast.encode.cross import _resolve_label, load_cross_encoder
+    from jkofast.encode.cross import load_cross_encoder
     from jkofast.encode.score import score_pairs
 
     resolve_threads(args.threads)
@@ -85,7 +85,7 @@ def run(args) -> int:
         model = load_cross_encoder(args.cross_encoder, max_length=args.max_length)
     except ImportError as e:  # the optional extra: the message names the pip command
         raise ValueError(str(e)) from None
-    label = _resolve_label(model, args.label)  # a bad --label fails before the dataset is read
+    label = model.resolve_label(args.label)  # a bad --label fails before the dataset is read
     ds = load_dataset(args.dataset)
     pairs, skipped = _pairs(args.pools, ds, args.depth)
     if skipped:

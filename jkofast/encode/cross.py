@@ -75,6 +75,28 @@ class CrossEncoderModel:
         """Number of outputs L of the classification head."""
         return int(self.b_cls.shape[0])
 
+    def resolve_label(self, label: int | None = None) -> int | None:
+        """Return the label whose log-odds is the score (``None``: one output; default 1 for two; required for more).
+
+        Raises
+        ------
+        ValueError
+            ``label`` given for a one-output model, out of range, or missing for three or more labels.
+        """
+        n = self.num_labels
+        if n == 1:
+            if label not in (None, 0):
+                raise ValueError(f"label {label!r}: the model has a single output (its logit is the score)")
+            return None
+        if label is None:
+            if n == 2:
+                return 1
+            raise ValueError(f"the model has {n} labels {self.labels}: choose the one to score with label=INDEX")
+        label = check_int(label, "label", min_value=0)
+        if label >= n:
+            raise ValueError(f"label {label} is out of range: the model has {n} labels {self.labels}")
+        return label
+
     @property
     def name(self) -> str:
         """The model folder's name, lower case."""
@@ -304,23 +326,6 @@ def cross_logits(
     return out
 
 
-def _resolve_label(model: CrossEncoderModel, label: int | None) -> int | None:
-    """Return the label whose log-odds is the score (``None``: one output; default 1 for two; required for more)."""
-    n = model.num_labels
-    if n == 1:
-        if label not in (None, 0):
-            raise ValueError(f"label {label!r}: the model has a single output (its logit is the score)")
-        return None
-    if label is None:
-        if n == 2:
-            return 1
-        raise ValueError(f"the model has {n} labels {model.labels}: choose the one to score with label=INDEX")
-    label = check_int(label, "label", min_value=0)
-    if label >= n:
-        raise ValueError(f"label {label} is out of range: the model has {n} labels {model.labels}")
-    return label
-
-
 def _logits_to_scores(logits: np.ndarray, label: int | None) -> np.ndarray:
     """Scores (n,) float32 from logits (n, L): the logit for L = 1, else the log-odds of ``label``."""
     lg = np.asarray(logits, np.float64)
@@ -353,7 +358,7 @@ def cross_scores(
     ValueError
         ``label`` given for a one-output model, out of range, or missing for three or more labels.
     """
-    label = _resolve_label(model, label)
+    label = model.resolve_label(label)
     return _logits_to_scores(cross_logits(model, queries, docs, batch_size, n_threads, progress), label)
 
 

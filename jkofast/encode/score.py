@@ -23,7 +23,7 @@ import numpy as np
 from jkofast._io import atomic_save_npy, atomic_write_text, load_array
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
-from jkofast.encode.cross import CrossEncoderModel, _logits_to_scores, _resolve_label, cross_logits
+from jkofast.encode.cross import CrossEncoderModel, _logits_to_scores, cross_logits
 from jkofast.encode.embed import _prepare_parts, _texts_digest
 
 __all__ = ["score_pairs"]
@@ -93,7 +93,7 @@ def score_pairs(
     batch_size = check_int(batch_size, "batch_size", min_value=1)
     chunk_size = check_int(chunk_size, "chunk_size", min_value=1)
     nt = resolve_threads(n_threads)
-    label = _resolve_label(model, label)
+    label = model.resolve_label(label)
     pairs = [(str(q), str(d)) for q, d in pairs]
     if not pairs:
         raise ValueError("no (query, document) pairs to score")
