@@ -181,10 +181,11 @@ def test_logits_match_transformers(tmp_path, shape):
     hf_tok.pad_token = "[PAD]"
     enc = hf_tok(qs, ds, truncation="longest_first", max_length=model.max_length, padding=True,
                  return_tensors="pt", return_token_type_ids=True)  # fmt: skip
-    ids, _ = pair_tokenize(model, qs, ds)  # the same tokens as Hugging Face's pair truncation
+    ids, types = pair_tokenize(model, qs, ds)  # the same tokens and types as Hugging Face's pair truncation
     for i, t in enumerate(ids):
         n = int(enc["attention_mask"][i].sum())
         assert enc["input_ids"][i, :n].tolist() == t.tolist()
+        assert enc["token_type_ids"][i, :n].tolist() == types[i].tolist() and types[i].max() == 1
     hf = transformers.BertForSequenceClassification.from_pretrained(path, attn_implementation="eager").eval()
     with torch.no_grad():
         ref = hf(**enc).logits.numpy()
