@@ -10,7 +10,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.encode.bert import exp_inplace
+from jkofast.kernels.encode.bert import softmax_inplace
 
 __all__ = ["attention_first_row"]
 
@@ -22,8 +22,8 @@ def attention_first_row(qkv, offsets, n_heads, scale, ctx):
     ``qkv`` float32 (N, 3H) as in :func:`jkofast.kernels.encode.bert.attention_packed`; sequence s
     is rows ``a = offsets[s]`` to ``offsets[s + 1]`` (at least one).  For head h (d = H / n_heads):
     ``ctx[s, h*d:(h+1)*d] = softmax(scale * q_a kᵀ) v`` over the sequence's own rows, the same
-    softmax (:func:`exp_inplace`, max subtracted) as the full kernel.  ``prange`` over (sequence,
-    head) pairs, each writing its own block of ``ctx``; the sums of one row are serial.
+    softmax (:func:`jkofast.kernels.encode.bert.softmax_inplace`) as the full kernel.  ``prange``
+    over (sequence, head) pairs, each writing its own block of ``ctx``; the sums of one row are serial.
     """
     n_seq = offsets.shape[0] - 1
     hdim = ctx.shape[1]
@@ -42,20 +42,10 @@ def attention_first_row(qkv, offsets, n_heads, scale, ctx):
             for t in range(d):
                 acc += q[t] * qkv[a + j, hdim + hd * d + t]
             sc[j] = acc
-        mx = sc[0]
-        for j in range(1, m):
-            mx = max(mx, sc[j])
-        for j in range(m):
-            sc[j] -= mx
-        bits = np.empty(m, np.int32)
-        exp_inplace(sc, bits)
-        tot = 0.0
-        for j in range(m):
-            tot += sc[j]
-        inv = np.float32(1.0 / tot)
+        softmax_inplace(sc, np.empty(m, np.int32))
         o = np.zeros(d, np.float32)
         for j in range(m):
-            p = sc[j] * inv
+            p = sc[j]
             for t in range(d):
                 o[t] += p * qkv[a + j, 2 * hdim + hd * d + t]
         for t in range(d):
