@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rerank": ("rerank", "batch JKO-RAG reranking of a TREC run (streaming, resumable)"),
     "run": ("run", "run the end-to-end job (pools, baselines, JKO-RAG) on SciFact or any BEIR folder"),
     "demo": ("run", "alias of 'run --dataset scifact'"),
+    "score": (
+        "score",
+        "score a run's (query, document) pairs with a torch-free BERT cross-encoder ('query-id doc-id score' file)",
+    ),
     "search": ("search", "first-stage retrieval for a split; writes a TREC run"),
     "study": ("study", "run a published experiment (extensions, evaluators) and print its table"),
     "tune": ("tune", "select the operating point on a corpus by cross-validation (point file)"),

@@ -19,7 +19,12 @@ def _add(sub, name: str, help_: str) -> None:
         choices=["implicit", "unrolled", "config"],
         help="Wasserstein gradient path (implicit = fast exact; unrolled = reference-faithful)",
     )
-    p.add_argument("--scores", default=None, help="rerank scores file 'query-id doc-id score' (default: BM25)")
+    p.add_argument(
+        "--scores",
+        default=None,
+        help="rerank scores file 'query-id doc-id score' (e.g. from 'jkofast score --cross-encoder'; default: the "
+        "BM25 pool score); adds the 'rerank' row (the pool ranked by them) and the paired differences against it",
+    )
     p.add_argument("--quick", action="store_true", help="first 60 queries, fast operating point")
     p.add_argument("--threads", type=int, default=None, help="Numba threads (default: all)")
     p.add_argument("--no-sgr", action="store_true", help="skip SparseGeometricRAG")
@@ -47,7 +52,11 @@ def _add(sub, name: str, help_: str) -> None:
     p.add_argument(
         "--point", default=None, help="point file of 'jkofast tune': adds the 'point' row, its analyser for BM25"
     )
-    p.add_argument("--runs", default=None, help="write every row's ranking as a TREC run DIR/<method>.run")
+    p.add_argument(
+        "--runs",
+        default=None,
+        help="write every row's ranking as a TREC run DIR/<method>.run, and the hybrid pools as DIR/pools.run",
+    )
     p.add_argument("--per-query", default=None, help="write every row's per-query nDCG@10 / Recall@10 (TSV)")
     p.add_argument(
         "--analyser",

@@ -16,6 +16,10 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "encode": "jkofast.encode.bert",
         "tokenize": "jkofast.encode.bert",
         "embed_dataset": "jkofast.encode.embed",
+        "load_cross_encoder": "jkofast.encode.cross",
+        "CrossEncoderModel": "jkofast.encode.cross",
+        "cross_scores": "jkofast.encode.cross",
+        "score_pairs": "jkofast.encode.score",
     },
     deprecated_from=["model", "bert", "embed"],  # the names it re-exported before 0.3 (one release)
 )

@@ -84,17 +84,18 @@ def forward(model, ids, offsets, types=None, n_threads: int | None = None) -> np
         return _forward(model, ids, off, lengths, types)
 
 
-def _forward(model, ids, off, lengths, types):
+def _forward(model, ids, off, lengths, types, n_layers=None):
     # Dynamic scheduling (chunks of one iteration) over many blocks: on a shared machine a
     # descheduled thread does not hold up every parallel region.
     with numba.parallel_chunksize(1):
-        return _forward_layers(model, ids, off, lengths, types)
+        return _forward_layers(model, ids, off, lengths, types, n_layers)
 
 
 _BLOCK_ROWS = 256
 
 
-def _forward_layers(model, ids, off, lengths, types):
+def _forward_layers(model, ids, off, lengths, types, n_layers=None):
+    """Hidden states after the embeddings and the first ``n_layers`` layers (default all)."""
     n, h = ids.size, model.dim
     positions = np.arange(n, dtype=np.int64) - np.repeat(off[:-1], lengths)
     x = np.empty((n, h), np.float32)
@@ -106,7 +107,7 @@ def _forward_layers(model, ids, off, lengths, types):
     ff = np.empty((n, model.layers[0].w_ff1.shape[1]), np.float32) if model.layers else None
     scale = np.float32(1.0 / math.sqrt(h // model.n_heads))
     nb = _BLOCK_ROWS  # row blocks of the dense products (fixed: results independent of the thread count)
-    for L in model.layers:
+    for L in model.layers[:n_layers]:
         _k.matmul_rows(x, L.w_qkv, qkv, nb)
         _k.add_bias_inplace(qkv, L.b_qkv)
         _k.attention_packed(qkv, off, model.n_heads, scale, ctx)

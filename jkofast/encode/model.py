@@ -272,9 +272,14 @@ def _weights(src: _Source, stn) -> tuple[dict, str]:
         w = stn.load(raw)
     except Exception as e:  # safetensors raises its own error types on a corrupt header
         raise ValueError(f"{where}: not a readable safetensors file ({e})") from None
-    if any(k.startswith("bert.") for k in w):  # BertFor* checkpoints: the encoder sits under "bert."
-        w = {k[5:]: v for k, v in w.items() if k.startswith("bert.")}
     return w, sha
+
+
+def _encoder_weights(w: dict) -> dict:
+    """Return the encoder's tensors of a checkpoint (``BertFor*`` checkpoints keep them under ``bert.``)."""
+    if any(k.startswith("bert.") for k in w):
+        return {k[5:]: v for k, v in w.items() if k.startswith("bert.")}
+    return w
 
 
 def _tensor(w: dict, key: str, shape: tuple, where: str) -> np.ndarray:
@@ -346,6 +351,11 @@ def load_model(path: str | os.PathLike | None = None) -> BertModel:
         An unsupported ``architectures`` entry / ``model_type`` / activation, an unsupported
         sentence-transformers module or pooling, a malformed file, a missing or misshapen tensor.
     """
+    return _load(path)[0]
+
+
+def _load(path) -> tuple[BertModel, dict, _Source]:
+    """:func:`load_model`'s work: ``(model, every tensor of model.safetensors, the model's files)``."""
     tokenizers, stn = _import_extra()
     if path is None:
         path = default_model_path()
@@ -362,7 +372,8 @@ def load_model(path: str | os.PathLike | None = None) -> BertModel:
         tok = tokenizers.Tokenizer.from_str(raw_tok.decode("utf-8"))
     except Exception as e:  # tokenizers raises a bare Exception on a malformed file
         raise ValueError(f"{src.where('tokenizer.json')}: not a readable tokenizers file ({e})") from None
-    w, sha = _weights(src, stn)
+    w_all, sha = _weights(src, stn)
+    w = _encoder_weights(w_all)
     where = src.where("model.safetensors")
     h, inter = cfg["hidden_size"], cfg["intermediate_size"]
     word = w.get("embeddings.word_embeddings.weight")
@@ -377,7 +388,7 @@ def load_model(path: str | os.PathLike | None = None) -> BertModel:
         raise ValueError(f"{src.where('sentence_bert_config.json')}: max_seq_length {max_len} > {max_pos} positions")
     tok.no_padding()
     tok.enable_truncation(max_length=max_len)
-    return BertModel(
+    model = BertModel(
         name=_model_name(path, sha),
         path=path,
         config=cfg,
@@ -395,3 +406,4 @@ def load_model(path: str | os.PathLike | None = None) -> BertModel:
         eps=float(cfg.get("layer_norm_eps", 1e-12)),
         sha256=sha,
     )
+    return model, w_all, src

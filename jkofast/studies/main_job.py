@@ -25,7 +25,10 @@ Any BEIR folder works the same way: its saved embeddings (``embeddings/minilm-l6
 the skipped rows and the command that makes the embeddings.
 
 No cross-encoder is loaded: the "rerank" term is the BM25 pool score (as in the parity
-fixtures) unless the user passes ``scores_file`` (``query-id doc-id score``).
+fixtures) unless the user passes ``scores_file`` (``query-id doc-id score``, e.g. the
+cross-encoder scores ``jkofast score`` writes); then the ``rerank`` row (top-k of the pool by
+those scores, the published "Cross-Enc" row) runs too, and every row gets its paired
+difference against it.
 
 Metrics (:mod:`jkofast.eval.metrics`): nDCG@10 with linear gain (BEIR / trec_eval) and
 exponential gain (the published tables; identical on SciFact's binary labels), Recall@10, 95 %
@@ -104,7 +107,8 @@ JKO_VARIANTS = {
     "kl_rerank": ("kl", 0.0, 1.0),
     "jko_rerank": ("wasserstein", 0.0, 1.0),
 }
-ALL_METHODS = (*DEFAULT_METHODS, *(m for m in JKO_VARIANTS if m not in DEFAULT_METHODS))
+# "rerank": top-k of the pool by the user's scores (the published "Cross-Enc" row); runs with scores_file
+ALL_METHODS = (*DEFAULT_METHODS, "rerank", *(m for m in JKO_VARIANTS if m not in DEFAULT_METHODS))
 JKO_METHODS = (*JKO_VARIANTS, "jko_tuned", "jko_sparse")
 
 
@@ -134,7 +138,9 @@ class MainJobResult:
         """Return the JSON-able summary of the run.
 
         Per method: mean nDCG@10 with its bootstrap CI, exp-gain nDCG@10, Recall@10, ms/query
-        and the paired difference vs ``baseline`` (mean, CI).
+        and the paired difference vs ``baseline`` (mean, CI); with a ``rerank`` row (the pool
+        ranked by the user's scores, e.g. a cross-encoder's), also the paired difference vs it
+        (``diff_vs_rerank``: the published "vs Cross-Enc" comparison).
         """
         out = {
             "dataset": self.dataset,
@@ -148,7 +154,6 @@ class MainJobResult:
         }
         if baseline not in self.methods and "bm25" in self.methods:
             baseline = "bm25"  # a run without embeddings has no hybrid pools
-        base = self.methods.get(baseline)
         for name, m in self.methods.items():
             mean, lo, hi = _ci(m["ndcg"])
             row = {
@@ -160,9 +165,11 @@ class MainJobResult:
             }
             if "div" in m:
                 row["div@10"] = float(np.mean(m["div"]))
-            if base is not None and name != baseline:
-                d, dlo, dhi = _ci(np.asarray(m["ndcg"]) - np.asarray(base["ndcg"]))
-                row[f"diff_vs_{baseline}"] = [d, dlo, dhi]
+            for ref in dict.fromkeys((baseline, "rerank")):
+                other = self.methods.get(ref)
+                if other is not None and name != ref:
+                    d, dlo, dhi = _ci(np.asarray(m["ndcg"]) - np.asarray(other["ndcg"]))
+                    row[f"diff_vs_{ref}"] = [d, dlo, dhi]
             out["methods"][name] = row
         return out
 
@@ -171,34 +178,40 @@ class MainJobResult:
         s = self.summary(baseline)
         if baseline not in self.methods and "bm25" in self.methods:
             baseline = "bm25"  # as summary()
+        refs = list(dict.fromkeys([baseline, *(["rerank"] if "rerank" in self.methods else [])]))
+        div = any("div@10" in r for r in s["methods"].values())  # Diversity@10 (MiniLM) after R@10
+        width = 68 + 31 * len(refs) + (7 if div else 0)  # 99 columns with the one baseline, no Div@10
         lines = [
             f"{self.dataset} test, {self.n_queries} queries; JKO operating point: {self.config}",
             "nDCG@10: linear gain (BEIR/trec_eval) with 95% bootstrap CI; exponential gain alongside "
             "(equal on binary labels)",
             "",
             f"{'method':<18} {'nDCG@10 [95% CI]':<25} {'exp':>6} {'R@10':>6}  "
-            f"{'vs ' + baseline + ' [95% CI]':<30} {'ms/q':>8}",
-            "-" * 99,
+            + "".join(f"{'vs ' + ref + ' [95% CI]':<30} " for ref in refs)
+            + f"{'ms/q':>8}",
+            "-" * width,
         ]
-        div = any("div@10" in r for r in s["methods"].values())
-        if div:  # Diversity@10 (MiniLM) after R@10
+        if div:
             lines[3] = lines[3].replace(" R@10  ", " R@10 Div@10  ")
         for name, r in s["methods"].items():
             ci = f"{r['ndcg@10']:.4f} [{r['ndcg@10_ci'][0]:.3f}, {r['ndcg@10_ci'][1]:.3f}]"
-            dk = f"diff_vs_{baseline}"
-            if dk in r:
-                d, lo, hi = r[dk]
-                sig = "*" if lo > 0 or hi < 0 else " "
-                diff = f"{d:+.4f} [{lo:+.3f}, {hi:+.3f}]{sig}"
-            else:
-                diff = "--"
+            diffs = ""
+            for ref in refs:
+                dk = f"diff_vs_{ref}"
+                if dk in r:
+                    d, lo, hi = r[dk]
+                    sig = "*" if lo > 0 or hi < 0 else " "
+                    diff = f"{d:+.4f} [{lo:+.3f}, {hi:+.3f}]{sig}"
+                else:
+                    diff = "--"
+                diffs += f"{diff:<30} "
             ms = r["ms_per_query"]
             dv = (f" {r['div@10']:>6.3f}" if "div@10" in r else "     --") if div else ""
             lines.append(
-                f"{name:<18} {ci:<25} {r['ndcg@10_exp']:>6.4f} {r['recall@10']:>6.3f}{dv}  {diff:<30} "
+                f"{name:<18} {ci:<25} {r['ndcg@10_exp']:>6.4f} {r['recall@10']:>6.3f}{dv}  {diffs}"
                 f"{(f'{ms:8.2f}' if ms is not None else '      --')}"
             )
-        lines.append("-" * 99)
+        lines.append("-" * width)
         lines.append(
             "* = paired-difference CI excludes 0; ms/q = wall clock per query of the method's own step "
             "(includes kernel compilation when the Numba cache is cold)"
@@ -239,7 +252,7 @@ def _resolve_config(config, grad):
 
 
 # methods that need dense embeddings (MiniLM pools / geometry); bm25, sgr and jko_sparse need none
-DENSE_METHODS = ("dense", "hybrid_rrf", "mmr", "dpp_map", "blend", *JKO_VARIANTS, "jko_tuned")  # fmt: skip
+DENSE_METHODS = ("dense", "hybrid_rrf", "rerank", "mmr", "dpp_map", "blend", *JKO_VARIANTS, "jko_tuned")  # fmt: skip
 DEFAULT_EMBEDDINGS = "minilm-l6-v2"
 
 
@@ -256,6 +269,7 @@ class _Job:
         self.analyser = None
         self.language = None
         self.doc_emb = None  # the document embeddings, when saved: every row then gets its Diversity@10
+        self.pools = None  # the hybrid candidate pools, written with --runs as pools.run
 
     def add(self, name, top, stage_name, scores=None):
         """Evaluate the ranked rows ``top`` as method ``name`` (timed by stage ``stage_name``).
@@ -298,7 +312,8 @@ class MainJobOptions:
     methods : tuple of str or None
         Restrict to these methods (default: all of :data:`DEFAULT_METHODS`; the other variants of
         the published main table, :data:`JKO_VARIANTS` — ``noprox_blend``, ``bw_jko_a50`` (bregman,
-        α = 0.5), the ``*_blend_dense`` (0.7, 0.3) and ``*_rerank`` (0, 1) rows — run only when listed).
+        α = 0.5), the ``*_blend_dense`` (0.7, 0.3) and ``*_rerank`` (0, 1) rows — run only when listed;
+        with ``scores_file`` the default adds ``rerank``, the pool ranked by those scores).
     sparse : {"bm25", "bm25-lucene", "tfidf", "sgr"}
         Sparse first stage of the hybrid pool (``bm25`` = okapi ``\w+``, the published one).
     embed : bool
@@ -315,7 +330,8 @@ class MainJobOptions:
         A point file of ``jkofast tune`` (:func:`jkofast.studies.tune.load_point`): adds the
         ``point`` row (its energy weights, flow and analyser) and uses its analyser for BM25.
     runs : str or None
-        Folder: every row's ranking written as a TREC run ``<method>.run``.
+        Folder: every row's ranking written as a TREC run ``<method>.run``, and the hybrid
+        candidate pools (fused order) as ``pools.run``: the pairs ``jkofast score`` scores for ``scores_file``.
     per_query : str or None
         File: every row's per-query nDCG@10 (linear and exponential gain) and Recall@10 (TSV).
     strict : bool
@@ -362,6 +378,8 @@ class MainJobOptions:
         if isinstance(self.methods, str):  # tuple("jko_blend") would be a tuple of letters
             raise TypeError(f"methods must be a tuple of method names, not a str (use ({self.methods!r},))")
         methods = DEFAULT_METHODS if self.methods is None else tuple(self.methods)
+        if self.methods is None and self.scores_file:  # the user's scores: their own ranking is a row
+            methods = (*methods[:1], "rerank", *methods[1:])
         unknown = set(methods) - set(ALL_METHODS) - {"point"}
         if unknown:
             raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(ALL_METHODS)}")
@@ -375,6 +393,8 @@ class MainJobOptions:
             _resolve_config(self.config, self.grad)
         if self.scores_file and not os.path.isfile(self.scores_file):
             raise FileNotFoundError(f"scores_file {self.scores_file!r} not found")
+        if "rerank" in methods and not self.scores_file:
+            raise ValueError("method 'rerank' ranks the pool by your scores: it needs scores_file (--scores FILE)")
         _check_encoder_request(self.embed, self.model, self.embeddings)
         if self.analyser not in ("auto", "published"):
             raise ValueError(f"analyser must be 'auto' or 'published', got {self.analyser!r}")
@@ -492,6 +512,7 @@ def _pool_methods(job: _Job, S, doc_emb, q_emb, scores_file, want):
     with job.stage("pools"):
         P = build_pools(S, D, query_ids=qids, each_n=500, M=200, n_threads=off_n)
     pool_recall = P.recall(job.qrels, ds.doc_ids)
+    job.pools = P
     off = P.offsets
     if scores_file:
         user = read_score_file(scores_file)
@@ -505,6 +526,10 @@ def _pool_methods(job: _Job, S, doc_emb, q_emb, scores_file, want):
         with job.stage("hybrid_rrf"):
             top = positions_to_docs(inpool_rrf(P.sparse, P.dense, off, K_READ, n_threads=off_n), off, P.doc_idx)
         job.add("hybrid_rrf", top, "hybrid_rrf")
+    if scores_file and want("rerank"):
+        with job.stage("rerank"):
+            top, val = pool_topk(rer, P)
+        job.add("rerank", top, "rerank", val)
     if want("mmr"):
         with job.stage("mmr"):
             rel = minmax(rer, off)
@@ -798,6 +823,12 @@ def _write_outputs(job: _Job) -> None:
     if opts.runs is not None:
         write_runs(opts.runs, job.tops, job.qids, job.ds.doc_ids)
         job.notes.append(f"runs: {len(job.tops)} TREC runs in {opts.runs}")
+        if job.pools is not None:
+            write_runs(opts.runs, {"pools": _pool_rows(job.pools)}, job.qids, job.ds.doc_ids)
+            job.notes.append(
+                f"pools: the hybrid candidate pools in {os.path.join(opts.runs, 'pools.run')} (fused order; "
+                "score their pairs with 'jkofast score --pools' for --scores)"
+            )
     if opts.per_query is not None:
         vals = {
             m: {"ndcg@10": v["ndcg"], "ndcg_exp@10": v["ndcg_exp"], "recall@10": v["recall"]}
@@ -806,6 +837,16 @@ def _write_outputs(job: _Job) -> None:
         }
         write_per_query(opts.per_query, job.qids, vals)
         job.notes.append(f"per-query metrics: {opts.per_query}")
+
+
+def _pool_rows(P):
+    """Return ``(rows, scores)`` (nq, max pool size) of the pools in fused order (padding -1), scores -position."""
+    sizes = np.diff(P.offsets)
+    width = int(sizes.max()) if sizes.size else 0
+    rows = np.full((sizes.size, width), -1, np.int64)
+    for q, n in enumerate(sizes.tolist()):
+        rows[q, :n] = P.doc_idx[P.offsets[q] : P.offsets[q] + n]
+    return rows, np.where(rows >= 0, -np.arange(width, dtype=np.float64), -np.inf)
 
 
 def _report_status(res, name, notes, qids=None, max_names: int = 5):

@@ -26,6 +26,7 @@ __all__ = [
     "exp_inplace",
     "matmul_rows",
     "pool_normalize",
+    "softmax_inplace",
 ]
 
 
@@ -96,6 +97,28 @@ def exp_inplace(buf, bits):
         bits[j] = (np.int32(n) + np.int32(127)) << np.int32(23)
     for j in range(buf.shape[0]):
         buf[j] = buf[j] * fb[j]
+
+
+@kernel(inline="always")
+def softmax_inplace(row, bits):
+    """``row = softmax(row)`` in place for float32 ``row`` (1-D, non-empty).
+
+    The maximum subtracted, :func:`exp_inplace` (``bits``: int32 scratch of the same length), a
+    float64 sum, one scaling.
+    """
+    m = row.shape[0]
+    mx = row[0]
+    for j in range(1, m):
+        mx = max(mx, row[j])
+    for j in range(m):
+        row[j] -= mx
+    exp_inplace(row, bits)
+    tot = 0.0
+    for j in range(m):
+        tot += row[j]
+    inv = np.float32(1.0 / tot)
+    for j in range(m):
+        row[j] *= inv
 
 
 @kernel(parallel=True)
@@ -206,19 +229,7 @@ def attention_packed(qkv, offsets, n_heads, scale, ctx):
         sc = np.dot(q, kt)
         bits = np.empty(m, np.int32)
         for i in range(m):
-            row = sc[i]
-            mx = row[0]
-            for j in range(1, m):
-                mx = max(mx, row[j])
-            for j in range(m):
-                row[j] -= mx
-            exp_inplace(row, bits)
-            tot = 0.0
-            for j in range(m):
-                tot += row[j]
-            inv = np.float32(1.0 / tot)
-            for j in range(m):
-                row[j] *= inv
+            softmax_inplace(sc[i], bits)
         o = np.dot(sc, v)
         for i in range(m):
             for t in range(d):
