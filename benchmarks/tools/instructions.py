@@ -234,15 +234,33 @@ def table(rows: list[dict], accepted: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _worktree(rev: str, parent: str):
-    """``git worktree add --detach`` of ``rev`` under ``parent``; returns its path."""
+def _worktree(rev: str, cache_dir: str) -> str:
+    """``git worktree add --detach`` of ``rev`` at a path fixed by its commit; returns the path.
+
+    Numba keys a cached kernel by its source file's path and stamp (mtime, size): the path is
+    ``CACHE_DIR/worktrees/SHA`` and every file's mtime is set to the commit's time, so the next
+    count of the same commit loads the kernels the last one compiled (the worktree itself is
+    removed after each run)."""
     sha = subprocess.run(
         ["git", "-C", ROOT, "rev-parse", "--verify", rev + "^{commit}"], capture_output=True, text=True
     )
     if sha.returncode != 0:
         raise ValueError(f"--base: {rev!r} is not a commit of this repository")
-    path = os.path.join(parent, "base")
-    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", path, sha.stdout.strip()], check=True)
+    sha = sha.stdout.strip()
+    path = os.path.join(cache_dir, "worktrees", sha)
+    if os.path.exists(path):  # left by an interrupted run
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], capture_output=True)
+        shutil.rmtree(path, ignore_errors=True)
+    subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", path, sha], check=True)
+    stamp = int(
+        subprocess.run(
+            ["git", "-C", ROOT, "show", "-s", "--format=%ct", sha], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    for folder, _, files in os.walk(os.path.join(path, "jkofast")):
+        for f in files:
+            os.utime(os.path.join(folder, f), (stamp, stamp))
     return path
 
 
@@ -287,16 +305,15 @@ def main(argv: list[str] | None = None) -> int:
                     sys.stderr.write(f"{n:<16} {min(vals):>15,} spread {spread:.5%} over {len(vals)} counts\n")
             print(json.dumps(runs[0], indent=1) if args.json else "\n".join(f"{n} {c}" for n, c in runs[0].items()))
             return 0
-        with tempfile.TemporaryDirectory(prefix="jkofast-instr-base-") as tmp:
-            wt = _worktree(args.base, tmp)
-            try:
-                # both sides at once (two processes; a count does not depend on the load)
-                with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                    base_f = pool.submit(count, wt, names, args.cache_dir)
-                    tree_f = pool.submit(count, ROOT, names, args.cache_dir)
-                    base, tree = base_f.result(), tree_f.result()
-            finally:
-                subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", wt], capture_output=True)
+        wt = _worktree(args.base, args.cache_dir or default_cache_dir())
+        try:
+            # both sides at once (two processes; a count does not depend on the load)
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                base_f = pool.submit(count, wt, names, args.cache_dir)
+                tree_f = pool.submit(count, ROOT, names, args.cache_dir)
+                base, tree = base_f.result(), tree_f.result()
+        finally:
+            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", wt], capture_output=True)
     except (RuntimeError, ValueError) as exc:
         sys.stderr.write(f"instructions: {exc}\n")
         return 2
