@@ -1,0 +1,47 @@
+"""asv suite: instructions per kernel family under callgrind (unit: instructions).
+
+Counts that shared, loaded machines and CI runners cannot blur (a warm run of one small workload
+per family; ``benchmarks/instr_workloads.py`` says what runs and how the region is marked,
+``benchmarks/tools/instructions.py`` how the process is pinned).  They sit beside the wall-clock
+suites in ``asv compare`` and the HTML report; the wall-clock suites stay for what counts miss
+(memory traffic, SIMD width, threads: docs/instruction_counts.md).  Where no count can be taken
+(no valgrind, not x86-64 Linux) every benchmark skips with the reason.  The fast profile (CI's
+smoke run) counts only the cheapest family.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from benchmarks.common import PROFILE
+
+_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools", "instructions.py")
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("jkofast_instructions_tool", _TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class InstructionCounts:
+    """Instructions of one warm run of each family's workload (1 thread, fixed inputs)."""
+
+    params = (["metrics"] if PROFILE == "fast" else _tool().families(),)
+    param_names = ["family"]
+    timeout = 1800
+    number = 1
+    repeat = 1
+
+    def setup(self, family):
+        why = _tool().unavailable()
+        if why:
+            raise NotImplementedError(why)
+
+    def track_instructions(self, family):
+        # the installed jkofast of asv's environment (the commit under test), not a source tree
+        return _tool().count(None, [family])[family]
+
+    track_instructions.unit = "instructions"

@@ -1,0 +1,288 @@
+"""Instruction-count workloads: one small, seeded workload per kernel family, counted under callgrind.
+
+Wall-clock suites on a shared 2-core machine or a CI runner cannot tell a 3 % regression from
+noise; the number of instructions a warm kernel executes can.  Each family below builds its
+inputs, runs once (Numba compiles or loads its cache: never counted), then runs once more
+between callgrind's client requests ``START_INSTRUMENTATION`` / ``STOP_INSTRUMENTATION`` (valgrind
+runs with ``--instr-atstart=no``), so the count is exactly that second run: no interpreter start,
+imports, input building or cache loading, and no difference of two noisy totals.
+
+The client request is valgrind's "special instruction" sequence (``valgrind/valgrind.h``): on
+x86-64 four rotations of ``rdi`` (a no-op, 3 + 13 + 61 + 51 = 128 bits) then ``xchg rbx, rbx``, with
+``rax`` pointing at ``[request, arg1..arg5]``; natively it does nothing and returns the default.
+It is compiled here through llvmlite (Numba's own back end, so no C compiler or valgrind headers are
+needed).  Other architectures: :data:`SUPPORTED` is False and the harness refuses with a message.
+
+Run as a script (``python benchmarks/instr_workloads.py FAMILY``) it is the child the harness
+(:mod:`benchmarks.tools.instructions`) starts under valgrind; with ``--native`` it only builds and
+runs the workload (the compile / cache warm-up the counted child then loads).
+
+Importable against older commits: the child imports jkofast from the tree being counted (first on
+``PYTHONPATH``) and this module's input helpers from the harness's own tree (like asv, current
+suites against any commit).  Sizes are fixed: changing one changes every count (say so in the
+commit; the gate compares a commit with its parent, both counted by the same harness).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import platform
+import sys
+
+import numpy as np
+
+__all__ = ["EXAMPLES", "FAMILIES", "SUPPORTED", "build", "client_request", "on_valgrind"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUPPORTED = platform.machine() in ("x86_64", "AMD64")
+
+# valgrind.h / callgrind.h request codes
+_RUNNING_ON_VALGRIND = 0x1001
+_CG_BASE = (ord("C") << 24) | (ord("T") << 16)  # VG_USERREQ_TOOL_BASE('C','T')
+CG_ZERO_STATS = _CG_BASE + 1
+CG_DUMP_STATS_AT = _CG_BASE + 3
+CG_START_INSTRUMENTATION = _CG_BASE + 4
+CG_STOP_INSTRUMENTATION = _CG_BASE + 5
+
+# i64 vg_request(i64* args, i64 default): the x86-64 client-request sequence of valgrind.h
+_ASM = "rolq $$3, %rdi ; rolq $$13, %rdi ; rolq $$61, %rdi ; rolq $$51, %rdi ; xchgq %rbx, %rbx"
+_CONSTRAINTS = "={dx},{ax},0,~{cc},~{memory},~{dirflag},~{fpsr},~{flags}"  # rdx = result; rax = args
+_IR = f"""
+define i64 @vg_request(i64* %args, i64 %default) {{
+  %r = call i64 asm sideeffect "{_ASM}", "{_CONSTRAINTS}"(i64* %args, i64 %default)
+  ret i64 %r
+}}
+"""
+_REQUEST = None  # (engine, ctypes function): the engine must outlive the function
+
+
+def client_request(request: int, *args: int, default: int = 0) -> int:
+    """Issue valgrind client request ``request`` with up to five integer arguments; natively
+    (no valgrind) it returns ``default``."""
+    global _REQUEST
+    if not SUPPORTED:
+        raise RuntimeError(f"valgrind client requests are implemented for x86-64 only, not {platform.machine()}")
+    if _REQUEST is None:
+        import llvmlite.binding as llvm
+
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+        mod = llvm.parse_assembly(_IR)
+        mod.verify()
+        tm = llvm.Target.from_default_triple().create_target_machine()
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+        fn = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint64)(
+            engine.get_function_address("vg_request")
+        )
+        _REQUEST = (engine, fn)
+    block = (ctypes.c_uint64 * 6)(request, *(list(args) + [0] * (5 - len(args))))
+    return int(_REQUEST[1](block, default))
+
+
+def on_valgrind() -> bool:
+    """Whether this process runs under valgrind (the RUNNING_ON_VALGRIND request)."""
+    return SUPPORTED and client_request(_RUNNING_ON_VALGRIND) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The families.  Each builder makes seeded inputs and returns the zero-argument callable counted.
+# One thread everywhere (the harness also pins NUMBA_NUM_THREADS=1: a spinning pool counts too).
+
+
+def _sinkhorn_log():
+    from benchmarks.bench_sinkhorn import clustered_pool
+    from jkofast import sinkhorn_log
+
+    rng = np.random.default_rng(0)
+    _, C, _ = clustered_pool(200)
+    a = rng.random(200) + 0.01
+    a /= a.sum()
+    b = np.full(200, 1.0 / 200)
+    return lambda: sinkhorn_log(a, b, C, 0.1, max_iter=100, tol=None)
+
+
+def _jko(grad, m, dtype="float64"):
+    def build():
+        from benchmarks.bench_jko import jko_query_inputs
+        from jkofast import numba_threads
+        from jkofast.jko import operating_point, run_jko
+
+        cfg = operating_point("tuned", grad=grad, dtype=dtype)
+        _, p0, E, C, K = jko_query_inputs(m=m, tau0=cfg.tau0)
+
+        def run():
+            with numba_threads(1):
+                run_jko(p0, E, C, K, cfg)
+
+        return run
+
+    return build
+
+
+def _pools(n_pools, m=100):
+    from benchmarks.bench_jko import jko_query_inputs
+
+    zs, es = [], []
+    for q in range(n_pools):
+        Z, _, E, _, _ = jko_query_inputs(m=m, seed=q)
+        zs.append(Z.astype(np.float32))
+        es.append(E)
+    return np.concatenate(zs), np.concatenate(es), np.arange(0, m * (n_pools + 1), m, dtype=np.int64)
+
+
+def _rerank_batch_threads(n):
+    def build():
+        from jkofast.jko import operating_point, rerank_batch
+
+        Z, E, off = _pools(2, m=64)
+        cfg = operating_point("tuned", grad="implicit")
+        return lambda: rerank_batch(E, None, off, embeddings=Z, config=cfg, n_threads=n)
+
+    return build
+
+
+def _multires():
+    from benchmarks.bench_multires import multires_pools
+    from jkofast.jko.multires import coarse_config, fine_config, multires_rerank
+
+    Z, rel, off = multires_pools(n_pools=2, m=200)
+    co, fi = coarse_config(grad="implicit"), fine_config(reported=True, grad="implicit")
+    return lambda: multires_rerank(
+        rel, off, Z, G=20, G_keep=4, clustering="sam", sam_beta=2.0, coarse=co, fine=fi, n_threads=1
+    )
+
+
+def _bm25_topk():
+    from benchmarks.common import jk, zipf_corpus
+
+    flat, off, qs = zipf_corpus(5_000, 20_000, 60, seed=0, n_queries=200)
+    index = jk("jkofast.sparse.index").BM25Index("lucene").fit_token_ids((flat, off), 20_000)
+    q = index._token_query_csr((np.concatenate(qs), np.r_[0, np.cumsum([x.size for x in qs])].astype(np.int64)))
+    return lambda: index.search_csr(*q, k=10, n_threads=1)
+
+
+def _sgr_query():
+    from benchmarks.common import synthetic_texts
+    from jkofast.sgr import SparseGeometricRetriever
+
+    docs, queries = synthetic_texts(2_000, 50, n_words=5_000)
+    r = SparseGeometricRetriever().fit(docs, n_threads=1)
+    return lambda: r.search(queries, k=10, n_threads=1)
+
+
+def _metrics():
+    from benchmarks.common import jk, make_metric_data
+
+    run, qrels = make_metric_data(100, 100)
+    evaluate = jk("jkofast.eval.metrics").evaluate
+    return lambda: evaluate(run, qrels, ("ndcg@10", "recall@10", "p@10", "mrr@10", "map"), n_threads=1)
+
+
+def _encoder_forward():
+    from benchmarks.bench_encode import random_minilm
+    from jkofast.encode.bert import forward
+
+    model = random_minilm(n_layers=1)
+    ids = np.random.default_rng(0).integers(0, 1000, 2 * 64)
+    offsets = np.arange(3, dtype=np.int64) * 64
+    return lambda: forward(model, ids, offsets, n_threads=1)
+
+
+FAMILIES = {
+    "sinkhorn_log": _sinkhorn_log,
+    "jko_unrolled": _jko("unrolled", 50),
+    "jko_implicit": _jko("implicit", 100),
+    "rerank_batch": _rerank_batch_threads(1),
+    "multires_sam": _multires,
+    "bm25_topk": _bm25_topk,
+    "sgr_query": _sgr_query,
+    "metrics": _metrics,
+    "encoder_forward": _encoder_forward,
+}
+
+
+def _sinkhorn_m(m):
+    def build():
+        from benchmarks.bench_sinkhorn import clustered_pool
+        from jkofast import sinkhorn_log
+
+        _, C, _ = clustered_pool(m)
+        a = b = np.full(m, 1.0 / m)
+        n_iter = max(1, 100 * 200 * 200 // (m * m))  # the same number of cost entries visited
+        return lambda: sinkhorn_log(a, b, C, 0.1, max_iter=n_iter, tol=None)
+
+    return build
+
+
+# Not gated: the examples of docs/instruction_counts.md (counts and time disagreeing).  Counting a
+# two-thread run needs NUMBA_NUM_THREADS=2 (the harness's ``--threads 2``).
+EXAMPLES = {
+    "sinkhorn_m200": _sinkhorn_m(200),
+    "sinkhorn_m2000": _sinkhorn_m(2000),
+    "jko_unrolled32": _jko("unrolled", 50, "float32"),
+    "rerank_batch_2threads": _rerank_batch_threads(2),
+}
+
+
+def build(family: str):
+    """Return the zero-argument callable of ``family`` (a family or an example; inputs built)."""
+    builder = FAMILIES.get(family) or EXAMPLES.get(family)
+    if builder is None:
+        raise ValueError(f"family: unknown {family!r} (one of {', '.join([*FAMILIES, *EXAMPLES])})")
+    return builder()
+
+
+def _seconds(run, repeat=5):
+    """Median wall seconds of ``repeat`` warm runs."""
+    import time
+
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def _main(argv: list[str]) -> int:
+    native = "--native" in argv
+    timed = {} if "--time" in argv else None
+    families = [a for a in argv if not a.startswith("--")]
+    import jkofast  # from the tree under test (first on PYTHONPATH), before this tree goes first
+
+    sys.path.insert(0, os.path.dirname(HERE))  # the harness's benchmarks package (input helpers)
+    sys.stderr.write(f"instr_workloads: jkofast from {os.path.dirname(jkofast.__file__)}\n")
+    if not native and not on_valgrind():
+        sys.stderr.write("instr_workloads: not under valgrind (run it through benchmarks/tools/instructions.py)\n")
+        return 2
+    for family in families:
+        run = build(family)
+        run()  # compile or load the cache, first-call allocations: never counted
+        if native:
+            if timed is not None:
+                timed[family] = _seconds(run)
+            continue
+        gc.collect()
+        gc.disable()  # a collection inside the region would depend on what the setup allocated
+        client_request(CG_ZERO_STATS)
+        client_request(CG_START_INSTRUMENTATION)
+        run()
+        client_request(CG_STOP_INSTRUMENTATION)
+        gc.enable()
+        # one dump per family (callgrind.out.PID.N, "desc: Trigger: Client Request: FAMILY"); the
+        # next family's ZERO_STATS starts it from 0
+        label = ctypes.create_string_buffer(family.encode())
+        client_request(CG_DUMP_STATS_AT, ctypes.addressof(label))
+    if timed is not None:
+        import json
+
+        print(json.dumps(timed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

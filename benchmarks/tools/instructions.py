@@ -1,0 +1,333 @@
+"""Instruction counts per kernel family under callgrind: the regression check noise cannot fool.
+
+    python benchmarks/tools/instructions.py --json                # {family: instructions}, working tree
+    python benchmarks/tools/instructions.py --base HEAD~1         # + REV in a temporary worktree; exit 1
+                                                                  #   when a family grows > --threshold
+    python benchmarks/tools/instructions.py --families metrics,bm25_topk --repeat 3   # spread
+
+Each count is the instructions one warm run of the family's workload executes
+(``benchmarks/instr_workloads.py``: what runs, how the region is marked).  The process runs under
+``valgrind --tool=callgrind --instr-atstart=no`` behind ``setarch -R`` (no address randomisation),
+with ``PYTHONHASHSEED=0`` and every thread pool pinned to one thread (a spinning pool's
+instructions would count), and Numba generating code for one fixed CPU (``haswell``: AVX2 + FMA,
+what valgrind emulates; the host's AVX-512 would not run under it), so the counts are also the
+same on another x86-64 machine with the same library versions.  Before the counted process, the
+same families run once natively with the same settings: they compile into a cache of their own
+(``--cache-dir``), which the counted process then loads.
+
+A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
+(default 2 %) it is a regression unless ``benchmarks/instructions_accepted.txt`` has a line
+``FAMILY reason`` (an accepted regression: commit the line with the change; remove it afterwards).
+Exit status: 0 (no regression), 1 (a regression; the table names it), 2 (cannot count: no valgrind,
+not x86-64 Linux, a child failed).  docs/instruction_counts.md says when counts and time disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import glob
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+WORKLOADS = os.path.join(ROOT, "benchmarks", "instr_workloads.py")
+ACCEPTED = os.path.join(ROOT, "benchmarks", "instructions_accepted.txt")
+THRESHOLD = 0.02
+
+# The child's environment: deterministic counts (see the module docstring).
+PINNED_ENV = {
+    "NUMBA_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "PYTHONHASHSEED": "0",
+    "NUMBA_CPU_NAME": "haswell",
+    "NUMBA_CPU_FEATURES": "+avx2,+fma",
+}
+VALGRIND_ARGS = ["--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no"]
+
+
+def _workloads():
+    spec = importlib.util.spec_from_file_location("instr_workloads", WORKLOADS)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def families(examples: bool = False) -> list[str]:
+    """The family names, in counting order (``examples``: and the docs' ungated examples)."""
+    mod = _workloads()
+    return list(mod.FAMILIES) + (list(mod.EXAMPLES) if examples else [])
+
+
+def unavailable() -> str | None:
+    """Why counts cannot be taken here (None: they can)."""
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return f"instruction counts need x86-64 Linux (this is {sys.platform} {platform.machine()})"
+    if shutil.which("valgrind") is None:
+        return "instruction counts need valgrind (apt-get install valgrind)"
+    if shutil.which("setarch") is None:
+        return "instruction counts need setarch (util-linux)"
+    return None
+
+
+def _setarch() -> list[str]:
+    """``setarch ARCH -R`` (no address randomisation), or nothing where the sandbox refuses it."""
+    cmd = ["setarch", platform.machine(), "-R"]
+    ok = subprocess.run([*cmd, "true"], capture_output=True).returncode == 0
+    return cmd if ok else []
+
+
+def default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jkofast", "instructions")
+
+
+def child_env(tree: str | None, cache_dir: str) -> dict[str, str]:
+    """The counted child's environment: jkofast from ``tree`` (None: the installed one, as under
+    asv), the pinned settings, the harness cache."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_BOUNDSCHECK")}
+    env.update(PINNED_ENV, JKOFAST_CACHE_DIR=cache_dir, JKOFAST_NUMBA_CACHE="1")
+    if tree is not None:
+        env["PYTHONPATH"] = tree
+    return env
+
+
+def parse_dumps(out_prefix: str, events: bool = False) -> dict:
+    """``{family: instructions}`` from the per-family dumps ``out_prefix.N`` a child wrote
+    (``events=True``: ``{family: {event: count}}``, e.g. the cache misses of ``--cache-sim=yes``)."""
+    counts = {}
+    for path in glob.glob(out_prefix + ".*"):
+        label = total = names = None
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith("desc: Trigger: Client Request: "):
+                    label = line.split(": ", 3)[-1].strip()
+                elif line.startswith("events:"):
+                    names = line.split()[1:]
+                elif line.startswith("totals:"):
+                    total = [int(v) for v in line.split()[1:]]
+        if label is None or total is None:
+            raise RuntimeError(f"{path}: not a per-family callgrind dump")
+        counts[label] = dict(zip(names or ["Ir"], total)) if events else total[0]
+    return counts
+
+
+def count(
+    tree: str | None = ROOT,
+    names: list[str] | None = None,
+    cache_dir: str | None = None,
+    log=None,
+    *,
+    threads: int = 1,
+    cache_sim: bool = False,
+    timed: dict | None = None,
+) -> dict:
+    """Count ``names`` (default: every family) for the jkofast of ``tree`` (None: the installed
+    jkofast of this interpreter): ``{family: instructions}``.  ``threads``: NUMBA_NUM_THREADS of the
+    child (the docs' threading example; the gate always counts 1); ``cache_sim``: ``--cache-sim=yes``,
+    ``{family: {event: count}}`` returned; ``timed``: a dict filled with each family's native median
+    seconds (from the warm-up process).
+
+    Raises RuntimeError (with the reason) when counts cannot be taken or a child fails."""
+    why = unavailable()
+    if why:
+        raise RuntimeError(why)
+    names = list(names or families())
+    cache_dir = cache_dir or default_cache_dir()
+    env = child_env(tree and os.path.abspath(tree), cache_dir)
+    env["NUMBA_NUM_THREADS"] = str(threads)
+    log = log or sys.stderr
+    t0 = time.perf_counter()
+    # 1. natively, same settings: compile (or load) every kernel the workloads use into the harness cache
+    flags = ["--native"] + (["--time"] if timed is not None else [])
+    warm = subprocess.run([sys.executable, WORKLOADS, *flags, *names], env=env, capture_output=True, text=True)
+    if warm.returncode != 0:
+        raise RuntimeError(f"warm-up of {tree} failed:\n{warm.stderr[-3000:]}")
+    if timed is not None:
+        timed.update(json.loads(warm.stdout.strip().splitlines()[-1]))
+    t1 = time.perf_counter()
+    # 2. counted: one process, one callgrind dump per family
+    with tempfile.TemporaryDirectory(prefix="jkofast-instr-") as tmp:
+        prefix = os.path.join(tmp, "cg.out")
+        sim = ["--cache-sim=yes"] if cache_sim else []
+        cmd = [
+            *_setarch(),
+            "valgrind",
+            *VALGRIND_ARGS,
+            *sim,
+            f"--callgrind-out-file={prefix}",
+            sys.executable,
+            WORKLOADS,
+        ]
+        res = subprocess.run([*cmd, *names], env=env, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"counted run of {tree} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+        os.remove(prefix)  # the final dump at exit: nothing collected after the last family
+        counts = parse_dumps(prefix, events=cache_sim)
+    missing = [n for n in names if n not in counts]
+    if missing:
+        raise RuntimeError(f"no count for {', '.join(missing)}")
+    log.write(f"instructions: {tree}: warm-up {t1 - t0:.0f} s, counted run {time.perf_counter() - t1:.0f} s\n")
+    return {n: counts[n] for n in names}
+
+
+def read_accepted(path: str = ACCEPTED) -> dict[str, str]:
+    """``{family: reason}`` from the accepted-regressions file (``FAMILY reason`` lines, ``#`` comments).
+
+    A line without a reason is refused (ValueError): an override says why."""
+    accepted = {}
+    if not os.path.exists(path):
+        return accepted
+    with open(path) as fh:
+        for no, raw in enumerate(fh, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            family, _, reason = line.partition(" ")
+            if not reason.strip():
+                raise ValueError(f"{path}:{no}: '{family}' needs a reason ('FAMILY reason')")
+            accepted[family] = reason.strip()
+    return accepted
+
+
+def compare(tree: dict, base: dict, threshold: float = THRESHOLD, accepted: dict | None = None) -> list[dict]:
+    """One row per family counted on both sides: counts, ratio and verdict.
+
+    verdict: ``regression`` (ratio > 1 + threshold, not accepted), ``accepted`` (same, with a line
+    in the accepted file), ``ok``; a family only one side has is ``new`` / ``gone`` (never fails)."""
+    accepted = accepted or {}
+    rows = []
+    for family in list(tree) + [f for f in base if f not in tree]:
+        t, b = tree.get(family), base.get(family)
+        if t is None or b is None:
+            rows.append(
+                {"family": family, "base": b, "tree": t, "ratio": None, "verdict": "new" if b is None else "gone"}
+            )
+            continue
+        ratio = t / b
+        verdict = "ok"
+        if ratio > 1 + threshold:
+            verdict = "accepted" if family in accepted else "regression"
+        rows.append({"family": family, "base": b, "tree": t, "ratio": ratio, "verdict": verdict})
+    return rows
+
+
+def table(rows: list[dict], accepted: dict | None = None) -> str:
+    """The comparison as aligned text (one line per family; an accepted line shows its reason)."""
+    accepted = accepted or {}
+    lines = [f"{'family':<16} {'base':>15} {'tree':>15} {'ratio':>8}  verdict"]
+    for r in rows:
+        b = "-" if r["base"] is None else f"{r['base']:,}"
+        t = "-" if r["tree"] is None else f"{r['tree']:,}"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.4f}"
+        note = f" ({accepted[r['family']]})" if r["verdict"] == "accepted" else ""
+        lines.append(f"{r['family']:<16} {b:>15} {t:>15} {ratio:>8}  {r['verdict']}{note}")
+    return "\n".join(lines)
+
+
+def _worktree(rev: str, cache_dir: str) -> str:
+    """``git worktree add --detach`` of ``rev`` at a path fixed by its commit; returns the path.
+
+    Numba keys a cached kernel by its source file's path and stamp (mtime, size): the path is
+    ``CACHE_DIR/worktrees/SHA`` and every file's mtime is set to the commit's time, so the next
+    count of the same commit loads the kernels the last one compiled (the worktree itself is
+    removed after each run)."""
+    sha = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--verify", rev + "^{commit}"], capture_output=True, text=True
+    )
+    if sha.returncode != 0:
+        raise ValueError(f"--base: {rev!r} is not a commit of this repository")
+    sha = sha.stdout.strip()
+    path = os.path.join(cache_dir, "worktrees", sha)
+    if os.path.exists(path):  # left by an interrupted run
+        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], capture_output=True)
+        shutil.rmtree(path, ignore_errors=True)
+    subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", path, sha], check=True)
+    stamp = int(
+        subprocess.run(
+            ["git", "-C", ROOT, "show", "-s", "--format=%ct", sha], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    for folder, _, files in os.walk(os.path.join(path, "jkofast")):
+        for f in files:
+            os.utime(os.path.join(folder, f), (stamp, stamp))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--json", action="store_true", help="print {family: instructions} (with --base: the table's rows)")
+    ap.add_argument("--base", metavar="REV", help="also count REV (temporary worktree) and compare")
+    ap.add_argument("--threshold", type=float, default=THRESHOLD, help="allowed growth (default 0.02 = 2 %%)")
+    ap.add_argument("--accepted", default=ACCEPTED, help="accepted regressions, 'FAMILY reason' lines")
+    ap.add_argument("--families", help="comma-separated subset (default: all)")
+    ap.add_argument("--repeat", type=int, default=1, help="count the tree N times; print each family's spread")
+    ap.add_argument("--threads", type=int, default=1, help="NUMBA_NUM_THREADS of the counted child (default 1)")
+    ap.add_argument("--cache-sim", action="store_true", help="callgrind --cache-sim=yes: print cache misses too")
+    ap.add_argument("--time", action="store_true", help="also print each family's native median seconds")
+    ap.add_argument(
+        "--cache-dir", default=None, help="the harness's compile cache (default ~/.cache/jkofast/instructions)"
+    )
+    args = ap.parse_args(argv)
+    names = args.families.split(",") if args.families else families()
+    unknown = [n for n in names if n not in families(examples=True)]
+    if unknown:
+        ap.error(f"--families: unknown {', '.join(unknown)} (one of {', '.join(families(examples=True))})")
+    if args.base and (args.cache_sim or args.time or args.threads != 1 or args.repeat != 1):
+        ap.error("--base compares plain counts: --cache-sim, --time, --threads and --repeat go without it")
+    try:
+        accepted = read_accepted(args.accepted)
+        if args.cache_sim or args.time or args.threads != 1:
+            timed = {} if args.time else None
+            got = count(ROOT, names, args.cache_dir, threads=args.threads, cache_sim=args.cache_sim, timed=timed)
+            rows = {
+                n: {**(got[n] if args.cache_sim else {"Ir": got[n]}), **({"seconds": timed[n]} if timed else {})}
+                for n in names
+            }
+            print(json.dumps(rows, indent=1))
+            return 0
+        if args.base is None:
+            runs = [count(ROOT, names, args.cache_dir) for _ in range(args.repeat)]
+            if args.repeat > 1:
+                for n in names:
+                    vals = [r[n] for r in runs]
+                    spread = (max(vals) - min(vals)) / min(vals)
+                    sys.stderr.write(f"{n:<16} {min(vals):>15,} spread {spread:.5%} over {len(vals)} counts\n")
+            print(json.dumps(runs[0], indent=1) if args.json else "\n".join(f"{n} {c}" for n, c in runs[0].items()))
+            return 0
+        wt = _worktree(args.base, args.cache_dir or default_cache_dir())
+        try:
+            # both sides at once (two processes; a count does not depend on the load)
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                base_f = pool.submit(count, wt, names, args.cache_dir)
+                tree_f = pool.submit(count, ROOT, names, args.cache_dir)
+                base, tree = base_f.result(), tree_f.result()
+        finally:
+            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", wt], capture_output=True)
+    except (RuntimeError, ValueError) as exc:
+        sys.stderr.write(f"instructions: {exc}\n")
+        return 2
+    rows = compare(tree, base, args.threshold, accepted)
+    print(json.dumps(rows, indent=1) if args.json else table(rows, accepted))
+    bad = [r["family"] for r in rows if r["verdict"] == "regression"]
+    if bad:
+        sys.stderr.write(
+            f"instructions: {', '.join(bad)} grew by more than {args.threshold:.1%} against {args.base} "
+            f"(an accepted regression: a line 'FAMILY reason' in {os.path.relpath(args.accepted, ROOT)})\n"
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
