@@ -197,8 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     saved_format = warnings.formatwarning
     warnings.formatwarning = functools.partial(_one_line, command=args.command)
+    as_json = bool(getattr(args, "json", False))
+    out = _WatchedStream(sys.stdout) if as_json else None
     try:
         with contextlib.ExitStack() as stack:
+            if out is not None:  # a JSON error goes to stdout only while the result has not
+                stack.enter_context(contextlib.redirect_stdout(out))
             _lock_outputs(stack, args)
             rc = args.func(args)
     except (ValueError, TypeError, OSError) as exc:  # OSError: also a folder given as a file, no permission
@@ -208,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             msg = " ".join(str(exc).split())
         else:
             msg = _os_error(exc)
-        if getattr(args, "json", False):
+        if as_json and not out.wrote:  # one JSON document on stdout: the result or the error
             print(json.dumps({"command": args.command, "error": msg, "exit": 2}))
         print(f"jkofast {args.command}: error: {msg}", file=sys.stderr)
         return 2
@@ -219,6 +223,22 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         warnings.formatwarning = saved_format
     return int(rc or 0)
+
+
+class _WatchedStream:
+    """A text stream that passes everything to ``stream`` and records whether anything was written."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.wrote = False
+
+    def write(self, s: str) -> int:
+        if s:
+            self.wrote = True
+        return self._stream.write(s)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _os_error(exc: OSError) -> str:
