@@ -45,11 +45,11 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--calibrate-mode",
         choices=("first", "uniform"),
-        default="first",
+        default=None,
         help="the first N passages (default) or a uniform sample drawn with --seed",
     )
-    g.add_argument("--seed", type=int, default=0, help="seed of --calibrate-mode uniform (default 0)")
-    g.add_argument("--shard-size", type=int, default=250_000, help="passages per shard (default 250000)")
+    g.add_argument("--seed", type=int, default=None, help="seed of --calibrate-mode uniform (default 0)")
+    g.add_argument("--shard-size", type=int, default=None, help="passages per shard (default 250000)")
     g.add_argument("--no-resume", action="store_true", help="start over instead of resuming an interrupted build")
     g.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.set_defaults(func=run)
@@ -128,6 +128,18 @@ def _check(args) -> int:
     return 0
 
 
+# the options of the streaming SGR build (option, argparse dest): refused with another --method
+_SGR_ONLY = (
+    ("--corpus", "corpus"),
+    ("--calibrate", "calibrate"),
+    ("--calibrate-mode", "calibrate_mode"),
+    ("--seed", "seed"),
+    ("--shard-size", "shard_size"),
+    ("--no-resume", "no_resume"),
+    ("--quiet", "quiet"),
+)
+
+
 def run(args) -> int:
     """Build the index and save it (or, with ``--check``, check a saved one)."""
     import os
@@ -152,12 +164,16 @@ def run(args) -> int:
         if os.path.exists(args.out):
             raise ValueError(f"--out {args.out!r} exists and is not a folder")
     if args.method == "sgr":
+        # the streaming build's own options, at their defaults when not given
+        args.calibrate_mode = args.calibrate_mode or "first"
+        args.seed = 0 if args.seed is None else args.seed
+        args.shard_size = 250_000 if args.shard_size is None else args.shard_size
         if args.calibrate is not None and args.calibrate <= 0:
             raise ValueError(f"--calibrate must be >= 1 (passages), got {args.calibrate}")
         if args.shard_size < 1:
             raise ValueError(f"--shard-size must be >= 1, got {args.shard_size}")
         return _run_sgr(args)
-    given = [o for o, v in (("--corpus", args.corpus), ("--calibrate", args.calibrate)) if v is not None]
+    given = [o for o, v in _SGR_ONLY if getattr(args, v) not in (None, False)]
     if given:
         raise ValueError(f"{', '.join(given)} apply to --method sgr only")
     ds, retr, secs = build_retriever(args)

@@ -67,6 +67,9 @@ def test_index_dataset_equals_fit_and_in_memory_methods_unchanged(tmp_path, caps
         (["--method", "sgr", "--shard-size", "0"], "--shard-size must be >= 1"),
         (["--method", "bm25", "--calibrate", "5"], "apply to --method sgr only"),
         (["--method", "tfidf", "--corpus", "x.jsonl"], "apply to --method sgr only"),
+        (["--method", "bm25", "--seed", "3"], "--seed apply to --method sgr only"),
+        (["--method", "bm25", "--shard-size", "10", "--no-resume"], "--shard-size, --no-resume apply to"),
+        (["--method", "tfidf", "--calibrate-mode", "uniform", "--quiet"], "--calibrate-mode, --quiet apply"),
         (["--method", "sgr", "--corpus", "missing.jsonl"], "not found"),
     ],
 )
