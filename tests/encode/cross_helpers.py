@@ -12,6 +12,7 @@ import json
 import os
 
 import numpy as np
+from encode.encode_helpers import layer_weights  # tests/encode/encode_helpers.py
 
 WORDS = ("solar panels convert sunlight into power wind turbines make energy the cat sat on mat dog and rain river "
          "what is a does how protein cell gene cancer risk study trial ##s ##ing ##ed".split())  # fmt: skip
@@ -38,19 +39,7 @@ def cross_weights(h, layers, inter, n_pos, n_labels, vocab, seed=0, scale=0.5) -
     }
     for layer in range(layers):
         p = f"bert.encoder.layer.{layer}."
-        for n in ("query", "key", "value"):
-            w[p + f"attention.self.{n}.weight"] = r(h, h)
-            w[p + f"attention.self.{n}.bias"] = r(h, s=0.1)
-        w[p + "attention.output.dense.weight"] = r(h, h)
-        w[p + "attention.output.dense.bias"] = r(h, s=0.1)
-        w[p + "attention.output.LayerNorm.weight"] = 1 + r(h, s=0.1)
-        w[p + "attention.output.LayerNorm.bias"] = r(h, s=0.1)
-        w[p + "intermediate.dense.weight"] = r(inter, h)
-        w[p + "intermediate.dense.bias"] = r(inter, s=0.1)
-        w[p + "output.dense.weight"] = r(h, inter)
-        w[p + "output.dense.bias"] = r(h, s=0.1)
-        w[p + "output.LayerNorm.weight"] = 1 + r(h, s=0.1)
-        w[p + "output.LayerNorm.bias"] = r(h, s=0.1)
+        w.update(layer_weights(p, h, inter, r))
     return w
 
 

@@ -22,6 +22,25 @@ CFG = dict(hidden_size=8, num_attention_heads=2, num_hidden_layers=2, intermedia
 MAX_SEQ = 10
 
 
+def layer_weights(p: str, h: int, inter: int, r) -> dict:
+    """Random weights of one BERT encoder layer under the prefix ``p``, drawn by ``r(*shape, s=scale)``."""
+    w = {}
+    for n in ("query", "key", "value"):
+        w[p + f"attention.self.{n}.weight"] = r(h, h)
+        w[p + f"attention.self.{n}.bias"] = r(h, s=0.1)
+    w[p + "attention.output.dense.weight"] = r(h, h)
+    w[p + "attention.output.dense.bias"] = r(h, s=0.1)
+    w[p + "attention.output.LayerNorm.weight"] = 1 + r(h, s=0.1)
+    w[p + "attention.output.LayerNorm.bias"] = r(h, s=0.1)
+    w[p + "intermediate.dense.weight"] = r(inter, h)
+    w[p + "intermediate.dense.bias"] = r(inter, s=0.1)
+    w[p + "output.dense.weight"] = r(h, inter)
+    w[p + "output.dense.bias"] = r(h, s=0.1)
+    w[p + "output.LayerNorm.weight"] = 1 + r(h, s=0.1)
+    w[p + "output.LayerNorm.bias"] = r(h, s=0.1)
+    return w
+
+
 def tiny_weights(seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     h, i, v = CFG["hidden_size"], CFG["intermediate_size"], len(SPECIAL) + len(WORDS)
@@ -39,19 +58,7 @@ def tiny_weights(seed: int = 0) -> dict:
     }
     for layer in range(CFG["num_hidden_layers"]):
         p = f"encoder.layer.{layer}."
-        for n in ("query", "key", "value"):
-            w[p + f"attention.self.{n}.weight"] = r(h, h)
-            w[p + f"attention.self.{n}.bias"] = r(h, s=0.1)
-        w[p + "attention.output.dense.weight"] = r(h, h)
-        w[p + "attention.output.dense.bias"] = r(h, s=0.1)
-        w[p + "attention.output.LayerNorm.weight"] = 1 + r(h, s=0.1)
-        w[p + "attention.output.LayerNorm.bias"] = r(h, s=0.1)
-        w[p + "intermediate.dense.weight"] = r(i, h)
-        w[p + "intermediate.dense.bias"] = r(i, s=0.1)
-        w[p + "output.dense.weight"] = r(h, i)
-        w[p + "output.dense.bias"] = r(h, s=0.1)
-        w[p + "output.LayerNorm.weight"] = 1 + r(h, s=0.1)
-        w[p + "output.LayerNorm.bias"] = r(h, s=0.1)
+        w.update(layer_weights(p, h, i, r))
     return w
 
 
