@@ -2,7 +2,9 @@
 
 Build: ``python -m sphinx -W --keep-going -b html docs docs/_build/html`` (``pip install -e ".[docs]"``).
 The guides are Markdown (MyST); the API reference is generated at build time from the docstrings of
-every public name (each wing's face, its ``__all__``) by ``docs/api_pages.py``.
+every public name (each wing's face, its ``__all__``) by ``docs/api_pages.py``; the gallery pages
+(``docs/gallery/``) are written by sphinx-gallery, which runs every ``examples/gallery/plot_*.py``
+(a failing script fails the build) and keeps its printed output and figures.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ extensions = [
     "numpydoc",
     "myst_parser",
     "sphinx_design",
+    "sphinx_gallery.gen_gallery",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "studies/*.json", "README.md"]
+exclude_patterns = ["_build", "studies/*.json", "README.md", "gallery/index.rst"]
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 # The included CHANGELOG.md starts its sections at level 2.
@@ -42,6 +45,21 @@ autodoc_mock_imports = ["torch"]
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks: set[str] = set()
+
+# The gallery: each script of examples/gallery runs as the site is built (figures drawn off screen);
+# the Examples page (examples.md) shows their thumbnails and links to the pages written here.
+os.environ.setdefault("MPLBACKEND", "Agg")
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples/gallery",
+    "gallery_dirs": "gallery",
+    "filename_pattern": r"plot_",
+    "within_subsection_order": "FileNameSortKey",
+    "download_all_examples": False,
+    "write_computation_times": False,
+    "show_signature": False,
+    "reset_modules": ("matplotlib",),
+    "image_scrapers": ("matplotlib",),
+}
 
 # Untagged blocks (docstring literal blocks, indented blocks) are plain text, not Python.
 highlight_language = "text"

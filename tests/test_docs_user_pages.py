@@ -17,8 +17,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 DEVELOPER = {"develop.md", "performance.md", "instruction_counts.md", "changelog.md"}
-USER_PAGES = [ROOT / "README.md"] + [
-    p for p in sorted([*DOCS.glob("*.md"), *DOCS.glob("studies/*.md")]) if p.name not in DEVELOPER
+GALLERY = ROOT / "examples" / "gallery"  # each script becomes a page of the site
+USER_PAGES = [
+    ROOT / "README.md",
+    *(p for p in sorted([*DOCS.glob("*.md"), *DOCS.glob("studies/*.md")]) if p.name not in DEVELOPER),
+    *sorted([*GALLERY.glob("*.py"), *GALLERY.glob("*.rst")]),
 ]
 
 PATTERNS = {
