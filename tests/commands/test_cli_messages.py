@@ -158,3 +158,14 @@ def test_main_job_table_names_the_sgr_settings():
     note = _sgr_settings_note(SGRConfig())
     assert "semantic_neighbours='strongest'" in note and "ppmi_include_self=False" in note and "P = 100" in note
     assert "--preset published" in note
+
+
+def test_readme_lists_every_command_and_what_embed_needs():
+    """Every sub-command (``demo`` included) has a row in the README; the ``encode`` extra's row names
+    the second command that installs the default weights (the extra alone is not enough for ``embed``)."""
+    from jkofast.encode.model import MODEL_HINT
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert [c for c in COMMANDS if f"`jkofast {c}" not in readme] == []
+    row = next(line for line in readme.splitlines() if line.startswith("| `encode` |"))
+    assert MODEL_HINT in row
