@@ -92,6 +92,11 @@ def test_each_script_draws_a_figure(ran, name):
             assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("name", [*SCRIPTS, "plot_4_speed-no-pot.py"])
+def test_printed_lines_fit_the_column(ran, name):
+    assert max(len(line) for line in ran[name]["stdout"].splitlines()) <= 79
+
+
 def _ci_rows(out: str) -> list[tuple[str, float, float, float]]:
     rows = re.findall(rf"^(.+?)\s+nDCG@10 ({FLOAT})  \[({FLOAT}), ({FLOAT})\]$", out, re.M)
     return [(n, float(m), float(lo), float(hi)) for n, m, lo, hi in rows]
@@ -145,15 +150,16 @@ def test_speed_with_and_without_pot(ran):
     assert any(p.startswith("published torch") for p in peers)
     for text in (out, ran["plot_4_speed-no-pot.py"]["stdout"]):
         for p in peers:
-            assert re.search(rf"^\S+x against {re.escape(p)}: ", text, re.M), p
-    timed = re.findall(r"^M = +(\d+): jkofast +(\S+) µs per update pair(.*)$", out, re.M)
+            assert re.search(rf"^\S+x against {re.escape(p)}$", text, re.M), p
+    timed = re.findall(r"^M = +(\d+): jkofast +(\S+) µs/pair(.*)$", out, re.M)
     assert [int(t[0]) for t in timed] == [25, 50, 100, 200]
     if importlib.util.find_spec("ot") is None:
         assert "POT is not installed" in out
     else:
         for _, _, rest in timed:
-            m = re.search(r"plans differ by (\S+)$", rest)
-            assert m and float(m.group(1)) < 1e-6  # the same plan, from the same number of pairs
+            m = re.search(r", plans within (\S+)$", rest)
+            # POT updates the columns first, jkofast the rows: the plans differ by about the marginal error
+            assert m and float(m.group(1)) < 1e-4
     no_pot = ran["plot_4_speed-no-pot.py"]["stdout"]
     assert "POT is not installed (pip install pot): jkofast is timed alone" in no_pot
     assert "POT " not in "".join(re.findall(r"^M = .*$", no_pot, re.M))
@@ -167,7 +173,7 @@ def test_script_is_a_gallery_page(name):
     title, underline = [*doc.splitlines(), "", ""][:2]
     assert title and underline == "=" * len(title)
     assert text.count("\n# %%\n") >= 2
-    assert max(len(line) for line in text.splitlines()) <= 88
+    assert max(len(line) for line in text.splitlines()) <= 79  # the column of a page with both sidebars
     assert "plt.show()" in text
 
 

@@ -2,17 +2,17 @@
 nDCG@10 of each method, with confidence intervals
 =================================================
 
-BM25, dense search on the shipped MiniLM embeddings, their reciprocal-rank fusion, the
-blended energy of the fused pools and the JKO-RAG rerank of those pools, on the 300
-SciFact test queries: each mean nDCG@10 with its 95 % percentile-bootstrap interval over
-the queries.
+BM25, dense search on the shipped MiniLM embeddings, their reciprocal-rank
+fusion, the blended energy of the fused pools and the JKO-RAG rerank of those
+pools, on the 300 SciFact test queries: each mean nDCG@10 with its 95 %
+percentile-bootstrap interval over the queries.
 """
 
 # %%
 # The first stage
 # ---------------
-# Full-corpus BM25 and cosine scores of every test query; the pools keep the 100
-# documents that rank best when both lists are fused by reciprocal rank.
+# Full-corpus BM25 and cosine scores of every test query; the pools keep the
+# 100 documents that rank best when both lists are fused by reciprocal rank.
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -33,9 +33,10 @@ pools = build_pools(sparse, dense, query_ids=qids, M=100)
 # %%
 # Five runs, one evaluation each
 # ------------------------------
-# A run is ``{query id: {doc id: score}}``, or for pools ``(query ids, offsets, doc ids,
-# scores)``. The reranker starts from ``p0``, a blend of each document's BM25 and cosine
-# scores, and moves it by the JKO-RAG flow; both are evaluated.
+# A run is ``{query id: {doc id: score}}``, or for pools ``(query ids, offsets,
+# doc ids, scores)``. The reranker starts from ``p0``, a blend of each
+# document's BM25 and cosine scores, and moves it by the JKO-RAG flow; both are
+# evaluated.
 E, p0 = energy_and_p0(pools.offsets, dense=pools.dense, rerank=pools.sparse)
 Z = doc_emb[pools.doc_idx]
 res = jkofast.rerank_batch(E, p0, pools.offsets, embeddings=Z, config="tuned")
@@ -62,16 +63,18 @@ runs = {
 qrels = ds.qrels("test")
 ci = {}
 for name, run in runs.items():
-    ci[name] = s = jkofast.evaluate(run, qrels, ["ndcg@10"]).summary()["ndcg@10"]
-    print(f"{name:<20} nDCG@10 {s['mean']:.4f}  [{s['lo']:.3f}, {s['hi']:.3f}]")
+    result = jkofast.evaluate(run, qrels, ["ndcg@10"])
+    ci[name] = s = result.summary()["ndcg@10"]
+    interval = f"[{s['lo']:.3f}, {s['hi']:.3f}]"
+    print(f"{name:<20} nDCG@10 {s['mean']:.4f}  {interval}")
 
 # %%
 # The figure
 # ----------
-# The intervals overlap a good deal: on 300 queries they tell the first stages from the
-# reranked pools, not every pair of methods. Most of the gain over the fusion comes from
-# the blended energy; the flow adds little to it on these pools. The next example
-# compares two runs query by query, which is sharper.
+# The intervals overlap a good deal: on 300 queries they tell the first stages
+# from the reranked pools, not every pair of methods. Most of the gain over the
+# fusion comes from the blended energy; the flow adds little to it on these
+# pools. The next example compares two runs query by query, which is sharper.
 names = list(ci)
 mean = np.array([ci[n]["mean"] for n in names])
 err = np.array(
