@@ -101,7 +101,7 @@ def write_api_pages(srcdir: str) -> list[str]:
     os.makedirs(here, exist_ok=True)
     names = public_names()
     index = ["API reference", "=============", ""]
-    index += ["Every public name, by wing.  Anything else (a ``_`` module, a name that stays in its own"]
+    index += ["Every public name, by package.  Anything else (a ``_`` module, a name that stays in its own"]
     index += ["module) is machinery and may change without notice.", ""]
     index += [".. list-table::", "   :header-rows: 1", "   :widths: 20 80", "", "   * - Namespace", "     - Names"]
     for wing in WINGS:

@@ -2,15 +2,15 @@
 
 Importing compiles nothing; call ``jkofast.warmup()`` to compile/load every kernel.
 The main entry points are re-exported lazily (PEP 562): importing ``jkofast`` imports none of
-its wings.
+its subpackages.
 
-Wings: :mod:`jkofast.ot` (Sinkhorn, entropic OT), :mod:`jkofast.jko` (JKO-RAG reranking),
+Subpackages: :mod:`jkofast.ot` (Sinkhorn, entropic OT), :mod:`jkofast.jko` (JKO-RAG reranking),
 :mod:`jkofast.text` (the analyser: token patterns, Unicode folding, stop words, stemmers),
 :mod:`jkofast.sparse` (vocabulary, CSR TF-IDF / BM25 indexes), :mod:`jkofast.sgr`
 (SparseGeometricRAG), :mod:`jkofast.pools` (candidate pools, pool baselines, the retriever registry),
 :mod:`jkofast.eval` (metrics, TREC IO), :mod:`jkofast.datasets` (BEIR loading),
 :mod:`jkofast.studies` (end-to-end jobs), :mod:`jkofast.commands` (the CLI);
-every kernel lives in :mod:`jkofast.kernels`, whose sub-packages mirror the wings.
+every kernel lives in :mod:`jkofast.kernels`, whose sub-packages mirror these.
 """
 
 from __future__ import annotations

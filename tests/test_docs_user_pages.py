@@ -10,39 +10,33 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import pathlib
-import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-DEVELOPER = {"develop.md", "performance.md", "instruction_counts.md", "changelog.md"}
 GALLERY = ROOT / "examples" / "gallery"  # each script becomes a page of the site
+
+
+def _load(name: str, path: pathlib.Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+site_checks = _load("_jkofast_site_checks", DOCS / "site_checks.py")  # the patterns, shared with the HTML check
+DEVELOPER = site_checks.DEVELOPER
 USER_PAGES = [
     ROOT / "README.md",
     *(p for p in sorted([*DOCS.glob("*.md"), *DOCS.glob("studies/*.md")]) if p.name not in DEVELOPER),
     *sorted([*GALLERY.glob("*.py"), *GALLERY.glob("*.rst")]),
 ]
 
-PATTERNS = {
-    "spec section": r"\bSPEC\b",
-    "commit hash": r"(?<![\w\"])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b(?![\"\w])",
-    "machine path": r"(?<![\w.~/])/(?:home|work|tmp|root|mnt|opt|data)/",
-    "load average": r"load average|\bload [~≈]?\d",
-    "development talk": r"\bwaves?\b|\bwings?\b|\bgoal\b",
-}
-# the Benchmarks page and the README's results say which machine measured them
-MACHINE_OK = {"benchmarks.md", "README.md"}
-
 
 @pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_user_page_has_no_development_talk(page):
-    text = page.read_text(encoding="utf-8")
-    found = []
-    for what, pat in PATTERNS.items():
-        for m in re.finditer(pat, text):
-            line = text.count("\n", 0, m.start()) + 1
-            found.append(f"{page.name}:{line}: {what}: {m.group(0)!r}")
+    found = site_checks.findings(page.read_text(encoding="utf-8"), page.name)
     assert not found, "\n".join(found)
 
 
@@ -53,10 +47,7 @@ def test_there_are_user_and_developer_pages():
 
 @pytest.fixture(scope="module")
 def conf():
-    spec = importlib.util.spec_from_file_location("_jkofast_docs_conf_user", DOCS / "conf.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load("_jkofast_docs_conf_user", DOCS / "conf.py")
 
 
 def test_spec_citations_become_links_and_metric_names_are_not_addresses(conf):
@@ -82,3 +73,44 @@ def test_no_public_docstring_keeps_a_spec_citation_on_the_site(conf):
             shown = "\n".join(conf.plain_docstring_lines(doc.splitlines()))
             outside = "".join(shown.split("``")[0::2])
             assert "SPEC" not in outside.replace(">>>", ""), f"{module}.{n}"
+
+
+def _site(tmp_path, pages):
+    for name, body in pages.items():
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(body, encoding="utf-8")
+    return tmp_path
+
+
+PAGE = (
+    "<html><head><script>var v = '3f2a9c1b7';</script></head><body><nav>{nav}</nav>"
+    "<article><section><p>{body}</p><pre>{pre}</pre></section></article></body></html>"
+)
+
+
+def test_built_site_check_reads_the_article_not_navigation_or_scripts(tmp_path):
+    site = _site(
+        tmp_path,
+        {
+            "index.html": PAGE.format(nav="load average 3", body="A clean page.", pre="x = 1"),
+            "guide.html": PAGE.format(nav="", body="See SPEC A.4.", pre="saved to /tmp/run/out.trec"),
+            "gallery/plot_x.html": PAGE.format(nav="", body="measured at a0b1c2d3e4", pre=""),
+            "performance.html": PAGE.format(nav="", body="load 1.5 on SPEC A.4", pre=""),
+            "_static/x.html": PAGE.format(nav="", body="SPEC", pre=""),
+            "genindex.html": PAGE.format(nav="", body="SPEC", pre=""),
+        },
+    )
+    n, found = site_checks.check_site(site)
+    assert n == 3  # index, guide, the gallery page; not the developer page, sphinx's own or _static
+    assert sorted(f.split(": ")[1] for f in found) == ["commit hash", "machine path", "spec section"]
+    assert all(f.startswith(("guide.html:", "gallery/plot_x.html:")) for f in found)
+
+
+def test_built_site_check_command_exit_status(tmp_path, capsys):
+    clean = _site(tmp_path / "a", {"index.html": PAGE.format(nav="", body="ok", pre="")})
+    dirty = _site(tmp_path / "b", {"index.html": PAGE.format(nav="", body="the first wave", pre="")})
+    assert site_checks.main([str(clean)]) == 0
+    assert site_checks.main([str(dirty)]) == 1
+    assert "development talk: 'wave'" in capsys.readouterr().out
+    assert site_checks.main([str(tmp_path / "none")]) == 2

@@ -1,6 +1,6 @@
 """Beyond one machine: batch reranking and batch retrieval on Dask (the optional ``distributed`` extra).
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules, and none of them imports Dask before it is used.  Everything else is
 machinery: a ``_`` module, or a name that stays in its own module.
 """

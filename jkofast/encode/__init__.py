@@ -1,6 +1,6 @@
 """Sentence encoder without torch: sentence-transformers BERT-family models in NumPy BLAS + Numba.
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """

@@ -3,7 +3,7 @@
 Also a fast run reader, selective coverage and calibration, and the stability metrics
 (W_C, Leakage@10).
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """

@@ -5,7 +5,7 @@ energies, the parity check, and the extensions and analyses: Dual-Rank confidenc
 the theory evaluators and the linear response of a JKO step.  The drop-in API of the published solver is
 :mod:`jkofast.compat`.
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """

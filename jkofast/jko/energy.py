@@ -166,7 +166,7 @@ def read_score_file(path) -> dict:
 
     Also accepts 6-column TREC run lines (``qid Q0 docid rank score tag``) and ``.gz`` files.
     A first line whose score field is not a number is treated as a header.  The file is read
-    by the eval wing's reader (:func:`jkofast.eval.runio.read_scores`).
+    by :mod:`jkofast.eval`'s reader (:func:`jkofast.eval.runio.read_scores`).
 
     Returns
     -------

@@ -2,7 +2,7 @@
 
 Input: a TREC run (``qid Q0 docid rank score tag``) or a 3-column file (``qid docid score``);
 each query's lines must be contiguous (their order is the pool order).  The file is read by
-the eval wing's block reader (:func:`jkofast.eval.runio.iter_chunks`) and cut into chunks of
+:mod:`jkofast.eval`'s block reader (:func:`jkofast.eval.runio.iter_chunks`) and cut into chunks of
 ``chunk_size`` queries.  Three stages overlap: the calling thread parses chunk i+1 and
 prepares it (doc id -> row, pass-through decisions), a kernel thread computes energy/p0 and
 runs :func:`jkofast.jko.solver.rerank_batch` (all cores, GIL released) on chunk i -- the only

@@ -3,7 +3,7 @@
 Global hybrid RRF pools (SPEC A.2.6), in-pool RRF / MMR / DPP-MAP (SPEC A.5), and ``retrievers``:
 every first-stage method by name.
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """

@@ -1,6 +1,6 @@
 """SparseGeometricRAG: the training-free first-stage retriever over sparse TF-IDF geometry (SPEC B).
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """

@@ -1,6 +1,6 @@
 """Sparse first stage: vocabulary and CSR TF-IDF / BM25 indexes on the analyser of :mod:`jkofast.text`.
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """

@@ -1,6 +1,6 @@
 """End-to-end jobs: the SciFact main job, its read-out, the sparse-only recipe and the published hyper-parameter search.
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """

@@ -1,10 +1,10 @@
 """The analyser every lexical retriever builds on: token patterns, Unicode folding, stop words, stemmers.
 
-As scikit-learn's ``feature_extraction/text.py`` sits under every vectorizer, this wing sits under
+As scikit-learn's ``feature_extraction/text.py`` sits under every vectorizer, this package sits under
 the sparse basis (:mod:`jkofast.sparse`: vocabulary, TF-IDF / BM25) and SparseGeometricRAG
 (:mod:`jkofast.sgr`).  The token patterns are defined once, in :mod:`jkofast.text.patterns`.
 
-The names below are the wing's public API, imported lazily (PEP 562): importing this package
+The names below are this package's public API, imported lazily (PEP 562): importing this package
 imports none of its modules.  Everything else is machinery: a ``_`` module, or a name that
 stays in its own module.
 """
