@@ -72,7 +72,7 @@ def page_text(html_text: str) -> str:
 
 
 def user_html_pages(site: pathlib.Path) -> list[pathlib.Path]:
-    """The built user pages: every HTML page but the developer pages and sphinx's own."""
+    """Return the built user pages: every HTML page but the developer pages and sphinx's own."""
     developer = {n.replace(".md", ".html") for n in DEVELOPER}
     pages = []
     for p in sorted(site.rglob("*.html")):
@@ -95,6 +95,7 @@ def check_site(site: pathlib.Path) -> tuple[int, list[str]]:
 
 
 def main(argv: list[str]) -> int:
+    """Check the site built in ``argv[0]``; print each finding; return the exit status."""
     if len(argv) != 1 or not pathlib.Path(argv[0], "index.html").is_file():
         print("usage: python3 docs/site_checks.py BUILD/html   (a built site: BUILD/html/index.html)", file=sys.stderr)
         return 2
