@@ -40,6 +40,7 @@ H2F = np.arange(65_536, dtype=np.uint16).view(np.float16).astype(np.float32)
 EXPAND_CODES_MAX_BYTES = 64 << 20
 SERIAL_BELOW = 16  # batches of fewer queries on one chunk run the serial twin (no parallel launch)
 RESCUE_MODES = {"auto": kq.RESCUE_AUTO, "scan": kq.RESCUE_SCAN, "postings": kq.RESCUE_POSTINGS}
+_new_tuple = tuple.__new__
 
 
 @dataclasses.dataclass
@@ -370,7 +371,8 @@ class QueryPath:
             sc = self.get_scratch(n_chunks)
             gen_base = self._gen
             self._gen += nq
-            args = QueryArgs(q_indptr, q_terms, q_vals, self.index(), prm, sc, n_chunks, gen_base, *out)
+            # tuple.__new__: the NamedTuple built without its generated __new__ (~1 µs less per call)
+            args = _new_tuple(QueryArgs, (q_indptr, q_terms, q_vals, self.index(), prm, sc, n_chunks, gen_base, *out))
             if n_chunks == 1 and nq < SERIAL_BELOW:
                 # a few queries on one chunk: the same code on the calling thread, no parallel
                 # launch and no thread-mask change (together ~10 µs per call)
