@@ -24,6 +24,7 @@ __all__ = [
     "check_positive",
     "check_same_length",
     "check_simplex",
+    "check_texts",
     "keep_segments",
     "normalise_mass",
     "read_json_file",
@@ -365,3 +366,14 @@ def read_json_file(path: str, *, missing: str, invalid: str):
             return json.load(fh)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{invalid} ({exc})") from None
+
+
+def check_texts(texts, name: str) -> list[str]:
+    """Return ``texts`` as a list after checking it is a sequence of str, not one str (else ``TypeError``)."""
+    if isinstance(texts, str):
+        raise TypeError(f"{name} must be a list of str, not a single str (use [text])")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
+    return texts

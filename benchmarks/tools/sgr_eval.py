@@ -463,10 +463,10 @@ def profile(args) -> dict:
         nq = qi.shape[0] - 1
         od = np.full((nq, k), -1, np.int64)
         oc = np.full((nq, 7, k), np.nan)
-        sc = r._get_scratch(1)  # first: allocating the scratch restarts the stamps at 0
-        gen = r._gen
-        r._gen += nq
-        _profile_batch(stop, qi, qt, qv, r._index(), prm, sc, gen, od, oc)
+        sc = r._query.get_scratch(1)  # first: allocating the scratch restarts the stamps at 0
+        gen = r._query._gen
+        r._query._gen += nq
+        _profile_batch(stop, qi, qt, qv, r._query.index(), prm, sc, gen, od, oc)
         return od, oc
 
     # "all1109_hot": every query run HOT times in a row, so its index rows are cache-resident
@@ -476,11 +476,11 @@ def profile(args) -> dict:
         nq = len(qs)
         qi, qt, qv = r.transform_queries(qs)
         P = r.params["pool_size"]
-        prm = r._params(P, qi)
+        prm = r._query.params(P, qi)
         ts: dict = {k: [] for k in ["tok", "kernel", "search", *stops]}
         with numba_threads(1):
             got = upto(len(STAGES), qi, qt, qv, prm)
-            want = r._run(qi, qt, qv, P, 1, n_out=10)
+            want = r._query.run(qi, qt, qv, P, 1, n_out=10)
             if not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)):
                 bad = int((got[0] != want[0]).any(axis=1).sum())
                 raise RuntimeError(
@@ -498,7 +498,7 @@ def profile(args) -> dict:
                 r.transform_queries(qs)
                 ts["tok"].append(time.perf_counter() - t)
                 t = time.perf_counter()
-                r._run(qi, qt, qv, P, 1, n_out=10)
+                r._query.run(qi, qt, qv, P, 1, n_out=10)
                 ts["kernel"].append(time.perf_counter() - t)
                 t = time.perf_counter()
                 r.search(qs, k=10, n_threads=1)
@@ -525,7 +525,7 @@ def profile(args) -> dict:
         for name, fn in (
             ("search", lambda q=q: r.search([q], k=10, n_threads=1)),
             ("tok", lambda q=q: r.transform_queries([q])),
-            ("kernel", lambda qi=qi, qt=qt, qv=qv: r._run(qi, qt, qv, 100, 1, n_out=10)),
+            ("kernel", lambda qi=qi, qt=qt, qv=qv: r._query.run(qi, qt, qv, 100, 1, n_out=10)),
         ):
             best = np.inf
             for _ in range(3):

@@ -275,7 +275,8 @@ kw = {"n_threads": nt} if "n_threads" in inspect.signature(s._tokenise_corpus).p
 s.shard_term_counts(["warm up"])
 try:
     t, c = time.perf_counter(), time.process_time()
-    n = s._tokenise_corpus(path, work, shard, s._Bar("tokens", False), **kw)
+    quiet = s.ProgressLine("tokens", enabled=False) if hasattr(s, "ProgressLine") else s._Bar("tokens", False)
+    n = s._tokenise_corpus(path, work, shard, quiet, **kw)
     print("AB " + json.dumps({"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c, "shards": n}))
 finally:
     shutil.rmtree(work, ignore_errors=True)

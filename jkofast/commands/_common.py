@@ -1,15 +1,13 @@
-"""Helpers shared by CLI sub-commands: the progress line, the output, the retriever options."""
+"""Helpers shared by CLI sub-commands: the output and the retriever options."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 
 __all__ = [
     "METHODS",
-    "Progress",
     "add_method_args",
     "build_retriever",
     "check_qrels",
@@ -23,51 +21,6 @@ METHODS = ("bm25", "bm25-lucene", "tfidf", "sgr")
 # = jkofast.text.stopwords.STOPWORD_LISTS (+ "none") and the keys of jkofast.sgr.retriever.PRESETS, likewise
 STOPWORD_CHOICES = ("english", "sklearn", "lucene", "bm25s", "none")
 PRESET_CHOICES = ("published",)
-
-
-class Progress:
-    """Progress/throughput line on stderr (silent when ``enabled`` is False).
-
-    With a ``total``: ``label: done/total (rate/s)``, redrawn at most every ``every_s`` seconds
-    and at the end.  With ``total=None`` (a stream of unknown length): ``label: done unit
-    (rate/s)``.  The line is redrawn in place only on a terminal; :meth:`close` ends it with the
-    final count and a newline, so stderr sent to a file holds that one final line.
-    """
-
-    def __init__(self, total: int | None, label: str, enabled: bool = True, every_s: float = 0.5, unit: str = ""):
-        self.total, self.label, self.enabled, self.every_s, self.unit = total, label, enabled, every_s, unit
-        self.done = 0
-        self.t0 = time.perf_counter()
-        self._last = 0.0
-        self._tty = sys.stderr.isatty()
-
-    def start(self) -> None:
-        """Restart the clock (the work begins now)."""
-        self.t0 = time.perf_counter()
-
-    def _line(self, now: float) -> str:
-        rate = self.done / max(now - self.t0, 1e-9)
-        if self.total is None:
-            return f"\r{self.label}: {self.done:,} {self.unit} ({rate:,.1f}/s)"
-        return f"\r{self.label}: {self.done}/{self.total} ({rate:,.0f}/s)"
-
-    def update(self, n: int = 1) -> None:
-        """Count ``n`` more items done."""
-        self.done += n
-        now = time.perf_counter()
-        if (
-            self.enabled
-            and self._tty
-            and (now - self._last >= self.every_s or (self.total is not None and self.done >= self.total))
-        ):
-            self._last = now
-            print(self._line(now), end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        """Draw the final count and end the line."""
-        if self.enabled:
-            line = self._line(time.perf_counter())
-            print(line if self._tty else line[1:], file=sys.stderr, flush=True)
 
 
 def emit(obj, as_json: bool, text: str | None = None) -> None:

@@ -32,8 +32,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """Embed the dataset (exit status)."""
+    from jkofast._progress import ProgressLine
     from jkofast._threads import resolve_threads
-    from jkofast.commands._common import Progress
     from jkofast.datasets.beir import load_dataset
     from jkofast.encode.embed import embed_dataset
     from jkofast.encode.model import load_model
@@ -49,7 +49,7 @@ def run(args) -> int:
         raise ValueError(str(e)) from None
     name = args.name or model.name
     stats: dict = {}
-    bar = Progress(None, f"jkofast embed: {name}", enabled=not args.quiet, unit="texts")
+    bar = ProgressLine(f"jkofast embed: {name}", enabled=not args.quiet, unit="texts")
     out = embed_dataset(
         ds,
         model,

@@ -44,24 +44,16 @@ def add_parser(sub) -> None:
         default="ndcg@10,recall@10,p@10,mrr@10,map",
         help="comma-separated metric names (default ndcg@10,recall@10,p@10,mrr@10,map)",
     )
-    p.add_argument(
-        "--gain",
-        choices=("linear", "exponential"),
-        default="linear",
-        help="nDCG gain: label (trec_eval/BEIR, default) or 2^label-1",
-    )
-    p.add_argument(
-        "--tie-break",
-        choices=("trec_eval", "given"),
-        default="trec_eval",
-        help="trec_eval: sort by score, ties by doc id desc (default); given: file order",
-    )
-    p.add_argument(
-        "--missing",
-        choices=("skip", "zero"),
-        default="skip",
-        help="qrels queries absent from the run: skip (pytrec_eval/BEIR) or score 0",
-    )
+    for opt, choices, say in (  # the conventions: the first choice is the default (pytrec_eval's)
+        ("--gain", ("linear", "exponential"), "nDCG gain: label (trec_eval/BEIR, default) or 2^label-1"),
+        (
+            "--tie-break",
+            ("trec_eval", "given"),
+            "trec_eval: sort by score, ties by doc id desc (default); given: file order",
+        ),
+        ("--missing", ("skip", "zero"), "qrels queries absent from the run: skip (pytrec_eval/BEIR) or score 0"),
+    ):
+        p.add_argument(opt, choices=choices, default=choices[0], help=say)
     p.add_argument(
         "--allow-empty",
         action="store_true",

@@ -34,8 +34,9 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """Rerank the fixture's pools at the chosen configs and print the agreement (exit status)."""
+    from jkofast._progress import ProgressLine
     from jkofast._threads import numba_threads, resolve_threads
-    from jkofast.commands._common import Progress, emit
+    from jkofast.commands._common import emit
     from jkofast.jko.parity import parity_report
     from jkofast.warmups import warmup
 
@@ -44,10 +45,10 @@ def run(args) -> int:
         return 2
     resolve_threads(args.threads)
     warmup()
-    prog = Progress(None, "parity", enabled=not args.json)
+    prog = ProgressLine("parity", enabled=not args.json)
 
     def tick(total: int) -> None:
-        prog.total = total
+        prog.set_total(total)
         prog.update()
 
     with numba_threads(args.threads):

@@ -32,9 +32,10 @@ import dataclasses
 import resource
 import sys
 
+from jkofast._progress import ProgressLine
 from jkofast._status import unconverged_summary
-from jkofast.commands._common import Progress, emit
-from jkofast.distributed.cluster import DistributedProgress, add_dask_args
+from jkofast.commands._common import emit
+from jkofast.distributed.cluster import add_dask_args
 
 __all__ = ["add_parser", "run"]
 
@@ -221,10 +222,10 @@ def run(args) -> int:
     if args.dask:
         from jkofast.distributed.rerank import rerank_on_dask
 
-        prog = DistributedProgress("rerank", enabled=not (args.quiet or args.json))
+        prog = ProgressLine("rerank", unit="queries", enabled=not (args.quiet or args.json), every_s=1.0, eta=True)
         summ = rerank_on_dask(opts, args.dask, timeout=args.dask_timeout, report=_say, progress=prog)
     else:
-        prog = Progress(None, "rerank", enabled=not (args.quiet or args.json), unit="queries")
+        prog = ProgressLine("rerank", unit="queries", enabled=not (args.quiet or args.json))
         summ = rerank_stream(opts, report=_say, progress=lambda n: prog.update(n) if n else prog.start())
     prog.close()
     if summ.missing_scores:

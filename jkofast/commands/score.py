@@ -63,8 +63,8 @@ def run(args) -> int:
     import sys
 
     from jkofast._io import check_writable
+    from jkofast._progress import ProgressLine
     from jkofast._threads import resolve_threads
-    from jkofast.commands._common import Progress
     from jkofast.datasets.beir import load_dataset
     from jkofast.encode.cross import load_cross_encoder
     from jkofast.encode.score import score_pairs
@@ -95,7 +95,7 @@ def run(args) -> int:
     if not pairs:
         raise ValueError(f"--pools {args.pools}: no pair names a query and a document of {ds.name}")
     docs = dict(zip(ds.doc_ids, ds.doc_texts(" "), strict=True))
-    bar = Progress(len(pairs), f"jkofast score: {model.name}", enabled=not args.quiet)
+    bar = ProgressLine(f"jkofast score: {model.name}", len(pairs), enabled=not args.quiet)
     info = score_pairs(model, pairs, ds.queries, docs, args.out, label=label, batch_size=args.batch_size,
                        chunk_size=args.chunk_size, n_threads=args.threads, progress=bar.update)  # fmt: skip
     bar.close()

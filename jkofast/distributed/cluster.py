@@ -18,14 +18,12 @@ import logging
 import os
 import socket
 import sys
-import time
 from collections.abc import Callable
 
 import jkofast
 
 __all__ = [
     "DaskUnavailableError",
-    "DistributedProgress",
     "add_dask_args",
     "check_workers",
     "dask_client",
@@ -238,51 +236,3 @@ def add_dask_args(parser) -> None:
     parser.add_argument(
         "--dask-timeout", type=float, default=10.0, help="seconds to reach the Dask scheduler and its workers (10)"
     )
-
-
-class DistributedProgress:
-    """Progress line of a client run on stderr: ``done/total queries, q/s, ETA`` (silent when disabled).
-
-    ``total`` may be unknown (``None``) or grow (:meth:`set_total`); the ETA is shown once it is known.
-    The line is redrawn in place only on a terminal; :meth:`close` ends it with the final count
-    and a newline, so stderr sent to a file holds that one final line.
-    """
-
-    def __init__(self, label: str, total: int | None = None, enabled: bool = True, every_s: float = 1.0):
-        self.label, self.total, self.enabled, self.every_s = label, total, enabled, every_s
-        self.done = 0
-        self.t0 = time.perf_counter()
-        self._last = 0.0
-        self._tty = sys.stderr.isatty()
-
-    def start(self) -> None:
-        """Restart the clock (the work begins now)."""
-        self.t0 = time.perf_counter()
-
-    def set_total(self, total: int | None) -> None:
-        """Set the number of queries expected in all."""
-        self.total = total
-
-    def line(self) -> str:
-        """Return the current line (without the carriage return)."""
-        dt = max(time.perf_counter() - self.t0, 1e-9)
-        rate = self.done / dt
-        if self.total is None:
-            return f"{self.label}: {self.done:,} queries ({rate:,.1f} q/s)"
-        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        eta_s = "?" if eta == float("inf") else f"{max(eta, 0.0):,.0f} s"
-        return f"{self.label}: {self.done:,}/{self.total:,} queries ({rate:,.1f} q/s, ETA {eta_s})"
-
-    def update(self, n: int) -> None:
-        """Count ``n`` more queries done."""
-        self.done += n
-        now = time.perf_counter()
-        if self.enabled and self._tty and now - self._last >= self.every_s:
-            self._last = now
-            print("\r" + self.line(), end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        """Draw the final line (the job is done: the total is what was done) and end it."""
-        self.total = self.done
-        if self.enabled:
-            print(("\r" if self._tty else "") + self.line(), file=sys.stderr, flush=True)

@@ -97,8 +97,9 @@ def rerank_on_dask(
         Seconds to reach the scheduler and its first worker.
     report : callable, optional
         ``report(message)`` as in :func:`~jkofast.jko.stream.rerank_stream`.
-    progress : DistributedProgress, optional
-        Its ``update`` gets the queries of each finished chunk; ``set_total`` gets a count of the
+    progress : object, optional
+        A progress line (the CLI's), with ``update``, ``start`` and ``set_total``: ``update`` gets
+        the queries of each finished chunk; ``set_total`` gets a count of the
         input's queries, made in a background thread (for the ETA).
 
     Raises

@@ -35,7 +35,7 @@ import numpy as np
 
 from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, resolve_threads
-from jkofast._validation import check_int
+from jkofast._validation import check_int, check_texts
 from jkofast.encode.bert import _BLOCK_ROWS, _blas_threads, _forward
 from jkofast.encode.model import BertModel, _load, _tensor
 from jkofast.kernels.encode import bert as _k
@@ -210,16 +210,6 @@ def load_cross_encoder(path: str | os.PathLike, max_length: int | None = None) -
     )
 
 
-def _check_texts(texts, name: str) -> list:
-    if isinstance(texts, str):
-        raise TypeError(f"{name} must be a list of str, not a str (use [text])")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
-    return texts
-
-
 def pair_tokenize(model: CrossEncoderModel, queries, docs) -> tuple[list, list]:
     """Token ids and token-type ids of every pair ``[CLS] query [SEP] doc [SEP]``, truncated ``longest_first``.
 
@@ -241,7 +231,7 @@ def pair_tokenize(model: CrossEncoderModel, queries, docs) -> tuple[list, list]:
     ValueError
         The two lists differ in length.
     """
-    queries, docs = _check_texts(queries, "queries"), _check_texts(docs, "docs")
+    queries, docs = check_texts(queries, "queries"), check_texts(docs, "docs")
     if len(queries) != len(docs):
         raise ValueError(f"queries has {len(queries)} texts, docs {len(docs)}")
     encs = model.bert.tokenizer.encode_batch([(q.strip(), d.strip()) for q, d in zip(queries, docs, strict=True)])

@@ -175,7 +175,7 @@ def embed_dataset(
         Encode every text again even when the folder exists and matches the corpus.
     progress : callable or None
         Called with the number of texts done (the texts to encode: all of them for a new
-        folder), e.g. ``jkofast.commands._common.Progress.update``.
+        folder), e.g. the CLI's progress line.
     stats : dict or None
         Filled with ``encoded_docs``, ``encoded_queries`` (texts encoded now), ``kept_docs``,
         ``kept_queries`` (rows copied from the folder) and ``reason`` (``new``, ``force``,

@@ -23,7 +23,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "paired_bootstrap_diff": "jkofast.eval.metrics",
         "read_run": "jkofast.eval.trec",
         "read_qrels": "jkofast.eval.trec",
-        "read_run_arrays": "jkofast.eval.trec",
+        "read_run_arrays": "jkofast.eval.fastread",
         "RunArrays": "jkofast.eval.trec",
         "write_run": "jkofast.eval.trec",
         "evaluate_files": "jkofast.eval.fastread",

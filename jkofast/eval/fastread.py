@@ -14,6 +14,40 @@ columns with integer labels, each run query's lines contiguous — is parsed by 
 :mod:`jkofast.kernels.eval.parse`, chunks of whole lines in parallel; anything else falls back
 to the line-by-line readers of :mod:`jkofast.eval.trec`, which accept it or raise their
 ``ValueError`` naming the file and line.
+
+Which run reader is kept for what (``benchmarks/tools/eval_readers.py``: one process, the
+variants interleaved round by round after a warm-up round, median of 3 rounds; the files of
+``make_eval_runs.py``; a 2-core machine shared with other jobs, load 12-16, so read the ratios):
+
+==========================================  ==============  ==============
+seconds                                     1,000 q x 100   10,000 q x 100
+==========================================  ==============  ==============
+``read_run`` (dict, line by line)           2.01            17.26
+``read_run_arrays``, line by line           2.32            17.08
+``runio.iter_chunks`` (streaming pools)     0.93            7.05
+``read_run_arrays`` (Numba, this module)    0.34            1.92
+``evaluate`` on line-by-line arrays         2.44            19.89
+``evaluate(read_run_arrays(...))``          0.49            3.23
+:func:`evaluate_files` (1 thread)           0.20            1.56
+``evaluate_files_numpy`` (NumPy)            0.47            3.76
+cold process: ``evaluate_files``            4.02            3.09
+cold process: ``evaluate_files_numpy``      1.33            2.15
+cold process: ``read_run_arrays``           4.91            3.22
+cold process: line-by-line arrays           4.47            10.32
+==========================================  ==============  ==============
+
+* :func:`read_run_arrays` is this module's Numba parse (7-9x the line-by-line reader it used to
+  be, and 3x in a fresh process at 10,000 queries); the line-by-line reader stays only as its
+  fallback.  In a fresh process a small run costs Numba's import (1.1x the line-by-line time at
+  1,000 queries), which :func:`jkofast.eval.metrics.evaluate`, the usual next call, pays anyway.
+* :func:`evaluate_files` (this module) is the fastest evaluation of two files once Numba is
+  loaded; ``jkofast evaluate --n-boot 0`` uses the NumPy-only engine
+  (:mod:`jkofast.eval._npfiles`) because in a fresh process, without Numba's import, it is the
+  faster one (1.4-3x).
+* :func:`jkofast.eval.trec.read_run` stays line by line: the strict reference every engine is
+  tested against, and the fallback that names the file and line of a malformed file.
+* :func:`jkofast.eval.runio.iter_chunks` stays for pool files of any size: bounded memory,
+  malformed lines reported and skipped, score strings kept verbatim for the output.
 """
 
 from __future__ import annotations
@@ -29,11 +63,11 @@ from jkofast._threads import numba_threads, resolve_threads
 from jkofast.eval import metrics as _m
 from jkofast.eval._conventions import file_setup
 from jkofast.eval.metrics import EvalResult, warn_float32_range
-from jkofast.eval.trec import RunArrays, _read_run_rows, _rows_to_dict, read_qrels
+from jkofast.eval.trec import RunArrays, _read_run_rows, _rows_to_dict, _str_array, read_qrels
 from jkofast.kernels.eval import fileeval as _f
 from jkofast.kernels.eval import parse as _k
 
-__all__ = ["evaluate_files", "read_run_arrays_fast"]
+__all__ = ["evaluate_files", "read_run_arrays", "read_run_arrays_fast"]
 
 _CHUNK_BYTES = 1 << 18  # smallest parse chunk (16 chunks per thread below that many per chunk)
 
@@ -145,15 +179,74 @@ def _slow(path, every_line: bool = False) -> RunArrays:
     ``every_line`` and each query's lines are contiguous: then every line, in file order (what
     ``tie_break="given"`` ranks on the fast path).
     """
-    rows = list(_read_run_rows(path))  # every line checked: ValueError naming the file and line
     if every_line:
-        heads = [i for i, r in enumerate(rows) if i == 0 or r[0] != rows[i - 1][0]]
-        qids = [rows[i][0] for i in heads]
-        if len(set(qids)) == len(qids):
-            off = np.array([*heads, len(rows)], np.int64)
-            ids = np.asarray([r[1] for r in rows], dtype=str) if rows else np.empty(0, "<U1")
-            return RunArrays(qids, off, ids, np.array([r[2] for r in rows], np.float64))
-    return RunArrays.from_dict(_rows_to_dict(rows))
+        try:
+            return _read_run_arrays_lines(path)  # every line checked: ValueError naming the file and line
+        except NonContiguousQuery:
+            pass  # the dict reader merges the query's lines
+    return RunArrays.from_dict(_rows_to_dict(_read_run_rows(path)))
+
+
+class NonContiguousQuery(ValueError):
+    """:func:`read_run_arrays`: the lines of a query are not contiguous (a ``ValueError``)."""
+
+
+def _read_run_arrays_lines(path) -> RunArrays:
+    """:func:`read_run_arrays` line by line (every line checked: a ``ValueError`` names the file and line)."""
+    qids: list[str] = []
+    seen: set[str] = set()
+    lens: list[int] = []
+    ids: list[str] = []
+    sc: list[float] = []
+    cur = None
+    for qid, docid, s in _read_run_rows(path):
+        if qid != cur:
+            if qid in seen:
+                raise NonContiguousQuery(f"{path}: lines of query {qid!r} are not contiguous")
+            seen.add(qid)
+            qids.append(qid)
+            lens.append(0)
+            cur = qid
+        lens[-1] += 1
+        ids.append(docid)
+        sc.append(s)
+    off = np.zeros(len(qids) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    return RunArrays(qids, off, _str_array(ids), np.asarray(sc, dtype=np.float64))
+
+
+def read_run_arrays(path) -> RunArrays:
+    """Read a TREC (6-column) or 3-column run into :class:`RunArrays`, keeping every line (duplicates too).
+
+    ``path`` may be gzip-compressed (``.gz``).  The result holds the queries in file order and
+    every line of each query in file order, ``doc_ids`` as a ``str`` array.
+
+    Raises
+    ------
+    ValueError
+        A malformed line (file name and line number), or the lines of a query that are not
+        contiguous (a query that reappears after another query).
+    FileNotFoundError
+        A missing file.
+
+    Notes
+    -----
+    The file is parsed by the Numba engine (module docstring); a file outside its layout, and
+    a query whose lines are not contiguous, go to the line-by-line reader, which accepts the
+    file or raises naming the file and line.
+    """
+    buf = _read_buffer(path)
+    parsed = _parse_table(buf, _k.RUN, None)
+    if parsed is None:
+        return _read_run_arrays_lines(path)
+    pos, scores, _, off = parsed
+    q_start, q_len, d_start, d_len = pos
+    heads = off[:-1]
+    qids = _str_list(buf, q_start[heads], q_len[heads])
+    if len(set(qids)) != len(qids):
+        return _read_run_arrays_lines(path)  # raises NonContiguousQuery naming the query
+    ids = _ids(buf, d_start, d_len).astype(str) if d_len.size else _str_array([])
+    return RunArrays(qids, off, ids, scores)
 
 
 def read_run_arrays_fast(path, n_threads: int | None = None) -> RunArrays:

@@ -31,7 +31,6 @@ __all__ = [
     "read_qrels",
     "read_qrels_arrays",
     "read_run",
-    "read_run_arrays",
     "write_run",
 ]
 
@@ -219,34 +218,6 @@ def read_run(path) -> dict[str, dict[str, float]]:
         Missing file.
     """
     return _rows_to_dict(_read_run_rows(path))
-
-
-def read_run_arrays(path) -> RunArrays:
-    """Read a run into :class:`RunArrays`, keeping every line (duplicates too).
-
-    Lines of one query must be contiguous; a query that reappears after another query
-    raises ``ValueError``.
-    """
-    qids: list[str] = []
-    seen: set[str] = set()
-    lens: list[int] = []
-    ids: list[str] = []
-    sc: list[float] = []
-    cur = None
-    for qid, docid, s in _read_run_rows(path):
-        if qid != cur:
-            if qid in seen:
-                raise ValueError(f"{path}: lines of query {qid!r} are not contiguous")
-            seen.add(qid)
-            qids.append(qid)
-            lens.append(0)
-            cur = qid
-        lens[-1] += 1
-        ids.append(docid)
-        sc.append(s)
-    off = np.zeros(len(qids) + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    return RunArrays(qids, off, _str_array(ids), np.asarray(sc, dtype=np.float64))
 
 
 def _read_qrels_rows(path):

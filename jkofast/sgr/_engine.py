@@ -1,15 +1,23 @@
 """The query path of SparseGeometricRetriever: derived tables, kernel parameters, scratch and the kernel call.
 
-:class:`QueryPath` is the part of :class:`jkofast.sgr.retriever.SparseGeometricRetriever` between
-an analysed query batch (CSR TF-IDF rows) and the kernels of :mod:`jkofast.kernels.sgr.query`:
-the tables derived from the index at fit and load (semantic neighbour lists, frequent-term
-bitsets), the capped :class:`~jkofast.kernels.sgr.query.SGRParams`, the per-chunk scratch reused
-across calls, and the dispatch to the parallel batch kernel or its serial twin.
+:class:`QueryPath` is a plain object that a :class:`jkofast.sgr.retriever.SparseGeometricRetriever`
+owns (``retriever._query``), made when the retriever adopts an index (fit, load, ``from_parts``).
+It holds what lies between an analysed query batch (CSR TF-IDF rows) and the kernels of
+:mod:`jkofast.kernels.sgr.query`: the tables derived from the index (semantic neighbour lists,
+frequent-term bitsets, per-slot code values), the capped
+:class:`~jkofast.kernels.sgr.query.SGRParams`, the per-chunk scratch reused across calls, and the
+dispatch to the parallel batch kernel or its serial twin.  It reads nothing back from the
+retriever: the index arrays and the parameters are given to it (:meth:`QueryPath.set_config` when
+the query parameters change).  The thirteen arguments of a kernel call travel as a
+:class:`QueryArgs` (a ``NamedTuple``, unpacked at the call, so the kernels' signatures and their
+compiled overloads are those of the thirteen arrays and bundles).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -22,7 +30,7 @@ from jkofast.kernels.sgr import postings as kp
 from jkofast.kernels.sgr import query as kq
 from jkofast.sgr import layout
 
-__all__ = ["COMPONENTS", "SERIAL_BELOW", "QueryPath", "SGRPool", "new_scratch"]
+__all__ = ["COMPONENTS", "SERIAL_BELOW", "QueryArgs", "QueryPath", "SGRPool", "new_scratch"]
 
 COMPONENTS = ("tail", "lexadj", "sem", "rare", "relevance", "lex1", "bm25")
 # float16 bits -> float32 (the c_w decode table of the default float16 reliability)
@@ -32,6 +40,7 @@ H2F = np.arange(65_536, dtype=np.uint16).view(np.float16).astype(np.float32)
 EXPAND_CODES_MAX_BYTES = 64 << 20
 SERIAL_BELOW = 16  # batches of fewer queries on one chunk run the serial twin (no parallel launch)
 RESCUE_MODES = {"auto": kq.RESCUE_AUTO, "scan": kq.RESCUE_SCAN, "postings": kq.RESCUE_POSTINGS}
+_new_tuple = tuple.__new__
 
 
 @dataclasses.dataclass
@@ -80,18 +89,83 @@ def new_scratch(n_slabs: int, n_terms: int, n_docs: int, n_memberships: int) -> 
     )
 
 
-class QueryPath:
-    """Query-path methods of :class:`jkofast.sgr.retriever.SparseGeometricRetriever` (a mixin).
+class QueryArgs(NamedTuple):
+    """The arguments of one call of ``sgr_query_batch`` / ``sgr_query_serial``, in their order.
 
-    Reads ``config``, ``_ix``, ``n_docs_``, ``n_terms_``, ``_lock`` and the caches the retriever's
-    constructor sets (``_scratch``, ``_gen``, ``_pa_cache``, ``_kix``, ``_entry``); the class using it
-    provides ``_make_vocab_table`` (the query-analysis table, rebuilt with the other derived tables).
+    Unpacked at the call (``kernel(*args)``): the kernels take the thirteen values, so their
+    signatures do not change with this bundle and nothing compiles per query.
     """
+
+    q_indptr: np.ndarray  # int64 (nq + 1,): the query rows' CSR pointers
+    q_terms: np.ndarray  # int32: term ids, sorted and unique per row
+    q_vals: np.ndarray  # float32: L2-normalised TF-IDF weights
+    ix: kq.SGRIndex  # the index arrays
+    prm: kq.SGRParams  # the capped query parameters
+    sc: kq.SGRScratch  # per-chunk scratch, reused across calls
+    n_chunks: int  # contiguous chunks of queries (the parallel kernel's prange)
+    gen_base: int  # stamp of the first query (advanced by nq after each call)
+    out_doc: np.ndarray  # int64 (nq, n_out): corpus rows in rank order, -1 padded
+    out_comp: np.ndarray  # float64 (nq, N_COMP, n_out): component scores, NaN padded
+    out_n: np.ndarray  # int64 (nq,): pool size
+    out_info: np.ndarray  # int64 (nq, 3): routed documents, routed terms, ...
+    out_status: np.ndarray  # int32 (nq,): 0 ok, else why the query has no pool
+
+    def queries_fixed(self) -> bool:
+        """Whether the query arrays have the dtypes and layout the compiled overload was made for."""
+        qi, qt, qv = self.q_indptr, self.q_terms, self.q_vals
+        return (  # spelled out, not a loop: this runs on every call of a one-query search
+            qi.dtype == np.int64
+            and qt.dtype == np.int32
+            and qv.dtype == np.float32
+            and qi.flags.c_contiguous
+            and qt.flags.c_contiguous
+            and qv.flags.c_contiguous
+            and qi.flags.writeable
+            and qt.flags.writeable
+            and qv.flags.writeable
+        )
+
+
+class QueryPath:
+    """The query path of one index (owned by a :class:`jkofast.sgr.retriever.SparseGeometricRetriever`).
+
+    Parameters
+    ----------
+    ix : dict
+        The index arrays (compact layout, in memory or memory-mapped); the derived query tables
+        (``sem_*``, ``tb_*``, ``h2f``, ``x_cval``, ``x_w``) are added to this same dict.
+    config : SGRConfig
+        The parameters.
+    """
+
+    def __init__(self, ix: dict, config) -> None:
+        self.ix = ix
+        self.config = config
+        self.n_docs = int(ix["dl"].shape[0])
+        self.n_terms = int(ix["idf"].shape[0])
+        self._lock = threading.Lock()
+        self._scratch: kq.SGRScratch | None = None
+        self._gen = 0
+        self._pa_cache: dict = {}  # kernel parameters (SGRParams) by (pool, routed); cleared with the config
+        self._kix: kq.SGRIndex | None = None  # the index arrays as the kernels' SGRIndex (built on first use)
+        self._entry: dict = {}  # compiled query kernels by dispatcher, for this SGRIndex
+        self._make_semantic()
+        self.make_query_layout()
+
+    def set_config(self, config) -> None:
+        """Adopt new query parameters (the build parameters are the index's own)."""
+        # the semantic neighbour lists depend on these two only (rebuilding them costs ~0.5 s
+        # on a 20k-document index, so other query-parameter changes keep them)
+        remake = any(getattr(config, k) != getattr(self.config, k) for k in ("semantic_neighbours", "semantic_k"))
+        self.config = config
+        self._pa_cache = {}
+        if remake:
+            self._make_semantic()
 
     def _make_semantic(self) -> None:
         """Per-term semantic neighbour lists (``semantic_k`` of each A row)."""
         self._kix = None
-        ix, cfg = self._ix, self.config
+        ix, cfg = self.ix, self.config
         indptr, idx, val = ix["a_indptr"], ix["a_idx"], ix["a_val"]
         V = indptr.shape[0] - 1
         rows = np.repeat(np.arange(V), np.diff(indptr))
@@ -110,7 +184,7 @@ class QueryPath:
         ix["sem_idx"] = idx[sel].astype(layout.term_dtype(V))
         ix["sem_val"] = val[sel].astype(np.float32)
 
-    def _make_query_layout(self) -> None:
+    def make_query_layout(self) -> None:
         """Derive the query-path tables at fit and load.
 
         Document bitsets of the frequent terms (with postings only; not saved): a term gets a
@@ -122,7 +196,7 @@ class QueryPath:
         """
         self._pa_cache = {}
         self._kix = None
-        ix = self._ix
+        ix = self.ix
         N = int(ix["dl"].shape[0])
         V = int(ix["idf"].shape[0])
         if self.config.postings:
@@ -142,8 +216,7 @@ class QueryPath:
         self._expand_codes()
         dl = ix["dl"]
         mean = float(np.asarray(dl).astype(np.float64).mean()) if dl.size else 0.0
-        self._avgdl = mean if mean > 0 else 1.0
-        self._make_vocab_table()
+        self.avgdl = mean if mean > 0 else 1.0
 
     def _expand_codes(self) -> None:
         """Derive ``x_cval`` / ``x_w`` (float32 (M, S), not saved): every code slot's centre value and weight.
@@ -154,7 +227,7 @@ class QueryPath:
         they fit ``EXPAND_CODES_MAX_BYTES``; otherwise both are (0, S) and every query looks
         the values up (the compact path).
         """
-        ix, cfg = self._ix, self.config
+        ix, cfg = self.ix, self.config
         code_term = ix["code_term"]
         M, S = code_term.shape
         if M > 0 and 8 * M * S <= EXPAND_CODES_MAX_BYTES:
@@ -177,7 +250,7 @@ class QueryPath:
         ix["x_cval"] = x_cval
         ix["x_w"] = x_w
 
-    def _params(self, pool_size: int, q_indptr=None) -> kq.SGRParams:
+    def params(self, pool_size: int, q_indptr=None) -> kq.SGRParams:
         """Query parameters of the batch kernel.
 
         Count parameters are capped where a larger value cannot change a result (a pool holds at most N
@@ -187,7 +260,7 @@ class QueryPath:
         bool, so the kernel signature never changes with the values.
         """
         p = self.config
-        N, V = self.n_docs_, self.n_terms_
+        N, V = self.n_docs, self.n_terms
         if not p.postings and (p.bm25_candidates > 0 or p.bm25_weight != 0 or p.bm25_rescue_weight != 0):
             raise ValueError(
                 "the BM25 extension (bm25_candidates, bm25_weight, bm25_rescue_weight) reads the lexical "
@@ -206,7 +279,7 @@ class QueryPath:
             budget=int(budget),
             gamma=float(p.gamma),
             lam_m=float(p.lam_m),
-            avgdl=float(self._avgdl),
+            avgdl=float(self.avgdl),
             bm25_candidates=int(min(p.bm25_candidates, N)),
             bm25_k1=float(p.bm25_k1),
             bm25_b=float(p.bm25_b),
@@ -239,14 +312,14 @@ class QueryPath:
         self._pa_cache[key] = prm
         return prm
 
-    def _index(self) -> kq.SGRIndex:
+    def index(self) -> kq.SGRIndex:
         """Return the index arrays as the kernels' ``SGRIndex``.
 
-        The index arrays as the kernels' ``SGRIndex`` (rebuilt after ``_make_semantic`` /
-        ``_make_query_layout``, the only places that replace them).
+        Rebuilt after ``_make_semantic`` / :meth:`make_query_layout`, the only places that
+        replace them (or after ``_kix`` is reset by whoever replaced an array of ``ix``).
         """
         if self._kix is None:
-            ix = dict(self._ix)
+            ix = dict(self.ix)
             if "t_code" not in ix:
                 ix["t_off"] = np.zeros(1, np.int64)
                 ix["t_code"] = np.zeros(0, np.uint8)
@@ -257,27 +330,16 @@ class QueryPath:
             self._entry = {}
         return self._kix
 
-    def _call(self, disp, args) -> None:
+    def _call(self, disp, args: QueryArgs) -> None:
         """Call a query kernel.
 
         After the first call (compile or cache load) the compiled overload is called directly: the dispatcher's
         type check of the ``SGRIndex`` (29 arrays) costs ~6 µs per call in Python, about 7 % of a one-query
         search.  Safe while the argument types cannot change: the index bundle is the same object (``_entry`` is
         reset whenever it is rebuilt), the scratch, parameters and outputs are built here with fixed types, and
-        the query arrays are checked below.
+        the query arrays are checked by :meth:`QueryArgs.queries_fixed`.
         """
-        q_indptr, q_terms, q_vals = args[:3]
-        fixed = (
-            q_indptr.dtype == np.int64
-            and q_terms.dtype == np.int32
-            and q_vals.dtype == np.float32
-            and q_indptr.flags.c_contiguous
-            and q_terms.flags.c_contiguous
-            and q_vals.flags.c_contiguous
-            and q_indptr.flags.writeable
-            and q_terms.flags.writeable
-            and q_vals.flags.writeable
-        )
+        fixed = args.queries_fixed()
         ep = self._entry.get(disp) if fixed else None
         if ep is not None:
             ep(*args)
@@ -288,12 +350,15 @@ class QueryPath:
             if ep is not None:
                 self._entry[disp] = ep
 
-    def _run(self, q_indptr, q_terms, q_vals, pool_size, n_threads, n_out=None):
-        """Run the batch kernel; outputs hold the first ``n_out`` (default P) ranks."""
+    def run(self, q_indptr, q_terms, q_vals, pool_size, n_threads, n_out=None):
+        """Run the batch kernel on analysed queries (CSR rows); outputs hold the first ``n_out`` (default P) ranks.
+
+        Returns ``(out_doc, out_comp, out_n, out_info, out_status)`` (see :class:`QueryArgs`).
+        """
         nq = q_indptr.shape[0] - 1
         P = pool_size
         n_out = P if n_out is None else n_out
-        prm = self._params(P, q_indptr)
+        prm = self.params(P, q_indptr)
         out = (
             np.full((nq, n_out), -1, np.int64),
             np.full((nq, kq.N_COMP, n_out), np.nan, np.float64),
@@ -303,10 +368,11 @@ class QueryPath:
         )
         n_chunks = max(1, min(nq, resolve_threads(n_threads)))
         with self._lock:
-            sc = self._get_scratch(n_chunks)
+            sc = self.get_scratch(n_chunks)
             gen_base = self._gen
             self._gen += nq
-            args = (q_indptr, q_terms, q_vals, self._index(), prm, sc, n_chunks, gen_base, *out)
+            # tuple.__new__: the NamedTuple built without its generated __new__ (~1 µs less per call)
+            args = _new_tuple(QueryArgs, (q_indptr, q_terms, q_vals, self.index(), prm, sc, n_chunks, gen_base, *out))
             if n_chunks == 1 and nq < SERIAL_BELOW:
                 # a few queries on one chunk: the same code on the calling thread, no parallel
                 # launch and no thread-mask change (together ~10 µs per call)
@@ -327,13 +393,13 @@ class QueryPath:
         of an index without postings.  Sums are float64 in term order; the top ``k`` by score,
         ties to the lowest row, as ``(docs int64, scores float64)``.
         """
-        ix, cfg = self._ix, self.config
+        ix, cfg = self.ix, self.config
         terms = np.asarray(terms, np.int64)
         if cfg.postings:
             ptr = ix["t_indptr"]
             lo, hi = ptr[terms].astype(np.int64), ptr[terms + 1].astype(np.int64)
             take = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)])
-            docs = np.concatenate([self._term_docs(int(t)) for t in terms.tolist()])
+            docs = np.concatenate([self.term_docs(int(t)) for t in terms.tolist()])
             tf = np.asarray(ix["t_tfq"])[take].astype(np.float64)
             esc = np.flatnonzero(tf == 0.0)
             if esc.size:  # frequencies kept exactly in t_xval
@@ -354,24 +420,24 @@ class QueryPath:
             return np.zeros(0, np.int64), np.zeros(0)
         k1, b = cfg.bm25_k1, cfg.bm25_b
         dl = np.asarray(ix["dl"])[docs].astype(np.float64)
-        part = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl / self._avgdl))
+        part = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl / self.avgdl))
         uniq, inv = np.unique(docs, return_inverse=True)
         score = np.bincount(inv, weights=part, minlength=uniq.shape[0])
         top = np.lexsort((uniq, -score))[:k]
         return uniq[top], score[top]
 
-    def _term_docs(self, t: int) -> np.ndarray:
+    def term_docs(self, t: int) -> np.ndarray:
         """Documents (int64, ascending) of term ``t``, decoded from the compressed postings."""
-        ix = self._ix
+        ix = self.ix
         out = np.empty(int(ix["t_indptr"][t + 1] - ix["t_indptr"][t]), np.int64)
         kp.decode_term(ix["t_indptr"], ix["t_off"], ix["t_code"], t, out)
         return out
 
-    def _apply_fallback(self, q_indptr, q_terms, status, idx, sc, kk) -> np.ndarray:
+    def apply_fallback(self, q_indptr, q_terms, status, idx, sc, kk) -> np.ndarray:
         """Fill the rows of the queries with known terms but no routed document (in place).
 
         Returns the bool mask of the rows filled.  Scores are float32, capped to be strictly
-        decreasing in rank as :meth:`search`'s are.
+        decreasing in rank as the retriever's ``search`` makes them.
         """
         nq = status.shape[0]
         fb = np.zeros(nq, bool)
@@ -389,15 +455,15 @@ class QueryPath:
             sc[i, : docs.size] = strictly_decreasing(score.astype(np.float32)[None, :])[0]
         return fb
 
-    def _get_scratch(self, n_chunks: int) -> kq.SGRScratch:
+    def get_scratch(self, n_chunks: int) -> kq.SGRScratch:
         """Per-chunk query scratch, allocated once and reused across calls (SPEC B.12: no dense per-query zeroing).
 
         Stamps start at -1; marks must stay all zero.
         """
-        sc = getattr(self, "_scratch", None)
+        sc = self._scratch
         if sc is None or sc.vi.shape[0] < n_chunks:
             m = max(n_chunks, int(numba.config.NUMBA_NUM_THREADS))
-            sc = new_scratch(m, self.n_terms_, self.n_docs_, self.config.n_memberships)
+            sc = new_scratch(m, self.n_terms, self.n_docs, self.config.n_memberships)
             self._scratch = sc
             self._gen = 0
         return sc

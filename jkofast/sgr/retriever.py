@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 
 import numpy as np
 
@@ -64,7 +63,7 @@ def _word_table_all() -> np.ndarray:
 _MAX_PADDED_SLOTS = 2**27
 
 
-class SparseGeometricRetriever(QueryPath):
+class SparseGeometricRetriever:
     """SparseGeometricRAG first-stage retriever (SPEC Part B).
 
     Parameters
@@ -96,15 +95,21 @@ class SparseGeometricRetriever(QueryPath):
             raise TypeError(f"config must be an SGRConfig, got {type(config).__name__}")
         elif params:
             config = config.replace(**params)
+        self._query: QueryPath | None = None  # the query path of the index, made when one is adopted
         self.config = config
         self._fitted = False
-        self._lock = threading.Lock()
-        self._scratch = None
-        self._gen = 0
         self._qtable = None
-        self._pa_cache: dict = {}  # kernel parameters (SGRParams); cleared when params or index change
-        self._kix = None  # the index arrays as the kernels' SGRIndex (built on first use)
-        self._entry: dict = {}  # compiled query kernels by dispatcher, for this SGRIndex
+
+    @property
+    def config(self) -> SGRConfig:
+        """The parameters (:class:`SGRConfig`); setting them hands the query parameters to the query path."""
+        return self._config
+
+    @config.setter
+    def config(self, config: SGRConfig) -> None:
+        self._config = config
+        if self._query is not None:
+            self._query.set_config(config)
 
     # ------------------------------------------------------------------ params
     @property
@@ -118,14 +123,7 @@ class SparseGeometricRetriever(QueryPath):
         bad = [k for k in params if k in BUILD_PARAMS and params[k] != getattr(cfg, k)]
         if bad and self._fitted:
             raise ValueError(f"parameter(s) {bad} change the index; call fit again")
-        new = cfg.replace(**params)
-        # the semantic neighbour lists depend on these two only (rebuilding them costs ~0.5 s
-        # on a 20k-document index, so other query-parameter changes keep them)
-        remake = any(getattr(new, k) != getattr(cfg, k) for k in ("semantic_neighbours", "semantic_k"))
-        self.config = new
-        self._pa_cache = {}
-        if self._fitted and remake:
-            self._make_semantic()
+        self.config = cfg.replace(**params)  # the query path keeps its semantic lists unless they change
         return self
 
     # ------------------------------------------------------------------ build
@@ -259,12 +257,11 @@ class SparseGeometricRetriever(QueryPath):
         """Adopt the index arrays ``ix`` (compact layout) and derive the query-path tables."""
         self._ix = ix
         self.n_calibration_ = int(n_calibration)
-        self._scratch = None
         self._idf32 = np.asarray(ix["idf"]).astype(np.float32)
         self.n_docs_ = int(ix["dl"].shape[0])
         self.n_terms_ = int(ix["idf"].shape[0])
-        self._make_semantic()
-        self._make_query_layout()
+        self._query = QueryPath(ix, self.config)
+        self._make_vocab_table()
         self._fitted = True
 
     @classmethod
@@ -515,14 +512,14 @@ class SparseGeometricRetriever(QueryPath):
         P = self.config.pool_size
         kk = min(k, P)
         # only the first k ranks leave the kernel (diversity reorders ranks 2..10 only)
-        out_doc, out_comp, _, _, st = self._run(qi, qt, qv, P, n_threads, n_out=kk)
+        out_doc, out_comp, _, _, st = self._query.run(qi, qt, qv, P, n_threads, n_out=kk)
         idx = np.full((nq, k), -1, np.int64)
         sc = np.full((nq, k), -np.inf, np.float32)
         idx[:, :kk] = out_doc
         # make scores non-increasing in rank so tools that re-sort by score (trec_eval,
         # pytrec_eval) keep the diversified order: cap each at just below its predecessor
         _q.cap_scores_desc(out_doc, out_comp, sc)
-        fb = self._apply_fallback(qi, qt, st, idx, sc, kk)
+        fb = self._query.apply_fallback(qi, qt, st, idx, sc, kk)
         if not return_report:
             return idx, sc
         no_term = np.diff(qi) == 0
@@ -538,7 +535,7 @@ class SparseGeometricRetriever(QueryPath):
         resolve_threads(n_threads)
         qi, qt, qv = self.transform_queries(query_texts, n_threads)
         self._check_width(P, len(query_texts), "P")
-        out_doc, out_comp, out_n, info, st = self._run(qi, qt, qv, P, n_threads)
+        out_doc, out_comp, out_n, info, st = self._query.run(qi, qt, qv, P, n_threads)
         comps = {name: out_comp[:, c, :] for c, name in enumerate(COMPONENTS)}
         return SGRPool(
             doc=out_doc, n=out_n, n_routed_docs=info[:, 0].copy(), n_routed_terms=info[:, 1].copy(), status=st, **comps

@@ -55,6 +55,7 @@ import warnings
 import numpy as np
 
 from jkofast._io import atomic_save_npy, atomic_write_json
+from jkofast._progress import ProgressLine
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
 from jkofast.sgr import layout
@@ -141,36 +142,6 @@ class _Stages:
             )
 
 
-class _Bar:
-    """``label: done passages (rate/s, pct %, ETA m:ss)`` on stderr, from compressed bytes read."""
-
-    def __init__(self, label: str, enabled: bool, total: int | None = None):
-        self.label, self.enabled, self.total = label, enabled, total
-        self.done, self.t0, self.frac = 0, time.perf_counter(), 0.0
-
-    def update(self, n: int, frac: float | None = None) -> None:
-        self.done += n
-        if frac is None and self.total:
-            frac = self.done / self.total
-        self.frac = frac if frac is not None else self.frac
-        if not self.enabled:
-            return
-        el = time.perf_counter() - self.t0
-        rate = self.done / max(el, 1e-9)
-        eta = el * (1 - self.frac) / self.frac if self.frac > 0 else float("nan")
-        eta_s = f"{int(eta // 60)}:{int(eta % 60):02d}" if np.isfinite(eta) else "?"
-        print(
-            f"\r{self.label}: {self.done:,} passages ({rate:,.0f}/s, {100 * self.frac:.0f} %, ETA {eta_s})   ",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def close(self) -> None:
-        if self.enabled:
-            print(file=sys.stderr, flush=True)
-
-
 # ---------------------------------------------------------------------------------------------- stages
 def _check_state(work: str, state: dict, resume: bool) -> None:
     """Start or resume the build in ``work``: a saved state must equal ``state`` (else ``ValueError``)."""
@@ -190,7 +161,7 @@ def _check_state(work: str, state: dict, resume: bool) -> None:
     atomic_write_json(p, state, fsync=False, indent=1)
 
 
-def _tokenise_corpus(path: str, work: str, shard_size: int, bar: _Bar, n_threads=None) -> int:
+def _tokenise_corpus(path: str, work: str, shard_size: int, bar: ProgressLine, n_threads=None) -> int:
     """Stage 1: write every token shard not yet complete; return the number of shards.
 
     The corpus is read as bytes ahead of the tokenisation (:class:`ByteShards`); each shard is
@@ -470,7 +441,7 @@ def build_index(
     _check_state(work, state, resume)
     t0 = time.perf_counter()
     stages = _Stages(progress)
-    bar = _Bar("tokens", progress)
+    bar = ProgressLine("tokens", unit="passages", enabled=progress, eta=True)
     n_shards = _tokenise_corpus(path, work, shard_size, bar, n_threads)
     bar.close()
     stages.done("tokens")
@@ -482,7 +453,7 @@ def build_index(
     rows_of = _Rows(work, voc["terms"], np.asarray(voc["idf"], np.float32), n_threads)
     geometry = _geometry(work, n_shards, N, (cal, calibrate_mode, seed), rows_of, p, n_threads)
     stages.done("calibrate", f"{geometry.n_calibration:,} passages")
-    bar = _Bar("encode", progress)
+    bar = ProgressLine("encode", unit="passages", enabled=progress, eta=True)
     folders = _encode_shards(work, n_shards, geometry, rows_of, p, n_threads, bar)
     bar.close()
     stages.done("encode")

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from jkofast._numba import register_warmup
-from jkofast._validation import check_int, check_offsets
+from jkofast._validation import check_int, check_offsets, check_texts
 from jkofast.kernels.sparse import weights as _kw
 from jkofast.text.analyzer import Analyzer, compound_tokens
 from jkofast.text.scripts import script_tokenizer
@@ -27,17 +27,6 @@ __all__ = ["Vocabulary", "counts_from_token_ids"]
 
 # the largest vocabulary the CSR kernels index (int32 column ids)
 _MAX_TERM_ID = 2**31 - 1
-
-
-def _check_texts(texts, name: str) -> list[str]:
-    """Return ``texts`` as a list after checking it is a sequence of str (not one str)."""
-    if isinstance(texts, str):
-        raise TypeError(f"{name} must be a list of str, not a single str")
-    texts = list(texts)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
-    return texts
 
 
 def _canonical(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -157,7 +146,7 @@ class Vocabulary:
         ``max_features``.  Vocabulary, counts and ``max_features`` selection are identical to
         scikit-learn's ``CountVectorizer`` (tested).
         """
-        texts = _check_texts(texts, "texts")
+        texts = check_texts(texts, "texts")
         if not texts:
             raise ValueError("texts must not be empty")
         first_seen: dict[str, int] = {}
@@ -197,7 +186,7 @@ class Vocabulary:
         """
         if self._vec is None:
             raise RuntimeError("vocabulary is not fitted; call fit_transform first")
-        texts = _check_texts(texts, "query_texts")
+        texts = check_texts(texts, "query_texts")
         if not texts:
             return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
         flat, offsets = self._token_ids(texts, self._vec, grow=False)

@@ -17,7 +17,6 @@ ablation: W / KL / no-prox × energy weights (0.4, 0.6) and (0.7, 0.3).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -29,6 +28,7 @@ from jkofast.studies.common import (
     StudyResult,
     method_row,
     require_matplotlib,
+    save_figure,
     study_inputs,
     topk_metrics,
 )
@@ -161,8 +161,4 @@ def plot(result: StudyResult, out_dir: str) -> list:
     ax.set_xticks(x, [r["method"] for r in rows], rotation=30, ha="right")
     ax.set_ylabel("nDCG@10: W_full − ablation")
     ax.legend()
-    fig.tight_layout()
-    name = "ablations.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return [name]
+    return save_figure(fig, out_dir, "ablations.png")

@@ -472,6 +472,20 @@ def require_matplotlib():
     return plt
 
 
+def save_figure(fig, out_dir: str, name: str, title: str | None = None, **title_kw) -> list[str]:
+    """Title ``fig`` (``suptitle``), lay it out, write ``out_dir/name`` (PNG, 120 dpi) and close it.
+
+    Returns ``[name]``, the files a study's ``plot`` wrote.
+    """
+    plt = require_matplotlib()
+    if title is not None:
+        fig.suptitle(title, **title_kw)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, name), dpi=120)
+    plt.close(fig)
+    return [name]
+
+
 def run_study(name: str, opts: StudyOptions | None = None, *, save: bool = True) -> StudyResult:
     """Run the registered study ``name`` (see :data:`STUDIES`) and return its result.
 

@@ -36,7 +36,7 @@ from jkofast.jko.energy import blend, softmax_tau
 from jkofast.jko.solver import operating_point, rerank_batch
 from jkofast.pools.baselines import positions_to_docs, topk_by_score
 from jkofast.pools.retrievers import get_retriever
-from jkofast.studies.common import StudyOptions, StudyResult, method_row, require_matplotlib, study_inputs
+from jkofast.studies.common import StudyOptions, StudyResult, method_row, require_matplotlib, save_figure, study_inputs
 from jkofast.studies.published import published
 
 __all__ = ["METHODS", "QUICK_QUERIES", "find_distractors", "inject", "plot", "select_queries", "study"]
@@ -351,9 +351,9 @@ def plot(result: StudyResult, out_dir: str) -> list[str]:
     for ax in axes:
         ax.set_xlabel("injected distractors N")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"Distractor injection, {result.dataset} ({result.n_queries} queries); dashed = published")
-    fig.tight_layout()
-    name = "distractors_leakage.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return [name]
+    return save_figure(
+        fig,
+        out_dir,
+        "distractors_leakage.png",
+        f"Distractor injection, {result.dataset} ({result.n_queries} queries); dashed = published",
+    )

@@ -38,6 +38,7 @@ from jkofast.studies.common import (
     StudyResult,
     method_row,
     require_matplotlib,
+    save_figure,
     study_inputs,
     topk_metrics,
 )
@@ -443,9 +444,9 @@ def plot(result: StudyResult, out_dir: str) -> list[str]:
         ax.set_ylabel(label + " of the kept queries")
         ax.invert_xaxis()
         ax.legend(fontsize=7)
-    fig.suptitle(f"Dual-Rank selective coverage, {result.dataset} ({result.n_queries} queries)")
-    fig.tight_layout()
-    name = "dual_rank_coverage.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return [name]
+    return save_figure(
+        fig,
+        out_dir,
+        "dual_rank_coverage.png",
+        f"Dual-Rank selective coverage, {result.dataset} ({result.n_queries} queries)",
+    )

@@ -21,7 +21,6 @@ with the exact step on a few queries (``adam_l1``, ``adam_residual``).
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 
@@ -33,7 +32,7 @@ from jkofast.eval.metrics import bootstrap_ci
 from jkofast.jko.linear_response import jvp, ot_duals, solve_step, step_gradient
 from jkofast.jko.solver import operating_point, run_jko
 from jkofast.jko.theory import TheoryBatch, band_direction, band_edges, gibbs_laplacian
-from jkofast.studies.common import StudyOptions, StudyResult, require_matplotlib, study_inputs
+from jkofast.studies.common import StudyOptions, StudyResult, require_matplotlib, save_figure, study_inputs
 from jkofast.studies.theory import select_queries, single_blas, theory_energy
 
 __all__ = ["N_QUERIES", "QUICK_QUERIES", "S_REF", "S_VALUES", "LinearResponseResult", "plot", "study"]
@@ -294,8 +293,4 @@ def plot(result: StudyResult, out_dir: str) -> list:
     for a in ax:
         a.set_xticks(range(N_BANDS))
         a.legend(fontsize=8)
-    fig.tight_layout()
-    name = "linear_response.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return [name]
+    return save_figure(fig, out_dir, "linear_response.png")

@@ -47,6 +47,7 @@ import numpy as np
 
 from jkofast._ahead import CompileNotice, compile_ahead
 from jkofast._io import check_writable, check_writable_dir
+from jkofast._progress import ProgressLine
 from jkofast._status import unconverged_summary
 from jkofast._threads import resolve_threads
 from jkofast._validation import check_int
@@ -432,30 +433,12 @@ def _load_embeddings(job: _Job, name, embed, model, batch_size, progress):
         except StaleEmbeddings:
             ready = False
         if not ready:
+            bar = ProgressLine("jkofast run: embed", ds.n_docs + len(ds.query_ids), unit="texts", enabled=progress)
             with job.stage("embed"):
-                embed_dataset(
-                    ds, mdl, batch_size=batch_size, n_threads=job.n_threads, name=name,
-                    progress=_embed_progress(ds.n_docs + len(ds.query_ids)) if progress else None,
-                )  # fmt: skip
+                embed_dataset(ds, mdl, batch_size=batch_size, n_threads=job.n_threads, name=name, progress=bar)
+            bar.close()
             job.notes.append(f"embeddings made with {mdl.name} in {job.stage.times['embed']:.1f} s")
     return name, ds.embeddings(name or DEFAULT_EMBEDDINGS)
-
-
-def _embed_progress(total: int):
-    """Return a ``progress(n)`` callback drawing ``jkofast run: embed done/total`` on stderr at most twice a second."""
-    state = {"done": 0, "last": 0.0, "t0": time.perf_counter()}
-
-    def update(n: int) -> None:
-        state["done"] += n
-        now = time.perf_counter()
-        if now - state["last"] >= 0.5 or state["done"] >= total:
-            state["last"] = now
-            rate = state["done"] / max(now - state["t0"], 1e-9)
-            end = "\n" if state["done"] >= total else ""
-            print(f"\rjkofast run: embed {state['done']}/{total} texts ({rate:,.1f}/s)", end=end, file=sys.stderr,
-                  flush=True)  # fmt: skip
-
-    return update
 
 
 def _skipped_note(ds, name, skipped, model) -> str:

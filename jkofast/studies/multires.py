@@ -29,7 +29,6 @@ the implicit gradient, and the unrolled one up to ``UNROLLED_MAX_M``.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -44,6 +43,7 @@ from jkofast.studies.common import (
     diversity_at_k,
     method_row,
     require_matplotlib,
+    save_figure,
     study_inputs,
     topk_metrics,
 )
@@ -451,9 +451,9 @@ def plot(result: StudyResult, out_dir: str) -> list[str]:
         ax.set_ylabel("nDCG@10")
         ax.set_title(f"grad = {grad}")
         ax.legend(fontsize=7)
-    fig.suptitle(f"MR-JKO / SAM-JKO speed-quality, {result.dataset} ({result.n_queries} queries)")
-    fig.tight_layout()
-    name = "mr_jko_pareto.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return [name]
+    return save_figure(
+        fig,
+        out_dir,
+        "mr_jko_pareto.png",
+        f"MR-JKO / SAM-JKO speed-quality, {result.dataset} ({result.n_queries} queries)",
+    )

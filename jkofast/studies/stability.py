@@ -56,7 +56,7 @@ from jkofast.pools.baselines import topk_by_score
 from jkofast.pools.candidates import build_pools, dense_scores
 from jkofast.pools.retrievers import get_retriever
 from jkofast.studies._perturb import PERTURBATIONS, perturb_queries
-from jkofast.studies.common import StudyOptions, StudyResult, method_row, require_matplotlib
+from jkofast.studies.common import StudyOptions, StudyResult, method_row, require_matplotlib, save_figure
 from jkofast.studies.published import published
 from jkofast.studies.readout import evaluate_topk, readout_topk
 
@@ -682,10 +682,7 @@ def plot(result: StudyResult, out_dir: str) -> list[str]:
 def _save(plt, fig, ax, out_dir: str, name: str) -> str:
     """Add the legend, write ``out_dir/name`` (PNG, 120 dpi), close the figure; return ``name``."""
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return name
+    return save_figure(fig, out_dir, name)[0]
 
 
 def plot_alpha(result: StudyResult, out_dir: str) -> list[str]:

@@ -26,7 +26,6 @@ term; here BM25 stands in unless ``--scores`` is given).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -46,7 +45,7 @@ from jkofast.jko.theory import (
     topk_preserved,
     walk_radius,
 )
-from jkofast.studies.common import StudyOptions, StudyResult, require_matplotlib, study_inputs
+from jkofast.studies.common import StudyOptions, StudyResult, require_matplotlib, save_figure, study_inputs
 from jkofast.studies.published import published
 
 __all__ = [
@@ -637,9 +636,10 @@ def plot(result: StudyResult, out_dir: str) -> list:
                    label=f"{r['mode']} r̄={r['published']['radius_mean']:.2f} (published)")  # fmt: skip
         a.set(title="E4: top-10 preserved vs s", xlabel="s", ylabel="fraction preserved")
         a.legend(fontsize=7)
-    fig.suptitle(f"JKO-RAG theory experiments ({result.dataset}; BM25 rerank term unless --scores)", fontsize=10)
-    fig.tight_layout()
-    name = "theory_e1_e4.png"
-    fig.savefig(os.path.join(out_dir, name), dpi=120)
-    plt.close(fig)
-    return [name]
+    return save_figure(
+        fig,
+        out_dir,
+        "theory_e1_e4.png",
+        f"JKO-RAG theory experiments ({result.dataset}; BM25 rerank term unless --scores)",
+        fontsize=10,
+    )

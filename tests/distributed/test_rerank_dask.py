@@ -190,7 +190,7 @@ def test_progress_and_per_worker_summary(tmp_path, dask_client, capsys):
     args = [a for a in rerank_args(run, str(tmp_path / "x.trec"), "--chunk-size", "2") if a != "--quiet"]
     assert main([*args, "--dask", dask_client.scheduler.address]) == 0
     cap = capsys.readouterr()
-    assert "rerank: 10/10 queries (" in cap.err and "q/s, ETA 0 s)" in cap.err
+    assert "rerank: 10/10 queries (" in cap.err and "/s, 100 %, ETA 0:00)" in cap.err
     assert "; per worker: tcp://127.0.0.1:" in cap.out and "peak RSS" in cap.out
 
 

@@ -10,9 +10,9 @@ import gzip
 import numpy as np
 import pytest
 
-from jkofast.eval.fastread import evaluate_files
+from jkofast.eval.fastread import evaluate_files, read_run_arrays
 from jkofast.eval.metrics import evaluate
-from jkofast.eval.trec import RunArrays, read_qrels, read_run, read_run_arrays
+from jkofast.eval.trec import RunArrays, read_qrels, read_run
 from jkofast.kernels.eval import fileeval
 
 METRICS = ("ndcg@10", "recall@10", "p@5", "mrr@10", "map", "ndcg", "map@5", "hit@3", "recall@100")

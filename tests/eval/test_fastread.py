@@ -1,4 +1,5 @@
-"""read_run_arrays_fast: the same run as read_run (ids, order, bit-identical scores), any thread count."""
+"""read_run_arrays_fast: the same run as read_run (ids, order, bit-identical scores), any thread count;
+read_run_arrays: the line-by-line reader's arrays (every line), from the Numba parse."""
 
 import gzip
 
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jkofast.eval.fastread import read_run_arrays_fast
+from jkofast.eval.fastread import _read_run_arrays_lines, read_run_arrays, read_run_arrays_fast
 from jkofast.eval.metrics import evaluate
 from jkofast.eval.trec import read_run
 from jkofast.kernels.eval.parse import _POW10, _parse_decimal
@@ -55,6 +56,37 @@ TREC = "q1 Q0 d1 1 3.25 t\nq1 Q0 d2 2 -0.5 t\nq2 Q0 d3 1 1e-3 t\nq2 Q0 d1 2 12 t
 def test_equals_read_run(tmp_path, text, fast):
     ra = _same_as_read_run(_write(tmp_path, text))
     assert (ra.doc_ids.dtype.kind == "S") == fast
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        TREC,
+        TREC.replace("\n", "\r\n"),
+        "# comment\n\n" + TREC + "\n",
+        "q1\td 1\t0.5\nq1\td 2\t0.25\n",
+        "query-id\tcorpus-id\tscore\nq1\td1\t0.5\n",
+        "q1 Q0 d\u00e9 1 0.5 t\n",  # non-ASCII: the line-by-line reader
+        "q1 Q0 d1 1 1e30 t\nq1 Q0 d2 2 inf t\n",
+        "q1 Q0 d1 1 0.5 t\nq1 Q0 d1 2 0.75 t\nq1 Q0 d1 3 0.25 t\n",  # repeated: every line kept
+        "",
+    ],
+)
+def test_read_run_arrays_equals_the_line_by_line_reader(tmp_path, text):
+    """Every line, file order, str ids, bit-identical scores: what the line-by-line reader gives."""
+    path = _write(tmp_path, text)
+    got, want = read_run_arrays(path), _read_run_arrays_lines(path)
+    assert got.query_ids == want.query_ids
+    np.testing.assert_array_equal(got.offsets, want.offsets)
+    assert got.doc_ids.dtype.kind == "U" and got.doc_ids.tolist() == want.doc_ids.tolist()
+    assert got.scores.dtype == np.float64 and got.scores.tobytes() == want.scores.tobytes()
+
+
+def test_read_run_arrays_refuses_a_query_split_in_two(tmp_path):
+    """A query whose lines are not contiguous: the line-by-line reader's ValueError, on the fast path too."""
+    path = _write(tmp_path, "q1 Q0 d1 1 0.5 t\nq2 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.25 t\n")
+    with pytest.raises(ValueError, match="lines of query 'q1' are not contiguous"):
+        read_run_arrays(path)
 
 
 def test_gzip_and_threads(tmp_path):

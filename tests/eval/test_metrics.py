@@ -11,6 +11,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import reference as ref
 from jkofast import numba_threads
+from jkofast.eval.fastread import read_run_arrays
 from jkofast.eval.metrics import (
     bootstrap_ci,
     evaluate,
@@ -18,7 +19,7 @@ from jkofast.eval.metrics import (
     paired_bootstrap_diff,
     parse_metric,
 )
-from jkofast.eval.trec import QrelsArrays, RunArrays, read_qrels, read_run, read_run_arrays
+from jkofast.eval.trec import QrelsArrays, RunArrays, read_qrels, read_run
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 SCIFACT_RUN = os.path.join(DATA, "metrics_scifact_bm25_top30.tsv.gz")

@@ -22,8 +22,8 @@ import reference as ref
 from jkofast.eval import _conventions as conv
 from jkofast.eval import _npfiles as npfiles
 from jkofast.eval._npfiles import evaluate_files_numpy
-from jkofast.eval.fastread import evaluate_files
-from jkofast.eval.trec import read_qrels, read_run, read_run_arrays
+from jkofast.eval.fastread import evaluate_files, read_run_arrays
+from jkofast.eval.trec import read_qrels, read_run
 from jkofast.kernels.eval import metrics as kernel_codes
 
 METRICS = ("ndcg@10", "recall@10", "p@5", "mrr@10", "map", "ndcg", "map@5", "hit@3", "recall@100", "mrr")

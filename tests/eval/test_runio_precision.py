@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
+from jkofast.eval.fastread import read_run_arrays
 from jkofast.eval.runio import format_run, shortest_repr, topk_to_ragged
-from jkofast.eval.trec import RunArrays, read_run, read_run_arrays, write_run
+from jkofast.eval.trec import RunArrays, read_run, write_run
 
 
 def _f32_edge_values():

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
+from jkofast.eval.fastread import read_run_arrays
 from jkofast.eval.trec import (
     QrelsArrays,
     RunArrays,
     read_qrels,
     read_qrels_arrays,
     read_run,
-    read_run_arrays,
     write_run,
 )
 

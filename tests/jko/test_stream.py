@@ -49,40 +49,6 @@ def test_rerank_stream_equals_the_command_and_reports_through_callbacks(tmp_path
     assert z["p"].shape[0] == int(z["offsets"][-1]) == 35
 
 
-@pytest.mark.parametrize("tty", [False, True])
-def test_progress_line_ends_once_with_a_newline(capsys, monkeypatch, tty):
-    """A terminal gets the line redrawn in place (``\\r``) and ended by the final count; a file gets only the
-    final line: never the end printed twice."""
-    import sys
-
-    from jkofast.commands._common import Progress
-    from jkofast.distributed.cluster import DistributedProgress
-
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
-    p = Progress(None, "rerank", unit="queries", every_s=0.0)
-    p.update(1000)
-    p.update(500)
-    p.close()
-    err = capsys.readouterr().err
-    final = err.rpartition("\r")[2]
-    assert final.startswith("rerank: 1,500 queries (") and final.endswith("/s)\n") and err.count("\n") == 1
-    assert err.startswith("\rrerank: 1,000 queries (") if tty else err == final
-    p = Progress(4, "parity")
-    p.update(4)
-    p.close()
-    err = capsys.readouterr().err
-    final = err.rpartition("\r")[2]
-    assert final.startswith("parity: 4/4 (") and final.endswith("/s)\n") and err.count("\n") == 1
-    assert err.startswith("\rparity: 4/4 (") if tty else err == final
-    d = DistributedProgress("rerank", every_s=0.0)
-    d.update(3)
-    d.close()
-    err = capsys.readouterr().err
-    final = err.rpartition("\r")[2]
-    assert final.startswith("rerank: 3/3 queries (") and final.endswith("ETA 0 s)\n") and err.count("\n") == 1
-    assert err.startswith("\rrerank: 3 queries") if tty else err == final
-
-
 @pytest.mark.parametrize("fmt", ["%.9g", "%.6f", "%r"])
 def test_format_run_matches_fstring_oracle(fmt):
     from jkofast.eval.runio import format_run

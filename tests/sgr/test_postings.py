@@ -123,7 +123,7 @@ def test_fitted_index_postings_equal_the_transposed_counts():
     Ct.sort_indices()
     assert_array_equal(ix["t_indptr"], Ct.indptr)
     for t in range(C.shape[1]):
-        assert_array_equal(r._term_docs(t), Ct.indices[Ct.indptr[t] : Ct.indptr[t + 1]])
+        assert_array_equal(r._query.term_docs(t), Ct.indices[Ct.indptr[t] : Ct.indptr[t + 1]])
     got = [kp.posting_tf(p, ix["t_tfq"], ix["t_xpos"], ix["t_xval"]) for p in range(Ct.nnz)]
     assert_array_equal(np.array(got), Ct.data.astype(np.float64))
     assert ix["t_xpos"].size == int(np.count_nonzero((Ct.data > 255) | (Ct.data != np.floor(Ct.data))))

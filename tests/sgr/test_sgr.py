@@ -55,8 +55,8 @@ def _sem_lists(r):
 def _work(r, qi, qt):
     """A fresh one-chunk ``SGRWork`` (stamps -1, tables zero) for the batch ``qi``/``qt``."""
     sc = new_scratch(1, r.n_terms_, r.n_docs_, r.params["n_memberships"])
-    prm = r._params(r.params["pool_size"], qi)
-    sizes = gk._batch_sizes(qi, qt, r._index().sem_indptr, prm, sc.dmr.shape[2])
+    prm = r._query.params(r.params["pool_size"], qi)
+    sizes = gk._batch_sizes(qi, qt, r._query.index().sem_indptr, prm, sc.dmr.shape[2])
     return gk.chunk_work(0, sc, sizes, r.n_docs_)
 
 
@@ -116,7 +116,7 @@ def test_local_score_stage(retr, qtext):
     ws.qval[qt] = qv
     ws.rt[: len(rt)] = rt
     ws.rw[: len(rt)] = rw
-    nu = gk.stage_local_score(7, qt, len(rt), retr._index(), retr._params(p["pool_size"], qi), ws)
+    nu = gk.stage_local_score(7, qt, len(rt), retr._query.index(), retr._query.params(p["pool_size"], qi), ws)
     dp, esum, csum, ulist, qbits = ws.dp, ws.esum, ws.csum, ws.ulist, ws.qbits
     assert not qbits.any()  # the query-term bitset is cleared on exit
     # positions: ulist[a] is the doc at position a, dp[d] = (stamp, a); other docs unstamped
@@ -614,7 +614,7 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
     nq = qt.size
     ulist = np.arange(0, N, 2, dtype=np.int64)[::-1].copy()  # "routed" docs, by position
     qi = np.array([0, nq], np.int64)
-    prm = retr._params(p["pool_size"], qi)
+    prm = retr._query.params(p["pool_size"], qi)
     mark = np.zeros(retr.n_terms_, np.uint8)
     mark[qt] = 1
     mark[qt[:2]] |= 4  # two "rare" terms
@@ -631,7 +631,7 @@ def test_rescue_query_terms_postings_and_bitsets_agree(retr):
         ws.dp[ulist, 0] = 5
         ws.dp[ulist, 1] = np.arange(ulist.size)
         ws.mark[:] = mark
-        gk.rescue_query_terms(qt, ulist.size, 5, 2, retr._index()._replace(tb_row=tb_row), prm, ws)
+        gk.rescue_query_terms(qt, ulist.size, 5, 2, retr._query.index()._replace(tb_row=tb_row), prm, ws)
         outs.append((ws.lex, ws.lexadj, ws.rare))  # position-indexed
     for d_pos, d in enumerate(ulist):
         sup = ix["s_idx"][ix["s_indptr"][d] : ix["s_indptr"][d + 1]].astype(np.int64)
@@ -937,7 +937,7 @@ def test_compact_and_expanded_paths_identical(monkeypatch):
     want = r.search(queries, k=10, n_threads=1)
     want_pool = r.pool(queries, P=20)
     monkeypatch.setattr(engine, "EXPAND_CODES_MAX_BYTES", 0)
-    r._make_query_layout()
+    r._query.make_query_layout()
     assert r._ix["x_w"].shape[0] == 0 and r.index_nbytes(breakdown=True)["code_values"] == 0
     got = r.search(queries, k=10, n_threads=1)
     got_pool = r.pool(queries, P=20)

@@ -247,7 +247,7 @@ def test_term_doc_bitsets_and_uint16_support(built):
         words = ix["tb_bits"][rows[t]]
         bits = [(int(words[d >> 6]) >> (d & 63)) & 1 for d in range(N)]
         want = np.zeros(N, np.int64)
-        want[r._term_docs(t)] = 1
+        want[r._query.term_docs(t)] = 1
         assert_array_equal(bits, want)
     assert ix["s_idx"].dtype == np.uint16
     assert_array_equal(ix["s_idx"].astype(np.int64), np.nonzero(X)[1])

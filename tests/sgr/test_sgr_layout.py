@@ -139,12 +139,12 @@ def _kernel_outputs(r, q_counts):
     """``search_counts`` at k = pool size, with every output of the query kernel kept (ranked
     documents, all component scores, pool sizes, routing counts, status)."""
     outs = []
-    run = r._run
-    r._run = lambda *a, **kw: outs.append(run(*a, **kw)) or outs[-1]  # the instance's own _run, recorded
+    run = r._query.run
+    r._query.run = lambda *a, **kw: outs.append(run(*a, **kw)) or outs[-1]  # the query path's own run, recorded
     try:
         r.search_counts(q_counts, k=r.params["pool_size"], n_threads=1)
     finally:
-        del r._run
+        del r._query.run
     return outs[0]
 
 
@@ -177,9 +177,11 @@ def test_wide_layout_uint32_terms_int64_pointer(parts):
         assert rw._ix["s_idx"].max() > 65_535  # ids beyond the uint16 range are stored and read
         assert rw._ix["s_indptr"].dtype == np.uint32
         rw._ix["s_indptr"] = rw._ix["s_indptr"].astype(np.int64)  # as assemble stores it from 2**32 entries
-        rw._kix = None
+        rw._query._kix = None
         want, got = _kernel_outputs(rn, q), _kernel_outputs(rw, qw)
-        assert rw._kix.s_indptr.dtype == np.int64 and rw._kix.code_term.dtype == np.uint32  # what the kernel read
+        assert (
+            rw._query._kix.s_indptr.dtype == np.int64 and rw._query._kix.code_term.dtype == np.uint32
+        )  # what the kernel read
         assert (want[0][:3] >= 0).any()  # real pools
         for name, a, b in zip(("doc", "components", "n", "info", "status"), got, want, strict=True):
             assert_array_equal(a, b, err_msg=name)
