@@ -11,7 +11,10 @@ Each count is the instructions one warm run of the family's workload executes
 with ``PYTHONHASHSEED=0`` and every thread pool pinned to one thread (a spinning pool's
 instructions would count), and Numba generating code for one fixed CPU (``haswell``: AVX2 + FMA,
 what valgrind emulates; the host's AVX-512 would not run under it), so the counts are also the
-same on another x86-64 machine with the same library versions.  Before the counted process, the
+same on another x86-64 machine with the same library versions.  The child's environment is
+reduced to a few variables, glibc's ``rep movsb`` copies are turned off (valgrind counts them per
+byte, and glibc picks them by address), and it finds jkofast and the workloads in copies at a
+fixed path (``TMP/jkofast-instr/NN``): the same commit counts the same from any checkout.  Before the counted process, the
 same families run once natively with the same settings: they compile into a cache of their own
 (``--cache-dir``), which the counted process then loads.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import fcntl
 import glob
 import importlib.util
 import json
@@ -52,6 +56,21 @@ PINNED_ENV = {
     "NUMBA_CPU_NAME": "haswell",
     "NUMBA_CPU_FEATURES": "+avx2,+fma",
 }
+# glibc's memcpy / memset switch to ``rep movsb`` / ``rep stosb`` above a size threshold, and
+# between the two by the source and destination's page offsets; valgrind counts every iteration of
+# a ``rep`` instruction (one per byte), so a copy's count depended on where the heap put it (0.7 %
+# of the metrics family between two checkouts).  With these thresholds out of reach the vector
+# loops always copy (a count of a few instructions per 32 bytes, whatever the addresses).
+GLIBC_TUNABLES = ":".join(
+    [
+        "glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff",
+        "glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff",
+        "glibc.cpu.x86_non_temporal_threshold=0xfffffffffffffff",
+    ]
+)
+# What the counted child keeps of the caller's environment (everything else is dropped: a
+# variable's length moves the initial stack, and with it every later address).
+KEPT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "XDG_CACHE_HOME", "LD_LIBRARY_PATH")
 VALGRIND_ARGS = ["--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no"]
 
 
@@ -91,14 +110,78 @@ def default_cache_dir() -> str:
     return os.path.join(base, "jkofast", "instructions")
 
 
+def _pycache(cache_dir: str) -> str:
+    return os.path.join(cache_dir, "pycache")
+
+
 def child_env(tree: str | None, cache_dir: str) -> dict[str, str]:
     """The counted child's environment: jkofast from ``tree`` (None: the installed one, as under
-    asv), the pinned settings, the harness cache."""
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_BOUNDSCHECK")}
-    env.update(PINNED_ENV, JKOFAST_CACHE_DIR=cache_dir, JKOFAST_NUMBA_CACHE="1")
+    asv), the pinned settings, the harness cache, and of the caller's environment only
+    :data:`KEPT_ENV`."""
+    env = {k: v for k, v in os.environ.items() if k in KEPT_ENV}
+    env.update(
+        PINNED_ENV,
+        JKOFAST_CACHE_DIR=cache_dir,
+        JKOFAST_NUMBA_CACHE="1",
+        GLIBC_TUNABLES=GLIBC_TUNABLES,
+        PYTHONPYCACHEPREFIX=_pycache(cache_dir),
+    )
     if tree is not None:
         env["PYTHONPATH"] = tree
     return env
+
+
+class _SamePaths:
+    """Where the counted child finds the harness and the tree: copies of their ``benchmarks/``
+    and ``jkofast/`` in ``TMP/jkofast-instr/NN/h`` and ``.../t``, and the folder it starts in;
+    ``NN`` is the first slot no other count holds (a lock per slot), so the paths are the same
+    strings from any checkout.
+
+    Python keeps the paths it was given (module ``__file__``, ``sys.path``, code objects' file
+    names) and jkofast resolves some (``realpath``); their lengths decide how much the imports
+    allocate, so where the heap puts the measured region's objects, which a few instructions
+    depend on (the interpreter's method cache is indexed by addresses): 0.03 % of a family
+    between two checkouts.  Copies (not links: a link resolves to the checkout) make those
+    paths the same.  The byte-code cache goes with them (``PYTHONPYCACHEPREFIX``, in the harness
+    cache): a checkout's own ``__pycache__`` names the checkout's path, and loading it renames
+    every code object's file, which allocates differently by checkout."""
+
+    def __init__(self, pycache: str):
+        self.pycache = pycache
+
+    def __enter__(self):
+        root = os.path.join(tempfile.gettempdir(), "jkofast-instr")
+        os.makedirs(root, exist_ok=True)
+        for slot in range(100):
+            self._lock = open(os.path.join(root, f"{slot:02d}.lock"), "w")
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                self._lock.close()
+                continue
+            self.dir = os.path.join(root, f"{slot:02d}")
+            shutil.rmtree(self.dir, ignore_errors=True)
+            os.makedirs(self.dir)
+            # the last count's byte code of this slot: another tree's (same path, maybe same stamps)
+            shutil.rmtree(os.path.join(self.pycache, self.dir.lstrip(os.sep)), ignore_errors=True)
+            return self
+        raise RuntimeError(f"no free slot in {root} (100 counts running?)")
+
+    def copy(self, name: str, tree: str, package: str) -> str:
+        """Copy ``tree/package`` (modification times kept, no byte code) to ``SLOT/name``;
+        returns ``SLOT/name``, the folder to put first on ``sys.path``."""
+        dest = os.path.join(self.dir, name)
+        shutil.copytree(
+            os.path.join(tree, package),
+            os.path.join(dest, package),
+            symlinks=True,
+            ignore=shutil.ignore_patterns("__pycache__", "results"),
+        )
+        return dest
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self._lock.close()
 
 
 def parse_dumps(out_prefix: str, events: bool = False) -> dict:
@@ -143,13 +226,22 @@ def count(
         raise RuntimeError(why)
     names = list(names or families())
     cache_dir = cache_dir or default_cache_dir()
-    env = child_env(tree and os.path.abspath(tree), cache_dir)
-    env["NUMBA_NUM_THREADS"] = str(threads)
     log = log or sys.stderr
+    with _SamePaths(_pycache(cache_dir)) as paths:
+        harness = paths.copy("h", ROOT, "benchmarks")
+        env = child_env(tree and paths.copy("t", os.path.abspath(tree), "jkofast"), cache_dir)
+        env["NUMBA_NUM_THREADS"] = str(threads)
+        counts = _count(tree, names, env, harness, paths.dir, log, cache_sim, timed)
+    return counts
+
+
+def _count(tree, names, env, harness, cwd, log, cache_sim, timed) -> dict:
+    """:func:`count` with the child's environment and paths fixed."""
+    workloads = os.path.join(harness, os.path.relpath(WORKLOADS, ROOT))
     t0 = time.perf_counter()
     # 1. natively, same settings: compile (or load) every kernel the workloads use into the harness cache
     flags = ["--native"] + (["--time"] if timed is not None else [])
-    warm = subprocess.run([sys.executable, WORKLOADS, *flags, *names], env=env, capture_output=True, text=True)
+    warm = subprocess.run([sys.executable, workloads, *flags, *names], env=env, cwd=cwd, capture_output=True, text=True)
     if warm.returncode != 0:
         raise RuntimeError(f"warm-up of {tree} failed:\n{warm.stderr[-3000:]}")
     if timed is not None:
@@ -166,9 +258,9 @@ def count(
             *sim,
             f"--callgrind-out-file={prefix}",
             sys.executable,
-            WORKLOADS,
+            workloads,
         ]
-        res = subprocess.run([*cmd, *names], env=env, capture_output=True, text=True)
+        res = subprocess.run([*cmd, *names], env=env, cwd=cwd, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"counted run of {tree} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
         os.remove(prefix)  # the final dump at exit: nothing collected after the last family
