@@ -5,7 +5,7 @@ per family; ``benchmarks/instr_workloads.py`` says what runs and how the region 
 ``benchmarks/tools/instructions.py`` how the process is pinned).  They sit beside the wall-clock
 suites in ``asv compare`` and the HTML report; the wall-clock suites stay for what counts miss
 (memory traffic, SIMD width, threads: docs/instruction_counts.md).  Where no count can be taken
-(no valgrind, not x86-64 Linux) every benchmark skips with the reason.  The fast profile (CI's
+(no valgrind, not Linux on x86-64 or arm64) every benchmark skips with the reason.  The fast profile (CI's
 smoke run) counts only the cheapest family.
 """
 

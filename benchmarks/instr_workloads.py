@@ -10,6 +10,7 @@ imports, input building or cache loading, and no difference of two noisy totals.
 The client request is valgrind's "special instruction" sequence (``valgrind/valgrind.h``): on
 x86-64 four rotations of ``rdi`` (a no-op, 3 + 13 + 61 + 51 = 128 bits) then ``xchg rbx, rbx``, with
 ``rax`` pointing at ``[request, arg1..arg5]``; natively it does nothing and returns the default.
+On arm64 the rotations are of ``x12`` and the marker is ``orr x10, x10, x10`` (:func:`request_ir`).
 It is compiled here through llvmlite (Numba's own back end, so no C compiler or valgrind headers are
 needed).  Other architectures: :data:`SUPPORTED` is False and the harness refuses with a message.
 
@@ -33,10 +34,9 @@ import sys
 
 import numpy as np
 
-__all__ = ["EXAMPLES", "FAMILIES", "SUPPORTED", "build", "client_request", "on_valgrind"]
+__all__ = ["ARCH", "EXAMPLES", "FAMILIES", "SUPPORTED", "build", "client_request", "on_valgrind", "request_ir"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUPPORTED = platform.machine() in ("x86_64", "AMD64")
 
 # valgrind.h / callgrind.h request codes
 _RUNNING_ON_VALGRIND = 0x1001
@@ -46,15 +46,38 @@ CG_DUMP_STATS_AT = _CG_BASE + 3
 CG_START_INSTRUMENTATION = _CG_BASE + 4
 CG_STOP_INSTRUMENTATION = _CG_BASE + 5
 
-# i64 vg_request(i64* args, i64 default): the x86-64 client-request sequence of valgrind.h
-_ASM = "rolq $$3, %rdi ; rolq $$13, %rdi ; rolq $$61, %rdi ; rolq $$51, %rdi ; xchgq %rbx, %rbx"
-_CONSTRAINTS = "={dx},{ax},0,~{cc},~{memory},~{dirflag},~{fpsr},~{flags}"  # rdx = result; rax = args
-_IR = f"""
+# i64 vg_request(i64* args, i64 default), per architecture: valgrind.h's client-request sequence
+# (``__SPECIAL_INSTRUCTION_PREAMBLE`` then the "client request" marker) as inline assembly with the
+# registers valgrind.h uses.  x86-64: ``rdi`` rotated by 3 + 13 + 61 + 51 = 128 bits (a no-op), then
+# ``xchg rbx, rbx``; rax = the argument block, rdx = the default in, the result out.  arm64: ``x12``
+# rotated by 3 + 13 + 51 + 61 = 128 bits, then ``orr x10, x10, x10``; x4 = the argument block,
+# x3 = the default in, the result out.  The arm64 sequence is checked here only as far as LLVM's
+# code generation for an aarch64 target goes (tests/test_instructions.py); it was not run on arm64.
+_SEQUENCES = {
+    "x86_64": (
+        "rolq $$3, %rdi ; rolq $$13, %rdi ; rolq $$61, %rdi ; rolq $$51, %rdi ; xchgq %rbx, %rbx",
+        "={dx},{ax},0,~{cc},~{memory},~{dirflag},~{fpsr},~{flags}",
+    ),
+    "aarch64": (
+        "ror x12, x12, #3 ; ror x12, x12, #13 ; ror x12, x12, #51 ; ror x12, x12, #61 ; orr x10, x10, x10",
+        "={x3},{x4},0,~{cc},~{memory}",
+    ),
+}
+ARCH = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine())
+SUPPORTED = ARCH is not None
+
+
+def request_ir(arch: str) -> str:
+    """LLVM IR of ``i64 vg_request(i64* args, i64 default)`` for ``arch`` (``x86_64``, ``aarch64``)."""
+    asm, constraints = _SEQUENCES[arch]
+    return f"""
 define i64 @vg_request(i64* %args, i64 %default) {{
-  %r = call i64 asm sideeffect "{_ASM}", "{_CONSTRAINTS}"(i64* %args, i64 %default)
+  %r = call i64 asm sideeffect "{asm}", "{constraints}"(i64* %args, i64 %default)
   ret i64 %r
 }}
 """
+
+
 _REQUEST = None  # (engine, ctypes function): the engine must outlive the function
 
 
@@ -63,14 +86,14 @@ def client_request(request: int, *args: int, default: int = 0) -> int:
     (no valgrind) it returns ``default``."""
     global _REQUEST
     if not SUPPORTED:
-        raise RuntimeError(f"valgrind client requests are implemented for x86-64 only, not {platform.machine()}")
+        raise RuntimeError(f"valgrind client requests are implemented for x86-64 and arm64, not {platform.machine()}")
     if _REQUEST is None:
         import llvmlite.binding as llvm
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         llvm.initialize_native_asmparser()
-        mod = llvm.parse_assembly(_IR)
+        mod = llvm.parse_assembly(request_ir(ARCH))
         mod.verify()
         tm = llvm.Target.from_default_triple().create_target_machine()
         engine = llvm.create_mcjit_compiler(mod, tm)

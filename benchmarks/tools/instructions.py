@@ -9,20 +9,21 @@ Each count is the instructions one warm run of the family's workload executes
 (``benchmarks/instr_workloads.py``: what runs, how the region is marked).  The process runs under
 ``valgrind --tool=callgrind --instr-atstart=no`` behind ``setarch -R`` (no address randomisation),
 with ``PYTHONHASHSEED=0`` and every thread pool pinned to one thread (a spinning pool's
-instructions would count), and Numba generating code for one fixed CPU (``haswell``: AVX2 + FMA,
-what valgrind emulates; the host's AVX-512 would not run under it), so the counts are also the
-same on another x86-64 machine with the same library versions.  The child's environment is
-reduced to a few variables, glibc's ``rep movsb`` copies are turned off (valgrind counts them per
-byte, and glibc picks them by address), and it finds jkofast and the workloads in copies at a
-fixed path (``TMP/jkofast-instr/NN``): the same commit counts the same from any checkout.  Before the counted process, the
-same families run once natively with the same settings: they compile into a cache of their own
-(``--cache-dir``), which the counted process then loads.
+instructions would count), and Numba generating code for one fixed CPU (x86-64: ``haswell``, AVX2
++ FMA, what valgrind emulates, the host's AVX-512 would not run under it; arm64: ``generic``), so
+the counts are also the same on another machine of the architecture with the same library
+versions.  The child's environment is reduced to a few variables, glibc's ``rep movsb`` copies
+are turned off (valgrind counts them per byte, and glibc picks them by address), and the child
+finds jkofast and the workloads in copies at a fixed path (``TMP/jkofast-instr/NN``): the same
+commit counts the same from any checkout.  Before the counted process, the same families run once
+natively with the same settings: they compile into a cache of their own (``--cache-dir``), which
+the counted process then loads.
 
 A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
 (default 2 %) it is a regression unless ``benchmarks/instructions_accepted.txt`` has a line
 ``FAMILY reason`` (an accepted regression: commit the line with the change; remove it afterwards).
 Exit status: 0 (no regression), 1 (a regression; the table names it), 2 (cannot count: no valgrind,
-not x86-64 Linux, a child failed).  docs/instruction_counts.md says when counts and time disagree.
+not Linux on x86-64 or arm64, a child failed).  docs/instruction_counts.md says when counts and time disagree.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ WORKLOADS = os.path.join(ROOT, "benchmarks", "instr_workloads.py")
 ACCEPTED = os.path.join(ROOT, "benchmarks", "instructions_accepted.txt")
 THRESHOLD = 0.02
 
+ARCH = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine())
 # The child's environment: deterministic counts (see the module docstring).
 PINNED_ENV = {
     "NUMBA_NUM_THREADS": "1",
@@ -53,15 +55,19 @@ PINNED_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "PYTHONHASHSEED": "0",
-    "NUMBA_CPU_NAME": "haswell",
-    "NUMBA_CPU_FEATURES": "+avx2,+fma",
+}
+# One fixed code-generation target per architecture, what valgrind runs: x86-64 Haswell (AVX2 +
+# FMA; valgrind 3.19 runs no AVX-512); arm64: LLVM's generic ARMv8-A (not run on arm64 hardware).
+CPU_ENV = {
+    "x86_64": {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma"},
+    "aarch64": {"NUMBA_CPU_NAME": "generic"},
 }
 # glibc's memcpy / memset switch to ``rep movsb`` / ``rep stosb`` above a size threshold, and
 # between the two by the source and destination's page offsets; valgrind counts every iteration of
 # a ``rep`` instruction (one per byte), so a copy's count depended on where the heap put it (0.7 %
 # of the metrics family between two checkouts).  With these thresholds out of reach the vector
 # loops always copy (a count of a few instructions per 32 bytes, whatever the addresses).
-GLIBC_TUNABLES = ":".join(
+GLIBC_TUNABLES = ":".join(  # x86-64 only: other architectures' string functions have no rep copies
     [
         "glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff",
         "glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff",
@@ -89,8 +95,8 @@ def families(examples: bool = False) -> list[str]:
 
 def unavailable() -> str | None:
     """Why counts cannot be taken here (None: they can)."""
-    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
-        return f"instruction counts need x86-64 Linux (this is {sys.platform} {platform.machine()})"
+    if sys.platform != "linux" or ARCH is None:
+        return f"instruction counts need Linux on x86-64 or arm64 (this is {sys.platform} {platform.machine()})"
     if shutil.which("valgrind") is None:
         return "instruction counts need valgrind (apt-get install valgrind)"
     if shutil.which("setarch") is None:
@@ -123,9 +129,11 @@ def child_env(tree: str | None, cache_dir: str) -> dict[str, str]:
         PINNED_ENV,
         JKOFAST_CACHE_DIR=cache_dir,
         JKOFAST_NUMBA_CACHE="1",
-        GLIBC_TUNABLES=GLIBC_TUNABLES,
         PYTHONPYCACHEPREFIX=_pycache(cache_dir),
     )
+    env.update(CPU_ENV[ARCH])
+    if ARCH == "x86_64":
+        env["GLIBC_TUNABLES"] = GLIBC_TUNABLES
     if tree is not None:
         env["PYTHONPATH"] = tree
     return env
