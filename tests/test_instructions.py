@@ -168,3 +168,42 @@ def test_same_paths_slots_are_fixed_and_exclusive(tmp_path):
         assert os.path.isfile(os.path.join(t, "benchmarks", "instr_workloads.py"))
         assert not os.path.islink(os.path.join(t, "benchmarks"))
     assert not os.path.exists(a.dir)
+
+
+def _git(repo, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_inputs_unchanged_only_when_every_file_the_workloads_use_is_identical(tmp_path, monkeypatch):
+    # a tiny repository: the proof compares the tree's jkofast/ with a commit's, file by file
+    pkg = tmp_path / "jkofast"
+    for rel, text in {
+        "__init__.py": "x = 1\n",
+        "used.py": "y = 2\n",
+        "cli.py": "z = 3\n",
+        "kernels/__init__.py": "",
+        "kernels/unused_kernel.py": "k = 4\n",
+        "points.json": "{}\n",
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    monkeypatch.setattr(tool, "ROOT", str(tmp_path))
+    imported = ["__init__.py", "used.py"]
+    same, why = tool.inputs_unchanged("HEAD", imported, str(tmp_path))
+    assert same and "none of the" in why
+    (pkg / "cli.py").write_text("z = 30\n")  # neither imported nor read: no count can move
+    assert tool.inputs_unchanged("HEAD", imported, str(tmp_path))[0]
+    for rel, text in [("used.py", "y = 20\n"), ("kernels/unused_kernel.py", "k = 40\n"), ("points.json", "[]\n")]:
+        old = (pkg / rel).read_text()
+        (pkg / rel).write_text(text)
+        same, why = tool.inputs_unchanged("HEAD", imported, str(tmp_path))
+        assert not same and rel in why
+        (pkg / rel).write_text(old)
+    (pkg / "new_module.py").write_text("")
+    same, why = tool.inputs_unchanged("HEAD", imported, str(tmp_path))
+    assert not same and "added or removed: new_module.py" in why

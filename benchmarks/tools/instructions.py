@@ -1,7 +1,7 @@
 """Instruction counts per kernel family under callgrind: the regression check noise cannot fool.
 
     python benchmarks/tools/instructions.py --json                # {family: instructions}, working tree
-    python benchmarks/tools/instructions.py --base HEAD~1         # + REV in a temporary worktree; exit 1
+    python benchmarks/tools/instructions.py --base HEAD~1         # + REV (its jkofast/, exported); exit 1
                                                                   #   when a family grows > --threshold
     python benchmarks/tools/instructions.py --families metrics,bm25_topk --repeat 3   # spread
 
@@ -32,6 +32,7 @@ import argparse
 import concurrent.futures
 import fcntl
 import glob
+import hashlib
 import importlib.util
 import json
 import os
@@ -221,12 +222,16 @@ def count(
     threads: int = 1,
     cache_sim: bool = False,
     timed: dict | None = None,
+    imported: list | None = None,
+    counted: bool = True,
 ) -> dict:
     """Count ``names`` (default: every family) for the jkofast of ``tree`` (None: the installed
     jkofast of this interpreter): ``{family: instructions}``.  ``threads``: NUMBA_NUM_THREADS of the
     child (the docs' threading example; the gate always counts 1); ``cache_sim``: ``--cache-sim=yes``,
     ``{family: {event: count}}`` returned; ``timed``: a dict filled with each family's native median
-    seconds (from the warm-up process).
+    seconds (from the warm-up process); ``imported``: a list extended with the package files the
+    workloads imported (paths relative to ``jkofast/``); ``counted=False``: the native warm-up
+    only (compile or load the kernels, fill ``timed`` / ``imported``), ``{}`` returned.
 
     Raises RuntimeError (with the reason) when counts cannot be taken or a child fails."""
     why = unavailable()
@@ -239,11 +244,11 @@ def count(
         harness = paths.copy("h", ROOT, "benchmarks")
         env = child_env(tree and paths.copy("t", os.path.abspath(tree), "jkofast"), cache_dir)
         env["NUMBA_NUM_THREADS"] = str(threads)
-        counts = _count(tree, names, env, harness, paths.dir, log, cache_sim, timed)
+        counts = _count(tree, names, env, harness, paths.dir, log, cache_sim, timed, imported, counted)
     return counts
 
 
-def _count(tree, names, env, harness, cwd, log, cache_sim, timed) -> dict:
+def _count(tree, names, env, harness, cwd, log, cache_sim, timed, imported, counted) -> dict:
     """:func:`count` with the child's environment and paths fixed."""
     workloads = os.path.join(harness, os.path.relpath(WORKLOADS, ROOT))
     t0 = time.perf_counter()
@@ -252,9 +257,14 @@ def _count(tree, names, env, harness, cwd, log, cache_sim, timed) -> dict:
     warm = subprocess.run([sys.executable, workloads, *flags, *names], env=env, cwd=cwd, capture_output=True, text=True)
     if warm.returncode != 0:
         raise RuntimeError(f"warm-up of {tree} failed:\n{warm.stderr[-3000:]}")
+    report = json.loads(warm.stdout.strip().splitlines()[-1])
     if timed is not None:
-        timed.update(json.loads(warm.stdout.strip().splitlines()[-1]))
+        timed.update(report["seconds"])
+    if imported is not None:
+        imported.extend(report["imported"])
     t1 = time.perf_counter()
+    if not counted:
+        return {}
     # 2. counted: one process, one callgrind dump per family
     with tempfile.TemporaryDirectory(prefix="jkofast-instr-") as tmp:
         prefix = os.path.join(tmp, "cg.out")
@@ -334,40 +344,100 @@ def table(rows: list[dict], accepted: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _worktree(rev: str, cache_dir: str) -> str:
-    """``git worktree add --detach`` of ``rev`` at a path fixed by its commit; returns the path.
-
-    Numba keys a cached kernel by its source file's path and stamp (mtime, size): the path is
-    ``CACHE_DIR/worktrees/SHA`` and every file's mtime is set to the commit's time, so the next
-    count of the same commit loads the kernels the last one compiled (the worktree itself is
-    removed after each run)."""
+def _commit(rev: str) -> str:
+    """The full id of commit ``rev`` (ValueError: not a commit of this repository)."""
     sha = subprocess.run(
         ["git", "-C", ROOT, "rev-parse", "--verify", rev + "^{commit}"], capture_output=True, text=True
     )
     if sha.returncode != 0:
         raise ValueError(f"--base: {rev!r} is not a commit of this repository")
-    sha = sha.stdout.strip()
-    path = os.path.join(cache_dir, "worktrees", sha)
-    if os.path.exists(path):  # left by an interrupted run
-        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], capture_output=True)
-        shutil.rmtree(path, ignore_errors=True)
-    subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)
-    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", path, sha], check=True)
-    stamp = int(
-        subprocess.run(
-            ["git", "-C", ROOT, "show", "-s", "--format=%ct", sha], capture_output=True, text=True, check=True
-        ).stdout
+    return sha.stdout.strip()
+
+
+def _export(sha: str, dest: str) -> str:
+    """``jkofast/`` of commit ``sha`` (``git archive``) under ``dest``; returns ``dest``.  The
+    counted child sees only a tree's ``jkofast/`` (:class:`_SamePaths`), so that is all a base needs."""
+    archive = subprocess.Popen(["git", "-C", ROOT, "archive", "--format=tar", sha, "jkofast"], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", dest], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    if archive.wait() != 0:
+        raise RuntimeError(f"git archive {sha} failed")
+    return dest
+
+
+_IGNORED = ("__pycache__", "results")  # not copied for the child (:meth:`_SamePaths.copy`)
+
+
+def _blob(data: bytes) -> str:
+    """Git's blob id of ``data``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _tree_files(tree: str) -> dict[str, str]:
+    """``{path under jkofast/: blob id}`` of what the child's copy of ``tree`` holds."""
+    pkg, files = os.path.join(tree, "jkofast"), {}
+    for folder, dirs, names in os.walk(pkg):
+        dirs[:] = [d for d in dirs if d not in _IGNORED]
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as fh:
+                files[os.path.relpath(path, pkg)] = _blob(fh.read())
+    return files
+
+
+def _rev_files(rev: str) -> dict[str, str]:
+    """``{path under jkofast/: blob id}`` of commit ``rev``."""
+    out = subprocess.run(
+        ["git", "-C", ROOT, "ls-tree", "-r", "-z", rev, "--", "jkofast/"], capture_output=True, check=True
+    ).stdout.decode()
+    files = {}
+    for entry in filter(None, out.split("\0")):
+        meta, path = entry.split("\t", 1)
+        rel = os.path.relpath(path, "jkofast")
+        if not set(rel.split("/")) & set(_IGNORED):
+            files[rel] = meta.split()[2]
+    return files
+
+
+def inputs_unchanged(rev: str, imported: list[str], tree: str = ROOT) -> tuple[bool, str]:
+    """Whether ``tree`` and commit ``rev`` give the counted child the same inputs, and why.
+
+    The counted process is deterministic: with the same interpreter, environment and paths
+    (one harness counts both sides, :class:`_SamePaths`) it runs the same code on the same data,
+    and the same commit counts the same to the instruction.  What can differ between two trees is
+    only their ``jkofast/`` (all the child sees of them).  Unchanged means: the same module files
+    exist; every module the workloads imported (``imported``, from the tree's warm-up), every
+    kernel source (jkofast's kernel cache hashes them all) and every other file (data the package
+    reads) is byte-identical.  Modules neither imported nor read may differ; no count can."""
+    here, there = _tree_files(tree), _rev_files(rev)
+    mods_here = {p for p in here if p.endswith(".py")}
+    mods_there = {p for p in there if p.endswith(".py")}
+    if mods_here != mods_there:
+        return False, f"modules added or removed: {_some(sorted(mods_here ^ mods_there))}"
+    needed = set(imported) | {p for p in here if not p.endswith(".py") or p.startswith("kernels" + os.sep)}
+    needed |= {p for p in there if not p.endswith(".py")}
+    changed = sorted(p for p in needed if here.get(p) != there.get(p))
+    if changed:
+        return False, f"{len(changed)} of the {len(needed)} files the counted workloads use changed ({_some(changed)})"
+    return True, (
+        f"none of the {len(needed)} files the counted workloads use changed "
+        f"({len(imported)} modules imported, the kernel sources, the data files)"
     )
-    for folder, _, files in os.walk(os.path.join(path, "jkofast")):
-        for f in files:
-            os.utime(os.path.join(folder, f), (stamp, stamp))
-    return path
+
+
+def _some(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print {family: instructions} (with --base: the table's rows)")
-    ap.add_argument("--base", metavar="REV", help="also count REV (temporary worktree) and compare")
+    ap.add_argument("--base", metavar="REV", help="also count REV (its jkofast/ exported) and compare")
+    ap.add_argument(
+        "--always-count",
+        action="store_true",
+        help="with --base: count both sides even when no file the workloads use changed",
+    )
     ap.add_argument("--threshold", type=float, default=THRESHOLD, help="allowed growth (default 0.02 = 2 %%)")
     ap.add_argument("--accepted", default=ACCEPTED, help="accepted regressions, 'FAMILY reason' lines")
     ap.add_argument("--families", help="comma-separated subset (default: all)")
@@ -405,15 +475,27 @@ def main(argv: list[str] | None = None) -> int:
                     sys.stderr.write(f"{n:<16} {min(vals):>15,} spread {spread:.5%} over {len(vals)} counts\n")
             print(json.dumps(runs[0], indent=1) if args.json else "\n".join(f"{n} {c}" for n, c in runs[0].items()))
             return 0
-        wt = _worktree(args.base, args.cache_dir or default_cache_dir())
-        try:
+        sha = _commit(args.base)
+        if not args.always_count:
+            # the tree natively first (compiles or loads its kernels; lists what the workloads import)
+            imported = []
+            count(ROOT, names, args.cache_dir, imported=imported, counted=False)
+            same, why = inputs_unchanged(sha, imported)
+            if same:
+                print(
+                    json.dumps({"unchanged": True, "reason": why})
+                    if args.json
+                    else f"instructions: {why} since {args.base}: every count is the same (not counted)"
+                )
+                return 0
+            sys.stderr.write(f"instructions: {why} since {args.base}: counting both\n")
+        with tempfile.TemporaryDirectory(prefix="jkofast-base-") as tmp:
+            base_tree = _export(sha, tmp)
             # both sides at once (two processes; a count does not depend on the load)
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                base_f = pool.submit(count, wt, names, args.cache_dir)
+                base_f = pool.submit(count, base_tree, names, args.cache_dir)
                 tree_f = pool.submit(count, ROOT, names, args.cache_dir)
                 base, tree = base_f.result(), tree_f.result()
-        finally:
-            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", wt], capture_output=True)
     except (RuntimeError, ValueError) as exc:
         sys.stderr.write(f"instructions: {exc}\n")
         return 2
