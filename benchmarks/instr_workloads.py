@@ -228,19 +228,6 @@ FAMILIES = {
 }
 
 
-def _sinkhorn_m(m):
-    def build():
-        from benchmarks.bench_sinkhorn import clustered_pool
-        from jkofast import sinkhorn_log
-
-        _, C, _ = clustered_pool(m)
-        a = b = np.full(m, 1.0 / m)
-        n_iter = max(1, 100 * 200 * 200 // (m * m))  # the same number of cost entries visited
-        return lambda: sinkhorn_log(a, b, C, 0.1, max_iter=n_iter, tol=None)
-
-    return build
-
-
 def _cosine_block(span):
     """The sparse pool-cosine kernel (``_pool_block``, under ``cosine_rows`` / ``cosine_pools``)
     over 100 rows of 500 non-zeros whose columns lie in ``[0, span)``, with a 2**24-column
@@ -267,8 +254,6 @@ def _cosine_block(span):
 # Not gated: the examples of docs/instruction_counts.md (counts and time disagreeing).  Counting a
 # two-thread run needs NUMBA_NUM_THREADS=2 (the harness's ``--threads 2``).
 EXAMPLES = {
-    "sinkhorn_m200": _sinkhorn_m(200),
-    "sinkhorn_m2000": _sinkhorn_m(2000),
     "jko_unrolled32": _jko("unrolled", 50, "float32"),
     "rerank_batch_2threads": _rerank_batch_threads(2),
     "cosine_local": _cosine_block(1 << 10),  # the columns in 8 KB of the buffer
