@@ -281,6 +281,22 @@ def _seconds(run, repeat=5):
     return float(np.median(ts))
 
 
+def _count_in_child(family: str) -> None:
+    """Build ``family``, run it once uncounted, then once between the client requests."""
+    run = build(family)
+    run()  # compile or load the cache, first-call allocations: never counted
+    gc.collect()
+    gc.disable()  # a collection inside the region would depend on what the setup allocated
+    client_request(CG_ZERO_STATS)
+    client_request(CG_START_INSTRUMENTATION)
+    run()
+    client_request(CG_STOP_INSTRUMENTATION)
+    gc.enable()
+    # one dump per family ("desc: Trigger: Client Request: FAMILY")
+    label = ctypes.create_string_buffer(family.encode())
+    client_request(CG_DUMP_STATS_AT, ctypes.addressof(label))
+
+
 def _main(argv: list[str]) -> int:
     native = "--native" in argv
     timed = {} if "--time" in argv else None
@@ -293,23 +309,27 @@ def _main(argv: list[str]) -> int:
         sys.stderr.write("instr_workloads: not under valgrind (run it through benchmarks/tools/instructions.py)\n")
         return 2
     for family in families:
-        run = build(family)
-        run()  # compile or load the cache, first-call allocations: never counted
         if native:
+            run = build(family)
+            run()  # compile or load the cache
             if timed is not None:
                 timed[family] = _seconds(run)
             continue
-        gc.collect()
-        gc.disable()  # a collection inside the region would depend on what the setup allocated
-        client_request(CG_ZERO_STATS)
-        client_request(CG_START_INSTRUMENTATION)
-        run()
-        client_request(CG_STOP_INSTRUMENTATION)
-        gc.enable()
-        # one dump per family (callgrind.out.PID.N, "desc: Trigger: Client Request: FAMILY"); the
-        # next family's ZERO_STATS starts it from 0
-        label = ctypes.create_string_buffer(family.encode())
-        client_request(CG_DUMP_STATS_AT, ctypes.addressof(label))
+        # Counted: each family in a child forked from this process, which has only imported
+        # jkofast and numpy, so every family starts from the same interpreter and heap whatever
+        # ran before it (a few instructions depend on addresses: the interpreter's method cache).
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _count_in_child(family)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.stderr.write(f"instr_workloads: the counted child of {family} failed\n")
+            return 1
     if native:
         # what the harness needs from the warm-up: the seconds (``--time``) and the package files
         # this process imported (relative to the package: the gate's proof that a count is the same)

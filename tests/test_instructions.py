@@ -67,7 +67,13 @@ def test_parse_dumps_reads_one_total_per_family(tmp_path):
         (tmp_path / f"cg.out.{i}").write_text(
             f"version: 1\ndesc: Trigger: Client Request: {fam}\nevents: Ir\ntotals: {n}\n"
         )
+    # each family's child and the parent also write a final dump at exit, empty outside the regions
+    (tmp_path / "cg.out.77").write_text("version: 1\ndesc: Trigger: Program termination\nevents: Ir\ntotals: 0\n")
     assert tool.parse_dumps(prefix) == {"metrics": 123, "bm25_topk": 456}
+    (tmp_path / "cg.out.78").write_text("version: 1\ndesc: Trigger: Program termination\nevents: Ir\ntotals: 5\n")
+    with pytest.raises(RuntimeError, match="counted outside a family's region"):
+        tool.parse_dumps(prefix)
+    os.remove(tmp_path / "cg.out.78")
     (tmp_path / "cg.out.3").write_text("version: 1\ntotals: 9\n")
     with pytest.raises(RuntimeError, match="not a per-family callgrind dump"):
         tool.parse_dumps(prefix)

@@ -201,12 +201,18 @@ def parse_dumps(out_prefix: str, events: bool = False) -> dict:
         label = total = names = None
         with open(path) as fh:
             for line in fh:
-                if line.startswith("desc: Trigger: Client Request: "):
+                if line.startswith("desc: Trigger: Program termination"):
+                    label = ""  # a process's final dump: nothing is collected outside the regions
+                elif line.startswith("desc: Trigger: Client Request: "):
                     label = line.split(": ", 3)[-1].strip()
                 elif line.startswith("events:"):
                     names = line.split()[1:]
                 elif line.startswith("totals:"):
                     total = [int(v) for v in line.split()[1:]]
+        if label == "":
+            if total and total[0] != 0:
+                raise RuntimeError(f"{path}: instructions counted outside a family's region")
+            continue
         if label is None or total is None:
             raise RuntimeError(f"{path}: not a per-family callgrind dump")
         counts[label] = dict(zip(names or ["Ir"], total)) if events else total[0]
@@ -274,14 +280,13 @@ def _count(tree, names, env, harness, cwd, log, cache_sim, timed, imported, coun
             "valgrind",
             *VALGRIND_ARGS,
             *sim,
-            f"--callgrind-out-file={prefix}",
+            f"--callgrind-out-file={prefix}.%p",  # one file per process (each family's is a fork)
             sys.executable,
             workloads,
         ]
         res = subprocess.run([*cmd, *names], env=env, cwd=cwd, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"counted run of {tree} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
-        os.remove(prefix)  # the final dump at exit: nothing collected after the last family
         counts = parse_dumps(prefix, events=cache_sim)
     missing = [n for n in names if n not in counts]
     if missing:
