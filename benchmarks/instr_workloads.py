@@ -5,7 +5,9 @@ noise; the number of instructions a warm kernel executes can.  Each family below
 inputs, runs once (Numba compiles or loads its cache: never counted), then runs once more
 between callgrind's client requests ``START_INSTRUMENTATION`` / ``STOP_INSTRUMENTATION`` (valgrind
 runs with ``--instr-atstart=no``), so the count is exactly that second run: no interpreter start,
-imports, input building or cache loading, and no difference of two noisy totals.
+imports, input building or cache loading, and no difference of two noisy totals.  Each family
+is counted in a child forked after the imports, so it starts from the same interpreter and heap
+whatever families ran before it.
 
 The client request is valgrind's "special instruction" sequence (``valgrind/valgrind.h``): on
 x86-64 four rotations of ``rdi`` (a no-op, 3 + 13 + 61 + 51 = 128 bits) then ``xchg rbx, rbx``, with
