@@ -5,11 +5,14 @@ noise; the number of instructions a warm kernel executes can.  Each family below
 inputs, runs once (Numba compiles or loads its cache: never counted), then runs once more
 between callgrind's client requests ``START_INSTRUMENTATION`` / ``STOP_INSTRUMENTATION`` (valgrind
 runs with ``--instr-atstart=no``), so the count is exactly that second run: no interpreter start,
-imports, input building or cache loading, and no difference of two noisy totals.
+imports, input building or cache loading, and no difference of two noisy totals.  Each family
+is counted in a child forked after the imports, so it starts from the same interpreter and heap
+whatever families ran before it.
 
 The client request is valgrind's "special instruction" sequence (``valgrind/valgrind.h``): on
 x86-64 four rotations of ``rdi`` (a no-op, 3 + 13 + 61 + 51 = 128 bits) then ``xchg rbx, rbx``, with
 ``rax`` pointing at ``[request, arg1..arg5]``; natively it does nothing and returns the default.
+On arm64 the rotations are of ``x12`` and the marker is ``orr x10, x10, x10`` (:func:`request_ir`).
 It is compiled here through llvmlite (Numba's own back end, so no C compiler or valgrind headers are
 needed).  Other architectures: :data:`SUPPORTED` is False and the harness refuses with a message.
 
@@ -33,10 +36,9 @@ import sys
 
 import numpy as np
 
-__all__ = ["EXAMPLES", "FAMILIES", "SUPPORTED", "build", "client_request", "on_valgrind"]
+__all__ = ["ARCH", "EXAMPLES", "FAMILIES", "SUPPORTED", "build", "client_request", "on_valgrind", "request_ir"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUPPORTED = platform.machine() in ("x86_64", "AMD64")
 
 # valgrind.h / callgrind.h request codes
 _RUNNING_ON_VALGRIND = 0x1001
@@ -46,15 +48,38 @@ CG_DUMP_STATS_AT = _CG_BASE + 3
 CG_START_INSTRUMENTATION = _CG_BASE + 4
 CG_STOP_INSTRUMENTATION = _CG_BASE + 5
 
-# i64 vg_request(i64* args, i64 default): the x86-64 client-request sequence of valgrind.h
-_ASM = "rolq $$3, %rdi ; rolq $$13, %rdi ; rolq $$61, %rdi ; rolq $$51, %rdi ; xchgq %rbx, %rbx"
-_CONSTRAINTS = "={dx},{ax},0,~{cc},~{memory},~{dirflag},~{fpsr},~{flags}"  # rdx = result; rax = args
-_IR = f"""
+# i64 vg_request(i64* args, i64 default), per architecture: valgrind.h's client-request sequence
+# (``__SPECIAL_INSTRUCTION_PREAMBLE`` then the "client request" marker) as inline assembly with the
+# registers valgrind.h uses.  x86-64: ``rdi`` rotated by 3 + 13 + 61 + 51 = 128 bits (a no-op), then
+# ``xchg rbx, rbx``; rax = the argument block, rdx = the default in, the result out.  arm64: ``x12``
+# rotated by 3 + 13 + 51 + 61 = 128 bits, then ``orr x10, x10, x10``; x4 = the argument block,
+# x3 = the default in, the result out.  The arm64 sequence is checked here only as far as LLVM's
+# code generation for an aarch64 target goes (tests/test_instructions.py); it was not run on arm64.
+_SEQUENCES = {
+    "x86_64": (
+        "rolq $$3, %rdi ; rolq $$13, %rdi ; rolq $$61, %rdi ; rolq $$51, %rdi ; xchgq %rbx, %rbx",
+        "={dx},{ax},0,~{cc},~{memory},~{dirflag},~{fpsr},~{flags}",
+    ),
+    "aarch64": (
+        "ror x12, x12, #3 ; ror x12, x12, #13 ; ror x12, x12, #51 ; ror x12, x12, #61 ; orr x10, x10, x10",
+        "={x3},{x4},0,~{cc},~{memory}",
+    ),
+}
+ARCH = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine())
+SUPPORTED = ARCH is not None
+
+
+def request_ir(arch: str) -> str:
+    """LLVM IR of ``i64 vg_request(i64* args, i64 default)`` for ``arch`` (``x86_64``, ``aarch64``)."""
+    asm, constraints = _SEQUENCES[arch]
+    return f"""
 define i64 @vg_request(i64* %args, i64 %default) {{
-  %r = call i64 asm sideeffect "{_ASM}", "{_CONSTRAINTS}"(i64* %args, i64 %default)
+  %r = call i64 asm sideeffect "{asm}", "{constraints}"(i64* %args, i64 %default)
   ret i64 %r
 }}
 """
+
+
 _REQUEST = None  # (engine, ctypes function): the engine must outlive the function
 
 
@@ -63,14 +88,14 @@ def client_request(request: int, *args: int, default: int = 0) -> int:
     (no valgrind) it returns ``default``."""
     global _REQUEST
     if not SUPPORTED:
-        raise RuntimeError(f"valgrind client requests are implemented for x86-64 only, not {platform.machine()}")
+        raise RuntimeError(f"valgrind client requests are implemented for x86-64 and arm64, not {platform.machine()}")
     if _REQUEST is None:
         import llvmlite.binding as llvm
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         llvm.initialize_native_asmparser()
-        mod = llvm.parse_assembly(_IR)
+        mod = llvm.parse_assembly(request_ir(ARCH))
         mod.verify()
         tm = llvm.Target.from_default_triple().create_target_machine()
         engine = llvm.create_mcjit_compiler(mod, tm)
@@ -205,15 +230,25 @@ FAMILIES = {
 }
 
 
-def _sinkhorn_m(m):
-    def build():
-        from benchmarks.bench_sinkhorn import clustered_pool
-        from jkofast import sinkhorn_log
+def _cosine_block(span):
+    """The sparse pool-cosine kernel (``_pool_block``, under ``cosine_rows`` / ``cosine_pools``)
+    over 100 rows of 500 non-zeros whose columns lie in ``[0, span)``, with a 2**24-column
+    scatter buffer (128 MB, the caller's, as ``cosine_pools`` passes it): the same loops and the
+    same number of gathers whatever ``span``; only where in the buffer they land differs."""
 
-        _, C, _ = clustered_pool(m)
-        a = b = np.full(m, 1.0 / m)
-        n_iter = max(1, 100 * 200 * 200 // (m * m))  # the same number of cost entries visited
-        return lambda: sinkhorn_log(a, b, C, 0.1, max_iter=n_iter, tol=None)
+    def build():
+        from jkofast.kernels.sparse.cosine import _pool_block
+
+        m, nnz, n_cols = 100, 500, 1 << 24
+        rng = np.random.default_rng(0)
+        cols = [np.sort(rng.choice(span, nnz, replace=False)) for _ in range(m)]
+        indices = np.concatenate(cols).astype(np.int64)
+        indptr = np.arange(0, m * nnz + 1, nnz, dtype=np.int64)
+        data = rng.random(m * nnz)
+        buf = np.zeros(n_cols)  # all-zero on entry and on exit (the kernel clears what it scatters)
+        out = np.empty(m * m)
+        rows = np.arange(m, dtype=np.int64)
+        return lambda: _pool_block(indptr, indices, data, rows, buf, out, 0)
 
     return build
 
@@ -221,10 +256,10 @@ def _sinkhorn_m(m):
 # Not gated: the examples of docs/instruction_counts.md (counts and time disagreeing).  Counting a
 # two-thread run needs NUMBA_NUM_THREADS=2 (the harness's ``--threads 2``).
 EXAMPLES = {
-    "sinkhorn_m200": _sinkhorn_m(200),
-    "sinkhorn_m2000": _sinkhorn_m(2000),
     "jko_unrolled32": _jko("unrolled", 50, "float32"),
     "rerank_batch_2threads": _rerank_batch_threads(2),
+    "cosine_local": _cosine_block(1 << 10),  # the columns in 8 KB of the buffer
+    "cosine_spread": _cosine_block(1 << 24),  # the columns over all 128 MB of it
 }
 
 
@@ -248,6 +283,22 @@ def _seconds(run, repeat=5):
     return float(np.median(ts))
 
 
+def _count_in_child(family: str) -> None:
+    """Build ``family``, run it once uncounted, then once between the client requests."""
+    run = build(family)
+    run()  # compile or load the cache, first-call allocations: never counted
+    gc.collect()
+    gc.disable()  # a collection inside the region would depend on what the setup allocated
+    client_request(CG_ZERO_STATS)
+    client_request(CG_START_INSTRUMENTATION)
+    run()
+    client_request(CG_STOP_INSTRUMENTATION)
+    gc.enable()
+    # one dump per family ("desc: Trigger: Client Request: FAMILY")
+    label = ctypes.create_string_buffer(family.encode())
+    client_request(CG_DUMP_STATS_AT, ctypes.addressof(label))
+
+
 def _main(argv: list[str]) -> int:
     native = "--native" in argv
     timed = {} if "--time" in argv else None
@@ -260,27 +311,39 @@ def _main(argv: list[str]) -> int:
         sys.stderr.write("instr_workloads: not under valgrind (run it through benchmarks/tools/instructions.py)\n")
         return 2
     for family in families:
-        run = build(family)
-        run()  # compile or load the cache, first-call allocations: never counted
         if native:
+            run = build(family)
+            run()  # compile or load the cache
             if timed is not None:
                 timed[family] = _seconds(run)
             continue
-        gc.collect()
-        gc.disable()  # a collection inside the region would depend on what the setup allocated
-        client_request(CG_ZERO_STATS)
-        client_request(CG_START_INSTRUMENTATION)
-        run()
-        client_request(CG_STOP_INSTRUMENTATION)
-        gc.enable()
-        # one dump per family (callgrind.out.PID.N, "desc: Trigger: Client Request: FAMILY"); the
-        # next family's ZERO_STATS starts it from 0
-        label = ctypes.create_string_buffer(family.encode())
-        client_request(CG_DUMP_STATS_AT, ctypes.addressof(label))
-    if timed is not None:
+        # Counted: each family in a child forked from this process, which has only imported
+        # jkofast and numpy, so every family starts from the same interpreter and heap whatever
+        # ran before it (a few instructions depend on addresses: the interpreter's method cache).
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _count_in_child(family)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.stderr.write(f"instr_workloads: the counted child of {family} failed\n")
+            return 1
+    if native:
+        # what the harness needs from the warm-up: the seconds (``--time``) and the package files
+        # this process imported (relative to the package: the gate's proof that a count is the same)
         import json
 
-        print(json.dumps(timed))
+        pkg = os.path.dirname(os.path.abspath(jkofast.__file__))
+        imported = sorted(
+            os.path.relpath(os.path.abspath(f), pkg)
+            for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+            if f and os.path.abspath(f).startswith(pkg + os.sep)
+        )
+        print(json.dumps({"seconds": timed, "imported": imported}))
     return 0
 
 

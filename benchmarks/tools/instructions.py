@@ -1,7 +1,7 @@
 """Instruction counts per kernel family under callgrind: the regression check noise cannot fool.
 
     python benchmarks/tools/instructions.py --json                # {family: instructions}, working tree
-    python benchmarks/tools/instructions.py --base HEAD~1         # + REV in a temporary worktree; exit 1
+    python benchmarks/tools/instructions.py --base HEAD~1         # + REV (its jkofast/, exported); exit 1
                                                                   #   when a family grows > --threshold
     python benchmarks/tools/instructions.py --families metrics,bm25_topk --repeat 3   # spread
 
@@ -9,24 +9,30 @@ Each count is the instructions one warm run of the family's workload executes
 (``benchmarks/instr_workloads.py``: what runs, how the region is marked).  The process runs under
 ``valgrind --tool=callgrind --instr-atstart=no`` behind ``setarch -R`` (no address randomisation),
 with ``PYTHONHASHSEED=0`` and every thread pool pinned to one thread (a spinning pool's
-instructions would count), and Numba generating code for one fixed CPU (``haswell``: AVX2 + FMA,
-what valgrind emulates; the host's AVX-512 would not run under it), so the counts are also the
-same on another x86-64 machine with the same library versions.  Before the counted process, the
-same families run once natively with the same settings: they compile into a cache of their own
-(``--cache-dir``), which the counted process then loads.
+instructions would count), and Numba generating code for one fixed CPU (x86-64: ``haswell``, AVX2
++ FMA, what valgrind emulates, the host's AVX-512 would not run under it; arm64: ``generic``), so
+the counts are also the same on another machine of the architecture with the same library
+versions.  The child's environment is reduced to a few variables, glibc's ``rep movsb`` copies
+are turned off (valgrind counts them per byte, and glibc picks them by address), and the child
+finds jkofast and the workloads in copies at a fixed path (``TMP/jkofast-instr/NN``): the same
+commit counts the same from any checkout.  Before the counted process, the same families run once
+natively with the same settings: they compile into a cache of their own (``--cache-dir``), which
+the counted process then loads.
 
 A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
 (default 2 %) it is a regression unless ``benchmarks/instructions_accepted.txt`` has a line
 ``FAMILY reason`` (an accepted regression: commit the line with the change; remove it afterwards).
 Exit status: 0 (no regression), 1 (a regression; the table names it), 2 (cannot count: no valgrind,
-not x86-64 Linux, a child failed).  docs/instruction_counts.md says when counts and time disagree.
+not Linux on x86-64 or arm64, a child failed).  docs/instruction_counts.md says when counts and time disagree.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import fcntl
 import glob
+import hashlib
 import importlib.util
 import json
 import os
@@ -42,6 +48,7 @@ WORKLOADS = os.path.join(ROOT, "benchmarks", "instr_workloads.py")
 ACCEPTED = os.path.join(ROOT, "benchmarks", "instructions_accepted.txt")
 THRESHOLD = 0.02
 
+ARCH = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(platform.machine())
 # The child's environment: deterministic counts (see the module docstring).
 PINNED_ENV = {
     "NUMBA_NUM_THREADS": "1",
@@ -49,9 +56,28 @@ PINNED_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "PYTHONHASHSEED": "0",
-    "NUMBA_CPU_NAME": "haswell",
-    "NUMBA_CPU_FEATURES": "+avx2,+fma",
 }
+# One fixed code-generation target per architecture, what valgrind runs: x86-64 Haswell (AVX2 +
+# FMA; valgrind 3.19 runs no AVX-512); arm64: LLVM's generic ARMv8-A (not run on arm64 hardware).
+CPU_ENV = {
+    "x86_64": {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma"},
+    "aarch64": {"NUMBA_CPU_NAME": "generic"},
+}
+# glibc's memcpy / memset switch to ``rep movsb`` / ``rep stosb`` above a size threshold, and
+# between the two by the source and destination's page offsets; valgrind counts every iteration of
+# a ``rep`` instruction (one per byte), so a copy's count depended on where the heap put it (0.7 %
+# of the metrics family between two checkouts).  With these thresholds out of reach the vector
+# loops always copy (a count of a few instructions per 32 bytes, whatever the addresses).
+GLIBC_TUNABLES = ":".join(  # x86-64 only: other architectures' string functions have no rep copies
+    [
+        "glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff",
+        "glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff",
+        "glibc.cpu.x86_non_temporal_threshold=0xfffffffffffffff",
+    ]
+)
+# What the counted child keeps of the caller's environment (everything else is dropped: a
+# variable's length moves the initial stack, and with it every later address).
+KEPT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "XDG_CACHE_HOME", "LD_LIBRARY_PATH")
 VALGRIND_ARGS = ["--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--dump-instr=no"]
 
 
@@ -70,8 +96,8 @@ def families(examples: bool = False) -> list[str]:
 
 def unavailable() -> str | None:
     """Why counts cannot be taken here (None: they can)."""
-    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
-        return f"instruction counts need x86-64 Linux (this is {sys.platform} {platform.machine()})"
+    if sys.platform != "linux" or ARCH is None:
+        return f"instruction counts need Linux on x86-64 or arm64 (this is {sys.platform} {platform.machine()})"
     if shutil.which("valgrind") is None:
         return "instruction counts need valgrind (apt-get install valgrind)"
     if shutil.which("setarch") is None:
@@ -91,14 +117,80 @@ def default_cache_dir() -> str:
     return os.path.join(base, "jkofast", "instructions")
 
 
+def _pycache(cache_dir: str) -> str:
+    return os.path.join(cache_dir, "pycache")
+
+
 def child_env(tree: str | None, cache_dir: str) -> dict[str, str]:
     """The counted child's environment: jkofast from ``tree`` (None: the installed one, as under
-    asv), the pinned settings, the harness cache."""
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_BOUNDSCHECK")}
-    env.update(PINNED_ENV, JKOFAST_CACHE_DIR=cache_dir, JKOFAST_NUMBA_CACHE="1")
+    asv), the pinned settings, the harness cache, and of the caller's environment only
+    :data:`KEPT_ENV`."""
+    env = {k: v for k, v in os.environ.items() if k in KEPT_ENV}
+    env.update(
+        PINNED_ENV,
+        JKOFAST_CACHE_DIR=cache_dir,
+        JKOFAST_NUMBA_CACHE="1",
+        PYTHONPYCACHEPREFIX=_pycache(cache_dir),
+    )
+    env.update(CPU_ENV[ARCH])
+    if ARCH == "x86_64":
+        env["GLIBC_TUNABLES"] = GLIBC_TUNABLES
     if tree is not None:
         env["PYTHONPATH"] = tree
     return env
+
+
+class _SamePaths:
+    """Where the counted child finds the harness and the tree: copies of their ``benchmarks/``
+    and ``jkofast/`` in ``TMP/jkofast-instr/NN/h`` and ``.../t``, and the folder it starts in;
+    ``NN`` is the first slot no other count holds (a lock per slot), so the paths are the same
+    strings from any checkout.
+
+    Python keeps the paths it was given (module ``__file__``, ``sys.path``, code objects' file
+    names) and jkofast resolves some (``realpath``); their lengths decide how much the imports
+    allocate, so where the heap puts the measured region's objects, which a few instructions
+    depend on (the interpreter's method cache is indexed by addresses): 0.03 % of a family
+    between two checkouts.  Copies (not links: a link resolves to the checkout) make those
+    paths the same.  The byte-code cache goes with them (``PYTHONPYCACHEPREFIX``, in the harness
+    cache): a checkout's own ``__pycache__`` names the checkout's path, and loading it renames
+    every code object's file, which allocates differently by checkout."""
+
+    def __init__(self, pycache: str):
+        self.pycache = pycache
+
+    def __enter__(self):
+        root = os.path.join(tempfile.gettempdir(), "jkofast-instr")
+        os.makedirs(root, exist_ok=True)
+        for slot in range(100):
+            self._lock = open(os.path.join(root, f"{slot:02d}.lock"), "w")
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                self._lock.close()
+                continue
+            self.dir = os.path.join(root, f"{slot:02d}")
+            shutil.rmtree(self.dir, ignore_errors=True)
+            os.makedirs(self.dir)
+            # the last count's byte code of this slot: another tree's (same path, maybe same stamps)
+            shutil.rmtree(os.path.join(self.pycache, self.dir.lstrip(os.sep)), ignore_errors=True)
+            return self
+        raise RuntimeError(f"no free slot in {root} (100 counts running?)")
+
+    def copy(self, name: str, tree: str, package: str) -> str:
+        """Copy ``tree/package`` (modification times kept, no byte code) to ``SLOT/name``;
+        returns ``SLOT/name``, the folder to put first on ``sys.path``."""
+        dest = os.path.join(self.dir, name)
+        shutil.copytree(
+            os.path.join(tree, package),
+            os.path.join(dest, package),
+            symlinks=True,
+            ignore=shutil.ignore_patterns("__pycache__", "results"),
+        )
+        return dest
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self._lock.close()
 
 
 def parse_dumps(out_prefix: str, events: bool = False) -> dict:
@@ -109,12 +201,18 @@ def parse_dumps(out_prefix: str, events: bool = False) -> dict:
         label = total = names = None
         with open(path) as fh:
             for line in fh:
-                if line.startswith("desc: Trigger: Client Request: "):
+                if line.startswith("desc: Trigger: Program termination"):
+                    label = ""  # a process's final dump: nothing is collected outside the regions
+                elif line.startswith("desc: Trigger: Client Request: "):
                     label = line.split(": ", 3)[-1].strip()
                 elif line.startswith("events:"):
                     names = line.split()[1:]
                 elif line.startswith("totals:"):
                     total = [int(v) for v in line.split()[1:]]
+        if label == "":
+            if total and total[0] != 0:
+                raise RuntimeError(f"{path}: instructions counted outside a family's region")
+            continue
         if label is None or total is None:
             raise RuntimeError(f"{path}: not a per-family callgrind dump")
         counts[label] = dict(zip(names or ["Ir"], total)) if events else total[0]
@@ -130,12 +228,16 @@ def count(
     threads: int = 1,
     cache_sim: bool = False,
     timed: dict | None = None,
+    imported: list | None = None,
+    counted: bool = True,
 ) -> dict:
     """Count ``names`` (default: every family) for the jkofast of ``tree`` (None: the installed
     jkofast of this interpreter): ``{family: instructions}``.  ``threads``: NUMBA_NUM_THREADS of the
     child (the docs' threading example; the gate always counts 1); ``cache_sim``: ``--cache-sim=yes``,
     ``{family: {event: count}}`` returned; ``timed``: a dict filled with each family's native median
-    seconds (from the warm-up process).
+    seconds (from the warm-up process); ``imported``: a list extended with the package files the
+    workloads imported (paths relative to ``jkofast/``); ``counted=False``: the native warm-up
+    only (compile or load the kernels, fill ``timed`` / ``imported``), ``{}`` returned.
 
     Raises RuntimeError (with the reason) when counts cannot be taken or a child fails."""
     why = unavailable()
@@ -143,18 +245,32 @@ def count(
         raise RuntimeError(why)
     names = list(names or families())
     cache_dir = cache_dir or default_cache_dir()
-    env = child_env(tree and os.path.abspath(tree), cache_dir)
-    env["NUMBA_NUM_THREADS"] = str(threads)
     log = log or sys.stderr
+    with _SamePaths(_pycache(cache_dir)) as paths:
+        harness = paths.copy("h", ROOT, "benchmarks")
+        env = child_env(tree and paths.copy("t", os.path.abspath(tree), "jkofast"), cache_dir)
+        env["NUMBA_NUM_THREADS"] = str(threads)
+        counts = _count(tree, names, env, harness, paths.dir, log, cache_sim, timed, imported, counted)
+    return counts
+
+
+def _count(tree, names, env, harness, cwd, log, cache_sim, timed, imported, counted) -> dict:
+    """:func:`count` with the child's environment and paths fixed."""
+    workloads = os.path.join(harness, os.path.relpath(WORKLOADS, ROOT))
     t0 = time.perf_counter()
     # 1. natively, same settings: compile (or load) every kernel the workloads use into the harness cache
     flags = ["--native"] + (["--time"] if timed is not None else [])
-    warm = subprocess.run([sys.executable, WORKLOADS, *flags, *names], env=env, capture_output=True, text=True)
+    warm = subprocess.run([sys.executable, workloads, *flags, *names], env=env, cwd=cwd, capture_output=True, text=True)
     if warm.returncode != 0:
         raise RuntimeError(f"warm-up of {tree} failed:\n{warm.stderr[-3000:]}")
+    report = json.loads(warm.stdout.strip().splitlines()[-1])
     if timed is not None:
-        timed.update(json.loads(warm.stdout.strip().splitlines()[-1]))
+        timed.update(report["seconds"])
+    if imported is not None:
+        imported.extend(report["imported"])
     t1 = time.perf_counter()
+    if not counted:
+        return {}
     # 2. counted: one process, one callgrind dump per family
     with tempfile.TemporaryDirectory(prefix="jkofast-instr-") as tmp:
         prefix = os.path.join(tmp, "cg.out")
@@ -164,14 +280,13 @@ def count(
             "valgrind",
             *VALGRIND_ARGS,
             *sim,
-            f"--callgrind-out-file={prefix}",
+            f"--callgrind-out-file={prefix}.%p",  # one file per process (each family's is a fork)
             sys.executable,
-            WORKLOADS,
+            workloads,
         ]
-        res = subprocess.run([*cmd, *names], env=env, capture_output=True, text=True)
+        res = subprocess.run([*cmd, *names], env=env, cwd=cwd, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"counted run of {tree} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
-        os.remove(prefix)  # the final dump at exit: nothing collected after the last family
         counts = parse_dumps(prefix, events=cache_sim)
     missing = [n for n in names if n not in counts]
     if missing:
@@ -234,40 +349,100 @@ def table(rows: list[dict], accepted: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _worktree(rev: str, cache_dir: str) -> str:
-    """``git worktree add --detach`` of ``rev`` at a path fixed by its commit; returns the path.
-
-    Numba keys a cached kernel by its source file's path and stamp (mtime, size): the path is
-    ``CACHE_DIR/worktrees/SHA`` and every file's mtime is set to the commit's time, so the next
-    count of the same commit loads the kernels the last one compiled (the worktree itself is
-    removed after each run)."""
+def _commit(rev: str) -> str:
+    """The full id of commit ``rev`` (ValueError: not a commit of this repository)."""
     sha = subprocess.run(
         ["git", "-C", ROOT, "rev-parse", "--verify", rev + "^{commit}"], capture_output=True, text=True
     )
     if sha.returncode != 0:
         raise ValueError(f"--base: {rev!r} is not a commit of this repository")
-    sha = sha.stdout.strip()
-    path = os.path.join(cache_dir, "worktrees", sha)
-    if os.path.exists(path):  # left by an interrupted run
-        subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], capture_output=True)
-        shutil.rmtree(path, ignore_errors=True)
-    subprocess.run(["git", "-C", ROOT, "worktree", "prune"], capture_output=True)
-    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", path, sha], check=True)
-    stamp = int(
-        subprocess.run(
-            ["git", "-C", ROOT, "show", "-s", "--format=%ct", sha], capture_output=True, text=True, check=True
-        ).stdout
+    return sha.stdout.strip()
+
+
+def _export(sha: str, dest: str) -> str:
+    """``jkofast/`` of commit ``sha`` (``git archive``) under ``dest``; returns ``dest``.  The
+    counted child sees only a tree's ``jkofast/`` (:class:`_SamePaths`), so that is all a base needs."""
+    archive = subprocess.Popen(["git", "-C", ROOT, "archive", "--format=tar", sha, "jkofast"], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", dest], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    if archive.wait() != 0:
+        raise RuntimeError(f"git archive {sha} failed")
+    return dest
+
+
+_IGNORED = ("__pycache__", "results")  # not copied for the child (:meth:`_SamePaths.copy`)
+
+
+def _blob(data: bytes) -> str:
+    """Git's blob id of ``data``."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _tree_files(tree: str) -> dict[str, str]:
+    """``{path under jkofast/: blob id}`` of what the child's copy of ``tree`` holds."""
+    pkg, files = os.path.join(tree, "jkofast"), {}
+    for folder, dirs, names in os.walk(pkg):
+        dirs[:] = [d for d in dirs if d not in _IGNORED]
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as fh:
+                files[os.path.relpath(path, pkg)] = _blob(fh.read())
+    return files
+
+
+def _rev_files(rev: str) -> dict[str, str]:
+    """``{path under jkofast/: blob id}`` of commit ``rev``."""
+    out = subprocess.run(
+        ["git", "-C", ROOT, "ls-tree", "-r", "-z", rev, "--", "jkofast/"], capture_output=True, check=True
+    ).stdout.decode()
+    files = {}
+    for entry in filter(None, out.split("\0")):
+        meta, path = entry.split("\t", 1)
+        rel = os.path.relpath(path, "jkofast")
+        if not set(rel.split("/")) & set(_IGNORED):
+            files[rel] = meta.split()[2]
+    return files
+
+
+def inputs_unchanged(rev: str, imported: list[str], tree: str = ROOT) -> tuple[bool, str]:
+    """Whether ``tree`` and commit ``rev`` give the counted child the same inputs, and why.
+
+    The counted process is deterministic: with the same interpreter, environment and paths
+    (one harness counts both sides, :class:`_SamePaths`) it runs the same code on the same data,
+    and the same commit counts the same to the instruction.  What can differ between two trees is
+    only their ``jkofast/`` (all the child sees of them).  Unchanged means: the same module files
+    exist; every module the workloads imported (``imported``, from the tree's warm-up), every
+    kernel source (jkofast's kernel cache hashes them all) and every other file (data the package
+    reads) is byte-identical.  Modules neither imported nor read may differ; no count can."""
+    here, there = _tree_files(tree), _rev_files(rev)
+    mods_here = {p for p in here if p.endswith(".py")}
+    mods_there = {p for p in there if p.endswith(".py")}
+    if mods_here != mods_there:
+        return False, f"modules added or removed: {_some(sorted(mods_here ^ mods_there))}"
+    needed = set(imported) | {p for p in here if not p.endswith(".py") or p.startswith("kernels" + os.sep)}
+    needed |= {p for p in there if not p.endswith(".py")}
+    changed = sorted(p for p in needed if here.get(p) != there.get(p))
+    if changed:
+        return False, f"{len(changed)} of the {len(needed)} files the counted workloads use changed ({_some(changed)})"
+    return True, (
+        f"none of the {len(needed)} files the counted workloads use changed "
+        f"({len(imported)} modules imported, the kernel sources, the data files)"
     )
-    for folder, _, files in os.walk(os.path.join(path, "jkofast")):
-        for f in files:
-            os.utime(os.path.join(folder, f), (stamp, stamp))
-    return path
+
+
+def _some(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print {family: instructions} (with --base: the table's rows)")
-    ap.add_argument("--base", metavar="REV", help="also count REV (temporary worktree) and compare")
+    ap.add_argument("--base", metavar="REV", help="also count REV (its jkofast/ exported) and compare")
+    ap.add_argument(
+        "--always-count",
+        action="store_true",
+        help="with --base: count both sides even when no file the workloads use changed",
+    )
     ap.add_argument("--threshold", type=float, default=THRESHOLD, help="allowed growth (default 0.02 = 2 %%)")
     ap.add_argument("--accepted", default=ACCEPTED, help="accepted regressions, 'FAMILY reason' lines")
     ap.add_argument("--families", help="comma-separated subset (default: all)")
@@ -305,15 +480,27 @@ def main(argv: list[str] | None = None) -> int:
                     sys.stderr.write(f"{n:<16} {min(vals):>15,} spread {spread:.5%} over {len(vals)} counts\n")
             print(json.dumps(runs[0], indent=1) if args.json else "\n".join(f"{n} {c}" for n, c in runs[0].items()))
             return 0
-        wt = _worktree(args.base, args.cache_dir or default_cache_dir())
-        try:
+        sha = _commit(args.base)
+        if not args.always_count:
+            # the tree natively first (compiles or loads its kernels; lists what the workloads import)
+            imported = []
+            count(ROOT, names, args.cache_dir, imported=imported, counted=False)
+            same, why = inputs_unchanged(sha, imported)
+            if same:
+                print(
+                    json.dumps({"unchanged": True, "reason": why})
+                    if args.json
+                    else f"instructions: {why} since {args.base}: every count is the same (not counted)"
+                )
+                return 0
+            sys.stderr.write(f"instructions: {why} since {args.base}: counting both\n")
+        with tempfile.TemporaryDirectory(prefix="jkofast-base-") as tmp:
+            base_tree = _export(sha, tmp)
             # both sides at once (two processes; a count does not depend on the load)
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                base_f = pool.submit(count, wt, names, args.cache_dir)
+                base_f = pool.submit(count, base_tree, names, args.cache_dir)
                 tree_f = pool.submit(count, ROOT, names, args.cache_dir)
                 base, tree = base_f.result(), tree_f.result()
-        finally:
-            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", wt], capture_output=True)
     except (RuntimeError, ValueError) as exc:
         sys.stderr.write(f"instructions: {exc}\n")
         return 2
