@@ -224,8 +224,14 @@ def run(args) -> int:
         prog = DistributedProgress("rerank", enabled=not (args.quiet or args.json))
         summ = rerank_on_dask(opts, args.dask, timeout=args.dask_timeout, report=_say, progress=prog)
     else:
+        from jkofast._ahead import compile_notice
+        from jkofast.warmups import compile_cost
+
         prog = Progress(None, "rerank", enabled=not (args.quiet or args.json), unit="queries")
-        summ = rerank_stream(opts, report=_say, progress=lambda n: prog.update(n) if n else prog.start())
+        entries = ("energy", "multires" if args.multires else "jko")
+        about = sum(compile_cost(e) for e in entries)
+        with compile_notice(_say, about, enabled=not (args.quiet or args.json)):
+            summ = rerank_stream(opts, report=_say, progress=lambda n: prog.update(n) if n else prog.start())
     prog.close()
     if summ.missing_scores:
         _say(
