@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                 passes[pname] += s
         r["passes"] = per
         llvm = times.get("llvm_pass_timings")  # with NUMBA_LLVM_PASS_TIMINGS=1
-        r["llvm_s"] = llvm.get_total_time() if llvm is not None and not llvm.is_empty() else None
+        r["llvm_s"] = llvm.get_total_time() if llvm is not None and not llvm.is_empty else None
         if r["llvm_s"] is not None:
             r["llvm_parts"] = {rec.name: rec.timings.get_total_time() for rec in llvm}
     own = sum(r["own_s"] for r in rows)
