@@ -24,7 +24,7 @@ import numba.core.event as _event
 import jkofast
 from jkofast._numba import compile_switches, sources_digest
 
-__all__ = ["Ahead", "CompileNotice", "cached", "compile_ahead", "cpu_count", "jkofast_command"]
+__all__ = ["Ahead", "CompileNotice", "cached", "compile_ahead", "compile_notice", "cpu_count", "jkofast_command"]
 
 ENV_SWITCH = "JKOFAST_COMPILE_AHEAD"
 
@@ -192,3 +192,10 @@ class CompileNotice(_event.Listener):
         _event.unregister("numba:compile", self)
         if self.count and exc[0] is None:
             self._log(f"compiled {self.count} kernels in {self.seconds:.0f} s (cached: later runs load them)")
+
+
+def compile_notice(log: Callable[[str], None], about_s: float, enabled: bool = True):
+    """Return a :class:`CompileNotice` saying ``about_s`` seconds, or (``enabled`` False: ``--quiet``, ``--json``) a no-op context."""
+    import contextlib
+
+    return CompileNotice(log, about_s) if enabled else contextlib.nullcontext()

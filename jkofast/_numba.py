@@ -124,6 +124,8 @@ def _locator_class(base):
                 self.ensure_cache_path()
             except OSError:  # not writable: Numba's own locators decide
                 return None
+            if _package_folder(py_file) is not None:
+                _mark_used()
             return self
 
     return JkofastCacheLocator
@@ -195,6 +197,18 @@ def _function_cache_class():
 
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
+_MARKED: list[bool] = []
+
+
+def _mark_used() -> None:
+    """Once per process: stamp this cache folder as used and prune old ones (``jkofast._cache_prune``).
+
+    Imported by name, not with an import line, so the pruning code stays out of
+    :func:`sources_digest` (editing it recompiles nothing).
+    """
+    if not _MARKED:
+        _MARKED.append(True)
+        importlib.import_module("jkofast._cache_prune").mark_used(_config.CACHE_DIR, cache_tag())
 
 
 def _package_folder(py_file: str) -> tuple[str, ...] | None:

@@ -29,6 +29,7 @@ import numba.core.event as _event
 
 import jkofast
 from jkofast._ahead import jkofast_command
+from jkofast._cache_prune import only_cache_files
 from jkofast._numba import WARMUPS
 from jkofast._validation import check_int
 
@@ -126,18 +127,6 @@ class CompileRecorder(_event.Listener):
         return sorted(self.compiled, key=lambda r: -r[2])
 
 
-_CACHE_SUFFIXES = (".nbi", ".nbc", ".lock")
-
-
-def _only_cache_files(folder: str) -> bool:
-    """Whether every file under ``folder`` is a Numba index / data file, a lock or a temporary of one."""
-    return all(
-        f.endswith(_CACHE_SUFFIXES) or ".nbi.tmp." in f or ".nbc.tmp." in f
-        for _, _, files in os.walk(folder)
-        for f in files
-    )
-
-
 def clear_cache() -> tuple[str, int]:
     """Remove jkofast's compiled kernels from its cache folder; return ``(folder, files removed)``.
 
@@ -151,7 +140,7 @@ def clear_cache() -> tuple[str, int]:
     if not os.path.isdir(root):
         return root, 0
     for entry in os.scandir(root):
-        if entry.is_dir(follow_symlinks=False) and _only_cache_files(entry.path):
+        if entry.is_dir(follow_symlinks=False) and only_cache_files(entry.path):
             n += sum(len(files) for _, _, files in os.walk(entry.path))
             shutil.rmtree(entry.path, ignore_errors=True)
     return root, n

@@ -23,7 +23,7 @@ def use_fake_solver(monkeypatch, rerank_batch, cfg) -> None:
     """
     monkeypatch.setattr(chunks, "rerank_batch", rerank_batch)
     monkeypatch.setattr(stream, "batch_config", config.batch_config if cfg is None else (lambda name: cfg))
-    monkeypatch.setattr(stream, "warm_rerank_kernels", lambda say: None)
+    monkeypatch.setattr(stream, "warm_rerank_kernels", lambda say, **kw: None)
 
 
 @contextlib.contextmanager

@@ -125,6 +125,19 @@ def test_compile_notice_announces_a_cold_cache_once_and_counts(tmp_path):
     assert quiet == []
 
 
+def test_compile_notice_of_a_command_is_silent_when_disabled(tmp_path):
+    # `rerank`/`search`/`study` with --quiet or --json: no line, even on a cold cache
+    m = _nested_module(tmp_path, "ahead_notice_off_mod")
+    lines = []
+    with ahead.compile_notice(lines.append, 7.0, enabled=False):
+        assert m.outer(np.int64(1)) == 4
+    assert lines == []
+    m2 = _nested_module(tmp_path, "ahead_notice_on_mod")
+    with ahead.compile_notice(lines.append, 7.0):
+        assert m2.outer(np.int64(1)) == 4
+    assert lines[0] == "compiling kernels for this machine (once; about 7 s)"
+
+
 def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path):
     from jkofast.warmups import CompileRecorder
 

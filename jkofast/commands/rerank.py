@@ -225,8 +225,14 @@ def run(args) -> int:
         prog = ProgressLine("rerank", unit="queries", enabled=not (args.quiet or args.json), every_s=1.0, eta=True)
         summ = rerank_on_dask(opts, args.dask, timeout=args.dask_timeout, report=_say, progress=prog)
     else:
+        from jkofast._ahead import compile_notice
+        from jkofast.warmups import compile_cost
+
         prog = ProgressLine("rerank", unit="queries", enabled=not (args.quiet or args.json))
-        summ = rerank_stream(opts, report=_say, progress=lambda n: prog.update(n) if n else prog.start())
+        # --multires compiles one of the "multires" entry's three (rows dtype, path) specialisations
+        about = compile_cost("energy") + (compile_cost("multires") / 3 if args.multires else compile_cost("jko"))
+        with compile_notice(_say, about, enabled=not (args.quiet or args.json)):
+            summ = rerank_stream(opts, report=_say, progress=lambda n: prog.update(n) if n else prog.start())
     prog.close()
     if summ.missing_scores:
         _say(

@@ -8,6 +8,8 @@ CI-sized, ``--json`` prints the machine-readable summary, ``--out DIR`` also wri
 
 from __future__ import annotations
 
+import sys
+
 __all__ = ["add_parser", "run"]
 
 
@@ -101,7 +103,12 @@ def run(args) -> int:
         config=args.config,
         n_queries=args.n,
     )
-    res = run_study(args.name, opts, save=False)
+    from jkofast._ahead import compile_notice
+    from jkofast.warmups import compile_cost
+
+    say = lambda msg: print(f"jkofast study: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    with compile_notice(say, compile_cost("jko") + compile_cost("evaluation"), enabled=opts.progress):
+        res = run_study(args.name, opts, save=False)
     if args.json:  # the summary lists the written files; printed even when a write fails
         try:
             save_study(args.name, res, opts)

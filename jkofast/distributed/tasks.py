@@ -91,12 +91,9 @@ def rerank_chunk(opts: RerankOptions, cfg, chunk: Chunk, user_scores, say) -> tu
     """
     with _WORKER_LOCK:
         geom = _worker_geometry(opts)
-        warm = "multires" if opts.multires else "jko"
+        warm = f"multires/{cfg.grad}" if opts.multires else "jko"
         if warm not in _WORKER_WARM:
-            if opts.multires:
-                warm_rerank_kernels(say, multires=True)
-            else:
-                warm_rerank_kernels(say)
+            warm_rerank_kernels(say, multires=bool(opts.multires), grad=cfg.grad)
             _WORKER_WARM.append(warm)
         pr = prepare_chunk(chunk, geom, user_scores, cfg, opts)
         with numba_threads(opts.threads):  # the energy kernels too: the worker's thread budget

@@ -34,6 +34,7 @@ from jkofast._validation import (
     rescale_rows_dense,
     segment_any,
 )
+from jkofast.jko.config import gradient_path
 from jkofast.jko.solver import JKOConfig
 from jkofast.kernels.jko import cluster as _kc
 from jkofast.kernels.jko import multires as _k
@@ -342,7 +343,7 @@ def multires_rerank(
         np.zeros(n), np.zeros(n, np.bool_), np.zeros((nq, 2), np.int64), np.zeros((nq, 2), np.int64), status
     )
     with numba_threads(n_threads):
-        _k.multires_pools(Z, r, off, init, init_off, mp, cc._params(), cf._params(), out)
+        _k.multires_pools(Z, r, off, init, init_off, mp, cc._params(), cf._params(), out, _stage_tokens(cc, cf))
     _clear_failed(out, off, errors)
     if warn_unconverged:
         _warn_capped(out.diag)
@@ -430,24 +431,64 @@ def cluster_rows(
     return assign, cent, int(passes)
 
 
+# the transport kernels each gradient path may run, its fallbacks included (the stages never
+# retry): (unrolled, log_form, imp32, imp64, converged) of jkofast.kernels.jko.solver's tokens
+_PATH_KERNELS = {
+    "unrolled": (True, True, None, None, None),
+    "implicit": (None, None, True, True, True),
+    "entropic": (None, None, None, None, True),
+    "none": (None, None, None, None, None),
+}
+
+
+def _stage_tokens(*cfgs: JKOConfig) -> tuple:
+    """Return the path tokens of ``multires_pools`` for the stage configurations ``cfgs``.
+
+    The union of the kernels their gradient paths run (with both float32 and float64
+    operators and every fallback, as the all-paths ``jko_query``, so the results are its
+    results): a call compiles only those, e.g. not the unrolled Sinkhorn and its adjoint for
+    the implicit stages of ``jkofast rerank --multires``. No stage with a transport term: the
+    implicit tokens (as ``rerank_batch``'s modes without one). The dual read-out is never
+    asked for (``_params()`` without duals), so its token is None.
+    """
+    tok = [None] * 5
+    for cfg in cfgs:
+        for i, t in enumerate(_PATH_KERNELS[gradient_path(cfg)]):
+            tok[i] = tok[i] or t
+    if not any(tok):
+        tok = list(_PATH_KERNELS["implicit"])
+    return (*tok, None)
+
+
+def _warm_path(dtype, grad: str) -> None:
+    """Compile (or load) the clustering and MR/SAM kernels for rows of ``dtype`` on the gradient path ``grad``."""
+    Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]], dtype)
+    rel = np.array([0.9, 0.5, 0.1, 0.3])
+    tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2, grad=grad)
+    for clustering in CLUSTERINGS:
+        multires_rerank(
+            rel,
+            [0, 4],
+            Z,
+            G=2,
+            G_keep=1,
+            clustering=clustering,
+            coarse=coarse_config(**tiny),
+            fine=fine_config(**tiny),
+            n_threads=1,
+        )
+
+
 @register_warmup("multires")
 def _warmup() -> None:
-    """Compile the clustering and MR/SAM kernels on tiny pools (float32 and float64 rows)."""
+    """Compile the clustering and MR/SAM kernels on tiny pools.
+
+    float32 and float64 rows on the stage configurations' own gradient path (unrolled), and
+    float32 rows on the implicit path (``jkofast rerank --multires``'s default).
+    """
+    for dtype, grad in ((np.float64, "unrolled"), (np.float32, "unrolled"), (np.float32, "implicit")):
+        _warm_path(dtype, grad)
     Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]])
     rel = np.array([0.9, 0.5, 0.1, 0.3])
-    tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2)
-    for emb in (Z, Z.astype(np.float32)):
-        for clustering in CLUSTERINGS:
-            multires_rerank(
-                rel,
-                [0, 4],
-                emb,
-                G=2,
-                G_keep=1,
-                clustering=clustering,
-                coarse=coarse_config(**tiny),
-                fine=fine_config(**tiny),
-                n_threads=1,
-            )
     cluster_rows(Z, 2)
     cluster_rows(Z, 2, clustering="sam", rel=rel)

@@ -288,13 +288,11 @@ class LocalStages:
         """Load the job's geometry."""
         self.geom = load_geometry(opts)
         self.multires = bool(opts.multires)
+        self.grad = job_config(opts).grad
 
     def warm(self, say) -> None:
         """Compile / load the kernels a chunk needs before the kernel thread starts."""
-        if self.multires:
-            warm_rerank_kernels(say, multires=True)
-        else:
-            warm_rerank_kernels(say)
+        warm_rerank_kernels(say, multires=self.multires, grad=self.grad)
 
     def start(self, stack, cfg, opts, store, summ, say, tick) -> None:
         """Begin a job: its kernel and writer threads live as long as ``stack``."""
@@ -434,16 +432,23 @@ def job_config(opts: RerankOptions) -> JKOConfig:
     return cfg
 
 
-def warm_rerank_kernels(say, multires: bool = False) -> None:
-    """Warm up only the modules a chunk uses (energy + the JKO core, + MR/SAM with ``multires``), not the package."""
-    mods = [("jkofast.jko.energy", "energy"), ("jkofast.jko.solver", "jko")]
-    if multires:
-        mods.append(("jkofast.jko.multires", "multires"))
-    for mod, name in mods:
+def warm_rerank_kernels(say, multires: bool = False, grad: str | None = None) -> None:
+    """Warm up only the kernels a chunk uses, not the package.
+
+    The energy, then the JKO batch core (``rerank_batch``), or with ``multires`` the MR/SAM
+    flow instead -- it never calls the batch core -- on float32 rows (the stream's gathered
+    embeddings) and the job's gradient path ``grad`` only (every path when None).
+    """
+    steps = [("jkofast.jko.energy", lambda m: WARMUPS["energy"]())]
+    if not multires:
+        steps.append(("jkofast.jko.solver", lambda m: WARMUPS["jko"]()))
+    elif grad is None:
+        steps.append(("jkofast.jko.multires", lambda m: WARMUPS["multires"]()))
+    else:
+        steps.append(("jkofast.jko.multires", lambda m: m._warm_path(np.float32, grad)))
+    for mod, warm in steps:
         try:
-            importlib.import_module(mod)
-            if name in WARMUPS:
-                WARMUPS[name]()
+            warm(importlib.import_module(mod))
         except Exception as exc:  # a broken warm-up must not stop a batch job: kernels compile lazily
             say(f"warm-up of {mod} failed ({type(exc).__name__}: {exc}); continuing")
 

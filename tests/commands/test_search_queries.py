@@ -103,3 +103,15 @@ def test_search_queries_errors_exit_2(folder, tmp_path, capsys):
     q.write_text("a solar\n")
     assert main(["search", "--dataset", folder, "--queries", str(q), "--out", out]) == 2
     assert "no tab" in capsys.readouterr().err
+
+
+def test_the_warm_up_batch_takes_the_kernel_the_whole_batch_takes():
+    # SGR runs batches below SERIAL_BELOW queries on a serial twin of its parallel kernel: the
+    # warm-up before the clock must compile the kernel the timed batch runs, and only that one
+    from jkofast.commands.search import _warm_queries
+    from jkofast.sgr.retriever import SERIAL_BELOW
+
+    texts = [f"query {i}" for i in range(3 * SERIAL_BELOW)]
+    assert _warm_queries("sgr", texts) == texts[:SERIAL_BELOW]
+    assert _warm_queries("sgr", texts[: SERIAL_BELOW - 1]) == texts[:1]  # the batch itself runs the twin
+    assert _warm_queries("bm25", texts) == texts[:1]

@@ -218,3 +218,23 @@ def test_default_configs_are_the_spec_operating_points():
     assert (f.h, f.lam, f.rho, f.sinkhorn_eps, f.T, f.inner_steps, f.tau0) == (2.0, 0.1, 0.05, 0.2, 3, 25, 1.0)
     assert fr.inner_steps == 20 and fr.replace(inner_steps=25) == f
     assert c.mode == f.mode == "wasserstein" and c.grad == "unrolled"
+
+
+@pytest.mark.parametrize(
+    "coarse_kw, fine_kw, want",
+    [
+        # (unrolled, log_form, imp32, imp64, converged, duals): a path's kernels and all its fallbacks
+        (dict(grad="unrolled"), dict(grad="unrolled"), (True, True, None, None, None, None)),
+        (dict(grad="implicit"), dict(grad="implicit"), (None, None, True, True, True, None)),
+        (dict(grad="unrolled"), dict(grad="implicit"), (True, True, True, True, True, None)),
+        (dict(objective="entropic"), dict(objective="entropic"), (None, None, None, None, True, None)),
+        (dict(mode="kl"), dict(mode="kl"), (None, None, True, True, True, None)),
+    ],
+)
+def test_stage_tokens_name_every_kernel_of_the_stage_paths(coarse_kw, fine_kw, want):
+    # the MR/SAM kernel compiles only the transport kernels of its stages' paths; a missing one
+    # would return an internal retry code from a stage (MISSING_PATH / RETRY_*), so every path
+    # gets its fallbacks too and the results are those of the all-paths jko_query
+    from jkofast.jko.multires import _stage_tokens
+
+    assert _stage_tokens(coarse_config(**coarse_kw), fine_config(**fine_kw)) == want

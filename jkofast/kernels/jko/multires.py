@@ -32,7 +32,7 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.jko.cluster import cluster_pool
 from jkofast.kernels.jko.geometry import cost_kernel_dense
-from jkofast.kernels.jko.solver import jko_query
+from jkofast.kernels.jko.solver import FlowOut, jko_flow
 
 __all__ = [
     "MROutputs",
@@ -182,8 +182,14 @@ def gather_rows(Z, lo, rows, inv, X):
 
 
 @kernel()
-def _run_stage(r, tau0, Xs, prm, p_out, diag):
-    """One JKO stage on the rows ``Xs`` (m, d) with relevance ``r``: writes ``p_out``, adds to ``diag``."""
+def _run_stage(r, tau0, Xs, prm, p_out, diag, unrolled, log_form, imp32, imp64, converged, duals):
+    """One JKO stage on the rows ``Xs`` (m, d) with relevance ``r``: writes ``p_out``, adds to ``diag``.
+
+    The path tokens (``jkofast.kernels.jko.solver``; ``unr32`` is None) name the transport
+    kernels compiled in: the wrapper passes every kernel of the stages' gradient paths,
+    fallbacks included, so a stage never returns a retry code and its results are those of
+    the all-paths ``jko_query``.
+    """
     m = r.shape[0]
     E = np.empty(m)
     p0 = np.empty(m)
@@ -198,14 +204,15 @@ def _run_stage(r, tau0, Xs, prm, p_out, diag):
     f = np.empty(m)
     g = np.empty(m)
     dg = np.zeros(2, np.int64)
-    st = jko_query(p0, E, C, C, K, prm, p_out, losses, f, g, dg)
+    out = FlowOut(p_out, losses, f, g, dg)
+    st = jko_flow(p0, E, C, C, K, prm, out, unrolled, log_form, None, imp32, imp64, converged, duals)
     diag[0] += dg[0]
     diag[1] += dg[1]
     return st
 
 
 @kernel()
-def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag, info):
+def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag, info, tok):
     """Two-stage flow of one pool (module docstring); returns the status.
 
     The pool's rows are ``Z[lo + i] · inv[i]`` (``Z`` float32/float64, ``inv`` (M,) from
@@ -214,7 +221,8 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
     ``init`` (G,) int64 distinct rows (G >= 1, G <= M), ``mp`` an ``MRParams``, ``prm_c`` /
     ``prm_f`` the ``JKOParams`` of the stages. Writes ``p_out`` (M,), ``in_pool`` (M,) bool
     and ``info`` (2,) int64 (refined pool size, clustering passes), and adds the capped inner
-    steps of both stages to ``diag`` (2,) int64.
+    steps of both stages to ``diag`` (2,) int64. ``tok``: the stages' path tokens
+    (``unrolled, log_form, imp32, imp64, converged, duals``; see ``_run_stage``).
     """
     m = rel.shape[0]
     d = Z.shape[1]
@@ -233,7 +241,7 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
     pc = np.empty(G)
     diag[0] = 0
     diag[1] = 0
-    st = _run_stage(grel, mp.tau0_coarse, cent, prm_c, pc, diag)
+    st = _run_stage(grel, mp.tau0_coarse, cent, prm_c, pc, diag, *tok)
     if st != OK:
         return st
     # selection: the g_keep heaviest groups, members in ascending row order
@@ -260,7 +268,7 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
     for j in range(n_sel):
         rf[j] = rel[pool[j]]
     pf = np.empty(n_sel)
-    st = _run_stage(rf, mp.tau0_fine, Xf, prm_f, pf, diag)
+    st = _run_stage(rf, mp.tau0_fine, Xf, prm_f, pf, diag, *tok)
     p_out[:] = 0.0
     if st == OK:
         for j in range(n_sel):
@@ -270,13 +278,14 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
 
 
 @kernel(parallel=True)
-def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out):
+def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out, tok):
     """MR/SAM-JKO on a ragged batch of pools, ``prange`` over queries.
 
     Query q owns ``offsets[q]:offsets[q+1]`` of ``Z`` (n_total, d; float32 or float64) and
     ``rel`` (n_total,) float64, and its initial rows ``init[init_off[q]:init_off[q+1]]``
     (int64, positions within the pool). Queries with ``out.status[q] != 0`` on entry are
-    skipped; a pool of one row gets ``p = [1]`` (no clustering). ``out``: an ``MROutputs``.
+    skipped; a pool of one row gets ``p = [1]`` (no clustering). ``out``: an ``MROutputs``;
+    ``tok``: the stages' path tokens (a tuple of None / True, ``multires_query``).
     """
     nq = offsets.shape[0] - 1
     p_o, in_pool_o, info_o, diag_o, status_o = out
@@ -307,4 +316,5 @@ def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out):
             in_pool_o[lo:hi],
             diag_o[qi],
             info_o[qi],
+            tok,
         )
