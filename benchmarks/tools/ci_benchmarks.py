@@ -8,7 +8,9 @@ CI (``.ci/run``) first runs ``asv check`` (every suite imports, every benchmark 
 signature is valid, by asv itself), then this tool. It discovers the benchmarks with asv's own runner
 (``asv_runner.discovery``) and, for each benchmark and each of its parameter combinations, does what one
 ``asv run --quick`` sample does -- ``setup_cache`` (once per key), ``setup``, the benchmark called
-once, ``teardown`` -- but all in this one process: the kernels load from the cache once for all suites,
+once, ``teardown`` -- but all in this one process, and without the warm-up call that
+``benchmarks.common.Benchmark.setup`` makes before a timed benchmark (nothing is timed here; a ``track_``
+keeps it, as it may read what that call left): the kernels load from the cache once for all suites,
 where ``asv run`` starts a process per benchmark and parameter combination (each importing Numba and
 loading its kernels again). A ``track_`` benchmark must return a finite number or NaN, as asv records
 it. Any exception, or a ``track_`` that returns something else, is reported with its traceback and the
@@ -73,6 +75,9 @@ def run_one(bench, idx: int, caches: dict) -> None:
     if key is not None and key not in caches:
         caches[key] = bench.do_setup_cache()
     _set_cache(bench, caches.get(key) if key is not None else None)
+    owner = getattr(bench.func, "__self__", None)
+    if owner is not None and not bench.name.split(".")[-1].startswith("track_"):
+        owner.skip_warmup = True  # benchmarks.common.Benchmark: the call below is the one run of the work
     if bench.do_setup():
         return  # the benchmark skipped itself (NotImplementedError in setup), as asv allows
     try:
