@@ -3,7 +3,7 @@
 * ``CrossEncoderScore``: :func:`jkofast.encode.cross.cross_scores` of 64 SciFact (query,
   document) pairs (batch 64, tokenisation included) with a seeded random-weight cross-encoder of
   ms-marco-MiniLM-L-6-v2's shape (6 layers, hidden 384, 12 heads, 512 positions), 1 and 2
-  threads; needs the ``encode`` extra.
+  threads (the fast profile: one layer, 1 thread); needs the ``encode`` extra.
 * ``CrossEncoderSTPeer``: sentence-transformers' ``CrossEncoder.predict`` (torch CPU, raw logits)
   on the same model folder and pairs, ``torch.set_num_threads`` 1 and 2; skipped
   (``NotImplementedError``) without sentence-transformers.  ``track_max_abs_diff`` records the
@@ -47,7 +47,8 @@ def model_and_pairs():
         t = _tools()
         qs, ds, corpus = t.scifact_pairs(N_PAIRS, seed=SEED)
         folder = tempfile.mkdtemp(prefix="jkofast-bench-ce-")
-        t.write_random_cross_encoder(os.path.join(folder, "ce"), t.scifact_words(corpus), seed=SEED, **t.MINILM_L6)
+        shape = {**t.MINILM_L6, "layers": 1} if PROFILE == "fast" else t.MINILM_L6  # fast: CI's smoke run
+        t.write_random_cross_encoder(os.path.join(folder, "ce"), t.scifact_words(corpus), seed=SEED, **shape)
         _MODEL.append((os.path.join(folder, "ce"), qs, ds))
     return _MODEL[0]
 
