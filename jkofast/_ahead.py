@@ -195,7 +195,10 @@ class CompileNotice(_event.Listener):
 
 
 def compile_notice(log: Callable[[str], None], about_s: float, enabled: bool = True):
-    """Return a :class:`CompileNotice` saying ``about_s`` seconds, or (``enabled`` False: ``--quiet``, ``--json``) a no-op context."""
+    """Return a :class:`CompileNotice` saying ``about_s`` seconds.
+
+    With ``enabled`` False (``--quiet``, ``--json``) a context that does nothing.
+    """
     import contextlib
 
     return CompileNotice(log, about_s) if enabled else contextlib.nullcontext()
