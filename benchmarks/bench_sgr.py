@@ -16,8 +16,10 @@ __all__ = [
     "synthetic_texts",
 ]
 
-SYNTHETIC_DOCS = 20_000 if PROFILE == "fast" else 200_000
-STREAM_DOCS = 4_000 if PROFILE == "fast" else 200_000
+SYNTHETIC_DOCS = 5_000 if PROFILE == "fast" else 200_000
+STREAM_DOCS = 2_000 if PROFILE == "fast" else 200_000
+# the fast profile (CI's smoke run) times one thread count; the regular one both
+THREADS = [1] if PROFILE == "fast" else [1, 2]
 _SYNTHETIC_INDEX = "sgr_synthetic_index"  # written by setup_cache into asv's per-suite working directory
 
 
@@ -31,7 +33,7 @@ def _scifact():
 class SGRSciFactBuild(Benchmark):
     """Index build on SciFact (5,183 docs); tracks index bytes per document."""
 
-    params = [[1, 2]]
+    params = [THREADS]
     param_names = ["threads"]
 
     def make_inputs(self, threads):
@@ -54,7 +56,7 @@ class SGRSciFactBuild(Benchmark):
 class SGRSciFactQuery(Benchmark):
     """End to end on the 300 SciFact test queries: tokenise + TF-IDF + SGR -> top-10."""
 
-    params = [[1, 2]]
+    params = [THREADS]
     param_names = ["threads"]
 
     def make_inputs(self, threads):
@@ -74,7 +76,7 @@ class _BM25sPeer(Benchmark):
     """bm25s (numba backend) over ``self.corpus()`` = (doc texts, query texts): index in
     setup, text in -> top-10 out (tokenisation included) in the timed call."""
 
-    params = [[1, 2]]
+    params = [THREADS]
     param_names = ["threads"]
 
     def corpus(self):
@@ -109,12 +111,12 @@ class BM25sSciFactQuery(_BM25sPeer):
 
 
 class SGRSyntheticQuery(Benchmark):
-    """Synthetic corpus (200k docs in the regular profile, 20k in fast): end-to-end search
+    """Synthetic corpus (200k docs in the regular profile, 5k in fast): end-to-end search
     of 200 queries, tail gate off (the frozen method) and on (the optional gate).  The index
     is built once per commit in ``setup_cache`` (2 threads) and saved; each parameter loads it,
     so the regular profile can afford asv's repeats (samples give ``asv compare`` its statistics)."""
 
-    params = [[1, 2], [False, True]]
+    params = [THREADS, [False, True]]
     param_names = ["threads", "tail_gate"]
     timeout = 3600
 
@@ -239,7 +241,7 @@ class SGRStreamingBuild(Benchmark):
     parse, tokenise, write the token shards); shards of a quarter of the corpus, the geometry
     calibrated on the first quarter (as B.11 calibrates on a subset), compact layout."""
 
-    params = [[1, 2]]
+    params = [THREADS]
     param_names = ["threads"]
     timeout = 1800
 

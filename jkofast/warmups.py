@@ -81,10 +81,22 @@ def lazy_entries(features="default") -> list[str]:
     return [n for n in sorted(WARMUPS) if n not in done]
 
 
-# rough compile seconds of the heavy entries (cold cache, one core), to balance the processes of
-# a parallel warm-up; the others count _COST_OTHER
-_COST = {"jko": 40.0, "sgr": 45.0, "evaluation": 17.0, "baselines": 7.0, "pools": 6.0, "multires": 57.0, "theory": 68.0}
-_COST_OTHER = 4.0
+# compile seconds per entry on an empty cache, one core of a quiet machine (`jkofast warmup --jobs 1
+# --json`), rounded: they balance the processes of a parallel warm-up and make the commands' "about N s"
+# notice; an entry not named counts _COST_OTHER
+_COST = {
+    "jko": 18.0,
+    "sgr": 46.0,
+    "evaluation": 9.0,
+    "baselines": 6.0,
+    "pools": 4.0,
+    "multires": 69.0,
+    "theory": 40.0,
+    "text": 2.0,
+    "index": 2.0,
+    "energy": 2.0,
+}
+_COST_OTHER = 1.5
 
 
 class CompileRecorder(_event.Listener):
