@@ -16,7 +16,7 @@ __all__ = [
     "synthetic_texts",
 ]
 
-SYNTHETIC_DOCS = 5_000 if PROFILE == "fast" else 200_000
+SYNTHETIC_DOCS = 2_000 if PROFILE == "fast" else 200_000
 STREAM_DOCS = 2_000 if PROFILE == "fast" else 200_000
 # the fast profile (CI's smoke run) times one thread count; the regular one both
 THREADS = [1] if PROFILE == "fast" else [1, 2]
@@ -111,7 +111,7 @@ class BM25sSciFactQuery(_BM25sPeer):
 
 
 class SGRSyntheticQuery(Benchmark):
-    """Synthetic corpus (200k docs in the regular profile, 5k in fast): end-to-end search
+    """Synthetic corpus (200k docs in the regular profile, 2k in fast): end-to-end search
     of 200 queries, tail gate off (the frozen method) and on (the optional gate).  The index
     is built once per commit in ``setup_cache`` (2 threads) and saved; each parameter loads it,
     so the regular profile can afford asv's repeats (samples give ``asv compare`` its statistics)."""

@@ -90,7 +90,7 @@ _COST = {
     "evaluation": 9.0,
     "baselines": 6.0,
     "pools": 4.0,
-    "multires": 69.0,
+    "multires": 47.0,
     "theory": 40.0,
     "text": 2.0,
     "index": 2.0,
