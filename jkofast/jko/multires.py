@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jkofast import _status
+from jkofast._ahead import compile_ahead
 from jkofast._numba import register_warmup
 from jkofast._threads import resolve_threads
 from jkofast._validation import (
@@ -39,6 +40,7 @@ from jkofast.jko.config import gradient_path
 from jkofast.jko.solver import JKOConfig
 from jkofast.kernels.jko import cluster as _kc
 from jkofast.kernels.jko import multires as _k
+from jkofast.kernels.jko import solver as _ks
 
 __all__ = [
     "CLUSTERINGS",
@@ -479,10 +481,28 @@ def _stage_tokens(*cfgs: JKOConfig) -> tuple:
     return (*tok, None)
 
 
-def _warm_path(dtype, grad: str) -> None:
-    """Compile (or load) the clustering and MR/SAM kernels for rows of ``dtype`` on the gradient path ``grad``."""
+def _flow_ahead(grad: str):
+    """Start a child compiling the stage flow of ``grad`` (``_warm_flow``) when the MR/SAM kernel is not cached.
+
+    Returns the running :class:`jkofast._ahead.Ahead` or None (warm cache, caching off, one core,
+    ``JKOFAST_COMPILE_AHEAD=0``); the caller closes it.
+    """
+    return compile_ahead((f"multires.flow.{grad}",), (_k.multires_pools,))
+
+
+def _warm_path(dtype, grad: str, child=None) -> None:
+    """Compile (or load) the clustering and MR/SAM kernels for rows of ``dtype`` on the gradient path ``grad``.
+
+    With ``child`` (:func:`_flow_ahead`'s, compiling the stage flow meanwhile), this process
+    compiles the clustering kernels, waits for the child, and the MR/SAM kernel then loads the
+    flow from the cache; a failed child leaves the flow to compile here, as without one.
+    """
     Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]], dtype)
     rel = np.array([0.9, 0.5, 0.1, 0.3])
+    if child is not None:
+        cluster_rows(Z, 2)
+        cluster_rows(Z, 2, clustering="sam", rel=rel)
+        child.wait()
     tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2, grad=grad)
     for clustering in CLUSTERINGS:
         multires_rerank(
@@ -496,6 +516,31 @@ def _warm_path(dtype, grad: str) -> None:
             fine=fine_config(**tiny),
             n_threads=1,
         )
+
+
+def _warm_flow(grad: str) -> None:
+    """Compile (or load) the stage flow ``multires_pools`` calls on the gradient path ``grad``.
+
+    ``jko_flow`` with the stages' path tokens, on tiny float64 inputs of the types the stage
+    passes (the geometry is float64 whatever the rows' dtype): the solver and transport kernels,
+    most of the MR/SAM compile, which a child process can then fill in while the job's own
+    process compiles the rest (:func:`_warm_path` with ``ahead``).
+    """
+    cfg = coarse_config(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2, grad=grad)
+    tok = _stage_tokens(cfg, cfg)
+    m = 2
+    C = np.array([[0.0, 0.5], [0.5, 0.0]])
+    K = np.array([[1.0, 0.0], [0.0, 1.0]])
+    out = _ks.FlowOut(np.empty(m), np.empty(cfg.T * cfg.inner_steps), np.empty(m), np.empty(m), np.zeros(2, np.int64))
+    _ks.jko_flow(np.full(m, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(), out, tok[0], tok[1], None, *tok[2:])
+
+
+def _register_flow_warmups() -> None:
+    for grad in ("implicit", "unrolled"):
+        register_warmup(f"multires.flow.{grad}")(lambda grad=grad: _warm_flow(grad))
+
+
+_register_flow_warmups()
 
 
 @register_warmup("multires")

@@ -439,18 +439,29 @@ def warm_rerank_kernels(say, multires: bool = False, grad: str | None = None) ->
     flow instead -- it never calls the batch core -- on float32 rows (the stream's gathered
     embeddings) and the job's gradient path ``grad`` only (every path when None).
     """
+    child = None
+    if multires and grad is not None:
+        # a cold cache on two or more cores: a child compiles the stage flow meanwhile (the energy
+        # and the clustering kernels compile here)
+        from jkofast.jko.multires import _flow_ahead
+
+        child = _flow_ahead(grad)
     steps = [("jkofast.jko.energy", lambda m: WARMUPS["energy"]())]
     if not multires:
         steps.append(("jkofast.jko.solver", lambda m: WARMUPS["jko"]()))
     elif grad is None:
         steps.append(("jkofast.jko.multires", lambda m: WARMUPS["multires"]()))
     else:
-        steps.append(("jkofast.jko.multires", lambda m: m._warm_path(np.float32, grad)))
-    for mod, warm in steps:
-        try:
-            warm(importlib.import_module(mod))
-        except Exception as exc:  # a broken warm-up must not stop a batch job: kernels compile lazily
-            say(f"warm-up of {mod} failed ({type(exc).__name__}: {exc}); continuing")
+        steps.append(("jkofast.jko.multires", lambda m: m._warm_path(np.float32, grad, child)))
+    try:
+        for mod, warm in steps:
+            try:
+                warm(importlib.import_module(mod))
+            except Exception as exc:  # a broken warm-up must not stop a batch job: kernels compile lazily
+                say(f"warm-up of {mod} failed ({type(exc).__name__}: {exc}); continuing")
+    finally:
+        if child is not None:
+            child.close()
 
 
 def _stderr(msg: str) -> None:

@@ -1,5 +1,11 @@
 """MR-JKO / SAM-JKO (SPEC A.6.3): the batched kernel against the naive two-stage oracle."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -238,3 +244,29 @@ def test_stage_tokens_name_every_kernel_of_the_stage_paths(coarse_kw, fine_kw, w
     from jkofast.jko.multires import _stage_tokens
 
     assert _stage_tokens(coarse_config(**coarse_kw), fine_config(**fine_kw)) == want
+
+
+def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls(tmp_path):
+    """``_warm_flow`` compiles exactly the ``jko_flow`` signature the MR/SAM kernel calls.
+
+    ``jkofast rerank --multires`` has a child compile it while the job compiles the rest; a
+    signature that drifted would be compiled twice. In a fresh process with an empty cache,
+    the batch kernel's compile after ``_warm_flow`` compiles no solver kernel (unrolled path:
+    the cheaper one to compile; both paths share the code).
+    """
+    code = textwrap.dedent("""
+        import json, numpy as np
+        from jkofast.jko import multires as mr
+        from jkofast.warmups import CompileRecorder
+        mr._warm_flow("unrolled")
+        with CompileRecorder() as rec:
+            mr._warm_path(np.float32, "unrolled")
+        print(json.dumps(sorted({k.rsplit(".", 2)[-2] + "." + k.rsplit(".", 1)[-1] for k, _, _ in rec.rows()})))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["JKOFAST_CACHE_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    compiled = json.loads(out.stdout.splitlines()[-1])
+    assert "multires.multires_pools" in compiled  # the batch kernel did compile here
+    assert not [k for k in compiled if k.split(".")[0] in ("solver", "transport", "sinkhorn_log", "unrolled")], compiled
