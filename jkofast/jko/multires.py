@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +25,7 @@ import numpy as np
 from jkofast import _status
 from jkofast._ahead import compile_ahead
 from jkofast._numba import register_warmup
-from jkofast._threads import resolve_threads
+from jkofast._threads import over_ranges
 from jkofast._validation import (
     QueryIndexError,
     QueryRejects,
@@ -345,7 +344,8 @@ def multires_rerank(
     out = _k.MROutputs(
         np.zeros(n), np.zeros(n, np.bool_), np.zeros((nq, 2), np.int64), np.zeros((nq, 2), np.int64), status
     )
-    _run_pools(n_threads, Z, r, off, init, init_off, mp, cc._params(), cf._params(), out, _stage_tokens(cc, cf))
+    tok = _stage_tokens(cc, cf)
+    over_ranges(_k.multires_pools, nq, n_threads, Z, r, off, init, init_off, mp, cc._params(), cf._params(), out, tok)
     _clear_failed(out, off, errors)
     if warn_unconverged:
         _warn_capped(out.diag)
@@ -441,25 +441,6 @@ _PATH_KERNELS = {
     "entropic": (None, None, None, None, True),
     "none": (None, None, None, None, None),
 }
-
-
-def _run_pools(n_threads, Z, r, off, *args) -> None:
-    """Run ``multires_pools`` over every query on ``n_threads`` threads (``resolve_threads``).
-
-    The queries are cut into ranges of about a quarter of an even share each, which the threads
-    take in turn (an expensive pool does not hold up a fixed share); the kernel releases the GIL.
-    Each query's result depends only on its own inputs, so the thread count never changes one.
-    """
-    nq = off.shape[0] - 1
-    t = min(resolve_threads(n_threads), nq)
-    if t <= 1:
-        _k.multires_pools(Z, r, off, *args, 0, nq)
-        return
-    step = -(-nq // (4 * t))
-    spans = [(q, min(q + step, nq)) for q in range(0, nq, step)]
-    with ThreadPoolExecutor(max_workers=t) as ex:
-        for fut in [ex.submit(_k.multires_pools, Z, r, off, *args, q0, q1) for q0, q1 in spans]:
-            fut.result()
 
 
 def _stage_tokens(*cfgs: JKOConfig) -> tuple:

@@ -35,7 +35,7 @@ import numpy as np
 
 from jkofast import _status
 from jkofast._numba import register_warmup
-from jkofast._threads import numba_threads
+from jkofast._threads import over_ranges
 from jkofast._validation import (
     QueryIndexError,
     QueryRejects,
@@ -357,8 +357,8 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
     return C, K
 
 
-def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out) -> None:
-    """Run ``rerank_pools`` with the path tokens of ``cfg``; rerun the queries that asked for a retry.
+def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_threads: int | None) -> None:
+    """Run ``rerank_pools`` on ``n_threads`` threads with the path tokens of ``cfg``; rerun those asking for a retry.
 
     A query answering ``RETRY_F64`` / ``RETRY_FALLBACK`` is rerun from scratch (alone with the
     others of its kind; the rest are masked as done) on the specialisation with that token
@@ -370,7 +370,8 @@ def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out) -> No
     while pending:
         todo, f64, fallback = pending.pop()
         run = out if todo is None else out._replace(status=np.where(todo, 0, 1).astype(np.int32))
-        _k.rerank_pools(E, P0, off, rows, prm, run, run.status, *_path_tokens(cfg, with_duals, f64, fallback))
+        tok = tuple(_path_tokens(cfg, with_duals, f64, fallback))  # a plain tuple: the kernel passes it on as *tok
+        over_ranges(_k.rerank_pools, off.shape[0] - 1, n_threads, E, P0, off, rows, prm, run, run.status, tok)
         if todo is not None:
             status[todo] = run.status[todo]
         for st in (_k.RETRY_F64, _k.RETRY_FALLBACK, _k.MISSING_PATH):
@@ -675,8 +676,7 @@ def rerank_batch(
     f = np.zeros(n)
     g = np.zeros(n)
     diag = np.zeros((nq, 2), np.int64)
-    with numba_threads(n_threads):
-        _rerank_pools(E, P0, off, rows, cfg, return_duals, _k.BatchOut(p, f, g, status, diag))
+    _rerank_pools(E, P0, off, rows, cfg, return_duals, _k.BatchOut(p, f, g, status, diag), n_threads)
     for q in np.flatnonzero(status != 0):
         if int(q) not in errors:
             errors[int(q)] = _status.MESSAGES.get(int(status[q]), f"status {status[q]}")

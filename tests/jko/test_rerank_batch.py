@@ -275,7 +275,7 @@ def test_batch_runs_named_points_on_the_implicit_path_drop_in_keeps_unrolled(mon
     from jkofast.jko.config import batch_config, resolve_config
 
     seen = []
-    monkeypatch.setattr(solver, "_rerank_pools", lambda E, P0, off, rows, cfg, duals, out: seen.append(cfg))
+    monkeypatch.setattr(solver, "_rerank_pools", lambda E, P0, off, rows, cfg, duals, out, n_threads: seen.append(cfg))
     E = np.array([-1.0, -0.5, 0.0])
     Z = np.eye(3)
     off = np.array([0, 3])

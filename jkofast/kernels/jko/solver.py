@@ -5,8 +5,8 @@ scalar parameters as one ``JKOParams``. The per-query driver ``jko_query`` is se
 reads as the stages of SPEC A.4: the proximal weights of the mode (A.4.2), per inner
 step ``log_softmax`` → ``energy_terms`` → the transport term of the gradient path →
 ``kl_term`` → ``adam_step`` (A.4.4), ``softmax`` per outer step, and ``dual_readout``
-(A.4.5). ``rerank_pools`` runs it under ``prange`` over queries, each query writing only
-its own slice of the outputs.
+(A.4.5). ``rerank_pools`` runs it over a range of queries (the wrapper runs several ranges
+on threads at once), each query writing only its own slice of the outputs.
 
 One compiled unit per gradient path: ``jko_flow`` and ``rerank_pools`` take *path tokens*
 (each ``None`` or ``True``): ``unrolled``, ``log_form`` (the unrolled path's log-domain
@@ -40,7 +40,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import prange
 
 from jkofast import _codes
 from jkofast._numba import kernel
@@ -734,11 +733,17 @@ def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
 
 
 # ----------------------------------------------------------------------------------------
-# HIGH LEVEL (kernel): a batch, prange over queries
+# HIGH LEVEL (kernel): a batch, a range of queries (the wrapper runs ranges on threads)
 # ----------------------------------------------------------------------------------------
-@kernel(parallel=True)
-def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, unr32, imp32, imp64, converged, duals):
-    """Rerank a ragged batch of pools, ``prange`` over queries, with the path tokens of ``jko_flow``.
+@kernel()
+def rerank_pools(E, p0, offsets, rows, prm, out, status, tok, q0, q1):
+    """Rerank the pools ``q0 .. q1 - 1`` of a ragged batch with the path tokens ``tok`` of ``jko_flow`` (serial).
+
+    ``tok``: the tuple ``(unrolled, log_form, unr32, imp32, imp64, converged, duals)``.
+
+    The wrapper runs disjoint query ranges on several threads at once (``jkofast._threads.over_ranges``;
+    the GIL is released): a pool costs milliseconds, so this parallelises as a ``prange`` over
+    queries would, and the serial kernel compiles in a third of the time.
 
     Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``; its C, K come from the
     candidate rows (``rows``: a ``PoolRows``: dense or CSR rows, a projected cost, user
@@ -750,11 +755,10 @@ def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, unr
     ``out.diag`` (int64, (nq, 2); see ``jko_flow``) and its status (``RETRY_*`` as
     ``jko_flow``).
     """
-    # status is its own argument: written directly in the prange body, a status array taken
-    # from the tuple argument lost its writes (Numba 0.68; tests/jko/test_jko.py catches it)
+    # status is its own argument (a status array taken from the tuple argument lost its writes in
+    # the former prange body, Numba 0.68; tests/jko/test_jko.py checks the writes)
     p_out, f_out, g_out, diag = out.p_out, out.f_out, out.g_out, out.diag
-    nq = offsets.shape[0] - 1
-    for qi in prange(nq):
+    for qi in range(q0, q1):
         if status[qi] != 0:
             continue
         lo = offsets[qi]
@@ -767,8 +771,6 @@ def rerank_pools(E, p0, offsets, rows, prm, out, status, unrolled, log_form, unr
             continue
         C = np.empty((m, m))
         K = np.empty((m, m))
-        cost_kernel(rows, np.int64(qi), lo, hi, C, K)  # int64: prange's uint64 index compiled it twice
+        cost_kernel(rows, qi, lo, hi, C, K)
         res = FlowOut(p_out[lo:hi], np.empty(prm.T * prm.inner), f_out[lo:hi], g_out[lo:hi], diag[qi])
-        status[qi] = jko_flow(
-            p0[lo:hi], E[lo:hi], C, C, K, prm, res, unrolled, log_form, unr32, imp32, imp64, converged, duals
-        )
+        status[qi] = jko_flow(p0[lo:hi], E[lo:hi], C, C, K, prm, res, *tok)
