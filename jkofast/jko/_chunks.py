@@ -200,7 +200,7 @@ def solve_multires(rel, off, rows, geom, cfg, opts, max_rows: int | None = None)
     The pools are solved in runs of whole pools of at most ``max_rows`` (default
     ``MULTIRES_ROWS``) candidate rows, so the
     gathered rows of a chunk stay bounded whatever its pool sizes; each pool's result depends on
-    that pool only (``prange`` over queries, no cross-query state), so the runs change no byte.
+    that pool only (queries in parallel, no cross-query state), so the runs change no byte.
     Stages: :func:`jkofast.jko.multires.coarse_config` and ``fine_config(reported=True)`` on the
     job's gradient path ``cfg.grad``, ``G = opts.clusters``, ``G_keep = opts.refine``,
     ``sam_beta = opts.beta``.  Returns a :class:`jkofast.jko.solver.RerankResult` (``p``,

@@ -4,8 +4,8 @@ Each pool of M candidates is clustered into G groups (spherical k-means for ``"k
 = MR-JKO, k-means on ``[z, β·rel]`` for ``"sam"`` = SAM-JKO), a coarse Wasserstein JKO flow
 runs on the G centroids, the ``G_keep`` groups with the largest coarse mass form the refined
 pool, and a fine JKO flow on that pool gives the output distribution, exactly 0 outside the
-refined pool. Clustering and both flows run in one Numba kernel, ``prange`` over queries
-(:mod:`jkofast.kernels.jko.multires`).
+refined pool. Clustering and both flows run in one Numba kernel over a range of queries,
+several ranges on threads at once (:mod:`jkofast.kernels.jko.multires`).
 
 Operating points (SPEC A.8): :func:`coarse_config` (h 1.0, λ 0.05, ρ 0.05, ε 0.1, T 2,
 inner 15, τ0 0.2) and :func:`fine_config` (h 2.0, λ 0.1, ρ 0.05, ε 0.2, T 3, inner 25 — the
@@ -250,7 +250,7 @@ def multires_rerank(
     n_threads: int | None = None,
     warn_unconverged: bool = True,
 ) -> MultiresResult:
-    r"""Rerank many pools with MR-JKO / SAM-JKO (SPEC A.6.3), ``prange`` over queries.
+    r"""Rerank many pools with MR-JKO / SAM-JKO (SPEC A.6.3), the queries in parallel.
 
     Per pool of M candidates with rows :math:`z_i` and relevance :math:`r_i`:
 

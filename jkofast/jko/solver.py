@@ -600,8 +600,8 @@ def rerank_batch(
 
     Query ``q`` owns the flat range ``offsets[q]:offsets[q+1]``. Its geometry is built
     inside the kernel, per query, from the candidate rows: ``S = clip(cos, -1, 1)``,
-    ``C = (1 - S)^2``, ``K = max(0, S)``. Queries run in parallel (``prange``); each is
-    computed serially, so results are identical for any thread count.
+    ``C = (1 - S)^2``, ``K = max(0, S)``. Queries run in parallel (ranges of queries on
+    ``n_threads`` threads); each is computed serially, so results are identical for any thread count.
 
     Parameters
     ----------
