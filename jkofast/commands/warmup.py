@@ -37,7 +37,11 @@ def add_parser(sub) -> None:
 
 
 def _report(recorder) -> tuple[list[dict], list[str]]:
-    """Per kernel that has a signature in this process: its signatures and own compile seconds (None = loaded)."""
+    """Per kernel that has a signature in this process: its signatures and their compile seconds.
+
+    Each signature row says whether it was loaded from the cache (``cached``) and its own compile
+    seconds (None when loaded).
+    """
     from jkofast._numba import REGISTRY
 
     seconds: dict[tuple[str, str], float] = {}
@@ -47,16 +51,18 @@ def _report(recorder) -> tuple[list[dict], list[str]]:
     for name, disp in sorted(REGISTRY.items()):
         sigs = ["(" + ", ".join(str(a) for a in sig) + ")" for sig in disp.signatures]
         if sigs:
-            rows = [{"signature": s, "compile_s": seconds.get((name, s))} for s in sigs]
+            rows = [
+                {"signature": s, "cached": (name, s) not in seconds, "compile_s": seconds.get((name, s))} for s in sigs
+            ]
             kernels.append({"kernel": name, "signatures": rows, "compile_s": sum(r["compile_s"] or 0.0 for r in rows)})
     kernels.sort(key=lambda k: -k["compile_s"])
     n_sig = sum(len(k["signatures"]) for k in kernels)
-    n_new = sum(r["compile_s"] is not None for k in kernels for r in k["signatures"])
+    n_new = sum(not r["cached"] for k in kernels for r in k["signatures"])
     lines = [f"{'kernel':58s} {'sigs':>4s} {'compile s':>9s}"]
     for k in kernels:
         lines.append(f"{k['kernel']:58s} {len(k['signatures']):4d} {k['compile_s']:9.2f}")
         for r in k["signatures"]:
-            t = "cached" if r["compile_s"] is None else f"{r['compile_s']:.2f}"
+            t = "cached" if r["cached"] else f"{r['compile_s']:.2f}"
             lines.append(f"    {r['signature']}  {t}")
     lines.append(
         f"{len(kernels)} kernels, {n_sig} signatures ({n_new} compiled here, {n_sig - n_new} loaded from the cache); "
