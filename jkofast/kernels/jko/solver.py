@@ -755,8 +755,6 @@ def rerank_pools(E, p0, offsets, rows, prm, out, status, tok, q0, q1):
     ``out.diag`` (int64, (nq, 2); see ``jko_flow``) and its status (``RETRY_*`` as
     ``jko_flow``).
     """
-    # status is its own argument (a status array taken from the tuple argument lost its writes in
-    # the former prange body, Numba 0.68; tests/jko/test_jko.py checks the writes)
     p_out, f_out, g_out, diag = out.p_out, out.f_out, out.g_out, out.diag
     for qi in range(q0, q1):
         if status[qi] != 0:
