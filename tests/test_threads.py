@@ -79,3 +79,59 @@ def test_over_ranges_reraises_a_kernel_error_and_refuses_bad_counts():
         over_ranges(kernel, 10, 2)
     with pytest.raises(ValueError, match="n_threads"):
         over_ranges(kernel, 10, 0)
+
+
+def test_over_ranges_runs_at_most_n_threads_at_once_on_kept_workers():
+    """The calling thread plus n_threads - 1 workers run ranges at once; a later call reuses the same workers."""
+    import threading
+    import time
+
+    from jkofast import _threads
+
+    if _threads.max_threads() < 2:
+        pytest.skip("Numba was started with one thread")
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0}
+    idents: list[set] = [set(), set()]
+
+    def kernel(call, lo, hi):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+            idents[call].add((threading.get_ident(), threading.current_thread().name))
+        time.sleep(0.002)
+        with lock:
+            state["now"] -= 1
+
+    _threads.over_ranges(kernel, 16, 2, 0)
+    _threads.over_ranges(kernel, 16, 2, 1)
+    assert state["most"] == 2
+    me = (threading.get_ident(), threading.current_thread().name)
+    workers = (idents[0] | idents[1]) - {me}
+    assert me in idents[0] and me in idents[1] and workers
+    assert all(name.startswith("jkofast") for _, name in workers)
+    assert len(workers) <= _threads._pool()._max_workers  # kept threads, not new ones per call
+
+
+def test_over_ranges_works_in_a_forked_child():
+    """A forked child has none of the parent's worker threads: it starts its own and finishes its ranges."""
+    import multiprocessing as mp
+
+    from jkofast import _threads
+
+    _threads.over_ranges(lambda lo, hi: None, 8, 2)  # the parent's workers exist before the fork
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_child_over_ranges, args=(q,))
+    proc.start()
+    got = q.get(timeout=60)
+    proc.join(60)
+    assert proc.exitcode == 0 and got == list(range(20))
+
+
+def _child_over_ranges(q) -> None:
+    from jkofast import _threads
+
+    seen: list[int] = []
+    _threads.over_ranges(lambda lo, hi: seen.extend(range(lo, hi)), 20, 2)
+    q.put(sorted(seen))
