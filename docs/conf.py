@@ -88,7 +88,7 @@ api_pages.write_api_pages(os.path.dirname(os.path.abspath(__file__)))
 # nDCG@10 outside inline code is escaped so that docutils does not read it as an e-mail address.
 _SPEC = re.compile(
     r"\(SPEC ([A-C])\.(\d[\w.]*?)\)"
-    r"|SPEC ([A-C])\.(\d[\w.]*\w|\d)(?:[–/-][A-C]?\.?\d[\w.]*\w)*"
+    r"|SPEC ([A-C])\.(\d[\w.]*\w|\d)(?:[–/-][A-C]?\.?\d(?:[\w.]*\w)?)*"
     r"|SPEC (?:Part|Appendix) (\w+)"
 )
 _AT = re.compile(r"(?<![\\\w])(\w+)@(\d+)")

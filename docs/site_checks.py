@@ -18,10 +18,11 @@ import sys
 
 DEVELOPER = {"develop.md", "performance.md", "instruction_counts.md", "changelog.md"}
 PATTERNS = {
-    "spec section": r"\bSPEC\b",
+    # "SPEC A.4" (one finding), or a bare section number "B.6", "A.7.9"
+    "spec section": r"\bSPEC\b(?:\s+[AB]\.\d+(?:\.\d+)*\b)?|(?<![\w.])[AB]\.\d+(?:\.\d+)*\b",
     "commit hash": r"(?<![\w\"])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b(?![\"\w])",
     "machine path": r"(?<![\w.~/])/(?:home|work|tmp|root|mnt|opt|data)/",
-    "load average": r"load average|\bload [~≈]? ?\d",
+    "load average": r"load average|\bload\s+[~≈]?\s?\d",
     "development talk": r"\bwaves?\b|\bwings?\b|\bgoal\b",
 }
 # pages sphinx writes itself (index of names, search page): no prose of ours

@@ -107,6 +107,12 @@ def test_built_site_check_reads_the_article_not_navigation_or_scripts(tmp_path):
     assert all(f.startswith(("guide.html:", "gallery/plot_x.html:")) for f in found)
 
 
+def test_bare_section_numbers_and_a_load_across_a_line_break_are_found():
+    text = "routing (B.6) and the A.7.9 protocol\n22 s at load\n11-12; SPEC A.4 once; v0.59 and 0.9999 are fine"
+    kinds = [f.split(": ")[1] for f in site_checks.findings(text, "x.md")]
+    assert sorted(kinds) == ["load average", "spec section", "spec section", "spec section"]
+
+
 def test_built_site_check_command_exit_status(tmp_path, capsys):
     clean = _site(tmp_path / "a", {"index.html": PAGE.format(nav="", body="ok", pre="")})
     dirty = _site(tmp_path / "b", {"index.html": PAGE.format(nav="", body="the first wave", pre="")})

@@ -248,7 +248,7 @@ def calibrate(X, params, n_threads: int | None = None) -> Geometry:
     -------
     Geometry
         Centres, reliability statistics from the codes of the calibration memberships
-        (B.4), graphs A and G, ``n_calibration = n``.
+        (SPEC B.4), graphs A and G, ``n_calibration = n``.
 
     Raises
     ------

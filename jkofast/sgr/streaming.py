@@ -381,7 +381,7 @@ def build_index(
         the index is complete (removed then unless ``keep_work``); ``meta.json`` is written
         last.
     calibrate : int, optional
-        Passages the geometry is calibrated on (B.11: 1,000,000 for MS MARCO); ``None``: the
+        Passages the geometry is calibrated on (1,000,000 for MS MARCO in SPEC B.11); ``None``: the
         whole corpus, which gives the index of ``SparseGeometricRetriever().fit(texts, ids)``
         bit for bit.  A value above the corpus size is clamped to it (a ``UserWarning``).
     calibrate_mode : {"first", "uniform"}
@@ -401,7 +401,7 @@ def build_index(
         Reuse the completed stages and shards of an interrupted build in ``out``; ``False``
         starts over.
     local_k, candidate_k : int
-        Vocabulary heavy hitters per shard and candidate union size (B.11: 150k, 200k).
+        Vocabulary heavy hitters per shard and candidate union size (150k, 200k: SPEC B.11).
     keep_work : bool
         Keep ``out/_build`` and ``out/shards`` after the build.
 
