@@ -82,9 +82,12 @@ def test_over_ranges_reraises_a_kernel_error_and_refuses_bad_counts():
 
 
 def test_over_ranges_runs_at_most_n_threads_at_once_on_kept_workers():
-    """The calling thread plus n_threads - 1 workers run ranges at once; a later call reuses the same workers."""
+    """The calling thread plus n_threads - 1 workers run ranges at once; a later call reuses the same workers.
+
+    No timing: each thread's first range waits at a two-party barrier, which only passes when the
+    calling thread and a worker are both inside a range.
+    """
     import threading
-    import time
 
     from jkofast import _threads
 
@@ -93,19 +96,24 @@ def test_over_ranges_runs_at_most_n_threads_at_once_on_kept_workers():
     lock = threading.Lock()
     state = {"now": 0, "most": 0}
     idents: list[set] = [set(), set()]
+    barriers = [threading.Barrier(2, timeout=60), threading.Barrier(2, timeout=60)]
 
     def kernel(call, lo, hi):
+        me = (threading.get_ident(), threading.current_thread().name)
         with lock:
+            first = me not in idents[call]
+            idents[call].add(me)
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])
-            idents[call].add((threading.get_ident(), threading.current_thread().name))
-        time.sleep(0.002)
+        if first:
+            barriers[call].wait()
         with lock:
             state["now"] -= 1
 
     _threads.over_ranges(kernel, 16, 2, 0)
     _threads.over_ranges(kernel, 16, 2, 1)
     assert state["most"] == 2
+    assert len(idents[0]) == len(idents[1]) == 2  # two threads per call, never more
     me = (threading.get_ident(), threading.current_thread().name)
     workers = (idents[0] | idents[1]) - {me}
     assert me in idents[0] and me in idents[1] and workers
