@@ -177,6 +177,37 @@ def test_term_graphs(corpus, include_self):
     assert (np.diag(Ak) > 0).any() == include_self or not include_self
 
 
+@pytest.mark.parametrize("n_chunks", [1, 3])
+def test_second_order_graph_ties_go_to_the_lowest_term_id(n_chunks):
+    # rows of four entries 0.5 are unit rows and every cosine is an exact multiple of 0.25, so rows
+    # are full of exact ties: the kept neighbours must be the largest, ties -> lowest term id
+    import scipy.sparse as sp
+
+    from jkofast.kernels.sgr.build import second_order_graph
+
+    rng = np.random.default_rng(7)
+    V, n_cols, n_keep = 14, 9, 3
+    dense = np.zeros((V, n_cols))
+    for t in range(V):
+        dense[t, rng.choice(n_cols, 4, replace=False)] = 0.5
+    A, AT = sp.csr_matrix(dense), sp.csr_matrix(dense.T)
+    nbr = np.full((V, n_keep), -1, np.int32)
+    val = np.zeros((V, n_keep))
+    cnt = np.zeros(V, np.int64)
+    args = (A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data, AT.indptr.astype(np.int64))
+    args += (AT.indices.astype(np.int32), AT.data, V, n_keep, n_chunks, nbr, val, cnt)
+    second_order_graph(*args)
+    G = dense @ dense.T
+    np.fill_diagonal(G, 0.0)
+    for t in range(V):
+        cand = [k for k in range(V) if G[t, k] > 0]
+        keep = sorted(sorted(cand, key=lambda k: (-G[t, k], k))[:n_keep])
+        assert cnt[t] == len(keep)
+        assert nbr[t, : cnt[t]].tolist() == keep
+        assert_array_equal(val[t, : cnt[t]], G[t, keep])
+    assert any(len(set(G[t][G[t] > 0])) < (G[t] > 0).sum() for t in range(V))  # ties were there to break
+
+
 @pytest.mark.parametrize("mode", ["strongest", "lowest_term_id"])
 def test_semantic_neighbour_lists(built, mode):
     r = built[0]
