@@ -116,8 +116,17 @@ class SparseIndex:
 
     def fit(self, texts) -> SparseIndex:
         """Analyse ``texts`` (one per document) and build the postings."""
-        indptr, indices, counts, doc_len = self.vocab.fit_transform(texts)
-        self._build(indptr, indices, counts, doc_len, self.vocab.n_terms)
+        return self._fit_counts(self.vocab, self.vocab.fit_transform(texts))
+
+    def _fit_counts(self, vocab: Vocabulary, counts) -> SparseIndex:
+        """Build the postings from a fitted ``vocab`` and its ``fit_transform`` output ``counts``.
+
+        Two indexes over one corpus and one analyser share its analysis this way instead of each
+        analysing the texts again (the arrays are read, never written).
+        """
+        indptr, indices, cnt, doc_len = counts
+        self.vocab = vocab
+        self._build(indptr, indices, cnt, doc_len, vocab.n_terms)
         return self
 
     def fit_token_ids(self, token_ids, n_terms: int | None = None) -> SparseIndex:

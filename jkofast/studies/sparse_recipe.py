@@ -32,6 +32,7 @@ from jkofast.jko.solver import JKOConfig
 from jkofast.pools.candidates import Pools, build_pools
 from jkofast.sgr.retriever import SparseGeometricRetriever
 from jkofast.sparse.index import BM25Index, TfidfIndex
+from jkofast.sparse.vocabulary import Vocabulary
 from jkofast.studies.readout import readout_topk, rerank_blocks
 from jkofast.text.analyzer import Analyzer
 
@@ -128,10 +129,10 @@ def title_texts(ds, t: int) -> list[str]:
 class SparseRecipeCorpus:
     """The sparse indexes of the recipe over one corpus, built once and shared.
 
-    BM25 lucene and TF-IDF over ``title x title_repeats + text`` with one analyser (same sorted
-    vocabulary), the document term counts, and SparseGeometricRAG fitted on those counts (its
-    PPMI graph smooths the geometry); the counts, the SGR fit and the geometry are built on
-    first use.
+    BM25 lucene and TF-IDF over ``title x title_repeats + text`` from one analysis of the texts
+    (same sorted vocabulary), the document term counts, and SparseGeometricRAG fitted on those
+    counts (its PPMI graph smooths the geometry); the SGR fit and the geometry are built on first
+    use.
 
     Parameters
     ----------
@@ -151,12 +152,14 @@ class SparseRecipeCorpus:
         self.analyzer = analyzer
         self.title_repeats = title_repeats
         self.texts = title_texts(ds, title_repeats)
-        self.bm25 = BM25Index("lucene", analyzer=analyzer).fit(self.texts)
+        # one analysis of the texts serves BM25, TF-IDF and the count matrix (same vocabulary)
+        vocab = Vocabulary(analyzer)
+        counts = vocab.fit_transform(self.texts)
+        self.bm25 = BM25Index("lucene", analyzer=analyzer)._fit_counts(vocab, counts)
         self.V = self.bm25.n_terms
-        self.tfidf = TfidfIndex(analyzer).fit(self.texts)
-        if self.tfidf.n_terms != self.V:  # same analyser and texts -> same sorted vocabulary
-            raise RuntimeError("TF-IDF and BM25 vocabularies differ")
-        self._doc_tf = None
+        self.tfidf = TfidfIndex(analyzer)._fit_counts(Vocabulary(analyzer, terms=vocab.terms), counts)
+        ptr, terms, cnt, _ = counts
+        self._doc_tf = sp.csr_matrix((cnt.copy(), terms.copy(), ptr.copy()), shape=(len(self.texts), self.V))
         self._sgr = None
         self._geometry = {}
 
@@ -175,10 +178,7 @@ class SparseRecipeCorpus:
 
     @property
     def doc_tf(self) -> sp.csr_matrix:
-        """Document term counts (n_docs, V) CSR over the BM25 vocabulary (built on first use)."""
-        if self._doc_tf is None:
-            ptr, terms, cnt = self.bm25.vocab.transform(self.texts)
-            self._doc_tf = sp.csr_matrix((cnt, terms, ptr), shape=(len(self.texts), self.V))
+        """Document term counts (n_docs, V) CSR over the BM25 vocabulary."""
         return self._doc_tf
 
     @property

@@ -7,6 +7,9 @@ scikit-learn); ``"lucene"`` is Lucene ``EnglishAnalyzer``'s 33-word default list
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 __all__ = ["LUCENE_ENGLISH_STOP_WORDS", "STOPWORD_LISTS", "stop_words"]
 
 STOPWORD_LISTS = ("english", "sklearn", "lucene", "bm25s")  # "sklearn" is "english"; "bm25s" = "lucene"'s words
@@ -48,13 +51,44 @@ LUCENE_ENGLISH_STOP_WORDS = frozenset(
         "with",
     )
 )
-# the largest vocabulary the CSR kernels index (int32 column ids)
+_SKLEARN_STOP_WORDS: list[str] | None = None
+
+
+def _sklearn_stop_words() -> list[str]:
+    """scikit-learn's ``ENGLISH_STOP_WORDS``, sorted, read without importing scikit-learn.
+
+    ``import sklearn`` costs about a second (it loads scikit-learn's utilities and their
+    dependencies), and a command that only needs the 318 words would pay it on every run. The list
+    lives alone in ``sklearn/feature_extraction/_stop_words.py``, a module with no imports: that file
+    is executed on its own.  Where it is not found (a scikit-learn that moved it), the list comes
+    from the public import.
+    """
+    global _SKLEARN_STOP_WORDS
+    if _SKLEARN_STOP_WORDS is None:
+        words = None
+        spec = importlib.util.find_spec("sklearn")  # locates the package without running it
+        roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+        for root in roots:
+            path = os.path.join(root, "feature_extraction", "_stop_words.py")
+            if os.path.isfile(path):
+                mod_spec = importlib.util.spec_from_file_location("_jkofast_sklearn_stop_words", path)
+                mod = importlib.util.module_from_spec(mod_spec)
+                try:
+                    mod_spec.loader.exec_module(mod)
+                except Exception:  # an unexpected file: the public import below decides
+                    break
+                found = getattr(mod, "ENGLISH_STOP_WORDS", None)
+                if isinstance(found, frozenset) and found and all(isinstance(w, str) for w in found):
+                    words = found
+                break
+        if words is None:
+            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as words
+        _SKLEARN_STOP_WORDS = sorted(words)
+    return list(_SKLEARN_STOP_WORDS)
 
 
 def stop_words(name: str) -> list[str]:
     """Return the named list (one of :data:`STOPWORD_LISTS`) as a sorted list."""
     if name in ("english", "sklearn"):
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-        return sorted(ENGLISH_STOP_WORDS)
+        return _sklearn_stop_words()
     return sorted(LUCENE_ENGLISH_STOP_WORDS)  # bm25s's STOPWORDS_EN is Lucene's list (tested)

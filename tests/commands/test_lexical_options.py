@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -30,6 +31,29 @@ def test_stopword_lists():
     assert Analyzer("sklearn", stopwords="bm25s").tokenize("The cat and the hat") == ["cat", "hat"]
     with pytest.raises(ValueError, match="stopwords must be None, one of 'english', 'sklearn', 'lucene', 'bm25s'"):
         Analyzer(stopwords="french")
+
+
+def test_english_stop_list_read_without_importing_sklearn():
+    code = (
+        "import sys; from jkofast.text.stopwords import stop_words; "
+        "w = stop_words('english'); print(len(w), 'sklearn' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["318", "False"]
+
+
+def test_english_stop_list_falls_back_to_the_import(monkeypatch):
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from jkofast.text import stopwords
+
+    monkeypatch.setattr(stopwords, "_SKLEARN_STOP_WORDS", None)
+    monkeypatch.setattr(stopwords.importlib.util, "find_spec", lambda name: None)
+    assert stopwords.stop_words("english") == sorted(ENGLISH_STOP_WORDS)
+    monkeypatch.setattr(stopwords, "_SKLEARN_STOP_WORDS", None)
+    a = stopwords.stop_words("english")
+    a.append("extra")  # a caller's edit does not reach the next call
+    assert stopwords.stop_words("english") == sorted(ENGLISH_STOP_WORDS)
 
 
 def test_bm25s_stopword_list_is_bm25s_english():

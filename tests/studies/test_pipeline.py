@@ -341,6 +341,33 @@ def test_sparse_recipe_corpus_arguments():
         SparseRecipeCorpus(ds, 4, "word")
 
 
+def test_sparse_recipe_corpus_one_analysis_equals_separate_fits():
+    from types import SimpleNamespace
+
+    from jkofast.sparse.index import BM25Index, TfidfIndex
+    from jkofast.studies.sparse_recipe import SparseRecipeCorpus, sparse_analyzer, title_texts
+
+    ds = SimpleNamespace(
+        titles=["Running cats", "", "Dogs and cats"],
+        texts=["The cats were running quickly.", "A dog runs; dogs ran.", "Cats chase running dogs."],
+    )
+    an = sparse_analyzer()
+    sc = SparseRecipeCorpus(ds, 2, an)
+    texts = title_texts(ds, 2)
+    bm, tf = BM25Index("lucene", analyzer=an).fit(texts), TfidfIndex(an).fit(texts)
+    for mine, ref in ((sc.bm25, bm), (sc.tfidf, tf)):
+        assert mine.vocab.terms == ref.vocab.terms
+        for name in ("term_ptr", "post_docs", "post_w", "doc_len", "idf"):
+            np.testing.assert_array_equal(getattr(mine, name), getattr(ref, name))
+    ptr, terms, cnt = bm.vocab.transform(texts)
+    np.testing.assert_array_equal(sc.doc_tf.indptr, ptr)
+    np.testing.assert_array_equal(sc.doc_tf.indices, terms)
+    np.testing.assert_array_equal(sc.doc_tf.data, cnt)
+    q = ["running dogs", "cat"]
+    np.testing.assert_array_equal(sc.bm25_scores(q), bm.score_all(q))
+    np.testing.assert_array_equal(sc.tfidf.transform(q).toarray(), tf.transform(q).toarray())
+
+
 def test_evaluate_topk_refuses_inconsistent_rankings():
     doc_ids = ["d0", "d1", "d2"]
     qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
