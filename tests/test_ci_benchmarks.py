@@ -50,6 +50,8 @@ def _fake_suites(root):
         class Cached:
             def setup_cache(self):
                 _log("setup_cache")
+                with open("cache_file.txt", "w") as f:  # in the working directory, as asv suites write
+                    f.write("41")
                 return 41
 
             def track_cached(self, c):
@@ -87,6 +89,7 @@ def test_every_benchmark_and_parameter_runs_once_and_a_broken_one_fails(tmp_path
     monkeypatch.setattr(sys, "modules", dict(sys.modules))
     tool = _tool()
     log = _fake_suites(tmp_path)
+    monkeypatch.chdir(tmp_path)
     benches = {b.name: b for b in tool.discover(str(tmp_path))}
     assert set(benches) == {
         "bench_bad.Broken.time_raises",
@@ -131,6 +134,7 @@ def test_the_command_exits_2_naming_the_broken_benchmarks(tmp_path):
     assert "track_ returned str 'x', not a number" in out.stderr
     assert "bench_good.Params.time_it[3] ok" in out.stdout
     assert "7 benchmarks of 2 suites, 13 parameter combinations, 2 failed" in out.stdout
+    assert not (tmp_path / "cache_file.txt").exists()  # setup_cache ran in a scratch folder, since removed
 
 
 def test_lists_every_suite_of_the_repository():

@@ -26,6 +26,7 @@ import numbers
 import os
 import re
 import sys
+import tempfile
 import time
 import traceback
 
@@ -102,6 +103,19 @@ def main(argv=None) -> int:
         for b in benches:
             print(f"{b.name} ({n_params(b)})")
         return 0
+    # asv runs setup_cache in a folder of its own; so does this run: what the suites write there (corpus
+    # files, built indexes) is removed afterwards instead of being left in the directory CI started from
+    with tempfile.TemporaryDirectory(prefix="asv-smoke-") as work:
+        here = os.getcwd()
+        os.chdir(work)
+        try:
+            return _run_all(benches)
+        finally:
+            os.chdir(here)
+
+
+def _run_all(benches) -> int:
+    """Run every benchmark of ``benches`` at each of its parameter combinations; 2 when one failed."""
     caches: dict = {}
     failed, t_start = [], time.perf_counter()
     per_suite: dict[str, float] = {}
