@@ -199,6 +199,22 @@ def _sgr_query():
     return lambda: r.search(queries, k=10, n_threads=1)
 
 
+def _sgr_build():
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
+
+    from benchmarks.common import synthetic_texts
+    from jkofast.sgr.config import SGRConfig
+    from jkofast.sgr.layout import calibrate
+
+    docs, _ = synthetic_texts(500, 1, n_words=2_000)
+    counts = CountVectorizer(dtype=np.float32).fit_transform(docs)
+    X = TfidfTransformer().fit_transform(counts).astype(np.float32).tocsr()
+    X.sort_indices()
+    params = SGRConfig()
+    # the index build's kernels: memberships, branch centres, codes, reliability rows, the two term graphs
+    return lambda: calibrate(X, params, n_threads=1)
+
+
 def _metrics():
     from benchmarks.common import jk, make_metric_data
 
@@ -225,6 +241,7 @@ FAMILIES = {
     "multires_sam": _multires,
     "bm25_topk": _bm25_topk,
     "sgr_query": _sgr_query,
+    "sgr_build": _sgr_build,
     "metrics": _metrics,
     "encoder_forward": _encoder_forward,
 }

@@ -213,3 +213,11 @@ def test_inputs_unchanged_only_when_every_file_the_workloads_use_is_identical(tm
     (pkg / "new_module.py").write_text("")
     same, why = tool.inputs_unchanged("HEAD", imported, str(tmp_path))
     assert not same and "added or removed: new_module.py" in why
+
+
+def test_sgr_build_workload_runs_the_index_build_natively(monkeypatch):
+    # outside valgrind the client requests are no-ops: the workload is the calibration of its 500 documents
+    monkeypatch.syspath_prepend(os.path.abspath(ROOT))
+    run = _workloads().build("sgr_build")
+    geometry = run()
+    assert geometry.n_calibration == 500 and geometry.g_indptr[-1] > 0
