@@ -94,6 +94,22 @@ def test_warmup_reaches_every_wing():
     )
 
 
+def test_no_kernel_is_specialised_on_an_integer_constant():
+    # a counter started at a bare 0 (or a constant argument) reaches its callee as Literal[int]: Numba
+    # compiles that specialisation beside the int64 one (docs/develop.md, compile-time rule 5). After the
+    # whole warm-up no kernel may hold one, except the eval sorts' ``mode``, a flag compiled once per mode.
+    _ok_in_fresh_interpreter(
+        "import jkofast\n"
+        "from numba.core import types\n"
+        "from jkofast._numba import REGISTRY\n"
+        "jkofast.warmup(features='all')\n"
+        "modes = {'jkofast.kernels.eval.metrics._before', 'jkofast.kernels.eval.metrics._merge_sort'}\n"
+        "bad = sorted(f'{k}{tuple(map(str, sig))}' for k, d in REGISTRY.items() if k not in modes\n"
+        "             for sig in d.signatures if any(isinstance(a, types.IntegerLiteral) for a in sig))\n"
+        "assert not bad, bad\n"
+    )
+
+
 def test_numba_internals_hooks_are_version_guarded():
     # the cache hooks reach into numba.core.caching: outside the versions they were written for,
     # jkofast warns and leaves caching to Numba

@@ -107,7 +107,7 @@ def _assign(X, xx, C, cc, xr, cr, sam, assign):
     best = np.zeros(BLOCK, np.int64)
     bv = np.empty(BLOCK)
     changed = False
-    i0 = 0
+    i0 = np.int64(0)  # not a bare 0: a literal would compile _dots_block and _dot a second time
     while i0 < m:
         nb = BLOCK if i0 + BLOCK <= m else 1
         for g in range(G):

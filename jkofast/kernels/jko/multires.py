@@ -198,7 +198,7 @@ def _run_stage(r, tau0, Xs, prm, p_out, diag, unrolled, log_form, imp32, imp64, 
         return OK
     C = np.empty((m, m))
     K = np.empty((m, m))
-    cost_kernel_dense(Xs, 0, m, False, C, K)
+    cost_kernel_dense(Xs, np.int64(0), m, np.bool_(False), C, K)  # the argument types of pool_geometry's call
     losses = np.empty(prm.T * prm.inner)
     f = np.empty(m)
     g = np.empty(m)

@@ -54,7 +54,7 @@ def pool_blocks(Z, offsets, boff, C, K):
         m = offsets[q + 1] - lo
         Cb = np.empty((m, m))
         Kb = np.empty((m, m))
-        cost_kernel_dense(Z, lo, lo + m, True, Cb, Kb)
+        cost_kernel_dense(Z, lo, lo + m, np.bool_(True), Cb, Kb)  # the argument types of pool_geometry's call
         start = boff[q]
         for i in range(m):
             for j in range(m):

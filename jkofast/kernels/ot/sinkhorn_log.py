@@ -469,7 +469,7 @@ def sinkhorn_log_solve(gc, log_a, log_b, f, g, max_iter, tol, check_every, tiny,
     """
     C, C_T, Kg, cmin, eps = gc
     pa, u, s, tmp_m, qb, v, t, tmp_n = wk
-    it = 0
+    it = np.int64(0)  # not a bare 0: a literal would compile _check_due a second time (docs/develop.md)
     err = np.inf
     scale = 1.0
     done = False

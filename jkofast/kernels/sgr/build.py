@@ -467,7 +467,7 @@ def second_order_graph(
                         touched[nt] = k
                         nt += 1
                     acc[k] += v * at_val[q]
-            npos = 0
+            npos = np.int64(0)  # not a bare 0: a literal would compile topk_select_subset a second time
             for a in range(nt):
                 k = touched[a]
                 if k != i and acc[k] > 0.0:

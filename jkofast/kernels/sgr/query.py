@@ -314,7 +314,7 @@ def route_query(qt, qv, g_indptr, g_idx, g_val, alpha, budget, rstamp, rval, gen
         t = qt[a]
         rstamp[t] = gen
         rval[t] = np.float64(qv[a])
-    ninf = 0
+    ninf = np.int64(0)  # not a bare 0: a literal would compile topk_ids a second time
     for a in range(nq):
         t = qt[a]
         w = np.float64(qv[a])
@@ -826,7 +826,7 @@ def bm25_candidates(gen, qt, nu, n_cand, post, bm25_idf, dl, bm25, bs, u, heap_v
     avgdl, k1, bb = bm25
     bstamp, bval, blist = bs
     dp, esum, csum, dm_n, ulist = u
-    nb = 0
+    nb = np.int64(0)  # not a bare 0: a literal would compile topk_ids a second time
     for a in range(qt.shape[0]):
         t = qt[a]
         w = bm25_idf[t]
@@ -1504,7 +1504,7 @@ def greedy_ranks(plain, n_pool, nd, ne, F, lam_d, rt, centres, ctab, wi, wf, out
     ns = 0
     out_order[0] = plain[0]
     used[0] = 1
-    best_b = -1
+    best_b = np.int64(-1)  # not a bare -1: a literal would compile _cos_column a second time
     for s in range(ebn[0]):
         b = eb[0, s]
         if best_b < 0 or b < best_b:  # eligible list is H-descending

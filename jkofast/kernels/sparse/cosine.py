@@ -103,7 +103,7 @@ def cosine_rows(indptr, indices, data, rows, n_cols, out):
     ``n_cols`` = number of columns (size of the scatter buffer).
     """
     buf = np.zeros(n_cols, np.float64)
-    _pool_block(indptr, indices, data, rows, buf, out.reshape(-1), 0)
+    _pool_block(indptr, indices, data, rows, buf, out.reshape(-1), np.int64(0))  # int64 as cosine_pools passes it
 
 
 @kernel(parallel=True)
