@@ -31,7 +31,7 @@ import numpy as np
 
 from jkofast import _status
 from jkofast._numba import register_warmup
-from jkofast._threads import numba_threads
+from jkofast._threads import numba_threads, over_ranges
 from jkofast._validation import (
     as_float_array,
     check_int,
@@ -41,6 +41,8 @@ from jkofast._validation import (
     rescale_rows_dense,
 )
 from jkofast.jko.config import JKOConfig, resolve_config
+from jkofast.jko.solver import _path_tokens, _retry_tokens
+from jkofast.kernels.jko import solver as _ks
 from jkofast.kernels.jko import theory as _k
 from jkofast.selection import topk
 
@@ -204,13 +206,41 @@ class TheoryBatch:
             seg = P0[ioff[b] : ioff[b + 1]]
             seg[:] = normalise_mass(seg, f"p0 of item {b}")
         P = np.zeros((T + 1) * n)
-        status = np.zeros(po.shape[0], np.int32)
-        with numba_threads(self.n_threads):
-            _k.jko_items(E, P0, ioff, po, self.boff, self.C, self.K, cfg.replace(T=1)._params(), T, P, status)
+        status = self._run_items(E, P0, ioff, po, cfg, T, P)
         bad = np.flatnonzero(status)
         if bad.size:
             raise RuntimeError(f"trajectories: item {int(bad[0])} failed ({_status.MESSAGES.get(int(status[bad[0]]))})")
         return P.reshape(T + 1, n)
+
+    def _run_items(self, E, P0, ioff, po, cfg: JKOConfig, T: int, P) -> np.ndarray:
+        """Run ``jko_items`` on the path tokens of ``cfg``, rerunning the items that ask for a retry.
+
+        The flow compiles only the transport kernels of the configured gradient path (the
+        unrolled path on float64 operators); an item answering ``RETRY_F64`` / ``RETRY_FALLBACK``
+        is rerun from its first state with that token added, so every trajectory is the one
+        the all-paths kernel ``jko_query`` computes. Returns the per-item status (int32).
+        """
+        prm = cfg.replace(T=1)._params()
+        paths = cfg.replace(dtype="float64")
+        status = np.zeros(po.shape[0], np.int32)
+        pending = [(None, False, False)]  # (items to run or None = all, f64, fallback)
+        while pending:
+            todo, f64, fallback = pending.pop()
+            run = status if todo is None else np.where(todo, 0, 1).astype(np.int32)
+            tok = tuple(_path_tokens(paths, False, f64, fallback))
+            args = (E, P0, ioff, po, self.boff, self.C, self.K, prm, T, P, run, tok)
+            over_ranges(_k.jko_items, po.shape[0], self.n_threads, *args)
+            if todo is not None:
+                status[todo] = run[todo]
+            for st in (_ks.RETRY_F64, _ks.RETRY_FALLBACK, _ks.MISSING_PATH):
+                sel = status == st
+                if todo is not None:
+                    sel &= todo
+                if sel.any():
+                    nf64, nfb = _retry_tokens(st, paths, False, f64, fallback)
+                    status[sel] = 0
+                    pending.append((sel, nf64, nfb))
+        return status
 
     def free_energy(self, P, E, pool_of, lam: float, rho: float) -> np.ndarray:
         """``F`` of every state of every item: ``out[s, b]`` (float64, p clipped at 1e-30).
@@ -672,6 +702,9 @@ def _warmup() -> None:
         b = TheoryBatch.from_embeddings(z, [0, 3], n_threads=1)
     E = np.array([-1.0, -0.5, 0.0])
     po = np.zeros(1, np.int64)
-    P = b.trajectories(E, np.full(3, 1 / 3), po, JKOConfig(inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2), 1)
+    small = JKOConfig(inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2)
+    # the flows of the theory study: Wasserstein on its unrolled path, KL on the path of the modes without transport
+    b.trajectories(E, np.full(3, 1 / 3), po, small.replace(mode="kl"), 1)
+    P = b.trajectories(E, np.full(3, 1 / 3), po, small, 1)
     b.free_energy(P, E, po, 0.05, 0.05)
     b.wc(P[:1], P[1:], po, n_iter=2)

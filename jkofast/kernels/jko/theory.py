@@ -7,8 +7,9 @@ each) that point into it. Pool ``q`` owns the M_q x M_q blocks ``C[boff[q]:boff[
 size). Stacked states ``P`` (S states of every item) are flat: state ``s`` of item ``b`` is
 ``P[s*n + ioff[b] : s*n + ioff[b+1]]`` with ``n = ioff[-1]``.
 
-Every kernel runs ``prange`` over items (or item x state pairs); each writes only its own
-outputs and computes serially, so results do not depend on the thread count.
+Every kernel runs ``prange`` over items (or item x state pairs), except ``jko_items``, a serial
+kernel over a range of items that the wrapper runs on several threads; each item writes only its
+own outputs and computes serially, so results do not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from numba import prange
 from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.jko.geometry import cost_kernel_dense
-from jkofast.kernels.jko.solver import jko_query
+from jkofast.kernels.jko.solver import FlowOut, jko_flow
 from jkofast.kernels.ot.fixed import sinkhorn_fixed_log
 
 __all__ = ["free_energy_items", "jko_items", "pool_blocks", "wc_items"]
@@ -62,25 +63,29 @@ def pool_blocks(Z, offsets, boff, C, K):
                 K[start + i * m + j] = Kb[i, j]
 
 
-@kernel(parallel=True)
-def jko_items(E, P0, ioff, pool_of, boff, C, K, prm, T, P, status):
-    """Per-outer-step trajectories ``p_0 .. p_T`` of every item (``prange`` over items).
+@kernel()
+def jko_items(E, P0, ioff, pool_of, boff, C, K, prm, T, P, status, tok, b0, b1):
+    """Per-outer-step trajectories ``p_0 .. p_T`` of the items ``b0 .. b1 - 1`` (serial).
 
-    ``prm`` is a ``JKOParams`` with ``T = 1``: each outer step is one ``jko_query`` call from
+    ``prm`` is a ``JKOParams`` with ``T = 1``: each outer step is one ``jko_flow`` call from
     the previous iterate (fresh Adam state, θ restarted at ``log p_t``, as inside a
-    ``T``-step run, so ``p_T`` is bit-identical to one call with ``T`` steps). ``P`` flat
-    ((T+1)·n,): state t of item b at ``t*n + ioff[b]``; state 0 = ``P0``. ``status`` (int32,
-    per item): the first non-OK step status (its later states are left as they are).
+    ``T``-step run, so ``p_T`` is bit-identical to one call with ``T`` steps). ``tok``: the
+    path tokens of ``jko_flow``, the tuple ``(unrolled, log_form, unr32, imp32, imp64,
+    converged, duals)``. ``P`` flat ((T+1)·n,): state t of item b at ``t*n + ioff[b]``;
+    state 0 = ``P0``. Items with ``status[b] != 0`` on entry are skipped (done, or not part
+    of a retry); an item's ``status`` (int32) becomes its first non-OK step status
+    (``RETRY_*`` as ``jko_flow``: the wrapper reruns the item with the token added; its later
+    states are left as they are). The wrapper runs disjoint item ranges on several threads.
     """
     n = ioff[ioff.shape[0] - 1]
-    nb = ioff.shape[0] - 1
-    for b in prange(nb):
+    for b in range(b0, b1):
+        if status[b] != 0:
+            continue
         lo = ioff[b]
         hi = ioff[b + 1]
         m = hi - lo
         for i in range(m):
             P[lo + i] = P0[lo + i]
-        status[b] = OK
         if m == 1:
             for t in range(1, T + 1):
                 P[t * n + lo] = 1.0
@@ -93,10 +98,8 @@ def jko_items(E, P0, ioff, pool_of, boff, C, K, prm, T, P, status):
         g = np.empty(m)
         diag = np.zeros(2, np.int64)
         for t in range(T):
-            st = jko_query(
-                P[t * n + lo : t * n + hi], E[lo:hi], Cb, Cb, Kb, prm, P[(t + 1) * n + lo : (t + 1) * n + hi],
-                losses, f, g, diag,
-            )  # fmt: skip
+            res = FlowOut(P[(t + 1) * n + lo : (t + 1) * n + hi], losses, f, g, diag)
+            st = jko_flow(P[t * n + lo : t * n + hi], E[lo:hi], Cb, Cb, Kb, prm, res, *tok)
             if st != OK:
                 status[b] = st
                 break
