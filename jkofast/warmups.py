@@ -82,19 +82,29 @@ def lazy_entries(features="default") -> list[str]:
 
 
 # compile seconds per entry on an empty cache, one core of a quiet machine (`jkofast warmup --jobs 1
-# --json`), rounded: they balance the processes of a parallel warm-up and make the commands' "about N s"
-# notice; an entry not named counts _COST_OTHER
+# --json`; the entries outside the main job's from the per-entry lines of a bounds-checked two-process
+# `warmup --all`, scaled by 0.87: the sgr entry compiled in 45.6 s unchecked, 52.6 s bounds-checked),
+# rounded: they balance the processes of a parallel warm-up and make the commands' "about N s" notice; an
+# entry not named counts _COST_OTHER
 _COST = {
     "jko": 18.0,
     "sgr": 46.0,
     "evaluation": 9.0,
     "baselines": 6.0,
     "pools": 4.0,
-    "multires": 47.0,
-    "theory": 40.0,
+    "multires": 34.0,
+    "theory": 21.0,
     "text": 2.0,
     "index": 2.0,
     "energy": 2.0,
+    "index.variants": 15.0,
+    "jko.paths": 14.0,
+    "evaluate_files": 9.0,
+    "encode": 5.0,
+    "nm_jko": 3.0,
+    "eval.stability": 3.0,
+    "ot": 3.0,
+    "sgr.one_query": 2.5,
 }
 _COST_OTHER = 1.5
 
