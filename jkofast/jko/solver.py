@@ -357,23 +357,21 @@ def pool_geometry(embeddings=None, csr=None, *, normalise: bool = True) -> tuple
     return C, K
 
 
-def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_threads: int | None) -> None:
-    """Run ``rerank_pools`` on ``n_threads`` threads with the path tokens of ``cfg``; rerun those asking for a retry.
+def _with_retries(cfg: JKOConfig, with_duals: bool, status, run) -> None:
+    """Call ``run(st, tok)`` on the path tokens of ``cfg``, then again for the items that ask for a retry.
 
-    A query answering ``RETRY_F64`` / ``RETRY_FALLBACK`` is rerun from scratch (alone with the
-    others of its kind; the rest are masked as done) on the specialisation with that token
-    added, so results are those of the all-paths kernel.
+    ``status`` (int32, one entry per item) holds 0 for the items to run; ``run`` runs the items whose entry
+    of its ``st`` is 0 and writes their statuses there. An item answering ``RETRY_F64`` / ``RETRY_FALLBACK``
+    is rerun from scratch (alone with the others of its kind; the rest are masked as done) on the
+    specialisation with that token added, so results are those of the all-paths kernel.
     """
-    prm = cfg._params(with_duals)
-    status = out.status
-    pending = [(None, False, False)]  # (queries to run or None = all, f64, fallback)
+    pending = [(None, False, False)]  # (items to run or None = all, f64, fallback)
     while pending:
         todo, f64, fallback = pending.pop()
-        run = out if todo is None else out._replace(status=np.where(todo, 0, 1).astype(np.int32))
-        tok = tuple(_path_tokens(cfg, with_duals, f64, fallback))  # a plain tuple: the kernel passes it on as *tok
-        over_ranges(_k.rerank_pools, off.shape[0] - 1, n_threads, E, P0, off, rows, prm, run, run.status, tok)
+        st_run = status if todo is None else np.where(todo, 0, 1).astype(np.int32)
+        run(st_run, tuple(_path_tokens(cfg, with_duals, f64, fallback)))  # a plain tuple: kernels pass it on as *tok
         if todo is not None:
-            status[todo] = run.status[todo]
+            status[todo] = st_run[todo]
         for st in (_k.RETRY_F64, _k.RETRY_FALLBACK, _k.MISSING_PATH):
             sel = status == st
             if todo is not None:
@@ -382,6 +380,17 @@ def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_thr
                 nf64, nfb = _retry_tokens(st, cfg, with_duals, f64, fallback)
                 status[sel] = 0
                 pending.append((sel, nf64, nfb))
+
+
+def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_threads: int | None) -> None:
+    """Run ``rerank_pools`` on ``n_threads`` threads with the path tokens of ``cfg``; rerun those asking for a retry."""
+    prm = cfg._params(with_duals)
+
+    def run(st, tok):
+        batch = out._replace(status=st)
+        over_ranges(_k.rerank_pools, off.shape[0] - 1, n_threads, E, P0, off, rows, prm, batch, st, tok)
+
+    _with_retries(cfg, with_duals, out.status, run)
 
 
 @dataclass

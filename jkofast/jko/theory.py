@@ -41,8 +41,7 @@ from jkofast._validation import (
     rescale_rows_dense,
 )
 from jkofast.jko.config import JKOConfig, resolve_config
-from jkofast.jko.solver import _path_tokens, _retry_tokens
-from jkofast.kernels.jko import solver as _ks
+from jkofast.jko.solver import _with_retries
 from jkofast.kernels.jko import theory as _k
 from jkofast.selection import topk
 
@@ -221,25 +220,13 @@ class TheoryBatch:
         the all-paths kernel ``jko_query`` computes. Returns the per-item status (int32).
         """
         prm = cfg.replace(T=1)._params()
-        paths = cfg.replace(dtype="float64")
         status = np.zeros(po.shape[0], np.int32)
-        pending = [(None, False, False)]  # (items to run or None = all, f64, fallback)
-        while pending:
-            todo, f64, fallback = pending.pop()
-            run = status if todo is None else np.where(todo, 0, 1).astype(np.int32)
-            tok = tuple(_path_tokens(paths, False, f64, fallback))
-            args = (E, P0, ioff, po, self.boff, self.C, self.K, prm, T, P, run, tok)
+
+        def run(st, tok):
+            args = (E, P0, ioff, po, self.boff, self.C, self.K, prm, T, P, st, tok)
             over_ranges(_k.jko_items, po.shape[0], self.n_threads, *args)
-            if todo is not None:
-                status[todo] = run[todo]
-            for st in (_ks.RETRY_F64, _ks.RETRY_FALLBACK, _ks.MISSING_PATH):
-                sel = status == st
-                if todo is not None:
-                    sel &= todo
-                if sel.any():
-                    nf64, nfb = _retry_tokens(st, paths, False, f64, fallback)
-                    status[sel] = 0
-                    pending.append((sel, nf64, nfb))
+
+        _with_retries(cfg.replace(dtype="float64"), False, status, run)
         return status
 
     def free_energy(self, P, E, pool_of, lam: float, rho: float) -> np.ndarray:
