@@ -22,7 +22,7 @@ PATTERNS = {
     "spec section": r"\bSPEC\b(?:\s+[AB]\.\d+(?:\.\d+)*\b)?|(?<![\w.])[AB]\.\d+(?:\.\d+)*\b",
     "commit hash": r"(?<![\w\"])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b(?![\"\w])",
     "machine path": r"(?<![\w.~/])/(?:home|work|tmp|root|mnt|opt|data)/",
-    "load average": r"load average|\bload\s+[~≈]?\s?\d",
+    "load average": r"load average|\bload\s+[~≈]?\s?\d|\bloaded\s+(?:machine|VM)\b|\bbusy\s+machine\b|\bs\s+loaded\b",
     "development talk": r"\bwaves?\b|\bwings?\b|\bgoal\b",
 }
 # pages sphinx writes itself (index of names, search page): no prose of ours

@@ -113,6 +113,13 @@ def test_bare_section_numbers_and_a_load_across_a_line_break_are_found():
     assert sorted(kinds) == ["load average", "spec section", "spec section", "spec section"]
 
 
+def test_machine_load_in_words_is_found():
+    text = "9.3 µs (11 µs on a loaded machine); on this loaded VM; 44 s on a busy machine; `--quick`: 16 s loaded"
+    kinds = [f.split(": ")[1] for f in site_checks.findings(text, "x.md")]
+    assert kinds == ["load average"] * 4
+    assert site_checks.findings("No cross-encoder is loaded; the kernels loaded from the cache", "x.md") == []
+
+
 def test_built_site_check_command_exit_status(tmp_path, capsys):
     clean = _site(tmp_path / "a", {"index.html": PAGE.format(nav="", body="ok", pre="")})
     dirty = _site(tmp_path / "b", {"index.html": PAGE.format(nav="", body="the first wave", pre="")})
