@@ -188,8 +188,8 @@ def test_second_order_graph_ties_go_to_the_lowest_term_id(n_chunks):
     rng = np.random.default_rng(7)
     V, n_cols, n_keep = 14, 9, 3
     dense = np.zeros((V, n_cols))
-    for t in range(V):
-        dense[t, rng.choice(n_cols, 4, replace=False)] = 0.5
+    for term in range(V):
+        dense[term, rng.choice(n_cols, 4, replace=False)] = 0.5
     A, AT = sp.csr_matrix(dense), sp.csr_matrix(dense.T)
     nbr = np.full((V, n_keep), -1, np.int32)
     val = np.zeros((V, n_keep))
@@ -199,13 +199,13 @@ def test_second_order_graph_ties_go_to_the_lowest_term_id(n_chunks):
     second_order_graph(*args)
     G = dense @ dense.T
     np.fill_diagonal(G, 0.0)
-    for t in range(V):
-        cand = [k for k in range(V) if G[t, k] > 0]
-        keep = sorted(sorted(cand, key=lambda k: (-G[t, k], k))[:n_keep])
-        assert cnt[t] == len(keep)
-        assert nbr[t, : cnt[t]].tolist() == keep
-        assert_array_equal(val[t, : cnt[t]], G[t, keep])
-    assert any(len(set(G[t][G[t] > 0])) < (G[t] > 0).sum() for t in range(V))  # ties were there to break
+    for term in range(V):
+        cand = [k for k in range(V) if G[term, k] > 0]
+        keep = sorted(sorted(cand, key=lambda k: (-G[term, k], k))[:n_keep])
+        assert cnt[term] == len(keep)
+        assert nbr[term, : cnt[term]].tolist() == keep
+        assert_array_equal(val[term, : cnt[term]], G[term, keep])
+    assert any(len(set(G[term][G[term] > 0])) < (G[term] > 0).sum() for term in range(V))  # ties were there to break
 
 
 @pytest.mark.parametrize("mode", ["strongest", "lowest_term_id"])
