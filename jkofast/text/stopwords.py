@@ -7,6 +7,7 @@ scikit-learn); ``"lucene"`` is Lucene ``EnglishAnalyzer``'s 33-word default list
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -51,10 +52,10 @@ LUCENE_ENGLISH_STOP_WORDS = frozenset(
         "with",
     )
 )
-_SKLEARN_STOP_WORDS: list[str] | None = None
 
 
-def _sklearn_stop_words() -> list[str]:
+@functools.cache
+def _sklearn_stop_words() -> tuple[str, ...]:
     """scikit-learn's ``ENGLISH_STOP_WORDS``, sorted, read without importing scikit-learn.
 
     ``import sklearn`` costs about a second (it loads scikit-learn's utilities and their
@@ -63,32 +64,27 @@ def _sklearn_stop_words() -> list[str]:
     is executed on its own.  Where it is not found (a scikit-learn that moved it), the list comes
     from the public import.
     """
-    global _SKLEARN_STOP_WORDS
-    if _SKLEARN_STOP_WORDS is None:
-        words = None
-        spec = importlib.util.find_spec("sklearn")  # locates the package without running it
-        roots = list(spec.submodule_search_locations or ()) if spec is not None else []
-        for root in roots:
-            path = os.path.join(root, "feature_extraction", "_stop_words.py")
-            if os.path.isfile(path):
-                mod_spec = importlib.util.spec_from_file_location("_jkofast_sklearn_stop_words", path)
-                mod = importlib.util.module_from_spec(mod_spec)
-                try:
-                    mod_spec.loader.exec_module(mod)
-                except Exception:  # an unexpected file: the public import below decides
-                    break
-                found = getattr(mod, "ENGLISH_STOP_WORDS", None)
-                if isinstance(found, frozenset) and found and all(isinstance(w, str) for w in found):
-                    words = found
+    spec = importlib.util.find_spec("sklearn")  # locates the package without running it
+    for root in (spec.submodule_search_locations or ()) if spec is not None else ():
+        path = os.path.join(root, "feature_extraction", "_stop_words.py")
+        if os.path.isfile(path):
+            mod_spec = importlib.util.spec_from_file_location("_jkofast_sklearn_stop_words", path)
+            mod = importlib.util.module_from_spec(mod_spec)
+            try:
+                mod_spec.loader.exec_module(mod)
+            except Exception:  # an unexpected file: the public import below decides
                 break
-        if words is None:
-            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as words
-        _SKLEARN_STOP_WORDS = sorted(words)
-    return list(_SKLEARN_STOP_WORDS)
+            words = getattr(mod, "ENGLISH_STOP_WORDS", None)
+            if isinstance(words, frozenset) and words and all(isinstance(w, str) for w in words):
+                return tuple(sorted(words))
+            break
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return tuple(sorted(ENGLISH_STOP_WORDS))
 
 
 def stop_words(name: str) -> list[str]:
     """Return the named list (one of :data:`STOPWORD_LISTS`) as a sorted list."""
     if name in ("english", "sklearn"):
-        return _sklearn_stop_words()
+        return list(_sklearn_stop_words())
     return sorted(LUCENE_ENGLISH_STOP_WORDS)  # bm25s's STOPWORDS_EN is Lucene's list (tested)

@@ -47,10 +47,11 @@ def test_english_stop_list_falls_back_to_the_import(monkeypatch):
 
     from jkofast.text import stopwords
 
-    monkeypatch.setattr(stopwords, "_SKLEARN_STOP_WORDS", None)
+    stopwords._sklearn_stop_words.cache_clear()
     monkeypatch.setattr(stopwords.importlib.util, "find_spec", lambda name: None)
     assert stopwords.stop_words("english") == sorted(ENGLISH_STOP_WORDS)
-    monkeypatch.setattr(stopwords, "_SKLEARN_STOP_WORDS", None)
+    monkeypatch.undo()
+    stopwords._sklearn_stop_words.cache_clear()
     a = stopwords.stop_words("english")
     a.append("extra")  # a caller's edit does not reach the next call
     assert stopwords.stop_words("english") == sorted(ENGLISH_STOP_WORDS)

@@ -19,8 +19,8 @@ when ``tok`` is None, so a call compiles only the kernels its tokens name; the w
 that meets a case it was not compiled for returns an internal retry code (``RETRY_F64``:
 the pool needs float64 operators; ``RETRY_FALLBACK``: a scaled sum underflowed) instead of
 finishing, and the wrapper reruns that pool from scratch with the token added: every
-result is bit-identical to the all-paths kernel ``jko_query`` (every token ``True``),
-which the kernels of other wings call.
+result is bit-identical to the all-paths kernel ``jko_query`` (every token ``True``), the
+reference the specialisations are tested against (``tests/jko/test_jko.py``).
 
 Gradient paths for the transport term ``W(p, q)`` (weight ``w = 1/(2h)``, or ``α/(2h)``;
 kernels in ``jkofast.kernels.ot.transport``):
@@ -709,9 +709,9 @@ def jko_flow(p0, E, C, C_T, Ks, prm, out, unrolled, log_form, unr32, imp32, imp6
 def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
     """Run the JKO flow for one pool on any path, float64 operators on the unrolled path (never retries).
 
-    For kernels that run the flow from inside their own loops (multi-resolution, theory);
-    the wrappers call the lean ``jko_flow`` specialisations instead. Outputs and status as
-    ``jko_flow``.
+    The all-paths reference: every wrapper and the theory and multi-resolution kernels call lean
+    ``jko_flow`` specialisations (path tokens, retried by the wrapper), whose results the tests
+    compare with this one. Outputs and status as ``jko_flow``.
     """
     out = FlowOut(p_out, losses, f_out, g_out, diag)
     return jko_flow(
