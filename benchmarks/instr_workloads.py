@@ -316,9 +316,49 @@ def _count_in_child(family: str) -> None:
     client_request(CG_DUMP_STATS_AT, ctypes.addressof(label))
 
 
+def _package_files(pkg: str) -> list[str]:
+    """The files of the package folder ``pkg`` this process has imported, relative to it, sorted."""
+    return sorted(
+        os.path.relpath(os.path.abspath(f), pkg)
+        for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
+        if f and os.path.abspath(f).startswith(pkg + os.sep)
+    )
+
+
+def _native_in_child(family: str, pkg: str, timed: bool, out: int) -> None:
+    """Build and run ``family`` natively (compile or load its kernels); write what the harness
+    needs to the pipe ``out``: the package files imported by now and, with ``timed``, the seconds."""
+    import json
+
+    run = build(family)
+    run()
+    report = {"imported": _package_files(pkg), "seconds": _seconds(run) if timed else None}
+    with os.fdopen(out, "w") as fh:
+        fh.write(json.dumps(report))
+
+
+def _in_fork(target, *args) -> tuple[bool, str]:
+    """Run ``target(*args, out)`` in a child forked from this process; ``(succeeded, what it wrote to out)``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        code = 1
+        try:
+            target(*args, write)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        text = fh.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0, text
+
+
 def _main(argv: list[str]) -> int:
     native = "--native" in argv
-    timed = {} if "--time" in argv else None
+    timed = "--time" in argv
     families = [a for a in argv if not a.startswith("--")]
     import jkofast  # from the tree under test (first on PYTHONPATH), before this tree goes first
 
@@ -327,16 +367,26 @@ def _main(argv: list[str]) -> int:
     if not native and not on_valgrind():
         sys.stderr.write("instr_workloads: not under valgrind (run it through benchmarks/tools/instructions.py)\n")
         return 2
+    by_family, seconds = {}, {}
     for family in families:
+        # Each family in a child forked from this process, which has only imported jkofast and
+        # numpy.  Counted: every family starts from the same interpreter and heap whatever ran
+        # before it (a few instructions depend on addresses: the interpreter's method cache).
+        # Native: the package files a family imports are all that family's count can depend on
+        # (the gate's per-family proof); in one process a module an earlier family imported would
+        # not show as the next one's.  The kernels a child compiles go to the cache, where the
+        # next child (and the counted process) loads them.
         if native:
-            run = build(family)
-            run()  # compile or load the cache
-            if timed is not None:
-                timed[family] = _seconds(run)
+            import json
+
+            ok, text = _in_fork(_native_in_child, family, os.path.dirname(os.path.abspath(jkofast.__file__)), timed)
+            if not ok:
+                sys.stderr.write(f"instr_workloads: the native child of {family} failed\n")
+                return 1
+            report = json.loads(text)
+            by_family[family] = report["imported"]
+            seconds[family] = report["seconds"]
             continue
-        # Counted: each family in a child forked from this process, which has only imported
-        # jkofast and numpy, so every family starts from the same interpreter and heap whatever
-        # ran before it (a few instructions depend on addresses: the interpreter's method cache).
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -350,17 +400,12 @@ def _main(argv: list[str]) -> int:
             sys.stderr.write(f"instr_workloads: the counted child of {family} failed\n")
             return 1
     if native:
-        # what the harness needs from the warm-up: the seconds (``--time``) and the package files
-        # this process imported (relative to the package: the gate's proof that a count is the same)
+        # what the harness needs from the warm-up: the seconds (``--time``) and, per family, the
+        # package files it imported (relative to the package: the gate's proof that a count is the same)
         import json
 
-        pkg = os.path.dirname(os.path.abspath(jkofast.__file__))
-        imported = sorted(
-            os.path.relpath(os.path.abspath(f), pkg)
-            for f in (getattr(m, "__file__", None) for m in list(sys.modules.values()))
-            if f and os.path.abspath(f).startswith(pkg + os.sep)
-        )
-        print(json.dumps({"seconds": timed, "imported": imported}))
+        imported = sorted(set().union(*by_family.values())) if by_family else []
+        print(json.dumps({"seconds": seconds if timed else None, "imported": imported, "families": by_family}))
     return 0
 
 

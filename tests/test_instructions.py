@@ -89,6 +89,17 @@ def test_count_cheapest_family_under_callgrind():
     assert 200 * 200 * 20 < counts["sinkhorn_log"] < 200_000_000
 
 
+@pytest.mark.skipif(tool.unavailable() is not None, reason=str(tool.unavailable()))
+def test_native_run_lists_each_familys_imports_apart():
+    # each family runs in its own fork: a module one family imported is not listed for the next
+    imported = {}
+    assert tool.count(names=["sinkhorn_log", "bm25_topk"], imported=imported, counted=False) == {}
+    ot, topk = set(imported["sinkhorn_log"]), set(imported["bm25_topk"])
+    assert os.path.join("kernels", "ot", "sinkhorn_log.py") in ot - topk
+    assert os.path.join("kernels", "sparse", "scoring.py") in topk - ot
+    assert "_numba.py" in ot & topk
+
+
 def _workloads():
     spec = importlib.util.spec_from_file_location(
         "instr_workloads_mod", os.path.join(ROOT, "benchmarks", "instr_workloads.py")
@@ -182,12 +193,13 @@ def _git(repo, *args):
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def test_inputs_unchanged_only_when_every_file_the_workloads_use_is_identical(tmp_path, monkeypatch):
+def test_changed_inputs_per_family_only_when_code_a_family_uses_changed(tmp_path, monkeypatch):
     # a tiny repository: the proof compares the tree's jkofast/ with a commit's, file by file
     pkg = tmp_path / "jkofast"
     for rel, text in {
         "__init__.py": "x = 1\n",
-        "used.py": "y = 2\n",
+        "used.py": '"""Doc."""\n\n\ndef f(a):\n    """Add one."""\n    return a + 1  # one\n',
+        "other.py": "w = 5\n",
         "cli.py": "z = 3\n",
         "kernels/__init__.py": "",
         "kernels/unused_kernel.py": "k = 4\n",
@@ -199,20 +211,48 @@ def test_inputs_unchanged_only_when_every_file_the_workloads_use_is_identical(tm
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
     monkeypatch.setattr(tool, "ROOT", str(tmp_path))
-    imported = ["__init__.py", "used.py"]
-    same, why = tool.inputs_unchanged("HEAD", imported, str(tmp_path))
-    assert same and "none of the" in why
-    (pkg / "cli.py").write_text("z = 30\n")  # neither imported nor read: no count can move
-    assert tool.inputs_unchanged("HEAD", imported, str(tmp_path))[0]
-    for rel, text in [("used.py", "y = 20\n"), ("kernels/unused_kernel.py", "k = 40\n"), ("points.json", "[]\n")]:
-        old = (pkg / rel).read_text()
-        (pkg / rel).write_text(text)
-        same, why = tool.inputs_unchanged("HEAD", imported, str(tmp_path))
-        assert not same and rel in why
-        (pkg / rel).write_text(old)
-    (pkg / "new_module.py").write_text("")
-    same, why = tool.inputs_unchanged("HEAD", imported, str(tmp_path))
-    assert not same and "added or removed: new_module.py" in why
+    imported = {"a": ["__init__.py", "used.py"], "b": ["__init__.py", "other.py"]}
+
+    def changed():
+        return tool.changed_inputs("HEAD", imported, str(tmp_path))
+
+    assert changed() == {"a": [], "b": []}
+    # neither imported nor read, a kernel included: no count can move
+    (pkg / "cli.py").write_text("z = 30\n")
+    (pkg / "kernels/unused_kernel.py").write_text("k = 40\n")
+    (pkg / "new_module.py").write_text("q = 1\n")
+    assert changed() == {"a": [], "b": []}
+    # docstrings, comments and layout are not code
+    (pkg / "used.py").write_text('"""Another doc."""\n\ndef f(a):\n    """Add 1 to a."""\n    return a + 1\n')
+    assert changed() == {"a": [], "b": []}
+    # code a family imports: that family only
+    (pkg / "used.py").write_text('def f(a):\n    """Add one."""\n    return a + 2\n')
+    assert changed() == {"a": ["used.py"], "b": []}
+    (pkg / "other.py").write_text("w = 6\n")
+    assert changed() == {"a": ["used.py"], "b": ["other.py"]}
+    # a data file, or a module removed since the base: every family
+    for rel in ("used.py", "other.py"):
+        _git(tmp_path, "checkout", "-q", "--", f"jkofast/{rel}")
+    (pkg / "points.json").write_text("[]\n")
+    assert changed() == {"a": ["points.json"], "b": ["points.json"]}
+    _git(tmp_path, "checkout", "-q", "--", "jkofast/points.json")
+    (pkg / "cli.py").unlink()
+    got = changed()
+    assert got["a"] == got["b"] == ["removed: cli.py"]
+
+
+def test_code_digest_ignores_docstrings_comments_and_layout_only():
+    base = b'"""M."""\nclass A:\n    """C."""\n    def f(self):\n        """F."""\n        return "x"\n'
+    same = b"class A:\n\n    def f(self):  # note\n        return 'x'\n"
+    assert tool._code_digest(base) == tool._code_digest(same)
+    # a changed statement or literal is code
+    assert tool._code_digest(base) != tool._code_digest(
+        b"class A:\n    def f(self):\n        x = 1\n        return 'x'\n"
+    )
+    assert tool._code_digest(base) != tool._code_digest(base.replace(b'"x"', b'"y"'))
+    # an empty body after the docstring keeps its meaning (None), source that does not parse is compared as bytes
+    assert tool._code_digest(b'def g():\n    """Only a docstring."""\n') == tool._code_digest(b"def g():\n    pass\n")
+    assert tool._code_digest(b"def (") != tool._code_digest(b"def  (")
 
 
 def test_sgr_build_workload_runs_the_index_build_natively(monkeypatch):

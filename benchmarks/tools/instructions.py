@@ -19,7 +19,9 @@ commit counts the same from any checkout.  Before the counted process, the same 
 natively with the same settings: they compile into a cache of their own (``--cache-dir``), which
 the counted process then loads.
 
-A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
+With ``--base`` only the families whose inputs changed are counted, on both sides (a module a
+family imports changed in code, or a data file; :func:`changed_inputs`); the others read
+``unchanged``.  A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
 (default 2 %) it is a regression unless ``benchmarks/instructions_accepted.txt`` has a line
 ``FAMILY reason`` (an accepted regression: commit the line with the change; remove it afterwards).
 Exit status: 0 (no regression), 1 (a regression; the table names it), 2 (cannot count: no valgrind,
@@ -29,6 +31,7 @@ not Linux on x86-64 or arm64, a child failed).  docs/instruction_counts.md says 
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import fcntl
 import glob
@@ -235,8 +238,8 @@ def count(
     jkofast of this interpreter): ``{family: instructions}``.  ``threads``: NUMBA_NUM_THREADS of the
     child (the docs' threading example; the gate always counts 1); ``cache_sim``: ``--cache-sim=yes``,
     ``{family: {event: count}}`` returned; ``timed``: a dict filled with each family's native median
-    seconds (from the warm-up process); ``imported``: a list extended with the package files the
-    workloads imported (paths relative to ``jkofast/``); ``counted=False``: the native warm-up
+    seconds (from the warm-up process); ``imported``: a dict filled with ``{family: package files}``, what each family's
+    native run imported (paths relative to ``jkofast/``); ``counted=False``: the native warm-up
     only (compile or load the kernels, fill ``timed`` / ``imported``), ``{}`` returned.
 
     Raises RuntimeError (with the reason) when counts cannot be taken or a child fails."""
@@ -267,7 +270,7 @@ def _count(tree, names, env, harness, cwd, log, cache_sim, timed, imported, coun
     if timed is not None:
         timed.update(report["seconds"])
     if imported is not None:
-        imported.extend(report["imported"])
+        imported.update(report["families"])
     t1 = time.perf_counter()
     if not counted:
         return {}
@@ -404,34 +407,76 @@ def _rev_files(rev: str) -> dict[str, str]:
     return files
 
 
-def inputs_unchanged(rev: str, imported: list[str], tree: str = ROOT) -> tuple[bool, str]:
-    """Whether ``tree`` and commit ``rev`` give the counted child the same inputs, and why.
+def _code_digest(data: bytes) -> str:
+    """A digest of what a module runs: its syntax tree without docstrings (comments, blank lines
+    and positions are not in the tree).  Source that does not parse is compared byte for byte."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return "bytes:" + _blob(data)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                node.body = node.body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
 
-    The counted process is deterministic: with the same interpreter, environment and paths
-    (one harness counts both sides, :class:`_SamePaths`) it runs the same code on the same data,
-    and the same commit counts the same to the instruction.  What can differ between two trees is
-    only their ``jkofast/`` (all the child sees of them).  Unchanged means: the same module files
-    exist; every module the workloads imported (``imported``, from the tree's warm-up), every
-    kernel source (jkofast's kernel cache hashes them all) and every other file (data the package
-    reads) is byte-identical.  Modules neither imported nor read may differ; no count can."""
+
+def _same_code(path: str, rev: str, tree: str) -> bool:
+    """Whether ``jkofast/<path>`` runs the same code in ``tree`` and in commit ``rev`` (both exist)."""
+    with open(os.path.join(tree, "jkofast", path), "rb") as fh:
+        here = fh.read()
+    there = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:jkofast/{path}"], capture_output=True, check=True).stdout
+    return _code_digest(here) == _code_digest(there)
+
+
+def changed_inputs(rev: str, imported: dict[str, list[str]], tree: str = ROOT) -> dict[str, list[str]]:
+    """Per family, the files its counted run can depend on that differ between ``tree`` and ``rev``.
+
+    The counted process is deterministic: with the same interpreter, environment and paths (one
+    harness counts both sides, :class:`_SamePaths`) it runs the same code on the same data, and the
+    same commit counts the same to within the heap-layout spread (``docs/instruction_counts.md``).
+    What can differ between two trees is only their ``jkofast/``, and of it a family's count
+    depends only on the modules it imports (``imported``: ``{family: files}``, from the tree's
+    native run, each family in a fresh fork) -- its kernels' callees are imported with them -- and
+    on the package's data files.  A module counts as changed when its code changed: a tree that
+    differs only in docstrings, comments or layout runs the same code.  A module removed since
+    ``rev`` changes every family (the base may have imported it where the tree falls back).
+    An empty list: that family's count cannot have moved."""
     here, there = _tree_files(tree), _rev_files(rev)
-    mods_here = {p for p in here if p.endswith(".py")}
-    mods_there = {p for p in there if p.endswith(".py")}
-    if mods_here != mods_there:
-        return False, f"modules added or removed: {_some(sorted(mods_here ^ mods_there))}"
-    needed = set(imported) | {p for p in here if not p.endswith(".py") or p.startswith("kernels" + os.sep)}
-    needed |= {p for p in there if not p.endswith(".py")}
-    changed = sorted(p for p in needed if here.get(p) != there.get(p))
-    if changed:
-        return False, f"{len(changed)} of the {len(needed)} files the counted workloads use changed ({_some(changed)})"
-    return True, (
-        f"none of the {len(needed)} files the counted workloads use changed "
-        f"({len(imported)} modules imported, the kernel sources, the data files)"
-    )
+    removed = sorted(p for p in there if p.endswith(".py") and p not in here)
+    if removed:
+        return {family: ["removed: " + p for p in removed] for family in imported}
+    data = {p for p in here if not p.endswith(".py")} | {p for p in there if not p.endswith(".py")}
+    differs: dict[str, bool] = {}
+
+    def changed(path: str) -> bool:
+        if path not in differs:
+            a, b = here.get(path), there.get(path)
+            differs[path] = a != b and (
+                a is None or b is None or not path.endswith(".py") or not _same_code(path, rev, tree)
+            )
+        return differs[path]
+
+    return {family: sorted(p for p in set(files) | data if changed(p)) for family, files in imported.items()}
 
 
 def _some(paths: list[str]) -> str:
     return ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
+
+
+def _unchanged(why: str, args) -> int:
+    """Say why no count can have moved since ``args.base`` (nothing counted); exit status 0."""
+    print(
+        json.dumps({"unchanged": True, "reason": why})
+        if args.json
+        else f"instructions: {why} since {args.base}: every count is the same (not counted)"
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -481,19 +526,27 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(runs[0], indent=1) if args.json else "\n".join(f"{n} {c}" for n, c in runs[0].items()))
             return 0
         sha = _commit(args.base)
+        same = []
         if not args.always_count:
-            # the tree natively first (compiles or loads its kernels; lists what the workloads import)
-            imported = []
+            # no module of the package changed in code: nothing to run (every module as if imported)
+            why = "no module and no data file under jkofast/ changed in code"
+            if not changed_inputs(sha, {"": [p for p in _tree_files(ROOT) if p.endswith(".py")]})[""]:
+                return _unchanged(why, args)
+            # the tree natively first (compiles or loads its kernels; lists what each family imports)
+            imported = {}
             count(ROOT, names, args.cache_dir, imported=imported, counted=False)
-            same, why = inputs_unchanged(sha, imported)
-            if same:
-                print(
-                    json.dumps({"unchanged": True, "reason": why})
-                    if args.json
-                    else f"instructions: {why} since {args.base}: every count is the same (not counted)"
+            changed = changed_inputs(sha, imported)
+            same = [n for n in names if not changed[n]]
+            names = [n for n in names if changed[n]]
+            if not names:
+                n_files = len(set().union(*imported.values()))
+                return _unchanged(
+                    f"no file the workloads use ({n_files} modules imported, the data files) changed in code", args
                 )
-                return 0
-            sys.stderr.write(f"instructions: {why} since {args.base}: counting both\n")
+            for n in names:
+                sys.stderr.write(f"instructions: {n}: {len(changed[n])} of its files changed ({_some(changed[n])})\n")
+            if same:
+                sys.stderr.write(f"instructions: {', '.join(same)}: no file they use changed in code (not counted)\n")
         with tempfile.TemporaryDirectory(prefix="jkofast-base-") as tmp:
             base_tree = _export(sha, tmp)
             # both sides at once (two processes; a count does not depend on the load)
@@ -505,6 +558,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"instructions: {exc}\n")
         return 2
     rows = compare(tree, base, args.threshold, accepted)
+    rows += [{"family": n, "base": None, "tree": None, "ratio": None, "verdict": "unchanged"} for n in same]
+    order = {n: i for i, n in enumerate(families(examples=True))}
+    rows.sort(key=lambda r: order.get(r["family"], len(order)))
     print(json.dumps(rows, indent=1) if args.json else table(rows, accepted))
     bad = [r["family"] for r in rows if r["verdict"] == "regression"]
     if bad:
