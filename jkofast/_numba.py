@@ -13,11 +13,13 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Three hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+Four hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
 classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
-result's ``entry_point`` (:func:`entry_point`).  They are used only on the Numba versions they were
-written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once and leaves caching
-to Numba's own locator and key, and every call goes through the dispatcher.  docs/develop.md
+result's ``entry_point`` (:func:`entry_point`), (4) the ``copy`` module of Numba's IR inliner
+(:func:`install_inline_copy`: the same IR, copied in a fraction of the time).  They are used only
+on the Numba versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version
+jkofast warns once and leaves caching to Numba's own locator and key, every call goes through the
+dispatcher, and the inliner keeps its own copy.  docs/develop.md
 describes the compile-time rules.
 
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
@@ -28,6 +30,7 @@ imports the wrapper modules and calls them all.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import importlib
 import os
@@ -45,6 +48,7 @@ __all__ = [
     "cache_tag",
     "compile_switches",
     "entry_point",
+    "install_inline_copy",
     "kernel",
     "kernel_sources",
     "register_warmup",
@@ -191,7 +195,10 @@ def _function_cache_class():
             # compiling needs (the compiler refreshes the context itself).
             prepare_load(target_context)
             with self._guard_against_spurious_io_errors():
-                return self._load_overload(sig, target_context)
+                got = self._load_overload(sig, target_context)
+            if got is None:  # a miss: the compiler runs next
+                install_inline_copy()
+            return got
 
     return JkofastFunctionCache
 
@@ -355,6 +362,54 @@ _FUNCTION_CACHE = _function_cache_class()
 _HOOKS_TESTED = NUMBA_HOOKS_TESTED[0] <= _numba_version(numba.__version__) <= NUMBA_HOOKS_TESTED[1]
 
 
+class _InlineCopy:
+    """The ``copy`` module as ``numba.core.inline_closurecall`` sees it, with a faster ``deepcopy`` of IR blocks.
+
+    Numba's IR inliner (``InlineWorker.inline_ir``, behind every ``inline="always"`` kernel) copies
+    a callee's blocks one ``copy.deepcopy`` at a time, twice per call site, and each block's copy
+    takes a copy of the function's whole variable scope with it: blocks x variables objects per
+    copy.  Here the blocks of one pass share one memo, so the scope and its variables are copied
+    once per pass and the copy keeps the source's sharing (every block of a function on one
+    scope). A pass is the blocks of one scope copied one after another; it ends at a block of
+    another scope or at a block this memo has already copied (the same blocks copied again).
+    That module's only use of ``copy`` is this ``deepcopy`` of a block (the hook checks it).
+    """
+
+    def __init__(self, block_type):
+        self._block_type = block_type
+        self._scope = None
+        self._memo: dict = {}
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+    def deepcopy(self, x, memo=None):
+        if memo is not None or type(x) is not self._block_type:
+            return copy.deepcopy(x, memo)
+        if x.scope is not self._scope or id(x) in self._memo:
+            self._scope, self._memo = x.scope, {}
+        return copy.deepcopy(x, self._memo)
+
+
+def install_inline_copy() -> bool:
+    """Install :class:`_InlineCopy` into Numba's inliner (hook 4), once per process.
+
+    Called on a kernel-cache miss, before the first compile.  Returns whether it is installed: only
+    on the Numba versions of :data:`NUMBA_HOOKS_TESTED`, and only where ``inline_closurecall`` still
+    copies blocks as written for (else Numba's own copy stays).
+    """
+    if not _HOOKS_TESTED:
+        return False
+    from numba.core import inline_closurecall, ir
+
+    if isinstance(inline_closurecall.copy, _InlineCopy):
+        return True
+    if inline_closurecall.copy is not copy or not hasattr(inline_closurecall.InlineWorker, "inline_ir"):
+        return False  # pragma: no cover - numba internals moved
+    inline_closurecall.copy = _InlineCopy(ir.Block)
+    return True
+
+
 def entry_point(disp, args: tuple):
     """Return the machine code's entry point of ``disp``'s compiled overload for ``args``, or None.
 
@@ -404,6 +459,8 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
 
     def deco(fn):
         own_cache = _config.CACHE and _FUNCTION_CACHE is not None
+        if not own_cache:  # no cache miss to install the inliner's copy on: every call compiles
+            install_inline_copy()
         disp = numba.njit(
             cache=_config.CACHE and not own_cache,
             nogil=True,
