@@ -279,3 +279,11 @@ def test_sgr_build_workload_runs_the_index_build_natively(monkeypatch):
     run = _workloads().build("sgr_build")
     geometry = run()
     assert geometry.n_calibration == 500 and geometry.g_indptr[-1] > 0
+
+
+def test_harness_cache_follows_its_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("JKOFAST_INSTRUCTIONS_CACHE", str(tmp_path))
+    assert tool.default_cache_dir() == str(tmp_path)
+    monkeypatch.delenv("JKOFAST_INSTRUCTIONS_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tool.default_cache_dir() == str(tmp_path / "xdg" / "jkofast" / "instructions")

@@ -116,6 +116,9 @@ def _setarch() -> list[str]:
 
 
 def default_cache_dir() -> str:
+    """``$JKOFAST_INSTRUCTIONS_CACHE``, else ``~/.cache/jkofast/instructions`` (``XDG_CACHE_HOME`` honoured)."""
+    if os.environ.get("JKOFAST_INSTRUCTIONS_CACHE"):
+        return os.environ["JKOFAST_INSTRUCTIONS_CACHE"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "jkofast", "instructions")
 
@@ -496,7 +499,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-sim", action="store_true", help="callgrind --cache-sim=yes: print cache misses too")
     ap.add_argument("--time", action="store_true", help="also print each family's native median seconds")
     ap.add_argument(
-        "--cache-dir", default=None, help="the harness's compile cache (default ~/.cache/jkofast/instructions)"
+        "--cache-dir",
+        default=None,
+        help="the harness's compile cache (default $JKOFAST_INSTRUCTIONS_CACHE or ~/.cache/jkofast/instructions)",
     )
     args = ap.parse_args(argv)
     names = args.families.split(",") if args.families else families()
