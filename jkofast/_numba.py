@@ -1,6 +1,6 @@
 """The one place kernels are compiled from.
 
-``kernel(parallel=..., fastmath=...)`` = ``numba.njit(cache=_config.CACHE, nogil=True, ...)``
+``kernel(parallel=..., fastmath=...)`` = ``numba.njit(cache=_config.CACHE, nogil=True, no_cfunc_wrapper=True, ...)``
 and records the dispatcher in ``REGISTRY`` (``tests/test_numba_hygiene.py`` checks that every
 ``@njit`` in ``jkofast.kernels`` came from here and that nothing compiles at import).
 
@@ -444,7 +444,8 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
     -------
     callable
         The decorator: ``fn -> numba dispatcher`` (``cache`` = ``JKOFAST_NUMBA_CACHE``,
-        ``nogil=True``), recorded in ``REGISTRY`` under ``"<module>.<name>"``.
+        ``nogil=True``, ``no_cfunc_wrapper=True``: no kernel is used as a first-class function,
+        so Numba's C-callable wrapper is not built), recorded in ``REGISTRY`` under ``"<module>.<name>"``.
 
     Raises
     ------
@@ -467,6 +468,7 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
             parallel=parallel,
             fastmath=fm,
             inline=inline,
+            no_cfunc_wrapper=True,
         )(fn)
         if own_cache and hasattr(disp, "_cache"):
             disp._cache = _FUNCTION_CACHE(fn)  # what enable_caching() does, with jkofast's locator first

@@ -53,6 +53,8 @@ def test_every_dispatcher_comes_from_the_registry():
         "stray = [f'{m.__name__}.{k}' for m in mods for k, v in vars(m).items()\n"
         "         if isinstance(v, CPUDispatcher) and v.py_func.__module__ == m.__name__ and id(v) not in known]\n"
         "assert len(known) > 50 and not stray, stray\n"
+        # and every one is built without Numba's C-callable (first-class function) wrapper
+        "assert all(d.targetoptions.get('no_cfunc_wrapper') for d in REGISTRY.values())\n"
     )
 
 
