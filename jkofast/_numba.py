@@ -372,7 +372,8 @@ class _InlineCopy:
     once per pass and the copy keeps the source's sharing (every block of a function on one
     scope). A pass is the blocks of one scope copied one after another; it ends at a block of
     another scope or at a block this memo has already copied (the same blocks copied again).
-    That module's only use of ``copy`` is this ``deepcopy`` of a block (the hook checks it).
+    That module's only use of ``copy`` is this ``deepcopy`` of a block; anything else asked of it
+    goes to the real module.
     """
 
     def __init__(self, block_type):
