@@ -63,6 +63,16 @@ def test_groups_balance_cost_and_keep_every_entry():
     assert sorted(map(sorted, w._groups(["a", "b", "c"], 3))) == [["a"], ["b"], ["c"]]
 
 
+def test_an_entry_built_on_another_runs_after_it_in_its_process():
+    # "sgr.build" compiles on top of "sgr"'s kernels: never in another process, always after it
+    for names in (["sgr.build", "multires", "sgr", "theory", "jko"], ["sgr", "sgr.build"]):
+        g = w._groups(names, 2)
+        assert sorted(n for grp in g for n in grp) == sorted(names)
+        (home,) = [grp for grp in g if "sgr" in grp]
+        assert home.index("sgr.build") == home.index("sgr") + 1
+    assert w._groups(["sgr.build", "topk"], 2) == [["sgr.build"], ["topk"]]  # alone: an entry like any
+
+
 def test_parallel_warmup_runs_each_entry_once_across_processes():
     ran = w.warmup(features=["topk", "text"], processes=2)
     assert list(ran) == ["topk", "text"]

@@ -436,10 +436,10 @@ def _block_term_ids(buf, segs, d0, d1, tok_off, ids, term_start, term_len, term_
                 term_hash[k] = h
                 k += 1
     table = np.full((1024, 4), -1, np.int64)
-    nv = 0
+    nv = np.int64(0)  # int64 from the start: a bare 0 reaches _find_or_add as a literal (a second compile)
     for k in range(base, tok_off[d1]):
         a = term_start[k]
-        n = ids[k]
+        n = np.int64(ids[k])  # the length parked in the int32 ids: int64, as merge_block_terms passes it
         h = term_hash[k]
         t, table = _find_or_add(table, buf, a, n, h, term_start, term_len, term_hash, base, nv)
         if t == nv:
@@ -482,12 +482,14 @@ def merge_block_terms(buf, blk, tok_off, blk_nv, term_start, term_len, term_hash
     are written to ``g_start`` / ``g_len`` / ``g_hash``.  Returns the number of shard terms.
     """
     table = np.full((1024, 4), -1, np.int64)
-    nv = 0
+    nv = np.int64(0)
+    first = np.int64(0)  # the shard's terms start at 0 (int64, not a literal: one compile of _find_or_add)
     for b in range(blk.shape[0] - 1):
         base = tok_off[blk[b]]
         for t in range(blk_nv[b]):
             j = base + t
-            g, table = _find_or_add(table, buf, term_start[j], term_len[j], term_hash[j], g_start, g_len, g_hash, 0, nv)
+            a, n, h = term_start[j], term_len[j], term_hash[j]
+            g, table = _find_or_add(table, buf, a, n, h, g_start, g_len, g_hash, first, nv)
             if g == nv:
                 nv += 1
             gmap[j] = g
