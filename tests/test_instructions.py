@@ -232,7 +232,7 @@ def test_changed_inputs_per_family_only_when_code_a_family_uses_changed(tmp_path
     imported = {"a": ["__init__.py", "used.py"], "b": ["__init__.py", "other.py"]}
 
     def changed():
-        return tool.changed_inputs("HEAD", imported, str(tmp_path))
+        return tool.for_families(tool.changed_files("HEAD", str(tmp_path)), imported)
 
     assert changed() == {"a": [], "b": []}
     # neither imported nor read, a kernel included: no count can move

@@ -20,7 +20,7 @@ natively with the same settings: they compile into a cache of their own (``--cac
 the counted process then loads.
 
 With ``--base`` only the families whose inputs changed are counted, on both sides (a module a
-family imports changed in code, or a data file; :func:`changed_inputs`); the others read
+family imports changed in code, or a data file; :func:`for_families`); the others read
 ``unchanged``.  A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
 (default 2 %) it is a regression unless ``benchmarks/instructions_accepted.txt`` has a line
 ``FAMILY reason`` (an accepted regression: commit the line with the change; remove it afterwards).
@@ -437,8 +437,25 @@ def _same_code(path: str, rev: str, tree: str) -> bool:
     return _code_digest(here) == _code_digest(there)
 
 
-def changed_inputs(rev: str, imported: dict[str, list[str]], tree: str = ROOT) -> dict[str, list[str]]:
-    """Per family, the files its counted run can depend on that differ between ``tree`` and ``rev``.
+def changed_files(rev: str, tree: str = ROOT) -> set[str]:
+    """The files under ``jkofast/`` that differ between ``tree`` and commit ``rev``.
+
+    A module counts when its code changed (its syntax tree without docstrings: comments and layout
+    are not in it), any other file when its bytes did; a module removed since ``rev`` is listed
+    as ``"removed: PATH"``.  Each file is read once; only the modules whose bytes differ are parsed.
+    """
+    here, there = _tree_files(tree), _rev_files(rev)
+    out = set()
+    for path in set(here) | set(there):
+        a, b = here.get(path), there.get(path)
+        if a == b or (path.endswith(".py") and a is not None and b is not None and _same_code(path, rev, tree)):
+            continue
+        out.add("removed: " + path if a is None and path.endswith(".py") else path)
+    return out
+
+
+def for_families(changed: set[str], imported: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Per family, the files of ``changed`` (:func:`changed_files`) its counted run can depend on.
 
     The counted process is deterministic: with the same interpreter, environment and paths (one
     harness counts both sides, :class:`_SamePaths`) it runs the same code on the same data, and the
@@ -446,26 +463,14 @@ def changed_inputs(rev: str, imported: dict[str, list[str]], tree: str = ROOT) -
     What can differ between two trees is only their ``jkofast/``, and of it a family's count
     depends only on the modules it imports (``imported``: ``{family: files}``, from the tree's
     native run, each family in a fresh fork) -- its kernels' callees are imported with them -- and
-    on the package's data files.  A module counts as changed when its code changed: a tree that
-    differs only in docstrings, comments or layout runs the same code.  A module removed since
-    ``rev`` changes every family (the base may have imported it where the tree falls back).
-    An empty list: that family's count cannot have moved."""
-    here, there = _tree_files(tree), _rev_files(rev)
-    removed = sorted(p for p in there if p.endswith(".py") and p not in here)
+    on the package's data files.  A module removed since the base changes every family (the base
+    may have imported it where the tree falls back).  An empty list: that family's count cannot
+    have moved."""
+    removed = sorted(p for p in changed if p.startswith("removed: "))
     if removed:
-        return {family: ["removed: " + p for p in removed] for family in imported}
-    data = {p for p in here if not p.endswith(".py")} | {p for p in there if not p.endswith(".py")}
-    differs: dict[str, bool] = {}
-
-    def changed(path: str) -> bool:
-        if path not in differs:
-            a, b = here.get(path), there.get(path)
-            differs[path] = a != b and (
-                a is None or b is None or not path.endswith(".py") or not _same_code(path, rev, tree)
-            )
-        return differs[path]
-
-    return {family: sorted(p for p in set(files) | data if changed(p)) for family, files in imported.items()}
+        return {family: removed for family in imported}
+    data = {p for p in changed if not p.endswith(".py")}
+    return {family: sorted((set(files) & changed) | data) for family, files in imported.items()}
 
 
 def _some(paths: list[str]) -> str:
@@ -534,13 +539,13 @@ def main(argv: list[str] | None = None) -> int:
         same = []
         if not args.always_count:
             # no module of the package changed in code: nothing to run (every module as if imported)
-            why = "no module and no data file under jkofast/ changed in code"
-            if not changed_inputs(sha, {"": [p for p in _tree_files(ROOT) if p.endswith(".py")]})[""]:
-                return _unchanged(why, args)
+            differs = changed_files(sha)
+            if not differs:
+                return _unchanged("no module and no data file under jkofast/ changed in code", args)
             # the tree natively first (compiles or loads its kernels; lists what each family imports)
             imported = {}
             count(ROOT, names, args.cache_dir, imported=imported, counted=False)
-            changed = changed_inputs(sha, imported)
+            changed = for_families(differs, imported)
             same = [n for n in names if not changed[n]]
             names = [n for n in names if changed[n]]
             if not names:
