@@ -80,7 +80,7 @@ from typing import NamedTuple
 import numpy as np
 
 from jkofast._io import atomic_save_npy, atomic_write_json
-from jkofast._threads import numba_threads
+from jkofast._threads import over_ranges, resolve_threads
 from jkofast._validation import check_int, read_json_file
 from jkofast.kernels.sgr import build as _b
 from jkofast.kernels.sgr import postings as _kp
@@ -196,13 +196,13 @@ def _check_X(X, name: str = "X"):
     return X.indptr.astype(np.int64), X.indices.astype(np.int32), data, X.shape
 
 
-def _memberships(x_indptr, x_idx, x_data, F):
+def _memberships(x_indptr, x_idx, x_data, F, nt):
     """Top-F memberships (SPEC B.3), doc-major: (mem_doc int32, mem_branch int32, mem_m float32)."""
     N = x_indptr.shape[0] - 1
     tf_terms = np.full((N, F), -1, np.int32)
     tf_vals = np.zeros((N, F), np.float32)
     tf_cnt = np.zeros(N, np.int64)
-    _b.top_terms_per_row(x_indptr, x_idx, x_data, F, tf_terms, tf_vals, tf_cnt)
+    over_ranges(_b.top_terms_per_row, N, nt, x_indptr, x_idx, x_data, F, tf_terms, tf_vals, tf_cnt)
     valid = np.arange(F)[None, :] < tf_cnt[:, None]
     tot = np.where(valid, tf_vals.astype(np.float64), 0.0).sum(axis=1)
     mvals = np.where(valid, tf_vals / np.where(tot > 0, tot, 1.0)[:, None], 0.0)
@@ -210,12 +210,13 @@ def _memberships(x_indptr, x_idx, x_data, F):
     return mem_doc, tf_terms[valid].astype(np.int32), mvals[valid].astype(np.float32)
 
 
-def _codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, geometry_c, S, V):
+def _codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, geometry_c, S, V, nt):
     c_indptr, c_terms, c_vals = geometry_c
     M = mem_doc.shape[0]
     code_term = np.empty((M, S), term_dtype(V))
     code_sign = np.empty((M, (S + 15) // 16), np.uint16)
-    _b.encode_codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, c_indptr, c_terms, c_vals, code_term, code_sign)
+    args = (mem_doc, mem_branch, x_indptr, x_idx, x_data, c_indptr, c_terms, c_vals, code_term, code_sign)
+    over_ranges(_b.encode_codes, M, nt, *args)
     return code_term, code_sign
 
 
@@ -271,25 +272,27 @@ def _calibrate(X, params, n_threads, keep_codes: bool = False):
     if N < 1 or V < 1:
         raise ValueError(f"X must have at least one row and one column, got shape {(N, V)}")
     F, B, S = p["n_memberships"], p["centre_size"], p["code_size"]
-    with numba_threads(n_threads) as nt:
-        n_chunks = max(1, 4 * nt)
-        mem_doc, mem_branch, mem_m = _memberships(x_indptr, x_idx, x_data, F)
-        b_mem = np.argsort(mem_branch, kind="stable").astype(np.int64)
-        b_indptr = np.zeros(V + 1, np.int64)
-        np.cumsum(np.bincount(mem_branch, minlength=V), out=b_indptr[1:])
-        ct = np.zeros((V, B), np.int32)
-        cvv = np.zeros((V, B), np.float32)
-        cc = np.zeros(V, np.int64)
-        _b.branch_centres(b_indptr, b_mem, mem_doc, mem_m, x_indptr, x_idx, x_data, V, B, n_chunks, ct, cvv, cc)
-        c_indptr, c_terms, c_vals = _compact(ct, cvv, cc)
-        c_vals = c_vals.astype(np.float32)
-        crow = np.repeat(np.arange(V), np.diff(c_indptr))
-        c_norm = np.sqrt(np.bincount(crow, weights=c_vals.astype(np.float64) ** 2, minlength=V))
-        code_term, code_sign = _codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, (c_indptr, c_terms, c_vals), S, V)
-        rel = _reliability(b_indptr, b_mem, code_term, code_sign, p, V, n_chunks)
-        codes = (mem_doc, mem_branch, mem_m, code_term, code_sign) if keep_codes else None
-        del code_term, code_sign
-        graphs = _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks)
+    nt = resolve_threads(n_threads)
+    n_chunks = max(1, 4 * nt)
+    mem_doc, mem_branch, mem_m = _memberships(x_indptr, x_idx, x_data, F, nt)
+    b_mem = np.argsort(mem_branch, kind="stable").astype(np.int64)
+    b_indptr = np.zeros(V + 1, np.int64)
+    np.cumsum(np.bincount(mem_branch, minlength=V), out=b_indptr[1:])
+    ct = np.zeros((V, B), np.int32)
+    cvv = np.zeros((V, B), np.float32)
+    cc = np.zeros(V, np.int64)
+    args = (b_indptr, b_mem, mem_doc, mem_m, x_indptr, x_idx, x_data, V, B, n_chunks, ct, cvv, cc)
+    over_ranges(_b.branch_centres, n_chunks, nt, *args)
+    c_indptr, c_terms, c_vals = _compact(ct, cvv, cc)
+    c_vals = c_vals.astype(np.float32)
+    crow = np.repeat(np.arange(V), np.diff(c_indptr))
+    c_norm = np.sqrt(np.bincount(crow, weights=c_vals.astype(np.float64) ** 2, minlength=V))
+    geometry_c = (c_indptr, c_terms, c_vals)
+    code_term, code_sign = _codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, geometry_c, S, V, nt)
+    rel = _reliability(b_indptr, b_mem, code_term, code_sign, p, V, n_chunks, nt)
+    codes = (mem_doc, mem_branch, mem_m, code_term, code_sign) if keep_codes else None
+    del code_term, code_sign
+    graphs = _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks, nt)
     return Geometry(c_indptr, c_terms, c_vals, c_norm, *rel, *graphs, n_calibration=int(N)), codes
 
 
@@ -302,34 +305,27 @@ def calibrate_and_encode(X, params, n_threads: int | None = None, *, counts) -> 
     return geometry, encode(X, geometry, params, n_threads, counts=counts, _codes_of=codes)
 
 
-def _reliability(b_indptr, b_mem, code_term, code_sign, p, V, n_chunks):
+def _reliability(b_indptr, b_mem, code_term, code_sign, p, V, n_chunks, nt):
     gvar = np.zeros(V, np.float64)
     _b.global_sign_variance(code_term, code_sign, V, gvar)
-    args = (p["tau"], p["beta"], p["reliability_mean"] == "occurrence", p["reliability_float16"], n_chunks)
+    tau_beta = (float(p["tau"]), float(p["beta"]))
+    args = (tau_beta, p["reliability_mean"] == "occurrence", p["reliability_float16"], n_chunks)
     r_indptr = np.full(V + 1, -1, np.int64)
     r_scale = np.ones(V, np.float64)
-    _b.reliability_rows(
-        b_indptr,
-        b_mem,
-        code_term,
-        code_sign,
-        gvar,
-        *args,
-        r_indptr,
-        np.empty(0, np.int32),
-        np.empty(0, np.float32),
-        r_scale,
+    head = (b_indptr, b_mem, code_term, code_sign, gvar, *args)
+    over_ranges(
+        _b.reliability_rows, n_chunks, nt, *head, r_indptr, np.empty(0, np.int32), np.empty(0, np.float32), r_scale
     )
     r_indptr[0] = 0
     np.cumsum(r_indptr[1:], out=r_indptr[1:])
     r_terms = np.empty(int(r_indptr[-1]), np.int32)
     r_w = np.empty(int(r_indptr[-1]), np.float32)
-    _b.reliability_rows(b_indptr, b_mem, code_term, code_sign, gvar, *args, r_indptr, r_terms, r_w, r_scale)
+    over_ranges(_b.reliability_rows, n_chunks, nt, *head, r_indptr, r_terms, r_w, r_scale)
     r_nj = np.diff(b_indptr).astype(np.float64)
     return r_indptr, r_terms, r_w, r_nj, r_scale, gvar
 
 
-def _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks):
+def _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks, nt):
     """PPMI graph A and second-order graph G (SPEC B.5) as CSR (int64, int32, float32)."""
     import scipy.sparse as sp
 
@@ -337,7 +333,7 @@ def _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks):
     tm_terms = np.full((N, L), -1, np.int32)
     tm_vals = np.zeros((N, L), np.float32)
     tm_cnt = np.zeros(N, np.int64)
-    _b.top_terms_per_row(x_indptr, x_idx, x_data, L, tm_terms, tm_vals, tm_cnt)
+    over_ranges(_b.top_terms_per_row, N, nt, x_indptr, x_idx, x_data, L, tm_terms, tm_vals, tm_cnt)
     tvalid = np.arange(L)[None, :] < tm_cnt[:, None]
     flat_t = tm_terms[tvalid]
     tt_docs = np.repeat(np.arange(N, dtype=np.int64), tm_cnt)[np.argsort(flat_t, kind="stable")]
@@ -347,7 +343,10 @@ def _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks):
     an = np.zeros((V, K), np.int32)
     av = np.zeros((V, K), np.float64)
     ac = np.zeros(V, np.int64)
-    _b.ppmi_graph(
+    over_ranges(
+        _b.ppmi_graph,
+        n_chunks,
+        nt,
         tt_indptr,
         tt_docs,
         tm_terms,
@@ -374,7 +373,10 @@ def _graphs(x_indptr, x_idx, x_data, p, N, V, n_chunks):
     gn = np.zeros((V, KG), np.int32)
     gv = np.zeros((V, KG), np.float64)
     gc = np.zeros(V, np.int64)
-    _b.second_order_graph(
+    over_ranges(
+        _b.second_order_graph,
+        n_chunks,
+        nt,
         An.indptr.astype(np.int64),
         An.indices.astype(np.int32),
         An.data.astype(np.float64),
@@ -451,12 +453,11 @@ def encode(
     if _codes_of is not None:  # calibrate_and_encode: the calibration's own memberships and codes
         mem_doc, mem_branch, mem_m, code_term, code_sign = _codes_of
     else:
-        with numba_threads(n_threads):
-            mem_doc, mem_branch, mem_m = _memberships(x_indptr, x_idx, x_data, p["n_memberships"])
-            g = geometry
-            code_term, code_sign = _codes(
-                mem_doc, mem_branch, x_indptr, x_idx, x_data, (g.c_indptr, g.c_terms, g.c_vals), p["code_size"], V
-            )
+        nt = resolve_threads(n_threads)
+        mem_doc, mem_branch, mem_m = _memberships(x_indptr, x_idx, x_data, p["n_memberships"], nt)
+        g = geometry
+        geometry_c = (g.c_indptr, g.c_terms, g.c_vals)
+        code_term, code_sign = _codes(mem_doc, mem_branch, x_indptr, x_idx, x_data, geometry_c, p["code_size"], V, nt)
     return Shard(
         first_doc=int(first_doc),
         n_terms=int(V),

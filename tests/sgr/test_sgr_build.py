@@ -196,7 +196,7 @@ def test_second_order_graph_ties_go_to_the_lowest_term_id(n_chunks):
     cnt = np.zeros(V, np.int64)
     args = (A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data, AT.indptr.astype(np.int64))
     args += (AT.indices.astype(np.int32), AT.data, V, n_keep, n_chunks, nbr, val, cnt)
-    second_order_graph(*args)
+    second_order_graph(*args, 0, n_chunks)  # every chunk on this thread
     G = dense @ dense.T
     np.fill_diagonal(G, 0.0)
     for term in range(V):
