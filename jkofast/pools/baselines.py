@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 
 from jkofast._numba import register_warmup
-from jkofast._threads import numba_threads
+from jkofast._threads import numba_threads, over_ranges
 from jkofast._validation import (
     PartialBatchError,
     PartialBatchWarning,
@@ -230,8 +230,7 @@ def mmr(
     Z = _emb(embeddings, off)
 
     def fn(o, a, Zs, idx):
-        with numba_threads(n_threads):
-            _k.mmr_segments(a, Zs, o, lam, k, idx)
+        over_ranges(_k.mmr_segments, o.shape[0] - 1, n_threads, a, Zs, o, lam, k, idx)
 
     return _run_pools(off, k, {"rel": r}, Z, errors, fn)
 
@@ -254,8 +253,7 @@ def dpp_map(
     Z = _emb(embeddings, off)
 
     def fn(o, a, Zs, idx):
-        with numba_threads(n_threads):
-            _k.dpp_map_segments(a, Zs, o, k, delta, idx)
+        over_ranges(_k.dpp_map_segments, o.shape[0] - 1, n_threads, a, Zs, o, k, delta, idx)
 
     return _run_pools(off, k, {"rel": r}, Z, errors, fn)
 

@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from jkofast._numba import register_warmup
-from jkofast._threads import numba_threads
+from jkofast._threads import numba_threads, over_ranges
 from jkofast._validation import QueryIndexError, as_float_array, check_int
 from jkofast.kernels import topk as _topk
 from jkofast.kernels.pools import baselines as _k
@@ -227,8 +227,7 @@ def rrf_fuse(
     cand = np.full((nq, M), -1, np.int64)
     fused = np.zeros((nq, M), np.float64)
     n = np.zeros(nq, np.int64)
-    with numba_threads(n_threads):
-        _k.rrf_fuse_rows(s, d, M, k_rrf, cand, fused, n)
+    over_ranges(_k.rrf_fuse_rows, nq, n_threads, s, d, M, k_rrf, cand, fused, n)
     return cand, fused, n
 
 
