@@ -118,6 +118,31 @@ sys.exit(w._main(["--native", "stop", "trec", "stop"]))
     assert "__init__.py" in stop & trec and set(report["imported"]) == stop | trec
 
 
+def test_listing_run_keeps_the_callers_settings_and_cache(monkeypatch):
+    # the imports are listed with the caller's CPU, switches and kernel cache (CI's warm-up filled it),
+    # not the counted child's pinned environment; jkofast comes from the tree
+    import json
+    import subprocess
+
+    seen = {}
+
+    def fake_run(cmd, env, capture_output, text):
+        seen.update(cmd=cmd, env=env)
+        report = {"families": {"metrics": ["eval/metrics.py"]}}
+        return subprocess.CompletedProcess(cmd, 0, stdout="log line\n" + json.dumps(report), stderr="")
+
+    monkeypatch.setenv("JKOFAST_CACHE_DIR", "/machine/cache")
+    monkeypatch.setenv("NUMBA_BOUNDSCHECK", "1")
+    monkeypatch.delenv("NUMBA_CPU_NAME", raising=False)
+    monkeypatch.setattr(tool.subprocess, "run", fake_run)
+    got = tool.list_imports("/the/tree", ["metrics"])
+    assert got == {"metrics": ["eval/metrics.py"]}
+    assert seen["cmd"][1:] == [tool.WORKLOADS, "--native", "metrics"]
+    env = seen["env"]
+    assert env["JKOFAST_CACHE_DIR"] == "/machine/cache" and env["NUMBA_BOUNDSCHECK"] == "1"
+    assert "NUMBA_CPU_NAME" not in env and env["PYTHONPATH"].split(os.pathsep)[0] == "/the/tree"
+
+
 def _workloads():
     spec = importlib.util.spec_from_file_location(
         "instr_workloads_mod", os.path.join(ROOT, "benchmarks", "instr_workloads.py")

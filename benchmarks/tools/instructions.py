@@ -21,7 +21,8 @@ the counted process then loads.
 
 With ``--base`` only the families whose inputs changed are counted, on both sides (a module a
 family imports changed in code, or a data file; :func:`for_families`); the others read
-``unchanged``.  A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
+``unchanged``.  What a family imports is listed from a native run with the caller's own settings
+and kernel cache (:func:`list_imports`), where CI's warm-up has compiled the kernels already.  A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
 (default 2 %) it is a regression unless ``benchmarks/instructions_accepted.txt`` has a line
 ``FAMILY reason`` (an accepted regression: commit the line with the change; remove it afterwards).
 Exit status: 0 (no regression), 1 (a regression; the table names it), 2 (cannot count: no valgrind,
@@ -258,6 +259,24 @@ def count(
         env["NUMBA_NUM_THREADS"] = str(threads)
         counts = _count(tree, names, env, harness, paths.dir, log, cache_sim, timed, imported, counted)
     return counts
+
+
+def list_imports(tree: str, names: list[str]) -> dict:
+    """``{family: package files}``: what each family's native run imports (paths relative to ``jkofast/``).
+
+    Run with this process's own environment (the CPU, the compile switches and the kernel cache of
+    the caller; jkofast from ``tree``), not the counted child's pinned one: in CI the warm-up
+    step has compiled the kernels for these settings, so the families load them instead of
+    compiling every workload for the pinned CPU, which only a counted family needs.
+
+    Raises RuntimeError (with the child's error) when a family fails.
+    """
+    path = os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    res = subprocess.run([sys.executable, WORKLOADS, "--native", *names], env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"listing the imports of {tree} failed:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])["families"]
 
 
 def _count(tree, names, env, harness, cwd, log, cache_sim, timed, imported, counted) -> dict:
@@ -542,9 +561,8 @@ def main(argv: list[str] | None = None) -> int:
             differs = changed_files(sha)
             if not differs:
                 return _unchanged("no module and no data file under jkofast/ changed in code", args)
-            # the tree natively first (compiles or loads its kernels; lists what each family imports)
-            imported = {}
-            count(ROOT, names, args.cache_dir, imported=imported, counted=False)
+            # what each family imports, run natively with this process's settings (its kernels load)
+            imported = list_imports(ROOT, names)
             changed = for_families(differs, imported)
             same = [n for n in names if not changed[n]]
             names = [n for n in names if changed[n]]
