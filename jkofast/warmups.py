@@ -22,6 +22,7 @@ import os
 import pkgutil
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 
@@ -177,8 +178,8 @@ def compile_cost(name: str) -> float:
     return _COST.get(name, _COST_OTHER)
 
 
-def _groups(names: list[str], n: int) -> list[list[str]]:
-    """Split ``names`` into at most ``n`` groups of similar cost (largest first, to the lightest group).
+def _units(names: list[str]) -> list[list[str]]:
+    """``names`` as units run in one process, costliest first (ties by name, the same order in every process).
 
     An entry of ``_AFTER`` goes with the entry it builds on (after it) when both are in ``names``.
     """
@@ -187,46 +188,82 @@ def _groups(names: list[str], n: int) -> list[list[str]]:
         if _AFTER.get(name) in names:
             follow.setdefault(_AFTER[name], []).append(name)
     units = [[name, *follow.get(name, [])] for name in names if _AFTER.get(name) not in names]
+    return sorted(units, key=lambda u: (-sum(_COST.get(x, _COST_OTHER) for x in u), u[0]))
 
-    def cost(unit: list[str]) -> float:
-        return sum(_COST.get(x, _COST_OTHER) for x in unit)
 
+def _groups(names: list[str], n: int) -> list[list[str]]:
+    """Split ``names`` into at most ``n`` groups of similar cost (largest first, to the lightest group)."""
+    units = _units(names)
     groups: list[list[str]] = [[] for _ in range(min(n, len(units)))]
     load = [0.0] * len(groups)
-    for unit in sorted(units, key=lambda u: -cost(u)):
+    for unit in units:
         g = load.index(min(load))
         groups[g].extend(unit)
-        load[g] += cost(unit)
+        load[g] += sum(_COST.get(x, _COST_OTHER) for x in unit)
     return [g for g in groups if g]
 
 
+# set for the child processes of a parallel warm-up: the folder where a process claims a unit
+_CLAIMS_ENV = "_JKOFAST_WARMUP_CLAIMS"
+
+
+def _run_claimed(names: list[str], claims: str, verbose: bool, where: str = "") -> dict[str, float]:
+    """Run the units of ``names`` this process claims first in the folder ``claims``; seconds per entry run.
+
+    Every process of a parallel warm-up walks the same units, costliest first, and runs a unit
+    when it creates the unit's claim file (``O_EXCL``: exactly one process does): the processes
+    share the work as they go, whatever each entry really costs (entries that build on kernels
+    another entry compiled cost less after it, so fixed estimates balance badly).
+    """
+    times: dict[str, float] = {}
+    for unit in _units(names):
+        try:
+            os.close(os.open(os.path.join(claims, unit[0]), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        for name in unit:
+            t0 = time.perf_counter()
+            WARMUPS[name]()
+            times[name] = time.perf_counter() - t0
+            if verbose:
+                print(f"warmup {name}: {times[name]:.2f}s{where}")
+    return times
+
+
 def _warmup_parallel(names: list[str], processes: int, verbose: bool) -> dict[str, float]:
-    """Run ``names`` in ``processes`` processes: this one and children (``jkofast warmup --only``)."""
-    groups = _groups(names, processes)
-    children = [
-        subprocess.Popen(
-            jkofast_command(["warmup", "--jobs", "1", "--json", "--only", ",".join(g)]),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-        )
-        for g in groups[1:]
-    ]
-    times = warmup(verbose, groups[0])
-    for g, child in zip(groups[1:], children):
-        out, err = child.communicate()
-        if child.returncode == 0:
-            got = json.loads(out.decode())["compiled"]
-            times.update(got)
-            if verbose:
-                for name in g:
-                    print(f"warmup {name}: {got[name]:.2f}s (child process)")
-        else:  # compile them here (a child that failed to start or crashed loses nothing)
-            if verbose:
+    """Run ``names`` in ``processes`` processes: this one and children (``jkofast warmup --only``).
+
+    Each process takes the next unclaimed unit when it is done with one (:func:`_run_claimed`).
+    """
+    n = min(processes, len(_units(names)))
+    with tempfile.TemporaryDirectory(prefix="jkofast-warmup-") as claims:
+        children = [
+            subprocess.Popen(
+                jkofast_command(["warmup", "--jobs", "1", "--json", "--only", ",".join(names)]),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, _CLAIMS_ENV: claims},
+            )
+            for _ in range(n - 1)
+        ]
+        times = _run_claimed(names, claims, verbose)
+        for child in children:
+            out, err = child.communicate()
+            if child.returncode == 0:
+                got = json.loads(out.decode())["compiled"]
+                times.update(got)
+                if verbose:
+                    for name, sec in got.items():
+                        print(f"warmup {name}: {sec:.2f}s (child process)")
+            elif verbose:
                 last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {child.returncode}"]
-                print(f"warmup: the child for {', '.join(g)} failed ({last[0]}); compiling here")
-            times.update(warmup(verbose, g))
-    return {n: times[n] for n in names}
+                print(f"warmup: a child process failed ({last[0]}); its entries compile here")
+    # what a child claimed but did not report (it failed to start or crashed): compiled here, nothing lost
+    missing = [name for name in names if name not in times]
+    if missing:
+        times.update(warmup(verbose, missing))
+    return {name: times[name] for name in names}
 
 
 def warmup(verbose: bool = False, features: str | Sequence[str] = "default", processes: int = 1) -> dict[str, float]:
@@ -244,10 +281,10 @@ def warmup(verbose: bool = False, features: str | Sequence[str] = "default", pro
         (``lazy_entries()`` lists the others).
     processes : int
         Processes to compile in (Numba compiles on one core): 1 = this process only; more =
-        this one and ``processes - 1`` child processes (``jkofast warmup --only``), the entries
-        split by cost. The children's kernels land in the on-disk cache, which this process
-        loads on first use (milliseconds per kernel); a child that fails has its entries
-        compiled here. ``jkofast warmup`` uses every core.
+        this one and ``processes - 1`` child processes (``jkofast warmup --only``), each taking
+        the next entry not yet taken (costliest first) when done with one. The children's
+        kernels land in the on-disk cache, which this process loads on first use (milliseconds
+        per kernel); what a child that fails took is compiled here. ``jkofast warmup`` uses every core.
 
     Returns
     -------
@@ -270,6 +307,9 @@ def warmup(verbose: bool = False, features: str | Sequence[str] = "default", pro
     names = _selected(features)
     if processes > 1 and len(names) > 1:
         return _warmup_parallel(names, processes, verbose)
+    claims = os.environ.pop(_CLAIMS_ENV, None)  # not inherited by any process an entry starts
+    if claims:  # a child of a parallel warm-up: the units it claims first
+        return _run_claimed(names, claims, verbose)
     times = {}
     for name in names:
         t0 = time.perf_counter()

@@ -73,6 +73,20 @@ def test_an_entry_built_on_another_runs_after_it_in_its_process():
     assert w._groups(["sgr.build", "topk"], 2) == [["sgr.build"], ["topk"]]  # alone: an entry like any
 
 
+def test_claimed_units_run_once_across_processes(monkeypatch, tmp_path):
+    # every process walks the same units, costliest first; a unit runs in the process that claims it first
+    ran = []
+    fake = {n: (lambda n=n: ran.append(n)) for n in ("sgr", "sgr.build", "multires", "topk", "text")}
+    monkeypatch.setattr(w, "WARMUPS", fake)
+    names = ["topk", "sgr.build", "text", "multires", "sgr"]
+    assert w._units(names)[0] == ["sgr", "sgr.build"] and ["topk"] in w._units(names)
+    (tmp_path / "multires").touch()  # another process holds this one
+    first = w._run_claimed(names, str(tmp_path), verbose=False)
+    assert ran == ["sgr", "sgr.build", "text", "topk"] and list(first) == ran
+    assert w._run_claimed(names, str(tmp_path), verbose=False) == {}  # all claimed: a later process runs none
+    assert ran == ["sgr", "sgr.build", "text", "topk"]
+
+
 def test_parallel_warmup_runs_each_entry_once_across_processes():
     ran = w.warmup(features=["topk", "text"], processes=2)
     assert list(ran) == ["topk", "text"]
