@@ -22,7 +22,8 @@ the counted process then loads.
 With ``--base`` only the families whose inputs changed are counted, on both sides (a module a
 family imports changed in code, or a data file; :func:`for_families`); the others read
 ``unchanged``.  What a family imports is listed from a native run with the caller's own settings
-and kernel cache (:func:`list_imports`), where CI's warm-up has compiled the kernels already.  A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
+and kernel cache (:func:`list_imports`), where CI's warm-up has compiled the kernels already.
+A family's count is compared with the base's: ``ratio = tree / base``; above ``1 + threshold``
 (default 2 %) it is a regression unless ``benchmarks/instructions_accepted.txt`` has a line
 ``FAMILY reason`` (an accepted regression: commit the line with the change; remove it afterwards).
 Exit status: 0 (no regression), 1 (a regression; the table names it), 2 (cannot count: no valgrind,
