@@ -85,7 +85,8 @@ def lazy_entries(features="default") -> list[str]:
 # compile seconds per entry on an empty cache, one core of a quiet machine (`jkofast warmup --jobs 1
 # --json`; the entries outside the main job's from the per-entry lines of a bounds-checked two-process
 # `warmup --all`, scaled by 0.87: the sgr entry compiled in 45.6 s unchecked, 52.6 s bounds-checked),
-# rounded: they balance the processes of a parallel warm-up and make the commands' "about N s" notice; an
+# rounded: they order the entries a parallel warm-up's processes take (costliest first) and make the
+# commands' "about N s" notice; an
 # entry not named counts _COST_OTHER
 _COST = {
     "jko": 18.0,
@@ -191,23 +192,22 @@ def _units(names: list[str]) -> list[list[str]]:
     return sorted(units, key=lambda u: (-sum(_COST.get(x, _COST_OTHER) for x in u), u[0]))
 
 
-def _groups(names: list[str], n: int) -> list[list[str]]:
-    """Split ``names`` into at most ``n`` groups of similar cost (largest first, to the lightest group)."""
-    units = _units(names)
-    groups: list[list[str]] = [[] for _ in range(min(n, len(units)))]
-    load = [0.0] * len(groups)
-    for unit in units:
-        g = load.index(min(load))
-        groups[g].extend(unit)
-        load[g] += sum(_COST.get(x, _COST_OTHER) for x in unit)
-    return [g for g in groups if g]
-
-
 # set for the child processes of a parallel warm-up: the folder where a process claims a unit
 _CLAIMS_ENV = "_JKOFAST_WARMUP_CLAIMS"
 
 
-def _run_claimed(names: list[str], claims: str, verbose: bool, where: str = "") -> dict[str, float]:
+def _run(names: list[str], verbose: bool, times: dict[str, float]) -> dict[str, float]:
+    """Run the warm-ups ``names`` in order, adding their seconds to ``times``; return ``times``."""
+    for name in names:
+        t0 = time.perf_counter()
+        WARMUPS[name]()
+        times[name] = time.perf_counter() - t0
+        if verbose:
+            print(f"warmup {name}: {times[name]:.2f}s")
+    return times
+
+
+def _run_claimed(names: list[str], claims: str, verbose: bool) -> dict[str, float]:
     """Run the units of ``names`` this process claims first in the folder ``claims``; seconds per entry run.
 
     Every process of a parallel warm-up walks the same units, costliest first, and runs a unit
@@ -221,12 +221,7 @@ def _run_claimed(names: list[str], claims: str, verbose: bool, where: str = "") 
             os.close(os.open(os.path.join(claims, unit[0]), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             continue
-        for name in unit:
-            t0 = time.perf_counter()
-            WARMUPS[name]()
-            times[name] = time.perf_counter() - t0
-            if verbose:
-                print(f"warmup {name}: {times[name]:.2f}s{where}")
+        _run(unit, verbose, times)
     return times
 
 
@@ -310,11 +305,4 @@ def warmup(verbose: bool = False, features: str | Sequence[str] = "default", pro
     claims = os.environ.pop(_CLAIMS_ENV, None)  # not inherited by any process an entry starts
     if claims:  # a child of a parallel warm-up: the units it claims first
         return _run_claimed(names, claims, verbose)
-    times = {}
-    for name in names:
-        t0 = time.perf_counter()
-        WARMUPS[name]()
-        times[name] = time.perf_counter() - t0
-        if verbose:
-            print(f"warmup {name}: {times[name]:.2f}s")
-    return times
+    return _run(names, verbose, {})

@@ -53,24 +53,24 @@ def test_moved_entries_run():
     assert set(w.warmup(features=list(MOVED))) == set(MOVED)
 
 
-def test_groups_balance_cost_and_keep_every_entry():
+def test_units_keep_every_entry_once_costliest_first():
     names = ["jko", "evaluation", "baselines", "pools", "index", "topk", "text", "energy"]
-    g = w._groups(names, 2)
-    assert sorted(n for grp in g for n in grp) == sorted(names) and len(g) == 2
-    cost = [sum(w._COST.get(n, w._COST_OTHER) for n in grp) for grp in g]
-    assert max(cost) - min(cost) <= max(w._COST.values())  # greedy: within one entry of balance
-    assert w._groups(["topk"], 4) == [["topk"]]
-    assert sorted(map(sorted, w._groups(["a", "b", "c"], 3))) == [["a"], ["b"], ["c"]]
+    units = w._units(names)
+    assert sorted(n for unit in units for n in unit) == sorted(names)
+    cost = [sum(w._COST.get(n, w._COST_OTHER) for n in unit) for unit in units]
+    assert cost == sorted(cost, reverse=True)
+    assert w._units(["topk"]) == [["topk"]]
+    assert sorted(w._units(["a", "b", "c"])) == [["a"], ["b"], ["c"]]
 
 
 def test_an_entry_built_on_another_runs_after_it_in_its_process():
-    # "sgr.build" compiles on top of "sgr"'s kernels: never in another process, always after it
+    # "sgr.build" compiles on top of "sgr"'s kernels: one unit (one process), always after it
     for names in (["sgr.build", "multires", "sgr", "theory", "jko"], ["sgr", "sgr.build"]):
-        g = w._groups(names, 2)
-        assert sorted(n for grp in g for n in grp) == sorted(names)
-        (home,) = [grp for grp in g if "sgr" in grp]
+        units = w._units(names)
+        assert sorted(n for unit in units for n in unit) == sorted(names)
+        (home,) = [unit for unit in units if "sgr" in unit]
         assert home.index("sgr.build") == home.index("sgr") + 1
-    assert w._groups(["sgr.build", "topk"], 2) == [["sgr.build"], ["topk"]]  # alone: an entry like any
+    assert sorted(w._units(["sgr.build", "topk"])) == [["sgr.build"], ["topk"]]  # alone: an entry like any
 
 
 def test_claimed_units_run_once_across_processes(monkeypatch, tmp_path):

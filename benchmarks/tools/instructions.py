@@ -236,16 +236,12 @@ def count(
     threads: int = 1,
     cache_sim: bool = False,
     timed: dict | None = None,
-    imported: list | None = None,
-    counted: bool = True,
 ) -> dict:
     """Count ``names`` (default: every family) for the jkofast of ``tree`` (None: the installed
     jkofast of this interpreter): ``{family: instructions}``.  ``threads``: NUMBA_NUM_THREADS of the
     child (the docs' threading example; the gate always counts 1); ``cache_sim``: ``--cache-sim=yes``,
     ``{family: {event: count}}`` returned; ``timed``: a dict filled with each family's native median
-    seconds (from the warm-up process); ``imported``: a dict filled with ``{family: package files}``, what each family's
-    native run imported (paths relative to ``jkofast/``); ``counted=False``: the native warm-up
-    only (compile or load the kernels, fill ``timed`` / ``imported``), ``{}`` returned.
+    seconds (from the warm-up process).  What each family imports: :func:`list_imports`.
 
     Raises RuntimeError (with the reason) when counts cannot be taken or a child fails."""
     why = unavailable()
@@ -258,7 +254,7 @@ def count(
         harness = paths.copy("h", ROOT, "benchmarks")
         env = child_env(tree and paths.copy("t", os.path.abspath(tree), "jkofast"), cache_dir)
         env["NUMBA_NUM_THREADS"] = str(threads)
-        counts = _count(tree, names, env, harness, paths.dir, log, cache_sim, timed, imported, counted)
+        counts = _count(tree, names, env, harness, paths.dir, log, cache_sim, timed)
     return counts
 
 
@@ -280,7 +276,7 @@ def list_imports(tree: str, names: list[str]) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])["families"]
 
 
-def _count(tree, names, env, harness, cwd, log, cache_sim, timed, imported, counted) -> dict:
+def _count(tree, names, env, harness, cwd, log, cache_sim, timed) -> dict:
     """:func:`count` with the child's environment and paths fixed."""
     workloads = os.path.join(harness, os.path.relpath(WORKLOADS, ROOT))
     t0 = time.perf_counter()
@@ -292,11 +288,7 @@ def _count(tree, names, env, harness, cwd, log, cache_sim, timed, imported, coun
     report = json.loads(warm.stdout.strip().splitlines()[-1])
     if timed is not None:
         timed.update(report["seconds"])
-    if imported is not None:
-        imported.update(report["families"])
     t1 = time.perf_counter()
-    if not counted:
-        return {}
     # 2. counted: one process, one callgrind dump per family
     with tempfile.TemporaryDirectory(prefix="jkofast-instr-") as tmp:
         prefix = os.path.join(tmp, "cg.out")
