@@ -13,14 +13,15 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Four hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+Five hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
 classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
 result's ``entry_point`` (:func:`entry_point`), (4) the ``copy`` module of Numba's IR inliner
-(:func:`install_inline_copy`: the same IR, copied in a fraction of the time).  They are used only
-on the Numba versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version
-jkofast warns once and leaves caching to Numba's own locator and key, every call goes through the
-dispatcher, and the inliner keeps its own copy.  docs/develop.md
-describes the compile-time rules.
+(:func:`install_inline_copy`: the same IR, copied in a fraction of the time), (5) the function of
+Numba's parfor lowering that passes a ``prange`` loop's arguments (:func:`install_parfor_args`: the
+same machine code, optimised in less time).  They are used only on the Numba versions they were
+written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once and leaves caching
+to Numba's own locator and key, every call goes through the dispatcher, and the inliner and the
+parfor lowering keep their own code.  docs/develop.md describes the compile-time rules.
 
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
 runs their kernels on 3-element inputs of every supported dtype; ``jkofast.warmup()``
@@ -49,6 +50,7 @@ __all__ = [
     "compile_switches",
     "entry_point",
     "install_inline_copy",
+    "install_parfor_args",
     "kernel",
     "kernel_sources",
     "register_warmup",
@@ -198,6 +200,7 @@ def _function_cache_class():
                 got = self._load_overload(sig, target_context)
             if got is None:  # a miss: the compiler runs next
                 install_inline_copy()
+                install_parfor_args()
             return got
 
     return JkofastFunctionCache
@@ -411,6 +414,86 @@ def install_inline_copy() -> bool:
     return True
 
 
+# the parameters of numba.parfors.parfor_lowering.call_parallel_gufunc that hook 5 was written against
+_PARFOR_CALL_PARAMS = (
+    "lowerer",
+    "cres",
+    "gu_signature",
+    "outer_sig",
+    "expr_args",
+    "expr_arg_types",
+    "loop_ranges",
+    "redvars",
+    "reddict",
+    "redarrdict",
+    "init_block",
+    "index_var_typ",
+    "races",
+    "exp_name_to_tuple_var",
+)
+
+
+def _tuple_element_pointer(lowerer, tup: str, index: int):
+    """Return a pointer to element ``index`` of the tuple variable ``tup`` in its stack slot."""
+    from numba.core import cgutils
+
+    return cgutils.gep_inbounds(lowerer.builder, lowerer.varmap[tup], 0, index)
+
+
+def _parfor_call_with_element_loads(call_parallel_gufunc):
+    """Return Numba's ``call_parallel_gufunc`` made to load each tuple element it passes on its own (hook 5).
+
+    A ``prange`` loop that reads a tuple (a namedtuple of arrays: the SGR index bundle has 40) gets
+    each element as an argument of its own.  Numba loads the whole tuple from its stack slot once
+    per element and extracts one (``load_potential_tuple_var``): for the SGR batch driver, 40
+    loads of a 280-field aggregate, which LLVM's SROA pass splits field by field — 1.6 s of the
+    driver's 2.5 s of function passes.  Here each element's variable points at its field of the
+    slot (a GEP), so Numba loads that field alone.  The optimised module is the same; only a tuple
+    held in a stack slot is touched (one held as an SSA value is extracted from, as before).
+    """
+
+    def call(*args):
+        lowerer, expr_args, tuple_vars = args[0], args[4], args[13]
+        slots, ssa = getattr(lowerer, "varmap", None), getattr(lowerer, "_blk_local_varmap", None)
+        added = []
+        for x in expr_args if isinstance(slots, dict) and isinstance(ssa, dict) else ():
+            got = tuple_vars.get(x)
+            if got is not None and got[0] in slots and x not in slots and x not in ssa:
+                slots[x] = _tuple_element_pointer(lowerer, *got)
+                added.append(x)
+        rest = {k: v for k, v in tuple_vars.items() if k not in added}
+        try:
+            return call_parallel_gufunc(*args[:13], rest, *args[14:])
+        finally:
+            for x in added:
+                del slots[x]
+
+    call.__wrapped__ = call_parallel_gufunc
+    return call
+
+
+def install_parfor_args() -> bool:
+    """Install :func:`_parfor_call_with_element_loads` into Numba's parfor lowering (hook 5), once per process.
+
+    Called on a kernel-cache miss, before the first compile, as :func:`install_inline_copy`.
+    Returns whether it is installed: only on the Numba versions of :data:`NUMBA_HOOKS_TESTED` and
+    where ``call_parallel_gufunc`` still takes the parameters it was written for.
+    """
+    if not _HOOKS_TESTED:
+        return False
+    import inspect
+
+    from numba.parfors import parfor_lowering
+
+    fn = parfor_lowering.call_parallel_gufunc
+    if hasattr(fn, "__wrapped__"):
+        return True
+    if tuple(inspect.signature(fn).parameters) != _PARFOR_CALL_PARAMS:  # pragma: no cover - internals moved
+        return False
+    parfor_lowering.call_parallel_gufunc = _parfor_call_with_element_loads(fn)
+    return True
+
+
 def entry_point(disp, args: tuple):
     """Return the machine code's entry point of ``disp``'s compiled overload for ``args``, or None.
 
@@ -461,8 +544,9 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
 
     def deco(fn):
         own_cache = _config.CACHE and _FUNCTION_CACHE is not None
-        if not own_cache:  # no cache miss to install the inliner's copy on: every call compiles
+        if not own_cache:  # no cache miss to install the compile hooks on: every call compiles
             install_inline_copy()
+            install_parfor_args()
         disp = numba.njit(
             cache=_config.CACHE and not own_cache,
             nogil=True,

@@ -1,6 +1,9 @@
-"""The hooks into Numba internals (``jkofast._numba``): ``entry_point``, the inliner's copy, and their version guard."""
+"""The hooks into Numba internals (``jkofast._numba``): entry point, inliner, parfor arguments, version guard."""
 
 from __future__ import annotations
+
+import collections
+import re
 
 import numba
 import numpy as np
@@ -120,3 +123,73 @@ def test_inline_copy_keeps_the_machine_code(monkeypatch):
 def test_an_untested_numba_keeps_its_own_inline_copy(monkeypatch):
     monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
     assert _numba.install_inline_copy() is False
+
+
+# hook 5: each tuple element a prange loop reads, loaded alone (jkofast._numba.install_parfor_args)
+
+_Rows = collections.namedtuple("_Rows", ["a", "b", "w"])
+
+
+@numba.njit(cache=False)
+def _row_value(rows, i):
+    return rows.a[i] * rows.w + rows.b[i]
+
+
+def _scaled_rows(rows, out):
+    for i in numba.prange(out.shape[0]):
+        out[i] = _row_value(rows, i)  # the loop reads the whole tuple: Numba passes each element apart
+
+
+def _canonical_function(body: str) -> str:
+    """An LLVM function's text with its symbols as ``@G`` and its local names numbered by first use."""
+    names: dict[str, str] = {}
+
+    def number(name: str) -> str:
+        return names.setdefault(name, f"%v{len(names)}")
+
+    body = re.sub(r'@("[^"]*"|[-\w.$]+)', "@G", body)
+    body = re.sub(r'%("[^"]*"|[-\w.$]+)', lambda x: number(x.group(0)), body)
+    body = re.sub(r'^("[^"]*"|[-\w.$]+):', lambda x: number("%" + x.group(1)) + ":", body, flags=re.M)
+    return re.sub(r";.*", "", body)
+
+
+def _canonical_functions(text: str) -> list[str]:
+    """Every function defined in the LLVM module ``text``, canonical (:func:`_canonical_function`), sorted."""
+    return sorted(
+        _canonical_function(m.group(0)) for m in re.finditer(r"^define [^\n]*\{\n.*?^\}\n", text, re.S | re.M)
+    )
+
+
+def test_parfor_args_load_each_tuple_element_alone_and_keep_the_machine_code(monkeypatch):
+    from numba.parfors import parfor_lowering
+
+    rows = _Rows(np.arange(5.0), np.ones(5), 2.0)
+    numba_own = getattr(parfor_lowering.call_parallel_gufunc, "__wrapped__", parfor_lowering.call_parallel_gufunc)
+    monkeypatch.setattr(parfor_lowering, "call_parallel_gufunc", numba_own)
+    plain = numba.njit(parallel=True, cache=False)(_scaled_rows)
+    want = np.zeros(5)
+    plain(rows, want)
+    installed = _numba.install_parfor_args()
+    assert installed == _numba._HOOKS_TESTED
+    if not installed:
+        assert parfor_lowering.call_parallel_gufunc is numba_own
+        return
+    loaded = []
+    element = _numba._tuple_element_pointer
+    monkeypatch.setattr(
+        _numba, "_tuple_element_pointer", lambda lowerer, tup, i: (loaded.append(i), element(lowerer, tup, i))[1]
+    )
+    hooked = numba.njit(parallel=True, cache=False)(_scaled_rows)
+    got = np.zeros(5)
+    hooked(rows, got)
+    np.testing.assert_array_equal(want, np.arange(5.0) * 2.0 + 1.0)
+    np.testing.assert_array_equal(got, want)
+    assert sorted(loaded) == [0, 1, 2]  # each element of the tuple, from its field of the stack slot
+    sig = plain.signatures[0]
+    assert len(_canonical_functions(plain.inspect_llvm(sig))) > 3  # the kernel, the loop body, its launchers
+    assert _canonical_functions(hooked.inspect_llvm(sig)) == _canonical_functions(plain.inspect_llvm(sig))
+
+
+def test_an_untested_numba_keeps_its_own_parfor_lowering(monkeypatch):
+    monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
+    assert _numba.install_parfor_args() is False
