@@ -447,7 +447,7 @@ def _parfor_call_with_element_loads(call_parallel_gufunc):
     each element as an argument of its own.  Numba loads the whole tuple from its stack slot once
     per element and extracts one (``load_potential_tuple_var``): for the SGR batch driver, 40
     loads of a 280-field aggregate, which LLVM's SROA pass splits field by field — 1.6 s of the
-    driver's 2.5 s of function passes.  Here each element's variable points at its field of the
+    driver's 1.7 s of function passes.  Here each element's variable points at its field of the
     slot (a GEP), so Numba loads that field alone.  The optimised module is the same; only a tuple
     held in a stack slot is touched (one held as an SSA value is extracted from, as before).
     """
