@@ -452,7 +452,9 @@ def _parfor_call_with_element_loads(call_parallel_gufunc):
     held in a stack slot is touched (one held as an SSA value is extracted from, as before).
     """
 
-    def call(*args):
+    def call(*args, **kwargs):
+        if kwargs or len(args) != len(_PARFOR_CALL_PARAMS):  # not the positional call written for: as Numba's
+            return call_parallel_gufunc(*args, **kwargs)
         lowerer, expr_args, tuple_vars = args[0], args[4], args[13]
         slots, ssa = getattr(lowerer, "varmap", None), getattr(lowerer, "_blk_local_varmap", None)
         added = []
@@ -463,7 +465,7 @@ def _parfor_call_with_element_loads(call_parallel_gufunc):
                 added.append(x)
         rest = {k: v for k, v in tuple_vars.items() if k not in added}
         try:
-            return call_parallel_gufunc(*args[:13], rest, *args[14:])
+            return call_parallel_gufunc(*args[:13], rest)
         finally:
             for x in added:
                 del slots[x]
