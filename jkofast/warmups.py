@@ -86,8 +86,7 @@ def lazy_entries(features="default") -> list[str]:
 # --json`; the entries outside the main job's from the per-entry lines of a bounds-checked two-process
 # `warmup --all`, scaled by 0.87: the sgr entry compiled in 45.6 s unchecked, 52.6 s bounds-checked),
 # rounded: they order the entries a parallel warm-up's processes take (costliest first) and make the
-# commands' "about N s" notice; an
-# entry not named counts _COST_OTHER
+# commands' "about N s" notice; an entry not named counts _COST_OTHER
 _COST = {
     "jko": 18.0,
     "sgr": 46.0,

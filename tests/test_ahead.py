@@ -73,10 +73,10 @@ def test_child_runs_the_entries_and_reports_failure(tmp_path, monkeypatch):
         assert isinstance(bad.error(), str)
     finally:
         bad.close()
-    slow = ahead.compile_ahead(("topk",), [m.twice])
-    slow.close()  # stopped while it may still run: no exception, a return code, idempotent
-    slow.close()
-    assert slow.returncode is not None
+    early = ahead.compile_ahead(("topk",), [m.twice])
+    early.close()  # stopped while it may still run: no exception, a return code, idempotent
+    early.close()
+    assert early.returncode is not None
 
 
 def test_child_command_runs_this_processs_jkofast(tmp_path):
