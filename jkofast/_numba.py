@@ -13,15 +13,17 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Five hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+Six hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
 classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
 result's ``entry_point`` (:func:`entry_point`), (4) the ``copy`` module of Numba's IR inliner
 (:func:`install_inline_copy`: the same IR, copied in a fraction of the time), (5) the function of
 Numba's parfor lowering that passes a ``prange`` loop's arguments (:func:`install_parfor_args`: the
-same machine code, optimised in less time).  They are used only on the Numba versions they were
-written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once and leaves caching
-to Numba's own locator and key, every call goes through the dispatcher, and the inliner and the
-parfor lowering keep their own code.  docs/develop.md describes the compile-time rules.
+same machine code, optimised in less time), (6) the two functions of the parfor lowering that build
+a strict ``prange`` loop's code libraries (:func:`install_parfor_link_once`: its body optimised and
+given machine code once, in the kernel, instead of four times).  They are used only on the Numba
+versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once
+and leaves caching to Numba's own locator and key, every call goes through the dispatcher, and the
+inliner and the parfor lowering keep their own code.  docs/develop.md describes the compile-time rules.
 
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
 runs their kernels on 3-element inputs of every supported dtype; ``jkofast.warmup()``
@@ -35,7 +37,9 @@ import copy
 import hashlib
 import importlib
 import os
+import re
 import warnings
+import weakref
 from collections.abc import Callable
 
 import numba
@@ -49,8 +53,10 @@ __all__ = [
     "cache_tag",
     "compile_switches",
     "entry_point",
+    "install_compile_hooks",
     "install_inline_copy",
     "install_parfor_args",
+    "install_parfor_link_once",
     "kernel",
     "kernel_sources",
     "register_warmup",
@@ -199,8 +205,7 @@ def _function_cache_class():
             with self._guard_against_spurious_io_errors():
                 got = self._load_overload(sig, target_context)
             if got is None:  # a miss: the compiler runs next
-                install_inline_copy()
-                install_parfor_args()
+                install_compile_hooks()
             return got
 
     return JkofastFunctionCache
@@ -309,8 +314,6 @@ def kernel_sources(root: str = _PKG) -> list[str]:
     ``import`` lines: ``from PKG.a import b`` counts ``a/b.py`` when it is a module, else ``a.py``
     or ``a/__init__.py``.
     """
-    import re
-
     pkg = re.escape(os.path.basename(os.path.normpath(root)))
     from_import = re.compile(_FROM_IMPORT.format(pkg=pkg), re.M)
     plain_import = re.compile(_PLAIN_IMPORT.format(pkg=pkg), re.M)
@@ -496,6 +499,183 @@ def install_parfor_args() -> bool:
     return True
 
 
+# the parameters of the two Numba functions hook 6 wraps
+_GUFUNC_WRAPPER_PARAMS = ("py_func", "cres", "sin", "sout", "cache", "is_parfors")
+_PARFOR_BODY_PARAMS = (
+    "lowerer",
+    "parfor",
+    "typemap",
+    "typingctx",
+    "targetctx",
+    "flags",
+    "locals",
+    "has_aliases",
+    "index_var_typ",
+    "races",
+)
+_PARFOR_BODY_PREFIX = "__numba_parfor_gufunc_"  # the name Numba gives a prange loop body (and its library)
+_PARFOR_WRAPPERS = ("parallelgufuncwrapper", "<numba.np.ufunc.wrappers._GufuncWrapper ")
+# an LLVM instruction with a fast-math flag: one that lets LLVM reorder or rewrite floating-point arithmetic
+_FAST_MATH_OP = re.compile(
+    r"= (?:fadd|fsub|fmul|fdiv|frem|fneg|fcmp|call|phi|select) (?:fast|reassoc|nnan|ninf|nsz|arcp|contract|afn)\b"
+)
+_FAST_MATH_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LINK_ONLY_CLASS: list[type] = []
+
+
+def _has_fast_math(library) -> bool:
+    """Whether the (finalized) code library ``library`` holds an instruction with a fast-math flag (memoised)."""
+    got = _FAST_MATH_SEEN.get(library)
+    if got is None:
+        got = _FAST_MATH_SEEN[library] = _FAST_MATH_OP.search(str(library._get_module_for_linking())) is not None
+    return got
+
+
+def _link_only_library():
+    """Return the code library class of hook 6 (built once, on Numba's ``JITCodeLibrary``).
+
+    A ``prange`` loop becomes four code libraries, each linking the one before: the loop body, its
+    gufunc wrapper, the parallel launcher and the kernel.  Numba finalizes each on its own: LLVM's
+    whole-module optimisation and machine code for each, so the body, often most of the kernel, is
+    optimised and given machine code four times — yet only the kernel's copy ever runs (its module
+    links the others).  A library of this class, used for the first three, finalizes by linking
+    alone: the body's code is optimised and emitted once, in the kernel's library, as any other
+    callee's is.  It does so only where reordering cannot change a result: the kernel is strict
+    IEEE (no fast-math flag: LLVM must then keep every floating-point operation as written, however
+    often it optimises it), and so are the callees it links (read from their IR); otherwise it
+    finalizes as Numba's own class does.
+    """
+    if _LINK_ONLY_CLASS:
+        return _LINK_ONLY_CLASS[0]
+    from numba.core import codegen
+    from numba.core.compiler_lock import require_global_compiler_lock
+
+    class LinkOnlyLibrary(codegen.JITCodeLibrary):
+        link_only = None  # decided when finalized: True (linked only) or False (Numba's own finalize)
+
+        def finalize(self):
+            require_global_compiler_lock()
+            self._raise_if_finalized()
+            self.link_only = all(
+                lib.link_only if isinstance(lib, LinkOnlyLibrary) else not _has_fast_math(lib)
+                for lib in self._linking_libraries
+            )
+            if not self.link_only:
+                return super().finalize()
+            seen = set()
+            for lib in self._linking_libraries:  # as Numba's finalize links, without optimising or emitting
+                if lib not in seen:
+                    seen.add(lib)
+                    self._reload_init.update(lib._reload_init)
+                    self._final_module.link_in(lib._get_module_for_linking(), preserve=True)
+            self._finalized = True
+
+        def get_pointer_to_function(self, name):
+            if self.link_only:
+                raise RuntimeError(f"{self.name}: linked into its kernel only, it has no machine code of its own")
+            return super().get_pointer_to_function(name)
+
+    _LINK_ONLY_CLASS.append(LinkOnlyLibrary)
+    return LinkOnlyLibrary
+
+
+@contextlib.contextmanager
+def _libraries_created_as(codegen, names):
+    """Make ``codegen.create_library`` build hook 6's class for the names starting with one of ``names``.
+
+    Within the block only: every other name (all of them when ``names`` is empty, also inside a block
+    that set some) gets Numba's own class; afterwards ``create_library`` is as it was.
+    """
+    mine = vars(codegen)
+    had, before = "create_library" in mine, mine.get("create_library")
+    own = type(codegen).create_library.__get__(codegen)
+    cls = _link_only_library()
+    if names:
+        codegen.create_library = lambda name, **kw: cls(codegen, name) if name.startswith(names) else own(name, **kw)
+    elif had:
+        del codegen.create_library
+    try:
+        yield
+    finally:
+        if had:
+            codegen.create_library = before
+        else:
+            mine.pop("create_library", None)
+
+
+def _parfor_body_linked_once(create_gufunc_for_parfor_body):
+    """Return Numba's ``_create_gufunc_for_parfor_body`` making a strict kernel's loop body a hook 6 library.
+
+    The body is lowered without finalizing it (``no_compile``) and without a CPython wrapper (only
+    the gufunc wrapper calls it); the library decides when the gufunc wrapper links it
+    (:func:`_link_only_library`).  A kernel with fast-math flags keeps Numba's own path.
+    """
+
+    def body(lowerer, parfor, typemap, typingctx, targetctx, flags, locals, has_aliases, index_var_typ, races):
+        strict = not targetctx.fastmath
+        before = flags.no_compile, flags.no_cpython_wrapper
+        if strict:
+            flags.no_compile = flags.no_cpython_wrapper = True
+        try:
+            with _libraries_created_as(targetctx.codegen(), (_PARFOR_BODY_PREFIX,) if strict else ()):
+                return create_gufunc_for_parfor_body(
+                    lowerer, parfor, typemap, typingctx, targetctx, flags, locals, has_aliases, index_var_typ, races
+                )
+        finally:
+            flags.no_compile, flags.no_cpython_wrapper = before
+
+    body.__wrapped__ = create_gufunc_for_parfor_body
+    return body
+
+
+def _parfor_wrappers_linked_once(build_gufunc_wrapper):
+    """Return Numba's ``build_gufunc_wrapper`` making a hook 6 body's two wrapper libraries of hook 6's class."""
+
+    def build(py_func, cres, sin, sout, cache, is_parfors):
+        linked = is_parfors and isinstance(cres.library, _link_only_library())
+        with _libraries_created_as(cres.target_context.codegen(), _PARFOR_WRAPPERS if linked else ()):
+            return build_gufunc_wrapper(py_func, cres, sin, sout, cache, is_parfors)
+
+    build.__wrapped__ = build_gufunc_wrapper
+    return build
+
+
+def install_parfor_link_once() -> bool:
+    """Install hook 6 (:func:`_link_only_library`) into Numba's parfor lowering, once per process.
+
+    Called on a kernel-cache miss, before the first compile, as :func:`install_inline_copy`.
+    Returns whether it is installed: only on the Numba versions of :data:`NUMBA_HOOKS_TESTED` and
+    where the two functions it wraps still take the parameters it was written for.
+    """
+    if not _HOOKS_TESTED:
+        return False
+    import inspect
+
+    from numba.core import codegen
+    from numba.np.ufunc import parallel
+    from numba.parfors import parfor_lowering
+
+    body, build = parfor_lowering._create_gufunc_for_parfor_body, parallel.build_gufunc_wrapper
+    if hasattr(body, "__wrapped__") and hasattr(build, "__wrapped__"):
+        return True
+    if (
+        tuple(inspect.signature(body).parameters) != _PARFOR_BODY_PARAMS
+        or tuple(inspect.signature(build).parameters) != _GUFUNC_WRAPPER_PARAMS
+        or not all(hasattr(codegen.JITCodeLibrary, a) for a in ("_get_module_for_linking", "_raise_if_finalized"))
+    ):  # pragma: no cover - internals moved
+        return False
+    parfor_lowering._create_gufunc_for_parfor_body = _parfor_body_linked_once(body)
+    parallel.build_gufunc_wrapper = _parfor_wrappers_linked_once(build)
+    return True
+
+
+def install_compile_hooks() -> None:
+    """Install the compile hooks 4, 5 and 6 (each once per process; each only where it was tested)."""
+    install_inline_copy()
+    install_parfor_args()
+    install_parfor_link_once()
+
+
 def entry_point(disp, args: tuple):
     """Return the machine code's entry point of ``disp``'s compiled overload for ``args``, or None.
 
@@ -547,8 +727,7 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
     def deco(fn):
         own_cache = _config.CACHE and _FUNCTION_CACHE is not None
         if not own_cache:  # no cache miss to install the compile hooks on: every call compiles
-            install_inline_copy()
-            install_parfor_args()
+            install_compile_hooks()
         disp = numba.njit(
             cache=_config.CACHE and not own_cache,
             nogil=True,

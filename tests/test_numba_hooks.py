@@ -1,4 +1,4 @@
-"""The hooks into Numba internals (``jkofast._numba``): entry point, inliner, parfor arguments, version guard."""
+"""The hooks into Numba internals (``jkofast._numba``): entry point, inliner, parfor lowering, version guard."""
 
 from __future__ import annotations
 
@@ -193,3 +193,109 @@ def test_parfor_args_load_each_tuple_element_alone_and_keep_the_machine_code(mon
 def test_an_untested_numba_keeps_its_own_parfor_lowering(monkeypatch):
     monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
     assert _numba.install_parfor_args() is False
+
+
+# hook 6: a strict prange loop's body and wrappers linked into the kernel, optimised and emitted once there
+
+
+@numba.njit(cache=False)
+def _root_plus_one(x, i):
+    return np.sqrt(x[i]) + 1.0
+
+
+@numba.njit(cache=False, fastmath={"reassoc", "nsz"})
+def _half_plus_one(x, i):
+    return x[i] * 0.5 + 1.0
+
+
+def _root_rows(x, out):
+    for i in numba.prange(x.shape[0]):
+        out[i] = _root_plus_one(x, i)
+
+
+def _half_rows(x, out):
+    for i in numba.prange(x.shape[0]):
+        out[i] = _half_plus_one(x, i)
+
+
+def _numba_own_parfor_libraries(monkeypatch):
+    """Put Numba's own two functions back where hook 6 wraps them (undone with ``monkeypatch``)."""
+    from numba.np.ufunc import parallel
+    from numba.parfors import parfor_lowering
+
+    for mod, name in ((parfor_lowering, "_create_gufunc_for_parfor_body"), (parallel, "build_gufunc_wrapper")):
+        fn = getattr(mod, name)
+        monkeypatch.setattr(mod, name, getattr(fn, "__wrapped__", fn))
+
+
+def _compiled(monkeypatch, py_func, x, **options):
+    """Compile and run ``py_func`` as a ``prange`` kernel on ``x``: (output, libraries emitted, hook 6 libraries)."""
+    from numba.core import codegen
+
+    emitted, linked = [], []
+    with monkeypatch.context() as m:
+        emit = codegen.JITCodeLibrary._finalize_specific
+        m.setattr(codegen.JITCodeLibrary, "_finalize_specific", lambda lib: (emitted.append(lib.name), emit(lib))[1])
+        if _numba._HOOKS_TESTED:
+            cls = _numba._link_only_library()
+            finalize = cls.finalize
+            m.setattr(cls, "finalize", lambda lib: (finalize(lib), linked.append((lib.name, lib.link_only)))[0])
+        out = np.zeros_like(x)
+        numba.njit(parallel=True, cache=False, **options)(py_func)(x, out)
+    return out, emitted, linked
+
+
+def _callee_compiled(callee, x):
+    """Compile ``callee`` for both index types a prange loop calls it with (the kernel's int64, the body's uint64)."""
+    callee(x, 0)
+    callee(x, np.uint64(0))
+
+
+def test_parfor_link_once_emits_a_strict_loop_once_and_computes_the_same(monkeypatch):
+    x = np.linspace(0.0, 3.0, 7)
+    _callee_compiled(_root_plus_one, x)  # its own machine code is not counted below
+    _numba_own_parfor_libraries(monkeypatch)
+    want, emitted_plain, _ = _compiled(monkeypatch, _root_rows, x)
+    np.testing.assert_array_equal(want, np.sqrt(x) + 1.0)
+    assert len(emitted_plain) == 4  # Numba's own: the body, its gufunc wrapper, the launcher, the kernel
+    installed = _numba.install_parfor_link_once()
+    assert installed == _numba._HOOKS_TESTED
+    if not installed:
+        return
+    got, emitted, linked = _compiled(monkeypatch, _root_rows, x)
+    assert got.tobytes() == want.tobytes()
+    assert emitted == ["_root_rows"]  # the kernel alone, whose module links the other three
+    assert [name.split("_0x")[0].split(" object")[0] for name, _ in linked] == [
+        "__numba_parfor_gufunc",
+        "<numba.np.ufunc.wrappers._GufuncWrapper",
+        "parallelgufuncwrapper",
+    ]
+    assert all(link_only for _, link_only in linked)
+    codegen = numba.core.registry.cpu_target.target_context.codegen()
+    assert "create_library" not in vars(codegen)  # Numba's own again after the compile
+
+
+def test_parfor_link_once_leaves_fast_math_to_numba(monkeypatch):
+    x = np.linspace(0.0, 3.0, 7)
+    _callee_compiled(_half_plus_one, x)
+    _callee_compiled(_root_plus_one, x)
+    _numba_own_parfor_libraries(monkeypatch)
+    want, emitted_plain, _ = _compiled(monkeypatch, _half_rows, x)
+    if not _numba.install_parfor_link_once():
+        return
+    got, emitted, linked = _compiled(monkeypatch, _half_rows, x)
+    assert got.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(got, x * 0.5 + 1.0)
+    # the kernel is strict, its callee is not: hook 6's libraries finalize as Numba's own, each emitted
+    assert [link_only for _, link_only in linked] == [False, False, False]
+    assert len(emitted) == len(emitted_plain) == 4
+    # a fast-math kernel: Numba's own libraries throughout
+    got, emitted, linked = _compiled(monkeypatch, _root_rows, x, fastmath={"reassoc", "nsz"})
+    assert linked == []
+    assert len(emitted) == 4
+    np.testing.assert_allclose(got, np.sqrt(x) + 1.0)
+
+
+def test_an_untested_numba_keeps_its_own_parfor_libraries(monkeypatch):
+    monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
+    assert _numba.install_parfor_link_once() is False
