@@ -85,30 +85,28 @@ def lazy_entries(features="default") -> list[str]:
 # compile seconds per entry on an empty cache, one core of a quiet machine (`jkofast warmup --jobs 1
 # --json`; the entries outside the main job's from the per-entry lines of a bounds-checked two-process
 # `warmup --all`, scaled by 0.87: the sgr entry compiled in 45.6 s unchecked, 52.6 s bounds-checked),
-# rounded; the entries with strict prange kernels then scaled by what compiling their loop bodies once
-# saved (each entry's seconds in a bounds-checked two-process `warmup --all`, with and without it): they
-# order the entries a parallel warm-up's processes take (costliest first) and make the commands' "about
-# N s" notice; an entry not named counts _COST_OTHER
+# rounded: they order the entries a parallel warm-up's processes take (costliest first) and make the
+# commands' "about N s" notice; an entry not named counts _COST_OTHER
 _COST = {
     "jko": 18.0,
-    "sgr": 38.0,
-    "evaluation": 8.0,
-    "baselines": 5.0,
-    "pools": 2.5,
+    "sgr": 46.0,
+    "evaluation": 9.0,
+    "baselines": 6.0,
+    "pools": 4.0,
     "multires": 34.0,
     "theory": 21.0,
     "text": 2.0,
     "index": 2.0,
     "energy": 2.0,
-    "index.variants": 9.0,
+    "index.variants": 15.0,
     "jko.paths": 14.0,
-    "evaluate_files": 7.0,
-    "encode": 3.5,
+    "evaluate_files": 9.0,
+    "encode": 5.0,
     "nm_jko": 3.0,
     "eval.stability": 3.0,
     "ot": 3.0,
     "sgr.one_query": 2.5,
-    "sgr.build": 7.0,
+    "sgr.build": 9.0,
 }
 _COST_OTHER = 1.5
 # entries that compile on top of another entry's kernels: run in that entry's process (alone,
