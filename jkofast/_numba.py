@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import importlib
 import os
@@ -477,6 +478,26 @@ def _parfor_call_with_element_loads(call_parallel_gufunc):
     return call
 
 
+def _wrap_all(targets) -> bool:
+    """Wrap Numba functions for a hook: each ``(module, name, params, wrap)`` becomes ``wrap(function)``.
+
+    All or none: True when every function is wrapped (now or already), False, touching nothing,
+    when one of them (unwrapped) no longer takes the parameters ``params`` the hook was written for.
+    """
+    import inspect
+
+    fns = [getattr(module, name) for module, name, _, _ in targets]
+    if any(
+        tuple(inspect.signature(getattr(fn, "__wrapped__", fn), follow_wrapped=False).parameters) != params
+        for fn, (_, _, params, _) in zip(fns, targets, strict=True)
+    ):  # pragma: no cover - internals moved
+        return False
+    for fn, (module, name, _, wrap) in zip(fns, targets, strict=True):
+        if not hasattr(fn, "__wrapped__"):
+            setattr(module, name, wrap(fn))
+    return True
+
+
 def install_parfor_args() -> bool:
     """Install :func:`_parfor_call_with_element_loads` into Numba's parfor lowering (hook 5), once per process.
 
@@ -486,17 +507,9 @@ def install_parfor_args() -> bool:
     """
     if not _HOOKS_TESTED:
         return False
-    import inspect
-
     from numba.parfors import parfor_lowering
 
-    fn = parfor_lowering.call_parallel_gufunc
-    if hasattr(fn, "__wrapped__"):
-        return True
-    if tuple(inspect.signature(fn).parameters) != _PARFOR_CALL_PARAMS:  # pragma: no cover - internals moved
-        return False
-    parfor_lowering.call_parallel_gufunc = _parfor_call_with_element_loads(fn)
-    return True
+    return _wrap_all([(parfor_lowering, "call_parallel_gufunc", _PARFOR_CALL_PARAMS, _parfor_call_with_element_loads)])
 
 
 # the parameters of the two Numba functions hook 6 wraps
@@ -520,7 +533,6 @@ _FAST_MATH_OP = re.compile(
     r"= (?:fadd|fsub|fmul|fdiv|frem|fneg|fcmp|call|phi|select) (?:fast|reassoc|nnan|ninf|nsz|arcp|contract|afn)\b"
 )
 _FAST_MATH_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_LINK_ONLY_CLASS: list[type] = []
 
 
 def _has_fast_math(library) -> bool:
@@ -531,6 +543,7 @@ def _has_fast_math(library) -> bool:
     return got
 
 
+@functools.cache
 def _link_only_library():
     """Return the code library class of hook 6 (built once, on Numba's ``JITCodeLibrary``).
 
@@ -545,8 +558,6 @@ def _link_only_library():
     often it optimises it), and so are the callees it links (read from their IR); otherwise it
     finalizes as Numba's own class does.
     """
-    if _LINK_ONLY_CLASS:
-        return _LINK_ONLY_CLASS[0]
     from numba.core import codegen
     from numba.core.compiler_lock import require_global_compiler_lock
 
@@ -575,7 +586,6 @@ def _link_only_library():
                 raise RuntimeError(f"{self.name}: linked into its kernel only, it has no machine code of its own")
             return super().get_pointer_to_function(name)
 
-    _LINK_ONLY_CLASS.append(LinkOnlyLibrary)
     return LinkOnlyLibrary
 
 
@@ -649,24 +659,18 @@ def install_parfor_link_once() -> bool:
     """
     if not _HOOKS_TESTED:
         return False
-    import inspect
-
     from numba.core import codegen
     from numba.np.ufunc import parallel
     from numba.parfors import parfor_lowering
 
-    body, build = parfor_lowering._create_gufunc_for_parfor_body, parallel.build_gufunc_wrapper
-    if hasattr(body, "__wrapped__") and hasattr(build, "__wrapped__"):
-        return True
-    if (
-        tuple(inspect.signature(body).parameters) != _PARFOR_BODY_PARAMS
-        or tuple(inspect.signature(build).parameters) != _GUFUNC_WRAPPER_PARAMS
-        or not all(hasattr(codegen.JITCodeLibrary, a) for a in ("_get_module_for_linking", "_raise_if_finalized"))
-    ):  # pragma: no cover - internals moved
-        return False
-    parfor_lowering._create_gufunc_for_parfor_body = _parfor_body_linked_once(body)
-    parallel.build_gufunc_wrapper = _parfor_wrappers_linked_once(build)
-    return True
+    if not all(hasattr(codegen.JITCodeLibrary, a) for a in ("_get_module_for_linking", "_raise_if_finalized")):
+        return False  # pragma: no cover - internals moved
+    return _wrap_all(
+        [
+            (parfor_lowering, "_create_gufunc_for_parfor_body", _PARFOR_BODY_PARAMS, _parfor_body_linked_once),
+            (parallel, "build_gufunc_wrapper", _GUFUNC_WRAPPER_PARAMS, _parfor_wrappers_linked_once),
+        ]
+    )
 
 
 def install_compile_hooks() -> None:
