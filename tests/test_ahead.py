@@ -138,15 +138,21 @@ def test_compile_notice_of_a_command_is_silent_when_disabled(tmp_path):
     assert lines[0] == "compiling kernels for this machine (once; about 7 s)"
 
 
-def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path):
+def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path, monkeypatch):
+    import types
+
+    from jkofast import warmups
     from jkofast.warmups import CompileRecorder
 
+    ticks = iter(range(100))  # a clock one second further at each reading: outer 0..3 around inner 1..2
+    monkeypatch.setattr(warmups, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
     m = _nested_module(tmp_path, "ahead_recorder_mod")
     with CompileRecorder() as rec:
         m.outer(np.float64(1.0))
     rows = {name.rsplit(".", 1)[-1]: (sig, s) for name, sig, s in rec.rows()}
     assert set(rows) == {"inner", "outer"} and rows["outer"][0] == "(float64)"
     assert all(s > 0 for _, s in rows.values())
+    assert rows["inner"][1] == 1.0 and rows["outer"][1] == 2.0  # the callee's second is not the caller's
     with CompileRecorder() as rec:
         m.outer(np.float64(2.0))
     assert rec.rows() == []  # nothing compiled the second time
