@@ -13,17 +13,20 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Six hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+Seven hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
 classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
 result's ``entry_point`` (:func:`entry_point`), (4) the ``copy`` module of Numba's IR inliner
 (:func:`install_inline_copy`: the same IR, copied in a fraction of the time), (5) the function of
 Numba's parfor lowering that passes a ``prange`` loop's arguments (:func:`install_parfor_args`: the
 same machine code, optimised in less time), (6) the two functions of the parfor lowering that build
 a strict ``prange`` loop's code libraries (:func:`install_parfor_link_once`: its body optimised and
-given machine code once, in the kernel, instead of four times).  They are used only on the Numba
-versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once
-and leaves caching to Numba's own locator and key, every call goes through the dispatcher, and the
-inliner and the parfor lowering keep their own code.  docs/develop.md describes the compile-time rules.
+given machine code once, in the kernel, instead of four times), (7) the implementation cache of
+Numba's ``@overload`` templates (:func:`install_overload_sharing`: one implementation compiled for
+all callers that hand it the same options, not one per caller's option set).  They are used only on
+the Numba versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast
+warns once and leaves caching to Numba's own locator and key, every call goes through the
+dispatcher, and the inliner, the parfor lowering and the overload templates keep their own code.
+docs/develop.md describes the compile-time rules.
 
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
 runs their kernels on 3-element inputs of every supported dtype; ``jkofast.warmup()``
@@ -56,6 +59,7 @@ __all__ = [
     "entry_point",
     "install_compile_hooks",
     "install_inline_copy",
+    "install_overload_sharing",
     "install_parfor_args",
     "install_parfor_link_once",
     "kernel",
@@ -673,11 +677,84 @@ def install_parfor_link_once() -> bool:
     )
 
 
+# the options of a caller's compile that Numba's CPU target hands down to an ``@overload`` implementation
+# compiled for it (``CPUTargetOptions.finalize``: ``inherit_if_not_set``); the rest of that compile's
+# options are the implementation's own
+_INHERITED_OPTIONS = ("nrt", "fastmath", "error_model", "forceinline")
+
+
+def _inherited_options(flags) -> tuple:
+    """Return the values of ``flags`` that an ``@overload`` implementation compiled under them takes over."""
+    values = []
+    for name in _INHERITED_OPTIONS:
+        v = getattr(flags, name)
+        values.append(frozenset(v.flags) if hasattr(v, "flags") else v)  # FastMathOptions: its flag set
+    return tuple(values)
+
+
+def _impl_shared_by_inherited_options(get_impl):
+    """Return Numba's ``_OverloadFunctionTemplate._get_impl`` sharing one implementation per inherited options (hook 7).
+
+    Numba compiles an ``@overload`` implementation (``np.empty``, ``np.sort``, ``min`` ...) once per
+    argument types *and* per compile options of the kernel that calls it: its cache key holds the
+    caller's whole option set.  Kernels differ in options that never reach the implementation's
+    compile (``parallel``, ``nogil``, the wrappers left out, a ``prange`` body's own set), so the
+    same machine code was compiled again for each: 54 of the 183 implementations that ``jkofast run``
+    compiles in one process on an empty cache.  Here callers whose options agree on those the implementation takes over
+    (:data:`_INHERITED_OPTIONS`) share the first one's; the others still get their own.
+    """
+    from numba.core import targetconfig
+
+    def _get_impl(self, args, kws):
+        flags = targetconfig.ConfigStack.top_or_none()
+        if flags is None:
+            return get_impl(self, args, kws)
+        kws_items = tuple(kws.items())
+        shared = (_impl_shared_by_inherited_options, self.context, tuple(args), kws_items, _inherited_options(flags))
+        got = self._impl_cache.get(shared)
+        if got is not None:
+            return got
+        got = get_impl(self, args, kws)
+        if (self.context, tuple(args), kws_items, flags) in self._impl_cache:  # Numba kept it: so does the hook
+            self._impl_cache[shared] = got
+        return got
+
+    _get_impl.__wrapped__ = get_impl
+    return _get_impl
+
+
+def install_overload_sharing() -> bool:
+    """Install hook 7 (:func:`_impl_shared_by_inherited_options`) into Numba's overload templates, once per process.
+
+    Called on a kernel-cache miss, before the first compile, as :func:`install_inline_copy`.
+    Returns whether it is installed: only on the Numba versions of :data:`NUMBA_HOOKS_TESTED`, where
+    the CPU target still hands down exactly :data:`_INHERITED_OPTIONS` and ``_get_impl`` still takes
+    the parameters it was written for.
+    """
+    if not _HOOKS_TESTED:
+        return False
+    import inspect
+
+    from numba.core import cpu
+    from numba.core.typing import templates
+
+    try:
+        source = inspect.getsource(cpu.CPUTargetOptions.finalize)
+    except (OSError, TypeError):  # pragma: no cover - Numba installed without its sources: not checkable
+        return False
+    if tuple(re.findall(r'inherit_if_not_set\(\s*"(\w+)"', source)) != _INHERITED_OPTIONS:
+        return False
+    return _wrap_all(
+        [(templates._OverloadFunctionTemplate, "_get_impl", ("self", "args", "kws"), _impl_shared_by_inherited_options)]
+    )
+
+
 def install_compile_hooks() -> None:
-    """Install the compile hooks 4, 5 and 6 (each once per process; each only where it was tested)."""
+    """Install the compile hooks 4 to 7 (each once per process; each only where it was tested)."""
     install_inline_copy()
     install_parfor_args()
     install_parfor_link_once()
+    install_overload_sharing()
 
 
 def entry_point(disp, args: tuple):

@@ -299,3 +299,70 @@ def test_parfor_link_once_leaves_fast_math_to_numba(monkeypatch):
 def test_an_untested_numba_keeps_its_own_parfor_libraries(monkeypatch):
     monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
     assert _numba.install_parfor_link_once() is False
+
+
+# hook 7: an @overload implementation compiled once for callers that differ only in options it does not take over
+
+
+def _overload_counted():
+    """A fresh Python function with an ``@overload``, and the list its typing function appends to per build."""
+    from numba.extending import overload
+
+    def twice_plus_one(x):  # pragma: no cover - only its overload runs
+        raise NotImplementedError
+
+    built = []
+
+    @overload(twice_plus_one)
+    def _ol(x):
+        built.append(x)
+        return lambda x: x * 2.0 + 1.0
+
+    def kernel_body(x):
+        return twice_plus_one(x)
+
+    return kernel_body, built
+
+
+def test_overload_sharing_builds_an_implementation_once_per_inherited_options(monkeypatch):
+    from numba.core.typing import templates
+
+    x = np.linspace(-1.0, 1.0, 5)
+    # Numba's own: one build per caller option set, though nogil never reaches the implementation
+    own = templates._OverloadFunctionTemplate._get_impl
+    monkeypatch.setattr(templates._OverloadFunctionTemplate, "_get_impl", getattr(own, "__wrapped__", own))
+    body, built = _overload_counted()
+    want = numba.njit(cache=False)(body)(x)
+    assert numba.njit(cache=False, nogil=True)(body)(x).tobytes() == want.tobytes()
+    assert len(built) == 2
+    monkeypatch.undo()
+
+    installed = _numba.install_overload_sharing()
+    assert installed == _numba._HOOKS_TESTED
+    if not installed:
+        return
+    body, built = _overload_counted()
+    got = numba.njit(cache=False)(body)(x)
+    got_nogil = numba.njit(cache=False, nogil=True, no_cfunc_wrapper=True)(body)(x)
+    assert got.tobytes() == got_nogil.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(got, x * 2.0 + 1.0)
+    assert len(built) == 1
+    # fastmath and the error model reach the implementation's compile: each gets its own build
+    numba.njit(cache=False, fastmath={"contract"})(body)(x)
+    numba.njit(cache=False, error_model="numpy")(body)(x)
+    assert len(built) == 3
+
+
+def test_overload_sharing_needs_the_options_it_was_written_for(monkeypatch):
+    from numba.core.typing import templates
+
+    own = templates._OverloadFunctionTemplate._get_impl
+    monkeypatch.setattr(templates._OverloadFunctionTemplate, "_get_impl", getattr(own, "__wrapped__", own))
+    monkeypatch.setattr(_numba, "_INHERITED_OPTIONS", ("nrt", "fastmath"))
+    assert _numba.install_overload_sharing() is False
+    assert not hasattr(templates._OverloadFunctionTemplate._get_impl, "__wrapped__")
+
+
+def test_an_untested_numba_keeps_its_own_overload_cache(monkeypatch):
+    monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
+    assert _numba.install_overload_sharing() is False
