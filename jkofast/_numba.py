@@ -701,13 +701,16 @@ def _impl_shared_by_inherited_options(get_impl):
     compile (``parallel``, ``nogil``, the wrappers left out, a ``prange`` body's own set), so the
     same machine code was compiled again for each: 54 of the 183 implementations that ``jkofast run``
     compiles in one process on an empty cache.  Here callers whose options agree on those the implementation takes over
-    (:data:`_INHERITED_OPTIONS`) share the first one's; the others still get their own.
+    (:data:`_INHERITED_OPTIONS`) share the first one's; the others still get their own.  Only on
+    the CPU target, whose option hand-down this was written from.
     """
-    from numba.core import targetconfig
+    from numba.core import registry, targetconfig
+
+    cpu_typing = registry.cpu_target.typing_context  # another target may hand down other options
 
     def _get_impl(self, args, kws):
         flags = targetconfig.ConfigStack.top_or_none()
-        if flags is None:
+        if flags is None or self.context is not cpu_typing:
             return get_impl(self, args, kws)
         kws_items = tuple(kws.items())
         shared = (_impl_shared_by_inherited_options, self.context, tuple(args), kws_items, _inherited_options(flags))
