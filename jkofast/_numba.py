@@ -40,6 +40,7 @@ import copy
 import functools
 import hashlib
 import importlib
+import inspect
 import os
 import re
 import warnings
@@ -488,8 +489,6 @@ def _wrap_all(targets) -> bool:
     All or none: True when every function is wrapped (now or already), False, touching nothing,
     when one of them (unwrapped) no longer takes the parameters ``params`` the hook was written for.
     """
-    import inspect
-
     fns = [getattr(module, name) for module, name, _, _ in targets]
     if any(
         tuple(inspect.signature(getattr(fn, "__wrapped__", fn), follow_wrapped=False).parameters) != params
@@ -712,13 +711,13 @@ def _impl_shared_by_inherited_options(get_impl):
         flags = targetconfig.ConfigStack.top_or_none()
         if flags is None or self.context is not cpu_typing:
             return get_impl(self, args, kws)
-        kws_items = tuple(kws.items())
-        shared = (_impl_shared_by_inherited_options, self.context, tuple(args), kws_items, _inherited_options(flags))
+        key = (self.context, tuple(args), tuple(kws.items()))
+        shared = (_impl_shared_by_inherited_options, *key, _inherited_options(flags))
         got = self._impl_cache.get(shared)
         if got is not None:
             return got
         got = get_impl(self, args, kws)
-        if (self.context, tuple(args), kws_items, flags) in self._impl_cache:  # Numba kept it: so does the hook
+        if (*key, flags) in self._impl_cache:  # Numba kept it (its key): so does the hook
             self._impl_cache[shared] = got
         return got
 
@@ -736,8 +735,6 @@ def install_overload_sharing() -> bool:
     """
     if not _HOOKS_TESTED:
         return False
-    import inspect
-
     from numba.core import cpu
     from numba.core.typing import templates
 

@@ -151,7 +151,6 @@ def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path, monkeyp
         m.outer(np.float64(1.0))
     rows = {name.rsplit(".", 1)[-1]: (sig, s) for name, sig, s in rec.rows()}
     assert set(rows) == {"inner", "outer"} and rows["outer"][0] == "(float64)"
-    assert all(s > 0 for _, s in rows.values())
     assert rows["inner"][1] == 1.0 and rows["outer"][1] == 2.0  # the callee's second is not the caller's
     with CompileRecorder() as rec:
         m.outer(np.float64(2.0))
