@@ -23,6 +23,15 @@ def topk_desc_lowest_index(scores, k):
     return order[:k]
 
 
+def sorted_range(x, lo, hi):
+    """``x`` with ``x[lo:hi]`` sorted ascending: Python's ``sorted`` on the range's values."""
+    import numpy as np
+
+    out = np.array(x, copy=True)
+    out[lo:hi] = sorted(int(v) for v in x[lo:hi])
+    return out
+
+
 def exp_table_exact(table_bits=7):
     """glibc's ``__exp_data.tab`` computed exactly: pairs ``(bits of T_j, bits of H_j - (j << (52 - bits)))``
     with ``H_j`` the double nearest ``2**(j/N)`` and ``T_j`` the double nearest ``2**(j/N)/H_j - 1``

@@ -4,7 +4,7 @@ Every kernel is created with ``jkofast._numba.kernel`` (lazy compile, one cache 
 named fastmath presets).  Wrappers in ``jkofast`` validate and coerce before calling.
 
 Sub-packages mirror the wings (``text``, ``ot``, ``eval``, ``encode``, ``sparse``, ``sgr``, ``pools``, ``jko``);
-leaves shared by several wings sit at this level (``topk``).  The rules every kernel follows
+leaves shared by several wings sit at this level (``topk``, ``sorting``).  The rules every kernel follows
 (cache key, inlining, int64 indices, specialisation flags) and how to add one: docs/develop.md.
 """
 
@@ -15,6 +15,7 @@ __all__ = [
     "ot",
     "pools",
     "sgr",
+    "sorting",
     "sparse",
     "text",
     "topk",

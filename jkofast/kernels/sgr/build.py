@@ -28,6 +28,7 @@ import numpy as np
 
 from jkofast._numba import kernel
 from jkofast.kernels.sgr.postings import vbyte_rest
+from jkofast.kernels.sorting import sort_range
 from jkofast.kernels.topk import topk_select, topk_select_subset
 
 
@@ -118,11 +119,13 @@ def branch_centres(
                         nt += 1
                     acc[t] += w * np.float64(x_data[q])
             # sort touched terms by id so ties in the top-k go to the lowest id
-            tt = np.sort(touched[:nt])
+            tt = touched[:nt].copy()
+            sort_range(tt, np.int64(0), np.int64(tt.shape[0]))
             for a in range(nt):
                 vals[a] = acc[tt[a]] / msum
             n = topk_select(vals[:nt], n_keep, pos, kv)
-            sel = np.sort(pos[:n])
+            sel = pos[:n].copy()
+            sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
             for a in range(n):
                 out_terms[j, a] = tt[sel[a]]
                 out_vals[j, a] = vals[sel[a]]
@@ -166,7 +169,8 @@ def encode_codes(
         pos = np.empty(n_code, np.int64)
         kv = np.empty(n_code, np.float64)
         n = topk_select(absr, n_code, pos, kv)
-        sel = np.sort(pos[:n])
+        sel = pos[:n].copy()
+        sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
         for w in range(out_sign.shape[1]):
             out_sign[m, w] = 0
         for r in range(n):
@@ -331,7 +335,8 @@ def reliability_rows(
                 continue
             nj = np.float64(pe - ps)
             nt = _branch_code_stats(j, ps, pe, b_mem, code_term, code_sign, cnt, sz, stamp, touched)
-            tt = np.sort(touched[:nt])
+            tt = touched[:nt].copy()
+            sort_range(tt, np.int64(0), np.int64(tt.shape[0]))
             tot = 0.0
             den = 0.0
             n_keep = 0
@@ -419,7 +424,8 @@ def ppmi_graph(
                         touched[nt] = t
                         nt += 1
                     acc[t] += 1.0
-            tt = np.sort(touched[:nt])
+            tt = touched[:nt].copy()
+            sort_range(tt, np.int64(0), np.int64(tt.shape[0]))
             npos = 0
             for a in range(nt):
                 t = tt[a]
@@ -434,7 +440,8 @@ def ppmi_graph(
                         npos += 1
             # top-n_keep write-out as in branch_centres (six lines, inline per row)
             n = topk_select(vals[:npos], n_keep, pos, kv)
-            sel = np.sort(pos[:n])
+            sel = pos[:n].copy()
+            sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
             for a in range(n):
                 out_nbr[i, a] = tt[sel[a]]
                 out_val[i, a] = vals[sel[a]]
@@ -487,7 +494,8 @@ def second_order_graph(
             # lowest term id by the heap's own key): a two-hop row touches thousands of terms, and
             # sorting them all first cost three times the accumulation
             n = topk_select_subset(acc, cand, npos, n_keep, pos, kv)
-            sel = np.sort(pos[:n])
+            sel = pos[:n].copy()
+            sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
             for a in range(n):
                 out_nbr[i, a] = sel[a]
                 out_val[i, a] = acc[sel[a]]

@@ -56,6 +56,7 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.sgr import build as _bk
 from jkofast.kernels.sgr.postings import posting_tf, vbyte_rest
+from jkofast.kernels.sorting import sort_range
 from jkofast.kernels.topk import topk_ids, topk_ids_pos, topk_pos
 
 __all__ = [
@@ -926,7 +927,8 @@ def tail_gate(gen, nu, ng, tail, ulist, dp, dm_n, dm_r, dm_e, neg_buf):
         if tail[a] == thr:
             eq[c] = ulist[a]
             c += 1
-    cut = np.sort(eq)[ng - n_gt - 1]  # ties at the threshold: the lowest ids
+    sort_range(eq, np.int64(0), np.int64(eq.shape[0]))
+    cut = eq[ng - n_gt - 1]  # ties at the threshold: the lowest ids
     live = -gen - 2
     w = 0
     for a in range(nu):
@@ -1150,7 +1152,8 @@ def rescue_term_postings(qt, nuse, live, n_sem, n_rare, idf, dl, post, mark, uli
                 z1[b] += 1.0
                 if is_rare:
                     rare[b] += 1.0
-    sterms = np.sort(rbuf[:n_sem])
+    sterms = rbuf[:n_sem].copy()
+    sort_range(sterms, np.int64(0), np.int64(sterms.shape[0]))
     for a in range(n_sem):
         n = sterms[a]
         v = sval[n]

@@ -19,6 +19,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import sort_range
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
@@ -511,7 +512,7 @@ def sort_rows_count_unique(ids, tok_off, nnz):
     for i in prange(tok_off.shape[0] - 1):
         a = tok_off[i]
         b = tok_off[i + 1]
-        ids[a:b].sort()
+        sort_range(ids, np.int64(a), np.int64(b))
         m = 0
         for k in range(a, b):
             if k == a or ids[k] != ids[k - 1]:

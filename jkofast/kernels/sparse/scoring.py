@@ -32,6 +32,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import sort_range
 from jkofast.kernels.topk import topk_ids
 
 __all__ = ["score_dense_batch", "score_topk_batch"]
@@ -224,7 +225,8 @@ def _select_partition(acc, touched, nt, kk, out_idx, out_val):
             eq[neq] = d
             neq += 1
     if cnt < m:
-        eqs = np.sort(eq[:neq])
+        eqs = eq[:neq].copy()
+        sort_range(eqs, np.int64(0), np.int64(eqs.shape[0]))
         for j in range(m - cnt):
             cid[cnt] = eqs[j]
             cnt += 1

@@ -13,6 +13,7 @@ from numba import prange
 
 from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import sort_range
 
 __all__ = ["bm25_weights_rows", "compact_counts", "csr_transpose", "sort_count_rows", "tfidf_weights_rows"]
 
@@ -31,7 +32,8 @@ def sort_count_rows(offsets, tokens, sorted_out, row_nnz):
         if e == a:
             row_nnz[i] = 0
             continue
-        seg = np.sort(tokens[a:e])
+        seg = tokens[a:e].copy()
+        sort_range(seg, np.int64(0), np.int64(seg.shape[0]))
         u = 1
         sorted_out[a] = seg[0]
         for j in range(1, e - a):

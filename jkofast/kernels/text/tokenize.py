@@ -26,6 +26,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import sort_range
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
@@ -84,17 +85,6 @@ def lookup_term(cp, lo, hi, h, table, voc_off, voc_cp):
 
 
 @kernel()
-def _insertion_sort(x, lo, hi):
-    for i in range(lo + 1, hi):
-        v = x[i]
-        j = i - 1
-        while j >= lo and x[j] > v:
-            x[j + 1] = x[j]
-            j -= 1
-        x[j + 1] = v
-
-
-@kernel()
 def analyse_one(cp, lo, hi, wtab, table, voc_off, voc_cp, idf32, out_terms, out_vals, o):
     """Analyse one query into sorted unique known term ids and their TF-IDF values.
 
@@ -120,10 +110,7 @@ def analyse_one(cp, lo, hi, wtab, table, voc_off, voc_cp, idf32, out_terms, out_
                 n += 1
     if n == 0:
         return 0
-    if n <= 32:
-        _insertion_sort(out_terms, o, o + n)
-    else:
-        out_terms[o : o + n] = np.sort(out_terms[o : o + n])
+    sort_range(out_terms, np.int64(o), np.int64(o + n))
     # unique with counts, in place: counts parked in out_vals as float32 (exact below 2**24)
     u = 0
     a = 0

@@ -1,0 +1,63 @@
+"""``jkofast.kernels.sorting.sort_range`` (the kernels' integer sort) against Python's ``sorted``."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference as ref
+from jkofast.kernels.sorting import sort_range
+
+DTYPES = [np.int32, np.int64, np.uint16, np.uint32]  # the id dtypes the kernels sort
+
+
+def _sort(x, lo, hi):
+    y = x.copy()
+    sort_range(y, np.int64(lo), np.int64(hi))
+    return y
+
+
+def _patterns(n, dtype, rng):
+    info = np.iinfo(dtype)
+    yield rng.integers(0, 1 << 14, n).astype(dtype)  # mostly distinct
+    yield rng.integers(0, 3, n).astype(dtype)  # many duplicates
+    yield np.arange(n).astype(dtype)  # sorted
+    yield np.arange(n)[::-1].astype(dtype)  # reversed
+    yield np.full(n, 7, dtype)  # all equal
+    yield (np.minimum(np.arange(n), n - 1 - np.arange(n))).astype(dtype)  # organ pipe
+    yield (np.arange(n) % 5).astype(dtype)  # sawtooth
+    yield rng.choice(np.array([info.min, info.max, 0], dtype), n)  # the dtype's extremes
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [0, 1, 2, 14, 15, 16, 17, 31, 100, 1000])
+def test_range_equals_sorted_and_leaves_the_rest(dtype, n):
+    rng = np.random.default_rng(n)
+    for x in _patterns(n, dtype, rng):
+        pad = rng.integers(0, 100, 3).astype(dtype)
+        y = np.concatenate([pad, x, pad])  # the range sits inside: the ends must stay untouched
+        got = _sort(y, 3, 3 + n)
+        np.testing.assert_array_equal(got, ref.sorted_range(y, 3, 3 + n))
+        assert got.dtype == dtype
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=300), st.data())
+def test_any_int64_values_and_range(values, data):
+    x = np.array(values, np.int64)
+    lo = data.draw(st.integers(0, len(values)))
+    hi = data.draw(st.integers(lo, len(values)))
+    np.testing.assert_array_equal(_sort(x, lo, hi), ref.sorted_range(x, lo, hi))
+
+
+def test_large_inputs_equal_numpy():
+    # 200,000 ids: deep partitions (the stack keeps the larger part, at most log2(n) ranges), with
+    # many duplicates and as a pattern (median-of-three on organ pipes) that unbalances the splits
+    rng = np.random.default_rng(0)
+    n = 200_000
+    for x in (
+        rng.integers(0, 1 << 40, n),
+        rng.integers(0, 50, n),
+        np.minimum(np.arange(n), n - 1 - np.arange(n)),
+        np.tile(np.arange(1000), n // 1000),
+    ):
+        np.testing.assert_array_equal(_sort(x.astype(np.int64), 0, n), np.sort(x))
