@@ -112,6 +112,18 @@ def test_no_kernel_is_specialised_on_an_integer_constant():
     )
 
 
+def test_kernels_sort_with_sort_range_not_numba_sort():
+    # the kernels sort integer ids, with kernels.sorting.sort_range: Numba's np.sort / ndarray.sort
+    # compile a quicksort of six generic functions per dtype and calling option set (docs/develop.md,
+    # compile-time rule 10). A float sort, where NaN order matters, would need its own case here.
+    found = []
+    for path in sorted(KDIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sort":
+                found.append(f"{path.relative_to(KDIR)}:{node.lineno}")
+    assert not found, found
+
+
 def test_numba_internals_hooks_are_version_guarded():
     # the cache hooks reach into numba.core.caching: outside the versions they were written for,
     # jkofast warns and leaves caching to Numba

@@ -28,6 +28,7 @@ from numba import prange
 
 from jkofast._numba import kernel
 from jkofast.kernels.eval.metrics import TIE_TREC_EVAL, query_metrics
+from jkofast.kernels.sorting import sort_range
 
 __all__ = ["evaluate_rows", "match_queries"]
 
@@ -297,7 +298,7 @@ def _ideal(qlabels, qrows, qkeep):
             k += 1
             if lab > 0:
                 num_rel += 1
-    ideal.sort()
+    sort_range(ideal, np.int64(0), np.int64(n_ideal))
     for t in range(n_ideal):
         ideal[t] = -ideal[t]
     return ideal, num_rel

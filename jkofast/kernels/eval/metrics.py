@@ -40,6 +40,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import sort_range
 
 __all__ = [
     "AP",
@@ -445,7 +446,9 @@ def evaluate_batch_chars(
                     hi = mid
             if lo < nqr and _cmp_rows(qrels_chars, qrows[lo], run_chars, r) == 0:
                 labels[j] = qrels_labels[qrows[lo]]
-        ideal = np.sort(qrels_labels[g0:g1])[::-1].copy()
+        ideal = qrels_labels[g0:g1].copy()
+        sort_range(ideal, np.int64(0), np.int64(ideal.shape[0]))
+        ideal = ideal[::-1].copy()
         num_rel = np.int64(0)  # not the literal 0, for which Numba also compiles query_metrics (Literal[int](0))
         for j in range(ideal.shape[0]):
             if ideal[j] > 0:
