@@ -28,7 +28,7 @@ def sorted_range(x, lo, hi):
     import numpy as np
 
     out = np.array(x, copy=True)
-    out[lo:hi] = sorted(int(v) for v in x[lo:hi])
+    out[lo:hi] = sorted(x[lo:hi].tolist())
     return out
 
 

@@ -1,4 +1,5 @@
-"""``jkofast.kernels.sorting.sort_range`` (the kernels' integer sort) against Python's ``sorted``."""
+"""``jkofast.kernels.sorting``: ``sort_range`` (the kernels' integer sort) and ``select_kth`` against
+Python's ``sorted``."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference as ref
-from jkofast.kernels.sorting import sort_range
+from jkofast.kernels.sorting import select_kth, sort_range
 
 DTYPES = [np.int32, np.int64, np.uint16, np.uint32]  # the id dtypes the kernels sort
 
@@ -61,3 +62,22 @@ def test_large_inputs_equal_numpy():
         np.tile(np.arange(1000), n // 1000),
     ):
         np.testing.assert_array_equal(_sort(x.astype(np.int64), 0, n), np.sort(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+@pytest.mark.parametrize("n", [1, 2, 14, 15, 16, 100, 1000])
+def test_select_kth_is_the_value_of_that_rank(dtype, n):
+    rng = np.random.default_rng(n)
+    pats = [rng.integers(0, 3, n), rng.integers(0, 1 << 20, n), np.arange(n), np.arange(n)[::-1], np.full(n, 4)]
+    if dtype == np.float64:
+        x = rng.normal(size=n)
+        x[rng.integers(0, n, 2)] = -np.inf  # the sparse scores' floor value is legal, NaN is not
+        pats.append(x)
+    for x in pats:
+        x = x.astype(dtype)
+        for k in sorted({0, n // 2, n - 1}):
+            y = np.concatenate([[dtype(9)], x, [dtype(-9)]])
+            v = select_kth(y, np.int64(1), np.int64(1 + n), np.int64(1 + k))
+            assert v == ref.sorted_range(x, 0, n)[k]
+            assert y[0] == 9 and y[-1] == -9  # outside the range: untouched
+            assert sorted(y[1:-1].tolist()) == sorted(x.tolist())  # reordered, nothing lost

@@ -1,11 +1,16 @@
-"""In-place ascending sort of a range of an integer array.
+"""In-place ascending sort of a range of an integer array, and the k-th smallest of a range.
 
-Integer keys only: equal integers are indistinguishable, so any correct sort returns the same
-array as ``np.sort``, and this one stands in for it in the kernels that sort term and document
-ids. It exists for compile time: Numba's own ``np.sort`` builds its quicksort from six generic
-functions (a key getter, a comparison, the partition, the insertion sort, two drivers), about
-1.1 CPU s to compile per dtype, against about 0.4 s for this one loop nest; run time is the
-same within a few per cent (faster below a hundred ids, where most of these sorts are).
+``sort_range`` takes integer keys only: equal integers are indistinguishable, so any correct
+sort returns the same array as ``np.sort``, and this one stands in for it in the kernels that
+sort term and document ids. It exists for compile time: Numba's own ``np.sort`` builds its
+quicksort from six generic functions (a key getter, a comparison, the partition, the insertion
+sort, two drivers), about 1.1 CPU s to compile per dtype and calling option set, against about
+0.4 s for this one loop nest; run time is the same within a few per cent (faster below a
+hundred ids, where most of these sorts are).
+
+``select_kth`` is the value ``np.partition(x, k)[k]`` reads, for keys without NaN: Numba's
+``np.partition`` checks its ``kth`` argument with ``np.unique``, which compiles a sort of its
+own, so one call compiled about 2 CPU s of implementations.
 
 The algorithm is Numba's: quicksort with a median-of-three pivot, the larger part pushed on a
 stack and the smaller one sorted next (so the stack holds at most log2(n) ranges), parts of
@@ -20,7 +25,7 @@ import numpy as np
 
 from jkofast._numba import kernel
 
-__all__ = ["sort_range"]
+__all__ = ["select_kth", "sort_range"]
 
 _SMALL = 15  # parts below this size are left to the final insertion pass
 
@@ -83,3 +88,53 @@ def sort_range(x, lo, hi):
             x[j] = x[j - 1]
             j -= 1
         x[j] = v
+
+
+@kernel()
+def select_kth(x, lo, hi, k):
+    """Return the value of rank ``k`` (0-based, ascending) among ``x[lo:hi]``, which it reorders.
+
+    ``x``: 1-D array of integers or of floats without NaN; ``lo <= k < hi``, all int64. Equal
+    keys compare equal (``-0.0 == 0.0``), so which of two equal values is returned may differ
+    from ``np.partition``; the value compares the same. Quickselect with ``sort_range``'s
+    partition, the part holding ``k`` kept; a part of fewer than 15 keys is insertion-sorted.
+    """
+    low = lo
+    high = hi - 1
+    while high - low >= _SMALL:
+        mid = (low + high) >> 1
+        if x[mid] < x[low]:
+            x[low], x[mid] = x[mid], x[low]
+        if x[high] < x[mid]:
+            x[high], x[mid] = x[mid], x[high]
+        if x[mid] < x[low]:
+            x[low], x[mid] = x[mid], x[low]
+        pivot = x[mid]
+        x[high], x[mid] = x[mid], x[high]
+        i = low
+        j = high - 1
+        while True:
+            while x[i] < pivot:
+                i += 1
+            while pivot < x[j]:
+                j -= 1
+            if i >= j:
+                break
+            x[i], x[j] = x[j], x[i]
+            i += 1
+            j -= 1
+        x[i], x[high] = x[high], x[i]
+        if k == i:
+            return x[i]
+        if k < i:
+            high = i - 1
+        else:
+            low = i + 1
+    for i in range(low + 1, high + 1):
+        v = x[i]
+        j = i
+        while j > low and v < x[j - 1]:
+            x[j] = x[j - 1]
+            j -= 1
+        x[j] = v
+    return x[k]

@@ -56,7 +56,7 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.sgr import build as _bk
 from jkofast.kernels.sgr.postings import posting_tf, vbyte_rest
-from jkofast.kernels.sorting import sort_range
+from jkofast.kernels.sorting import select_kth, sort_range
 from jkofast.kernels.topk import topk_ids, topk_ids_pos, topk_pos
 
 __all__ = [
@@ -913,7 +913,7 @@ def tail_gate(gen, nu, ng, tail, ulist, dp, dm_n, dm_r, dm_e, neg_buf):
     neg = neg_buf[:nu]
     for a in range(nu):
         neg[a] = -tail[a]
-    thr = -np.partition(neg, ng - 1)[ng - 1]  # the ng-th largest tail
+    thr = -select_kth(neg, np.int64(0), np.int64(nu), np.int64(ng - 1))  # the ng-th largest tail
     n_gt = 0
     n_eq = 0
     for a in range(nu):

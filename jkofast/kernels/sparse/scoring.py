@@ -32,7 +32,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.sorting import sort_range
+from jkofast.kernels.sorting import select_kth, sort_range
 from jkofast.kernels.topk import topk_ids
 
 __all__ = ["score_dense_batch", "score_topk_batch"]
@@ -210,7 +210,7 @@ def _select_partition(acc, touched, nt, kk, out_idx, out_val):
     vals = np.empty(nt, np.float64)
     for i in range(nt):
         vals[i] = acc[np.uint64(touched[i])]
-    thr = np.partition(vals, nt - m)[nt - m] if nt > m else -np.inf
+    thr = select_kth(vals, np.int64(0), np.int64(nt), np.int64(nt - m)) if nt > m else -np.inf
     cid = np.empty(m, np.int64)
     eq = np.empty(nt, np.int64)
     cnt = 0
