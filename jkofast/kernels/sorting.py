@@ -4,19 +4,19 @@
 sort returns the same array as ``np.sort``, and this one stands in for it in the kernels that
 sort term and document ids. It exists for compile time: Numba's own ``np.sort`` builds its
 quicksort from six generic functions (a key getter, a comparison, the partition, the insertion
-sort, two drivers), about 1.1 CPU s to compile per dtype and calling option set, against about
-0.4 s for this one loop nest; run time is the same within a few per cent (faster below a
+sort, two drivers), about 1.1 CPU s to compile per dtype and calling option set, against 0.4 to
+0.6 s for this one loop nest; run time is the same within a few per cent (faster below a
 hundred ids, where most of these sorts are).
 
 ``select_kth`` is the value ``np.partition(x, k)[k]`` reads, for keys without NaN: Numba's
 ``np.partition`` checks its ``kth`` argument with ``np.unique``, which compiles a sort of its
 own, so one call compiled about 2 CPU s of implementations.
 
-The algorithm is Numba's: quicksort with a median-of-three pivot, the larger part pushed on a
-stack and the smaller one sorted next (so the stack holds at most log2(n) ranges), parts of
-fewer than 15 ids left for one insertion-sort pass over the whole range at the end. After the
-median of three, ``x[low] <= pivot`` and the pivot sits at ``x[high]``, so both partition scans
-stop without bound checks.
+The partition is Numba's: a median-of-three pivot, the larger part pushed on a stack and the
+smaller one partitioned next (so the stack holds at most log2(n) ranges). Parts of fewer than 15
+ids are left alone and one insertion-sort pass over the whole range ends the sort (no id moves
+further than its part). After the median of three, ``x[low] <= pivot`` and the pivot sits at
+``x[high]``, so both partition scans stop without bound checks.
 """
 
 from __future__ import annotations
