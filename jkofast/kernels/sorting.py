@@ -4,9 +4,9 @@
 sort returns the same array as ``np.sort``, and this one stands in for it in the kernels that
 sort term and document ids. It exists for compile time: Numba's own ``np.sort`` builds its
 quicksort from six generic functions (a key getter, a comparison, the partition, the insertion
-sort, two drivers), about 1.1 CPU s to compile per dtype and calling option set, against 0.4 to
-0.6 s for this one loop nest; run time is the same within a few per cent (faster below a
-hundred ids, where most of these sorts are).
+sort, two drivers), about 1.1 CPU s to compile per dtype and calling option set, against about
+0.4 s for these three small kernels, shared by every caller; run time is the same within a few
+per cent (faster below a hundred ids, where most of these sorts are).
 
 ``select_kth`` is the value ``np.partition(x, k)[k]`` reads, for keys without NaN: Numba's
 ``np.partition`` checks its ``kth`` argument with ``np.unique``, which compiles a sort of its
@@ -15,8 +15,7 @@ own, so one call compiled about 2 CPU s of implementations.
 The partition is Numba's: a median-of-three pivot, the larger part pushed on a stack and the
 smaller one partitioned next (so the stack holds at most log2(n) ranges). Parts of fewer than 15
 ids are left alone and one insertion-sort pass over the whole range ends the sort (no id moves
-further than its part). After the median of three, ``x[low] <= pivot`` and the pivot sits at
-``x[high]``, so both partition scans stop without bound checks.
+further than its part).
 """
 
 from __future__ import annotations
@@ -28,6 +27,50 @@ from jkofast._numba import kernel
 __all__ = ["select_kth", "sort_range"]
 
 _SMALL = 15  # parts below this size are left to the final insertion pass
+
+
+@kernel()
+def _partition(x, low, high):
+    """Partition ``x[low:high + 1]`` (``high - low >= 2``) around a median of three; return the pivot's index.
+
+    Afterwards ``x[low:i] <= x[i] <= x[i + 1:high + 1]``.  The median of three leaves
+    ``x[low] <= pivot`` and the pivot at ``x[high]``: both scans stop without bound checks.
+    """
+    mid = (low + high) >> 1
+    if x[mid] < x[low]:
+        x[low], x[mid] = x[mid], x[low]
+    if x[high] < x[mid]:
+        x[high], x[mid] = x[mid], x[high]
+    if x[mid] < x[low]:
+        x[low], x[mid] = x[mid], x[low]
+    pivot = x[mid]
+    x[high], x[mid] = x[mid], x[high]
+    i = low
+    j = high - 1
+    while True:
+        while x[i] < pivot:
+            i += 1
+        while pivot < x[j]:
+            j -= 1
+        if i >= j:
+            break
+        x[i], x[j] = x[j], x[i]
+        i += 1
+        j -= 1
+    x[i], x[high] = x[high], x[i]
+    return i
+
+
+@kernel()
+def _insertion(x, lo, hi):
+    """Insertion-sort ``x[lo:hi]`` in place."""
+    for i in range(lo + 1, hi):
+        v = x[i]
+        j = i
+        while j > lo and v < x[j - 1]:
+            x[j] = x[j - 1]
+            j -= 1
+        x[j] = v
 
 
 @kernel()
@@ -47,28 +90,7 @@ def sort_range(x, lo, hi):
         low = stack[2 * n]
         high = stack[2 * n + 1]
         while high - low >= _SMALL:
-            mid = (low + high) >> 1
-            if x[mid] < x[low]:
-                x[low], x[mid] = x[mid], x[low]
-            if x[high] < x[mid]:
-                x[high], x[mid] = x[mid], x[high]
-            if x[mid] < x[low]:
-                x[low], x[mid] = x[mid], x[low]
-            pivot = x[mid]
-            x[high], x[mid] = x[mid], x[high]
-            i = low
-            j = high - 1
-            while True:
-                while x[i] < pivot:
-                    i += 1
-                while pivot < x[j]:
-                    j -= 1
-                if i >= j:
-                    break
-                x[i], x[j] = x[j], x[i]
-                i += 1
-                j -= 1
-            x[i], x[high] = x[high], x[i]
+            i = _partition(x, low, high)
             if high - i > i - low:
                 if high > i:
                     stack[2 * n] = i + 1
@@ -81,13 +103,7 @@ def sort_range(x, lo, hi):
                     stack[2 * n + 1] = i - 1
                     n += 1
                 low = i + 1
-    for i in range(lo + 1, hi):
-        v = x[i]
-        j = i
-        while j > lo and v < x[j - 1]:
-            x[j] = x[j - 1]
-            j -= 1
-        x[j] = v
+    _insertion(x, lo, hi)
 
 
 @kernel()
@@ -102,39 +118,12 @@ def select_kth(x, lo, hi, k):
     low = lo
     high = hi - 1
     while high - low >= _SMALL:
-        mid = (low + high) >> 1
-        if x[mid] < x[low]:
-            x[low], x[mid] = x[mid], x[low]
-        if x[high] < x[mid]:
-            x[high], x[mid] = x[mid], x[high]
-        if x[mid] < x[low]:
-            x[low], x[mid] = x[mid], x[low]
-        pivot = x[mid]
-        x[high], x[mid] = x[mid], x[high]
-        i = low
-        j = high - 1
-        while True:
-            while x[i] < pivot:
-                i += 1
-            while pivot < x[j]:
-                j -= 1
-            if i >= j:
-                break
-            x[i], x[j] = x[j], x[i]
-            i += 1
-            j -= 1
-        x[i], x[high] = x[high], x[i]
+        i = _partition(x, low, high)
         if k == i:
             return x[i]
         if k < i:
             high = i - 1
         else:
             low = i + 1
-    for i in range(low + 1, high + 1):
-        v = x[i]
-        j = i
-        while j > low and v < x[j - 1]:
-            x[j] = x[j - 1]
-            j -= 1
-        x[j] = v
+    _insertion(x, low, high + 1)
     return x[k]
