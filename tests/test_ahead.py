@@ -144,14 +144,15 @@ def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path, monkeyp
     from jkofast import warmups
     from jkofast.warmups import CompileRecorder
 
-    ticks = iter(range(100))  # a clock one second further at each reading: outer 0..3 around inner 1..2
+    ticks = iter(range(100))  # a fake clock, one tick further at each reading: outer reads 0 and 3, inner 1 and 2
     monkeypatch.setattr(warmups, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
     m = _nested_module(tmp_path, "ahead_recorder_mod")
     with CompileRecorder() as rec:
         m.outer(np.float64(1.0))
     rows = {name.rsplit(".", 1)[-1]: (sig, s) for name, sig, s in rec.rows()}
     assert set(rows) == {"inner", "outer"} and rows["outer"][0] == "(float64)"
-    assert rows["inner"][1] == 1.0 and rows["outer"][1] == 2.0  # the callee's second is not the caller's
+    own = {name: ticks_spent for name, (_, ticks_spent) in rows.items()}
+    assert own == {"inner": 2 - 1, "outer": (3 - 0) - (2 - 1)}  # the caller's own span excludes its callee's
     with CompileRecorder() as rec:
         m.outer(np.float64(2.0))
     assert rec.rows() == []  # nothing compiled the second time
