@@ -124,8 +124,8 @@ def branch_centres(
             for a in range(nt):
                 vals[a] = acc[tt[a]] / msum
             n = topk_select(vals[:nt], n_keep, pos, kv)
-            sel = pos[:n].copy()
-            sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
+            sort_range(pos, np.int64(0), np.int64(n))  # pos is this row's scratch: sorted in place
+            sel = pos
             for a in range(n):
                 out_terms[j, a] = tt[sel[a]]
                 out_vals[j, a] = vals[sel[a]]
@@ -169,8 +169,8 @@ def encode_codes(
         pos = np.empty(n_code, np.int64)
         kv = np.empty(n_code, np.float64)
         n = topk_select(absr, n_code, pos, kv)
-        sel = pos[:n].copy()
-        sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
+        sort_range(pos, np.int64(0), np.int64(n))  # pos is this row's scratch: sorted in place
+        sel = pos
         for w in range(out_sign.shape[1]):
             out_sign[m, w] = 0
         for r in range(n):
@@ -440,8 +440,8 @@ def ppmi_graph(
                         npos += 1
             # top-n_keep write-out as in branch_centres (six lines, inline per row)
             n = topk_select(vals[:npos], n_keep, pos, kv)
-            sel = pos[:n].copy()
-            sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
+            sort_range(pos, np.int64(0), np.int64(n))  # pos is this row's scratch: sorted in place
+            sel = pos
             for a in range(n):
                 out_nbr[i, a] = tt[sel[a]]
                 out_val[i, a] = vals[sel[a]]
@@ -494,8 +494,8 @@ def second_order_graph(
             # lowest term id by the heap's own key): a two-hop row touches thousands of terms, and
             # sorting them all first cost three times the accumulation
             n = topk_select_subset(acc, cand, npos, n_keep, pos, kv)
-            sel = pos[:n].copy()
-            sort_range(sel, np.int64(0), np.int64(sel.shape[0]))
+            sort_range(pos, np.int64(0), np.int64(n))  # pos is this row's scratch: sorted in place
+            sel = pos
             for a in range(n):
                 out_nbr[i, a] = sel[a]
                 out_val[i, a] = acc[sel[a]]
