@@ -32,6 +32,18 @@ def sorted_range(x, lo, hi):
     return out
 
 
+def argsort_stable(x):
+    """Indices that sort ``x`` ascending, equal keys in index order and NaN last: Python's ``sorted``
+    (a stable sort) of the indices, keyed by (is NaN, value)."""
+    import math
+
+    import numpy as np
+
+    vals = x.tolist()
+    nan = [isinstance(v, float) and math.isnan(v) for v in vals]
+    return np.array(sorted(range(len(vals)), key=lambda i: (nan[i], 0 if nan[i] else vals[i])), np.int64)
+
+
 def exp_table_exact(table_bits=7):
     """glibc's ``__exp_data.tab`` computed exactly: pairs ``(bits of T_j, bits of H_j - (j << (52 - bits)))``
     with ``H_j`` the double nearest ``2**(j/N)`` and ``T_j`` the double nearest ``2**(j/N)/H_j - 1``

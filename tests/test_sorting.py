@@ -1,5 +1,5 @@
-"""``jkofast.kernels.sorting``: ``sort_range`` (the kernels' integer sort) and ``select_kth`` against
-Python's ``sorted``."""
+"""``jkofast.kernels.sorting``: ``sort_range`` (the kernels' integer sort), ``select_kth`` and
+``argsort_stable`` against Python's ``sorted``."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference as ref
-from jkofast.kernels.sorting import select_kth, sort_range
+from jkofast.kernels.sorting import argsort_stable, select_kth, sort_range
 
 DTYPES = [np.int32, np.int64, np.uint16, np.uint32]  # the id dtypes the kernels sort
 
@@ -81,3 +81,44 @@ def test_select_kth_is_the_value_of_that_rank(dtype, n):
             assert v == ref.sorted_range(x, 0, n)[k]
             assert y[0] == 9 and y[-1] == -9  # outside the range: untouched
             assert sorted(y[1:-1].tolist()) == sorted(x.tolist())  # reordered, nothing lost
+
+
+# the key dtypes the kernels argsort: scores (float64, float32), one-word ids (uint64), document and
+# term ids (int64, int32)
+ARG_DTYPES = [np.float64, np.float32, np.uint64, np.int64, np.int32]
+
+
+def _keys(n, dtype, rng):
+    yield from (x.astype(dtype) for x in _patterns(n, np.uint16, rng))  # ties, sorted, reversed, ...
+    if np.dtype(dtype).kind == "f":
+        x = rng.normal(size=n).astype(dtype)
+        if n:
+            x[rng.integers(0, n, n // 5 + 1)] = np.nan  # NaN goes last, in index order
+        if n > 3:
+            x[:4] = [-0.0, 0.0, -np.inf, np.inf]  # -0.0 and 0.0 are equal keys: index order
+        yield x
+
+
+@pytest.mark.parametrize("dtype", ARG_DTYPES)
+@pytest.mark.parametrize("n", [0, 1, 2, 15, 16, 17, 31, 32, 33, 100, 1000])
+def test_argsort_stable_equals_a_stable_sort(dtype, n):
+    rng = np.random.default_rng(n)
+    for x in _keys(n, dtype, rng):
+        got = argsort_stable(x)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, ref.argsort_stable(x))
+        np.testing.assert_array_equal(got, np.argsort(x, kind="stable"))
+
+
+@given(st.lists(st.one_of(st.floats(width=32), st.sampled_from([0.0, -0.0, 1.0])), max_size=300))
+def test_argsort_stable_any_float_keys(values):
+    x = np.array(values, np.float64)
+    np.testing.assert_array_equal(argsort_stable(x), ref.argsort_stable(x))
+
+
+def test_argsort_stable_large_inputs_equal_numpy():
+    # many merge passes, runs already in order (copied unmerged) and ties across runs
+    rng = np.random.default_rng(1)
+    n = 100_003
+    for x in (rng.normal(size=n), rng.integers(0, 20, n).astype(np.float64), np.arange(n) // 3, np.arange(n)[::-1]):
+        np.testing.assert_array_equal(argsort_stable(x), np.argsort(x, kind="stable"))

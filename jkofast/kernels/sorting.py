@@ -1,4 +1,4 @@
-"""In-place ascending sort of a range of an integer array, and the k-th smallest of a range.
+"""In-place ascending sort of a range of an integer array, the k-th smallest of a range, and a stable argsort.
 
 ``sort_range`` takes integer keys only: equal integers are indistinguishable, so any correct
 sort returns the same array as ``np.sort``, and this one stands in for it in the kernels that
@@ -12,6 +12,11 @@ per cent (faster below a hundred ids, where most of these sorts are).
 ``np.partition`` checks its ``kth`` argument with ``np.unique``, which compiles a sort of its
 own, so one call compiled about 2 CPU s of implementations.
 
+``argsort_stable`` is ``np.argsort(keys, kind="mergesort")``: equal keys keep their index order
+and NaN goes after every number, so the permutation is the one NumPy's and Numba's stable sorts
+give. Numba builds its argsorts (mergesort and quicksort) from generic functions compiled per
+dtype and calling option set, like its sort; this one is a single kernel per key dtype.
+
 The partition is Numba's: a median-of-three pivot, the larger part pushed on a stack and the
 smaller one partitioned next (so the stack holds at most log2(n) ranges). Parts of fewer than 15
 ids are left alone and one insertion-sort pass over the whole range ends the sort (no id moves
@@ -24,9 +29,10 @@ import numpy as np
 
 from jkofast._numba import kernel
 
-__all__ = ["select_kth", "sort_range"]
+__all__ = ["argsort_stable", "select_kth", "sort_range"]
 
 _SMALL = 15  # parts below this size are left to the final insertion pass
+_RUN = 16  # argsort_stable: runs of this many keys are insertion-sorted, then merged pairwise
 
 
 @kernel()
@@ -127,3 +133,65 @@ def select_kth(x, lo, hi, k):
             low = i + 1
     _insertion(x, low, high + 1)
     return x[k]
+
+
+@kernel(inline="always")
+def _key_lt(a, b):
+    """``a < b``, with NaN after every number (the order of NumPy's and Numba's sorts)."""
+    return a < b or (b != b and a == a)
+
+
+@kernel()
+def argsort_stable(keys):
+    """Return the int64 permutation that sorts the 1-D ``keys`` ascending, equal keys in index order.
+
+    The permutation of ``np.argsort(keys, kind="mergesort")``: a stable sort's result is fixed by
+    the order relation alone (``<``, NaN last, ``-0.0 == 0.0``). Runs of 16 keys are
+    insertion-sorted, then runs are merged pairwise (bottom-up, two buffers); a pair already in
+    order (the last key of the left run not above the first of the right) is copied unmerged.
+    """
+    n = keys.shape[0]
+    src = np.empty(n, np.int64)
+    for i in range(n):
+        src[i] = i
+    for lo in range(0, n, _RUN):
+        hi = min(lo + _RUN, n)
+        for i in range(lo + 1, hi):
+            v = src[i]
+            kv = keys[v]
+            j = i
+            while j > lo and _key_lt(kv, keys[src[j - 1]]):
+                src[j] = src[j - 1]
+                j -= 1
+            src[j] = v
+    if n <= _RUN:
+        return src
+    dst = np.empty(n, np.int64)
+    width = _RUN
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            k = lo
+            if mid < hi and _key_lt(keys[src[mid]], keys[src[mid - 1]]):
+                while i < mid and j < hi:
+                    if _key_lt(keys[src[j]], keys[src[i]]):
+                        dst[k] = src[j]
+                        j += 1
+                    else:
+                        dst[k] = src[i]
+                        i += 1
+                    k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+        src, dst = dst, src
+        width *= 2
+    return src

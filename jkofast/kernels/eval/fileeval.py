@@ -28,7 +28,7 @@ from numba import prange
 
 from jkofast._numba import kernel
 from jkofast.kernels.eval.metrics import TIE_TREC_EVAL, query_metrics
-from jkofast.kernels.sorting import sort_range
+from jkofast.kernels.sorting import argsort_stable, sort_range
 
 __all__ = ["evaluate_rows", "match_queries"]
 
@@ -267,7 +267,7 @@ def _trec_order(rbuf, d_start, d_len, scores, rows):
     keys = np.empty(n, np.float32)
     for j in range(n):
         keys[j] = -np.float32(scores[tmp[j]])
-    o = np.argsort(keys)
+    o = argsort_stable(keys)
     for j in range(n):
         rows[j] = tmp[o[j]]
     # equal scores: insertion sort by id descending (ids are unique, so the order is unique)

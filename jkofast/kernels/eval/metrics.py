@@ -40,7 +40,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.sorting import sort_range
+from jkofast.kernels.sorting import argsort_stable, sort_range
 
 __all__ = [
     "AP",
@@ -239,7 +239,7 @@ def _sort_rows_by_id(rows, chars):
         keys = np.empty(rows.shape[0], dtype=np.uint64)
         for j in range(rows.shape[0]):
             keys[j] = chars[rows[j], 0]
-        o = np.argsort(keys, kind="mergesort")
+        o = argsort_stable(keys)
         out = np.empty_like(rows)
         for j in range(rows.shape[0]):
             out[j] = rows[o[j]]
@@ -254,7 +254,7 @@ def _trec_sort(rows, scores, chars):
     keys = np.empty(n, dtype=scores.dtype)
     for j in range(n):
         keys[j] = -scores[rows[j]]
-    o = np.argsort(keys)
+    o = argsort_stable(keys)
     out = np.empty_like(rows)
     for j in range(n):
         out[j] = rows[o[j]]

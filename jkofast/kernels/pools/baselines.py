@@ -23,6 +23,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import argsort_stable
 from jkofast.kernels.topk import topk_select
 
 # --------------------------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def rrf_fuse_one(sparse_row, dense_row, m_keep, k_rrf, out_cand, out_score):
         cnt += 1
     n_sparse = cnt
     # binary-search structure over the sparse documents
-    order = np.argsort(docs[:n_sparse])
+    order = argsort_stable(docs[:n_sparse])
     keys = np.empty(n_sparse, dtype=np.int64)
     for j in range(n_sparse):
         keys[j] = docs[order[j]]
@@ -74,7 +75,7 @@ def rrf_fuse_one(sparse_row, dense_row, m_keep, k_rrf, out_cand, out_score):
     neg = np.empty(cnt, dtype=np.float64)
     for j in range(cnt):
         neg[j] = -fused[j]
-    srt = np.argsort(neg, kind="mergesort")  # stable: ties keep insertion order
+    srt = argsort_stable(neg)  # stable: ties keep insertion order
     n_out = min(m_keep, cnt)
     for j in range(n_out):
         out_cand[j] = docs[srt[j]]
@@ -176,7 +177,7 @@ def _desc_ranks(x, ranks):
     neg = np.empty(n, dtype=np.float64)
     for i in range(n):
         neg[i] = -np.float64(x[i])
-    order = np.argsort(neg, kind="mergesort")
+    order = argsort_stable(neg)
     for j in range(n):
         ranks[order[j]] = j
 
@@ -327,7 +328,7 @@ def dpp_map_segments(rel, emb, offsets, k, delta, out_idx, q0, q1):
             neg = np.empty(m, dtype=np.float64)
             for i in range(m):
                 neg[i] = -r[i]
-            order = np.argsort(neg, kind="mergesort")
+            order = argsort_stable(neg)
             for j in range(m):
                 if n_ch >= n_target:
                     break

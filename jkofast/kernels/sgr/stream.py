@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.sorting import sort_range
+from jkofast.kernels.sorting import argsort_stable, sort_range
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
@@ -610,7 +610,7 @@ def tfidf_rows(indptr, indices, counts, gid, idf, out_indptr, out_indices, c_dat
                 c_data[q] = np.float32(counts[k])
                 q += 1
         if q - a > 32:
-            order = np.argsort(out_indices[a:q])
+            order = argsort_stable(out_indices[a:q])
             g_sorted = out_indices[a:q][order]
             c_sorted = c_data[a:q][order]
             out_indices[a:q] = g_sorted
