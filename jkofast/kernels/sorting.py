@@ -146,27 +146,31 @@ def argsort_stable(keys):
     """Return the int64 permutation that sorts the 1-D ``keys`` ascending, equal keys in index order.
 
     The permutation of ``np.argsort(keys, kind="mergesort")``: a stable sort's result is fixed by
-    the order relation alone (``<``, NaN last, ``-0.0 == 0.0``). Runs of 16 keys are
-    insertion-sorted, then runs are merged pairwise (bottom-up, two buffers); a pair already in
-    order (the last key of the left run not above the first of the right) is copied unmerged.
+    the order relation alone (``<``, NaN last, ``-0.0 == 0.0``). The keys travel with their
+    indices (no indirect load per comparison): runs of 16 are insertion-sorted, then runs are
+    merged pairwise (bottom-up, two buffers each); a pair already in order (the last key of the
+    left run not above the first of the right) is copied unmerged.
     """
     n = keys.shape[0]
     src = np.empty(n, np.int64)
-    for i in range(n):
-        src[i] = i
+    ks = np.empty(n, keys.dtype)
     for lo in range(0, n, _RUN):
         hi = min(lo + _RUN, n)
-        for i in range(lo + 1, hi):
-            v = src[i]
-            kv = keys[v]
+        for i in range(lo, hi):
+            kv = keys[i]
             j = i
-            while j > lo and _key_lt(kv, keys[src[j - 1]]):
+            while j > lo:
+                if not _key_lt(kv, ks[j - 1]):
+                    break
                 src[j] = src[j - 1]
+                ks[j] = ks[j - 1]
                 j -= 1
-            src[j] = v
+            src[j] = i
+            ks[j] = kv
     if n <= _RUN:
         return src
     dst = np.empty(n, np.int64)
+    kd = np.empty(n, keys.dtype)
     width = _RUN
     while width < n:
         for lo in range(0, n, 2 * width):
@@ -175,23 +179,28 @@ def argsort_stable(keys):
             i = lo
             j = mid
             k = lo
-            if mid < hi and _key_lt(keys[src[mid]], keys[src[mid - 1]]):
+            if mid < hi and _key_lt(ks[mid], ks[mid - 1]):
                 while i < mid and j < hi:
-                    if _key_lt(keys[src[j]], keys[src[i]]):
+                    if _key_lt(ks[j], ks[i]):
                         dst[k] = src[j]
+                        kd[k] = ks[j]
                         j += 1
                     else:
                         dst[k] = src[i]
+                        kd[k] = ks[i]
                         i += 1
                     k += 1
             while i < mid:
                 dst[k] = src[i]
+                kd[k] = ks[i]
                 i += 1
                 k += 1
             while j < hi:
                 dst[k] = src[j]
+                kd[k] = ks[j]
                 j += 1
                 k += 1
         src, dst = dst, src
+        ks, kd = kd, ks
         width *= 2
     return src
