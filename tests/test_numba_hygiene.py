@@ -113,16 +113,16 @@ def test_no_kernel_is_specialised_on_an_integer_constant():
 
 
 def test_kernels_sort_and_select_with_kernels_sorting():
-    # the kernels sort integer ids with kernels.sorting.sort_range, select with select_kth and argsort
-    # with argsort_stable: Numba's np.sort / ndarray.sort and np.argsort compile a sort of generic
-    # functions per dtype and calling option set, and np.partition a sort for its kth check
-    # (docs/develop.md, compile-time rule 10). A float sort, where NaN order matters, would need its own
-    # case here.
+    # the kernels sort integer ids with kernels.sorting.sort_range, select with select_kth, argsort with
+    # argsort_stable, take medians with median and binary-search with searchsorted_left: Numba's np.sort /
+    # ndarray.sort, np.argsort, np.median and np.searchsorted compile generic functions per dtype and
+    # calling option set, and np.partition a sort for its kth check (docs/develop.md, compile-time rule
+    # 10). A float sort, where NaN order matters, would need its own case here.
     found = []
     for path in sorted(KDIR.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             f = node.func if isinstance(node, ast.Call) else None
-            if isinstance(f, ast.Attribute) and f.attr in ("sort", "partition", "argsort"):
+            if isinstance(f, ast.Attribute) and f.attr in ("sort", "partition", "argsort", "median", "searchsorted"):
                 found.append(f"{path.relative_to(KDIR)}:{node.lineno}")
     assert not found, found
 

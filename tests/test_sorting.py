@@ -1,5 +1,5 @@
-"""``jkofast.kernels.sorting``: ``sort_range`` (the kernels' integer sort), ``select_kth`` and
-``argsort_stable`` against Python's ``sorted``."""
+"""``jkofast.kernels.sorting``: ``sort_range`` (the kernels' integer sort), ``select_kth``, ``median``,
+``searchsorted_left`` and ``argsort_stable`` against Python's ``sorted`` (and NumPy)."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference as ref
-from jkofast.kernels.sorting import argsort_stable, select_kth, sort_range
+from jkofast.kernels.sorting import argsort_stable, median, searchsorted_left, select_kth, sort_range
 
 DTYPES = [np.int32, np.int64, np.uint16, np.uint32]  # the id dtypes the kernels sort
 
@@ -122,3 +122,23 @@ def test_argsort_stable_large_inputs_equal_numpy():
     n = 100_003
     for x in (rng.normal(size=n), rng.integers(0, 20, n).astype(np.float64), np.arange(n) // 3, np.arange(n)[::-1]):
         np.testing.assert_array_equal(argsort_stable(x), np.argsort(x, kind="stable"))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 14, 15, 16, 17, 100, 101])
+def test_median_is_the_middle_of_sorted_values(n):
+    rng = np.random.default_rng(n)
+    for x in (rng.normal(size=n), rng.integers(0, 3, n).astype(np.float64), np.arange(n)[::-1] * 0.5, np.full(n, -2.0)):
+        y = x.copy()
+        s = sorted(x.tolist())
+        want = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+        got = median(y)
+        assert got == want == np.median(x)
+        np.testing.assert_array_equal(y, x)  # the input is left as it was
+
+
+@given(st.lists(st.integers(-50, 50), max_size=200), st.integers(-60, 60))
+def test_searchsorted_left_is_the_first_index_not_below(values, v):
+    a = np.array(sorted(values), np.int64)
+    i = searchsorted_left(a, np.int64(v))
+    assert i == sum(1 for t in a.tolist() if t < v)  # every key before it is below v, none after
+    assert i == np.searchsorted(a, v)

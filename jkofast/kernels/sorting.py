@@ -12,6 +12,10 @@ per cent (faster below a hundred ids, where most of these sorts are).
 ``np.partition`` checks its ``kth`` argument with ``np.unique``, which compiles a sort of its
 own, so one call compiled about 2 CPU s of implementations.
 
+``median`` is ``np.median`` of a 1-D array without NaN (two ``select_kth`` ranks on a copy), and
+``searchsorted_left`` is ``np.searchsorted(a, v)``: Numba builds its median from a selection of
+its own and its searchsorted from generic comparisons, both compiled per dtype and option set.
+
 ``argsort_stable`` is ``np.argsort(keys, kind="mergesort")``: equal keys keep their index order
 and NaN goes after every number, so the permutation is the one NumPy's and Numba's stable sorts
 give. Numba builds its argsorts (mergesort and quicksort) from generic functions compiled per
@@ -29,7 +33,7 @@ import numpy as np
 
 from jkofast._numba import kernel
 
-__all__ = ["argsort_stable", "select_kth", "sort_range"]
+__all__ = ["argsort_stable", "median", "searchsorted_left", "select_kth", "sort_range"]
 
 _SMALL = 15  # parts below this size are left to the final insertion pass
 _RUN = 16  # argsort_stable: runs of this many keys are insertion-sorted, then merged pairwise
@@ -133,6 +137,44 @@ def select_kth(x, lo, hi, k):
             low = i + 1
     _insertion(x, low, high + 1)
     return x[k]
+
+
+
+@kernel()
+def median(x):
+    """Return ``np.median(x)`` of the 1-D float ``x`` (no NaN; ``len(x) >= 1``), which stays unchanged.
+
+    The middle value, or for an even length ``(a + b) / 2`` of the two middle values, as NumPy;
+    ``select_kth`` on a copy finds ``a``, and ``b`` is the smallest value after it.
+    """
+    n = x.shape[0]
+    tmp = x.copy()
+    h = n >> 1
+    if n & 1:
+        return select_kth(tmp, np.int64(0), np.int64(n), np.int64(h))
+    a = select_kth(tmp, np.int64(0), np.int64(n), np.int64(h - 1))
+    b = tmp[h]
+    for i in range(h + 1, n):
+        if tmp[i] < b:
+            b = tmp[i]
+    return (a + b) / 2
+
+
+@kernel()
+def searchsorted_left(a, v):
+    """Return the first index ``i`` of the ascending 1-D ``a`` with ``a[i] >= v`` (``len(a)`` if none).
+
+    ``np.searchsorted(a, v)`` (``side="left"``) for keys without NaN; a binary search.
+    """
+    lo = 0
+    hi = a.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @kernel(inline="always")

@@ -53,7 +53,7 @@ def check_against_oracle(s, p, f, lg, off, queries):
 
 
 def test_matches_oracle_on_ragged_pools():
-    sizes = [1, 2, 3, 4, 7, 10, 11]  # odd and even medians, a single-entry pool
+    sizes = [1, 2, 3, 4, 7, 10, 11, 16, 33]  # odd and even medians, a single-entry pool, pools that partition
     p, f, lg, off = ragged(sizes)
     s = confidence_signals(p, f, lg, off)
     check_against_oracle(s, p, f, lg, off, range(len(sizes)))

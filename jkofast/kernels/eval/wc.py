@@ -40,6 +40,7 @@ from jkofast._config import FASTMATH_ARITH
 from jkofast._numba import kernel
 from jkofast.kernels.ot.fixed import plan_cost, update_duals
 from jkofast.kernels.ot.sinkhorn_log import gibbs_kernel
+from jkofast.kernels.sorting import searchsorted_left
 
 __all__ = ["lift_log", "union_cost", "wc_fixed", "wc_groups"]
 
@@ -81,7 +82,7 @@ def lift_log(U, rows, val, floor, out):
     for i in range(n):
         out[i] = 0.0
     for k in range(rows.shape[0]):
-        pos = np.searchsorted(U, rows[k])
+        pos = searchsorted_left(U, rows[k])
         out[pos] += val[k]
     s = 0.0
     for i in range(n):

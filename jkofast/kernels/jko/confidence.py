@@ -18,6 +18,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import median
 
 __all__ = ["confidence_pools", "pool_confidence"]
 
@@ -29,8 +30,8 @@ def pool_confidence(p, f, logits, has_logits):
     Returns ``(top1, top1_f, conf_dual, conf_softmax, conf_margin)``:
 
     * ``top1`` = first index of the maximum of ``p``;
-    * ``top1_f = f[top1]``, ``conf_dual = f[top1] - median(f)`` (Numba's ``np.median``: quickselect on a
-      copy, ``(a + b)/2`` of the two middle values for an even m, as NumPy; 3x faster than a full sort);
+    * ``top1_f = f[top1]``, ``conf_dual = f[top1] - median(f)`` (``kernels.sorting.median``: quickselect
+      on a copy, ``(a + b)/2`` of the two middle values for an even m, as NumPy; faster than a full sort);
     * ``conf_softmax = max softmax(logits) = 1 / Σ_j exp(x_j - max x)`` (τ = 1; the largest
       entry's numerator is exactly ``exp(0) = 1``), NaN when ``has_logits`` is False;
     * ``conf_margin = p_(1) - p_(2)``, the two largest entries of ``p`` counted with
@@ -51,7 +52,7 @@ def pool_confidence(p, f, logits, has_logits):
     if m == 1:
         v2 = 0.0
     top1_f = f[top1]
-    conf_dual = top1_f - np.median(f)
+    conf_dual = top1_f - median(f)
     conf_softmax = np.nan
     if has_logits:
         xmax = -np.inf

@@ -23,7 +23,7 @@ import numpy as np
 from numba import prange
 
 from jkofast._numba import kernel
-from jkofast.kernels.sorting import argsort_stable
+from jkofast.kernels.sorting import argsort_stable, searchsorted_left
 from jkofast.kernels.topk import topk_select
 
 # --------------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ def rrf_fuse_one(sparse_row, dense_row, m_keep, k_rrf, out_cand, out_score):
         if d < 0:
             continue
         contrib = 1.0 / (k_rrf + r + 1)
-        pos = np.searchsorted(keys, d)
+        pos = searchsorted_left(keys, d)
         if pos < n_sparse and keys[pos] == d:
             slot = order[pos]
             fused[slot] = fused[slot] + contrib

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from jkofast._numba import kernel
+from jkofast.kernels.sorting import searchsorted_left
 
 __all__ = [
     "check_postings",
@@ -112,7 +113,7 @@ def posting_tf(p, t_tfq, t_xpos, t_xval):
     v = t_tfq[p]
     if v != 0:
         return np.float64(v)
-    return np.float64(t_xval[np.searchsorted(t_xpos, p)])
+    return np.float64(t_xval[searchsorted_left(t_xpos, p)])
 
 
 @kernel()
