@@ -139,7 +139,6 @@ def select_kth(x, lo, hi, k):
     return x[k]
 
 
-
 @kernel()
 def median(x):
     """Return ``np.median(x)`` of the 1-D float ``x`` (no NaN; ``len(x) >= 1``), which stays unchanged.
