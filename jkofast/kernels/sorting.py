@@ -1,4 +1,4 @@
-"""In-place ascending sort of a range of an integer array, the k-th smallest of a range, and a stable argsort.
+"""The kernels' sorting: an in-place integer sort, the k-th smallest, a median, a binary search, a stable argsort.
 
 ``sort_range`` takes integer keys only: equal integers are indistinguishable, so any correct
 sort returns the same array as ``np.sort``, and this one stands in for it in the kernels that
@@ -12,7 +12,8 @@ per cent (faster below a hundred ids, where most of these sorts are).
 ``np.partition`` checks its ``kth`` argument with ``np.unique``, which compiles a sort of its
 own, so one call compiled about 2 CPU s of implementations.
 
-``median`` is ``np.median`` of a 1-D array without NaN (two ``select_kth`` ranks on a copy), and
+``median`` is ``np.median`` of a 1-D array without NaN (``select_kth`` on a copy, and for an even
+length the smallest value after that rank), and
 ``searchsorted_left`` is ``np.searchsorted(a, v)``: Numba builds its median from a selection of
 its own and its searchsorted from generic comparisons, both compiled per dtype and option set.
 
