@@ -179,7 +179,7 @@ def searchsorted_left(a, v):
 
 @kernel(inline="always")
 def _key_lt(a, b):
-    """``a < b``, with NaN after every number (the order of NumPy's and Numba's sorts)."""
+    """Return ``a < b`` with NaN after every number (the order of NumPy's and Numba's sorts)."""
     return a < b or (b != b and a == a)
 
 
