@@ -264,9 +264,9 @@ def _trec_order(rbuf, d_start, d_len, scores, rows):
             break
     if budget >= 0:
         return
-    keys = np.empty(n, np.float32)
+    keys = np.empty(n, np.float64)  # the float32 scores exactly: the same order and ties
     for j in range(n):
-        keys[j] = -np.float32(scores[tmp[j]])
+        keys[j] = -np.float64(np.float32(scores[tmp[j]]))
     o = argsort_stable(keys)
     for j in range(n):
         rows[j] = tmp[o[j]]

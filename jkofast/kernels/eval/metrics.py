@@ -251,9 +251,10 @@ def _sort_rows_by_id(rows, chars):
 def _trec_sort(rows, scores, chars):
     """Rows (unique ids) in trec_eval order: score desc, then id desc."""
     n = rows.shape[0]
-    keys = np.empty(n, dtype=scores.dtype)
+    # float64 keys (exact for float32 scores, the same order and ties): the argsort the baselines compile
+    keys = np.empty(n, dtype=np.float64)
     for j in range(n):
-        keys[j] = -scores[rows[j]]
+        keys[j] = -np.float64(scores[rows[j]])
     o = argsort_stable(keys)
     out = np.empty_like(rows)
     for j in range(n):
