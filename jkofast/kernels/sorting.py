@@ -13,9 +13,9 @@ per cent (faster below a hundred ids, where most of these sorts are).
 own, so one call compiled about 2 CPU s of implementations.
 
 ``median`` is ``np.median`` of a 1-D array without NaN (``select_kth`` on a copy, and for an even
-length the smallest value after that rank), and
-``searchsorted_left`` is ``np.searchsorted(a, v)``: Numba builds its median from a selection of
-its own and its searchsorted from generic comparisons, both compiled per dtype and option set.
+length the smallest value after that rank), and ``searchsorted_left`` is ``np.searchsorted(a, v)``:
+Numba builds its median from a selection of its own and its searchsorted from generic comparisons,
+both compiled per dtype and option set.
 
 ``argsort_stable`` is ``np.argsort(keys, kind="mergesort")``: equal keys keep their index order
 and NaN goes after every number, so the permutation is the one NumPy's and Numba's stable sorts
