@@ -111,12 +111,17 @@ def _nested_module(tmp_path, name: str):
     )
 
 
+def _announced(estimate):
+    """The notice's first line: the estimate the command passes in, rounded, in its sentence."""
+    return f"compiling kernels for this machine (once; about {estimate:.0f} s)"
+
+
 def test_compile_notice_announces_a_cold_cache_once_and_counts(tmp_path):
     m = _nested_module(tmp_path, "ahead_notice_mod")
     lines = []
     with ahead.CompileNotice(lines.append, 42.0, every_s=0.0) as notice:
         assert m.outer(np.int64(1)) == 4
-    assert lines[0] == "compiling kernels for this machine (once; about 42 s)"
+    assert lines[0] == _announced(42.0)
     assert notice.count == 2 and lines[-1].startswith("compiled 2 kernels in ")  # the callee counted
     assert sum("compiling kernels for this machine" in ln for ln in lines) == 1
     quiet = []
@@ -135,7 +140,7 @@ def test_compile_notice_of_a_command_is_silent_when_disabled(tmp_path):
     m2 = _nested_module(tmp_path, "ahead_notice_on_mod")
     with ahead.compile_notice(lines.append, 7.0):
         assert m2.outer(np.int64(1)) == 4
-    assert lines[0] == "compiling kernels for this machine (once; about 7 s)"
+    assert lines[0] == _announced(7.0)
 
 
 def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path, monkeypatch):
