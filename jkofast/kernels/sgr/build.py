@@ -119,8 +119,8 @@ def branch_centres(
                         nt += 1
                     acc[t] += w * np.float64(x_data[q])
             # sort touched terms by id so ties in the top-k go to the lowest id
-            tt = touched[:nt].copy()
-            sort_range(tt, np.int64(0), np.int64(tt.shape[0]))
+            sort_range(touched, np.int64(0), np.int64(nt))  # this row's scratch (refilled per row): in place
+            tt = touched
             for a in range(nt):
                 vals[a] = acc[tt[a]] / msum
             n = topk_select(vals[:nt], n_keep, pos, kv)
@@ -335,8 +335,8 @@ def reliability_rows(
                 continue
             nj = np.float64(pe - ps)
             nt = _branch_code_stats(j, ps, pe, b_mem, code_term, code_sign, cnt, sz, stamp, touched)
-            tt = touched[:nt].copy()
-            sort_range(tt, np.int64(0), np.int64(tt.shape[0]))
+            sort_range(touched, np.int64(0), np.int64(nt))  # this row's scratch (refilled per row): in place
+            tt = touched
             tot = 0.0
             den = 0.0
             n_keep = 0
@@ -424,8 +424,8 @@ def ppmi_graph(
                         touched[nt] = t
                         nt += 1
                     acc[t] += 1.0
-            tt = touched[:nt].copy()
-            sort_range(tt, np.int64(0), np.int64(tt.shape[0]))
+            sort_range(touched, np.int64(0), np.int64(nt))  # this row's scratch (refilled per row): in place
+            tt = touched
             npos = 0
             for a in range(nt):
                 t = tt[a]

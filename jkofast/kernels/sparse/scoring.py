@@ -225,10 +225,9 @@ def _select_partition(acc, touched, nt, kk, out_idx, out_val):
             eq[neq] = d
             neq += 1
     if cnt < m:
-        eqs = eq[:neq].copy()
-        sort_range(eqs, np.int64(0), np.int64(eqs.shape[0]))
+        sort_range(eq, np.int64(0), np.int64(neq))  # the query's own scratch: sorted in place
         for j in range(m - cnt):
-            cid[cnt] = eqs[j]
+            cid[cnt] = eq[j]
             cnt += 1
     # order (score desc, id asc) with two stable LSD radix sorts (8-bit digits): by id, then
     # by a key whose unsigned order is the descending float order (several times faster than
