@@ -13,7 +13,7 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Seven hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+Eight hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
 classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
 result's ``entry_point`` (:func:`entry_point`), (4) the ``copy`` module of Numba's IR inliner
 (:func:`install_inline_copy`: the same IR, copied in a fraction of the time), (5) the function of
@@ -22,10 +22,13 @@ same machine code, optimised in less time), (6) the two functions of the parfor 
 a strict ``prange`` loop's code libraries (:func:`install_parfor_link_once`: its body optimised and
 given machine code once, in the kernel, instead of four times), (7) the implementation cache of
 Numba's ``@overload`` templates (:func:`install_overload_sharing`: one implementation compiled for
-all callers that hand it the same options, not one per caller's option set).  They are used only on
-the Numba versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast
-warns once and leaves caching to Numba's own locator and key, every call goes through the
-dispatcher, and the inliner, the parfor lowering and the overload templates keep their own code.
+all callers that hand it the same options, not one per caller's option set), (8) the dispatcher's
+``compile`` and ``add_overload`` and its compiler's flags (:func:`install_python_entry_on_demand`: a
+kernel's callee compiled without the CPython wrapper that only a Python call needs, which that call
+then builds).  They are used only on the Numba versions they were written for
+(:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once and leaves caching to Numba's
+own locator and key, every call goes through the dispatcher, and the inliner, the parfor lowering,
+the overload templates and the dispatcher keep their own code.
 docs/develop.md describes the compile-time rules.
 
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
@@ -43,6 +46,7 @@ import importlib
 import inspect
 import os
 import re
+import threading
 import warnings
 import weakref
 from collections.abc import Callable
@@ -63,6 +67,7 @@ __all__ = [
     "install_overload_sharing",
     "install_parfor_args",
     "install_parfor_link_once",
+    "install_python_entry_on_demand",
     "kernel",
     "kernel_sources",
     "register_warmup",
@@ -749,6 +754,177 @@ def install_overload_sharing() -> bool:
     )
 
 
+# hook 8: the CPython entry of a kernel compiled as another kernel's callee, built when Python first calls it
+
+_COMPILING = threading.local()  # per thread: the compiles in progress (depth) and the jkofast kernels among them
+_KERNELS: weakref.WeakSet = weakref.WeakSet()  # every dispatcher made by kernel()
+
+
+def _compiling():
+    """Return this thread's record of the dispatcher compiles in progress (made on first use)."""
+    got = _COMPILING
+    if not hasattr(got, "depth"):
+        got.depth, got.kernels, got.bare = 0, 0, []
+    return got
+
+
+def _has_python_entry(cres) -> bool:
+    """Whether Python can call the compile result ``cres``: its CPython wrapper has machine code.
+
+    The wrapper's symbol name is the function's own (unique per compile) with a prefix; the JIT
+    engine keeps the set of symbols with code, wherever they were added (compiled, loaded from the
+    cache or built later by :func:`_python_entry`).
+    """
+    if cres.objectmode:
+        return True
+    return cres.library.get_pointer_to_function(cres.fndesc.llvm_cpython_wrapper_name) != 0
+
+
+def _python_entry(disp, args: tuple):
+    """Return the entry point of ``disp``'s overload keyed ``args``, building its CPython wrapper first if it has none.
+
+    The wrapper goes in a code library of its own that calls the overload's machine code where it
+    already is: the function and its environment (the constants the wrapper boxes with) are
+    declared, not linked in, so the JIT engine resolves both to the overload's own library and
+    nothing is optimised or given machine code again but the wrapper.  The overload then takes
+    the wrapper's entry point, in the dispatcher's table for Python calls and among the target's
+    user functions (the key its callers' calls are lowered by).
+    """
+    from llvmlite import ir as llvm_ir
+    from numba.core.callwrapper import PyCallWrapper
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import rtsys
+
+    with global_compiler_lock:
+        cres = disp.overloads[args]
+        if _has_python_entry(cres):
+            return cres.entry_point
+        # the wrapper boxes with the runtime (NRT) as the kernel's compile did; the dispatcher's own
+        # context has it off until a compile turns it on for its options
+        ctx = disp.targetctx.subtarget(enable_nrt=disp.targetoptions.get("_nrt", True))
+        fndesc, env = cres.fndesc, cres.environment
+        module = ctx.create_module("python_entry")
+        fnty = ctx.call_conv.get_function_type(fndesc.restype, fndesc.argtypes)
+        callee = llvm_ir.Function(module, fnty, fndesc.llvm_func_name)
+        PyCallWrapper(
+            ctx, module, callee, fndesc, env, call_helper=None, release_gil=bool(disp.targetoptions.get("nogil"))
+        ).build()
+        env_gv = module.globals.get(ctx.get_env_name(fndesc))
+        if env_gv is not None:  # the overload's environment, not a copy of its own (which nothing would fill)
+            env_gv.initializer, env_gv.linkage = None, "external"
+        library = ctx.codegen().create_library(f"{fndesc.qualname}.python_entry")
+        library.add_ir_module(module)
+        library.add_linking_library(rtsys.library)
+        library.finalize()
+        cfunc = ctx.get_executable(library, fndesc, env)
+        disp.targetctx.insert_user_function(cfunc, fndesc, [cres.library])
+        disp.overloads[args] = cres._replace(entry_point=cfunc)
+        disp._insert([a._code for a in args], cfunc, cres.objectmode)
+        return cfunc
+
+
+def _compile_tracked(compile):
+    """Return Numba's ``Dispatcher.compile`` recording the compiles in progress (hook 8).
+
+    Numba gives every compiled function a CPython wrapper (the code that unboxes Python objects into
+    the kernel's arguments and boxes its result), whether or not Python ever calls it: for a kernel
+    whose arguments hold the SGR or JKO bundles, a few hundred instructions per array, lowered,
+    optimised and given machine code.  A compile started while a jkofast kernel compiles is one of
+    its callees (a kernel or an ``@overload`` implementation, typed for the caller): it is compiled
+    without the wrapper (:func:`_bare_callee_flags`) and its overload is kept out of the
+    dispatcher's table for Python calls (:func:`_added_callable_only`).  When Python calls it (the
+    outermost compile: its dispatcher found it missing from that table), :func:`_python_entry`
+    builds the wrapper then.  A function compiled outside a jkofast kernel compiles as before.
+    """
+
+    def compile_(self, sig):
+        state = _compiling()
+        mine = self in _KERNELS
+        state.bare.append(state.kernels > 0)
+        state.depth += 1
+        state.kernels += mine
+        try:
+            got = compile(self, sig)
+        finally:
+            state.bare.pop()
+            state.depth -= 1
+            state.kernels -= mine
+        if state.depth:
+            return got
+        # the overload returned: keyed by the signature asked for, or (literal arguments typed
+        # otherwise) by its own; found by its entry point either way
+        for key, cres in self.overloads.items():
+            if cres.entry_point is got:
+                return _python_entry(self, key)
+        return got
+
+    compile_.__wrapped__ = compile
+    return compile_
+
+
+def _bare_callee_flags(customize_flags):
+    """Return Numba's ``_FunctionCompiler._customize_flags`` leaving out the CPython wrapper of a callee (hook 8)."""
+
+    def customize(self, flags):
+        flags = customize_flags(self, flags)
+        bare = _compiling().bare
+        if bare and bare[-1]:
+            flags.no_cpython_wrapper = True
+        return flags
+
+    customize.__wrapped__ = customize_flags
+    return customize
+
+
+def _added_callable_only(add_overload):
+    """Return Numba's ``Dispatcher.add_overload`` keeping an overload without a CPython wrapper from Python (hook 8).
+
+    Such an overload serves its callers' typing and lowering (the ``overloads`` table) but not the
+    dispatcher's table of entry points for Python calls: a Python call finds it missing there and
+    compiles, which builds the wrapper (:func:`_compile_tracked`) instead of jumping to none.
+    """
+
+    def add(self, cres):
+        if _has_python_entry(cres):
+            return add_overload(self, cres)
+        self.overloads[tuple(cres.signature.args)] = cres
+
+    add.__wrapped__ = add_overload
+    return add
+
+
+def install_python_entry_on_demand() -> bool:
+    """Install hook 8 (:func:`_compile_tracked`) into Numba's dispatcher, once per process.
+
+    Called when the first kernel is defined (before any compile or cache load: a cached callee may
+    have no wrapper).  Returns whether it is installed: only on the Numba versions of
+    :data:`NUMBA_HOOKS_TESTED` and where the functions it wraps or calls still take the parameters
+    it was written for.
+    """
+    if not _HOOKS_TESTED:
+        return False
+    from numba.core import dispatcher
+
+    if hasattr(dispatcher.Dispatcher.compile, "__wrapped__"):  # installed (one call per kernel defined)
+        return True
+    from numba.core import callwrapper
+
+    wrapper_params = ("self", "context", "module", "func", "fndesc", "env", "call_helper", "release_gil")
+    if (
+        tuple(inspect.signature(callwrapper.PyCallWrapper.__init__).parameters) != wrapper_params
+        or not hasattr(dispatcher.Dispatcher, "_insert")
+        or not hasattr(dispatcher._FunctionCompiler, "_customize_flags")
+    ):  # pragma: no cover - internals moved
+        return False
+    return _wrap_all(
+        [
+            (dispatcher.Dispatcher, "compile", ("self", "sig"), _compile_tracked),
+            (dispatcher.Dispatcher, "add_overload", ("self", "cres"), _added_callable_only),
+            (dispatcher._FunctionCompiler, "_customize_flags", ("self", "flags"), _bare_callee_flags),
+        ]
+    )
+
+
 def install_compile_hooks() -> None:
     """Install the compile hooks 4 to 7 (each once per process; each only where it was tested)."""
     install_inline_copy()
@@ -771,7 +947,9 @@ def entry_point(disp, args: tuple):
     if not _HOOKS_TESTED or overloads is None or typeof is None:
         return None
     cres = overloads.get(tuple(typeof(a) for a in args))
-    return getattr(cres, "entry_point", None)
+    if cres is None or not _has_python_entry(cres):  # not compiled, or compiled as a callee only (hook 8)
+        return None
+    return cres.entry_point
 
 
 def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str = "never"):
@@ -806,6 +984,7 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
     fm = set(fastmath) if isinstance(fastmath, frozenset | set) else fastmath
 
     def deco(fn):
+        install_python_entry_on_demand()
         own_cache = _config.CACHE and _FUNCTION_CACHE is not None
         if not own_cache:  # no cache miss to install the compile hooks on: every call compiles
             install_compile_hooks()
@@ -820,6 +999,7 @@ def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str
         if own_cache and hasattr(disp, "_cache"):
             disp._cache = _FUNCTION_CACHE(fn)  # what enable_caching() does, with jkofast's locator first
         REGISTRY[f"{fn.__module__}.{fn.__name__}"] = disp
+        _KERNELS.add(disp)
         return disp
 
     return deco

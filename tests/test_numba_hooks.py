@@ -7,6 +7,7 @@ import re
 
 import numba
 import numpy as np
+import pytest
 
 from jkofast import _numba
 
@@ -366,3 +367,129 @@ def test_overload_sharing_needs_the_options_it_was_written_for(monkeypatch):
 def test_an_untested_numba_keeps_its_own_overload_cache(monkeypatch):
     monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
     assert _numba.install_overload_sharing() is False
+
+
+# hook 8: a kernel's callee compiled without its CPython wrapper, which a Python call builds
+# (jkofast._numba.install_python_entry_on_demand)
+
+
+def _total_or_raise(x):
+    if x.shape[0] == 0:
+        raise ValueError("no values")
+    return x.sum()
+
+
+def _fresh_pair(under_a_kernel: bool):
+    """A caller and its two callees, new dispatchers each time; the caller counted as a jkofast kernel or not."""
+    doubled = numba.njit(cache=False)(lambda x: x * 2.0)  # returns an array: its wrapper boxes with the runtime
+    total = numba.njit(cache=False)(_total_or_raise)
+
+    def both(x):
+        return doubled(x).sum() + total(x)
+
+    caller = numba.njit(cache=False)(both)
+    if under_a_kernel:
+        _numba._KERNELS.add(caller)
+    return caller, doubled, total
+
+
+def test_a_kernels_callee_gets_its_python_entry_when_python_calls_it():
+    installed = _numba.install_python_entry_on_demand()
+    assert installed == _numba._HOOKS_TESTED
+    caller, doubled, total = _fresh_pair(under_a_kernel=True)
+    x = np.arange(5.0)
+    assert caller(x) == 3.0 * x.sum()
+    (sig,) = doubled.overloads
+    library = doubled.overloads[sig].library
+    if installed:  # compiled for the caller only: no wrapper, and no entry point to call
+        assert not _numba._has_python_entry(doubled.overloads[sig])
+        assert not _numba._has_python_entry(total.overloads[sig])
+        assert _numba.entry_point(doubled, (x,)) is None
+    np.testing.assert_array_equal(doubled(x), x * 2.0)
+    assert total(x) == x.sum()
+    with pytest.raises(ValueError, match="no values"):  # the kernel's exception reaches Python through the wrapper
+        total(np.zeros(0))
+    # the same machine code, now with its wrapper: nothing compiled again
+    assert list(doubled.overloads) == [sig] and doubled.overloads[sig].library is library
+    assert _numba._has_python_entry(doubled.overloads[sig])
+    ep = _numba.entry_point(doubled, (x,))
+    if installed:
+        np.testing.assert_array_equal(ep(x), x * 2.0)
+    assert caller(x[::-1].copy()) == 3.0 * x.sum()  # the callers' calls still find the overload
+
+
+def test_a_callee_of_other_code_keeps_numbas_wrapper():
+    _numba.install_python_entry_on_demand()
+    caller, doubled, _ = _fresh_pair(under_a_kernel=False)
+    x = np.arange(3.0)
+    assert caller(x) == 3.0 * x.sum()
+    (sig,) = doubled.overloads
+    assert _numba._has_python_entry(doubled.overloads[sig])
+
+
+def test_threads_calling_a_bare_callee_get_one_entry():
+    from concurrent.futures import ThreadPoolExecutor
+
+    _numba.install_python_entry_on_demand()
+    caller, doubled, _ = _fresh_pair(under_a_kernel=True)
+    x = np.arange(7.0)
+    caller(x)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(doubled, [x] * 8))
+    for g in got:
+        np.testing.assert_array_equal(g, x * 2.0)
+    (sig,) = doubled.overloads
+    assert _numba._has_python_entry(doubled.overloads[sig])
+
+
+_CACHED_PAIR = """
+import json
+import sys
+import numpy as np
+from jkofast._numba import _has_python_entry, kernel
+
+@kernel()
+def doubled(x):
+    return x * 2.0
+
+@kernel()
+def caller(x):
+    return doubled(x).sum()
+
+x = np.arange(4.0)
+if sys.argv[1] == "caller":
+    total = caller(x)
+    (cres,) = doubled.overloads.values()
+    print(json.dumps({"sum": total, "bare": not _has_python_entry(cres)}))
+else:
+    got = doubled(x).tolist()
+    hits, misses = (sum(c.values()) for c in (doubled.stats.cache_hits, doubled.stats.cache_misses))
+    print(json.dumps({"doubled": got, "hits": hits, "misses": misses}))
+"""
+
+
+def test_a_bare_callee_loaded_from_the_cache_is_called_from_python(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pair.py").write_text(_CACHED_PAIR)
+    env = {**os.environ, "JKOFAST_CACHE_DIR": str(tmp_path / "cache"), "JKOFAST_NUMBA_CACHE": "1"}
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def run(which: str) -> dict:
+        out = subprocess.run([sys.executable, "pair.py", which], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    x = np.arange(4.0)
+    # compiles both into the cache: the callee for its caller only (no wrapper)
+    assert run("caller") == {"sum": float((x * 2.0).sum()), "bare": _numba._HOOKS_TESTED}
+    # a new process loads the callee from the cache, compiles nothing, and Python can call it
+    assert run("callee") == {"doubled": (x * 2.0).tolist(), "hits": 1, "misses": 0}
+
+
+def test_an_untested_numba_keeps_every_wrapper(monkeypatch):
+    monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
+    assert _numba.install_python_entry_on_demand() is False
