@@ -827,9 +827,9 @@ def _compile_tracked(compile):
     """Return Numba's ``Dispatcher.compile`` recording the compiles in progress (hook 8).
 
     Numba gives every compiled function a CPython wrapper (the code that unboxes Python objects into
-    the kernel's arguments and boxes its result), whether or not Python ever calls it: for a kernel
-    whose arguments hold the SGR or JKO bundles, a few hundred instructions per array, lowered,
-    optimised and given machine code.  A compile started while a jkofast kernel compiles is one of
+    the kernel's arguments and boxes its result), lowered, optimised and given machine code whether
+    or not Python ever calls it; for a kernel whose arguments hold the SGR or JKO bundles it
+    unboxes dozens of arrays.  A compile started while a jkofast kernel compiles is one of
     its callees (a kernel or an ``@overload`` implementation, typed for the caller): it is compiled
     without the wrapper (:func:`_bare_callee_flags`) and its overload is kept out of the
     dispatcher's table for Python calls (:func:`_added_callable_only`).  When Python calls it (the
