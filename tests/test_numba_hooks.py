@@ -77,6 +77,7 @@ def _llvm_without_ids(disp, sig) -> str:
     text = re.sub(r"B\d+v\d+", "B#v", text)  # the dispatcher's unique id in the mangled names
     text = re.sub(r"B\d+c8tJTIeF\w+", "B#", text)  # the flags' abi tag
     text = re.sub(r"_v\d+_", "_v#_", text)  # an inlined callee's unique id in its variables' names
+    text = re.sub(r"\[\d+ x i8\]", "[# x i8]", text)  # the length of a string constant holding such ids
     # block labels come from a counter of the process: numbered again by first appearance
     labels: dict[str, str] = {}
     text = re.sub(r"\bB\d+\b", lambda m: labels.setdefault(m.group(0), f"L{len(labels)}"), text)
