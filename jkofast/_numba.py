@@ -756,15 +756,15 @@ def install_overload_sharing() -> bool:
 
 # hook 8: the CPython entry of a kernel compiled as another kernel's callee, built when Python first calls it
 
-_COMPILING = threading.local()  # per thread: the compiles in progress (depth) and the jkofast kernels among them
+_COMPILING = threading.local()
 _KERNELS: weakref.WeakSet = weakref.WeakSet()  # every dispatcher made by kernel()
 
 
-def _compiling():
-    """Return this thread's record of the dispatcher compiles in progress (made on first use)."""
-    got = _COMPILING
-    if not hasattr(got, "depth"):
-        got.depth, got.kernels, got.bare = 0, 0, []
+def _compiling() -> list:
+    """Return this thread's stack of dispatcher compiles in progress: for each, whether it is a jkofast kernel's."""
+    got = getattr(_COMPILING, "stack", None)
+    if got is None:
+        got = _COMPILING.stack = []
     return got
 
 
@@ -838,18 +838,13 @@ def _compile_tracked(compile):
     """
 
     def compile_(self, sig):
-        state = _compiling()
-        mine = self in _KERNELS
-        state.bare.append(state.kernels > 0)
-        state.depth += 1
-        state.kernels += mine
+        stack = _compiling()
+        stack.append(self in _KERNELS)
         try:
             got = compile(self, sig)
         finally:
-            state.bare.pop()
-            state.depth -= 1
-            state.kernels -= mine
-        if state.depth:
+            stack.pop()
+        if stack:
             return got
         # the overload returned: keyed by the signature asked for, or (literal arguments typed
         # otherwise) by its own; found by its entry point either way
@@ -867,8 +862,7 @@ def _bare_callee_flags(customize_flags):
 
     def customize(self, flags):
         flags = customize_flags(self, flags)
-        bare = _compiling().bare
-        if bare and bare[-1]:
+        if any(_compiling()[:-1]):  # compiled while a jkofast kernel compiles: one of its callees
             flags.no_cpython_wrapper = True
         return flags
 
