@@ -477,7 +477,8 @@ def load_metric(path, *, d: int | None = None) -> LearnedMetric:
         raise FileNotFoundError(f"metric file {path!r} not found")
     try:
         return _read_metric(path, d)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+    # NotImplementedError: zipfile's answer to a header naming a zip version or compression it lacks
+    except (OSError, ValueError, EOFError, KeyError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
         if isinstance(exc, ValueError) and str(exc).startswith(repr(path)):
             raise
         raise ValueError(f"{path!r} is not a readable .npz metric file ({type(exc).__name__}: {exc})") from None

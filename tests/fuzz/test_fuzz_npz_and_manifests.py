@@ -10,6 +10,7 @@ import os
 import tempfile
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mutate import mutated
@@ -49,6 +50,17 @@ def test_damaged_projection_file_fails_naming_it_or_reads_as_saved(raw):
         assert "W.npz" in str(exc), exc
         return
     np.testing.assert_array_equal(m.W, W)
+
+
+def test_a_zip_version_zipfile_lacks_fails_naming_the_file():
+    raw = bytearray(GOOD_METRIC)
+    at = raw.index(b"PK\x01\x02")  # the first central-directory entry; its "version needed" field at +6
+    raw[at + 6 : at + 8] = (101).to_bytes(2, "little")  # zip 10.1: zipfile raises NotImplementedError
+    p = _metric_file()
+    with open(p, "wb") as fh:
+        fh.write(bytes(raw))
+    with pytest.raises(ValueError, match=r"W\.npz.*NotImplementedError"):
+        load_metric(p, d=4)
 
 
 def _job(tmp, monkeypatch):
