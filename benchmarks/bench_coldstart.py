@@ -161,7 +161,11 @@ class ImportTime:
 
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools")
-CLI = "import sys\nfrom jkofast.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+# the `jkofast` program; a version without `program` ran `main` as its command
+CLI = (
+    "import sys\nimport jkofast.cli as c\n"
+    "getattr(c, 'program', None) and c.program(sys.argv[1:])\nsys.exit(c.main(sys.argv[1:]))\n"
+)
 
 
 def _process_seconds(*argvs: list[str], runs: int = 5) -> list[list[float]]:

@@ -1,7 +1,7 @@
-"""``python -m jkofast``: the command line (:func:`jkofast.cli.main`)."""
+"""``python -m jkofast``: the command line (:func:`jkofast.cli.program`)."""
 
-from jkofast.cli import main
+from jkofast.cli import program
 
 __all__: list[str] = []
 
-raise SystemExit(main())
+program()

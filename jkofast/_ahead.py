@@ -74,7 +74,7 @@ def jkofast_command(args: Sequence[str]) -> list[str]:
         "sys.path[:] = [p for p in sys.path if os.path.abspath(p or cwd) != cwd or cwd == root]\n"
         "if root not in [os.path.abspath(p or cwd) for p in sys.path]:\n"
         "    sys.path.insert(0, root)\n"
-        f"from jkofast.cli import main\nsys.exit(main({list(args)!r}))\n"
+        f"from jkofast.cli import program\nprogram({list(args)!r})\n"
     )
     return [sys.executable, "-c", code]
 

@@ -494,3 +494,68 @@ def test_a_bare_callee_loaded_from_the_cache_is_called_from_python(tmp_path):
 def test_an_untested_numba_keeps_every_wrapper(monkeypatch):
     monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
     assert _numba.install_python_entry_on_demand() is False
+
+
+# the same wrapper pauses the cyclic garbage collector for a kernel's outermost compile
+# (jkofast._numba._collector_paused)
+
+
+def _collector_seen_by_compiles(caller, x) -> list[tuple[str, bool]]:
+    """Each compile's function name and whether the collector was on when it started, for one call of ``caller``."""
+    import gc
+
+    from numba.core import event
+
+    seen = []
+
+    class Seen(event.Listener):
+        def on_start(self, e):
+            seen.append((e.data["dispatcher"].py_func.__name__, gc.isenabled()))
+
+        def on_end(self, e):
+            pass
+
+    with event.install_listener("numba:compile", Seen()):
+        caller(x)
+    return seen
+
+
+def test_the_collector_is_paused_for_a_kernels_compile_and_back_after():
+    import gc
+
+    installed = _numba.install_python_entry_on_demand()
+    caller, _, _ = _fresh_pair(under_a_kernel=True)
+    assert gc.isenabled()
+    seen = _collector_seen_by_compiles(caller, np.arange(3.0))
+    names = [name for name, _ in seen]
+    assert names[0] == "both" and {"<lambda>", "_total_or_raise"} <= set(names)
+    assert all(on is not installed for _, on in seen)  # off through the caller's and all its callees' compiles
+    assert gc.isenabled()
+    # a compile outside jkofast's kernels keeps the collector on
+    other, _, _ = _fresh_pair(under_a_kernel=False)
+    assert all(on for _, on in _collector_seen_by_compiles(other, np.arange(3.0)))
+
+
+def test_a_collector_the_process_switched_off_stays_off():
+    import gc
+
+    _numba.install_python_entry_on_demand()
+    caller, _, _ = _fresh_pair(under_a_kernel=True)
+    gc.disable()
+    try:
+        assert caller(np.arange(4.0)) == 3.0 * 6.0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_collector_is_back_on_after_a_compile_that_raises():
+    import gc
+
+    from numba.core.errors import TypingError
+
+    _numba.install_python_entry_on_demand()
+    caller, _, _ = _fresh_pair(under_a_kernel=True)
+    with pytest.raises(TypingError):
+        caller("not an array")
+    assert gc.isenabled()

@@ -30,7 +30,11 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-CLI = "import sys\nfrom jkofast.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+# the `jkofast` program; a version without `program` ran `main` as its command
+CLI = (
+    "import sys\nimport jkofast.cli as c\n"
+    "getattr(c, 'program', None) and c.program(sys.argv[1:])\nsys.exit(c.main(sys.argv[1:]))\n"
+)
 
 
 def _env(tree: str, cache: str | None) -> dict:
