@@ -45,8 +45,9 @@ def test_the_command_line_writes_everything_before_it_ends(tmp_path):
     run.write_text("".join(f"q{i} Q0 d{j} {j + 1} {1.0 / (j + 1):.4f} x\n" for i in range(300) for j in range(20)))
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i % 20}\t1\n" for i in range(300)))
+    argv = ["evaluate", "--run", str(run), "--qrels", str(qrels), "--per-query", "--json"]
     r = subprocess.run(
-        [sys.executable, "-m", "jkofast", "evaluate", "--run", str(run), "--qrels", str(qrels), "--per-query", "--json"],
+        [sys.executable, "-m", "jkofast", *argv],
         capture_output=True,
         text=True,
         env=env,
