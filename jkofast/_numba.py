@@ -867,11 +867,9 @@ def _compile_tracked(compile):
     def compile_(self, sig):
         stack = _compiling()
         stack.append(self in _KERNELS)
+        outermost_kernel = len(stack) == 1 and stack[0]
         try:
-            if len(stack) == 1 and stack[0]:  # a kernel's outermost compile
-                with _collector_paused():
-                    got = compile(self, sig)
-            else:
+            with _collector_paused() if outermost_kernel else contextlib.nullcontext():
                 got = compile(self, sig)
         finally:
             stack.pop()

@@ -160,4 +160,4 @@ def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path, monkeyp
     assert own == {"inner": 2 - 1, "outer": (3 - 0) - (2 - 1)}  # the caller's own span excludes its callee's
     with CompileRecorder() as rec:
         m.outer(np.float64(2.0))
-    assert rec.rows() == []  # nothing compiled on the second call
+    assert rec.rows() == []  # a repeated call compiles nothing

@@ -381,7 +381,7 @@ def _total_or_raise(x):
 
 
 def _fresh_pair(under_a_kernel: bool):
-    """A caller and its two callees, new dispatchers each time; the caller counted as a jkofast kernel or not."""
+    """A caller and its two callees, new dispatchers on every call; the caller counted as a jkofast kernel or not."""
     doubled = numba.njit(cache=False)(lambda x: x * 2.0)  # returns an array: its wrapper boxes with the runtime
     total = numba.njit(cache=False)(_total_or_raise)
 
