@@ -1,23 +1,26 @@
 """Compile ahead: a child process fills Numba's on-disk cache while the caller does other work.
 
 Numba compiles on one core. On a machine with two or more cores and a cold cache, a long job
-(``jkofast run``) starts ``jkofast warmup --only ENTRIES`` in a child process (on its own jkofast) for the
-kernels it needs last (the SGR retriever's), runs its other stages meanwhile, and waits for the
-child just before those kernels are first called: they then load from the cache instead of
-compiling on the job's own core. Nothing is started when the cache already holds the probed
-kernels, when caching is off, on one core, or with ``JKOFAST_COMPILE_AHEAD=0``; when the child
-fails, the job compiles the kernels itself (same results: the child only writes cache files,
-through Numba's own atomic writes).
+(``jkofast run``) starts ``jkofast warmup --only ENTRIES`` in a child process (on its own jkofast) for
+kernels it needs later (the JKO flow, the SGR retriever's search), runs its other stages
+meanwhile, and waits for the child just before those kernels are first called: they then load
+from the cache instead of compiling on the job's own core. The child compiles its entries in the
+order given and names each in a progress file when it is done, so the job can wait for one
+entry (:meth:`Ahead.wait_for`) while the child goes on with the next. Nothing is started when
+the cache already holds the probed kernels, when caching is off, on one core, or with
+``JKOFAST_COMPILE_AHEAD=0``; when the child fails, the job compiles the kernels itself (same
+results: the child only writes cache files, through Numba's own atomic writes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numba.core.event as _event
 
@@ -27,6 +30,8 @@ from jkofast._numba import compile_switches, sources_digest
 __all__ = ["Ahead", "CompileNotice", "cached", "compile_ahead", "compile_notice", "cpu_count", "jkofast_command"]
 
 ENV_SWITCH = "JKOFAST_COMPILE_AHEAD"
+# set for a compile-ahead child: the file where its warm-up names each entry, a line each, when it is done
+PROGRESS_ENV = "_JKOFAST_WARMUP_PROGRESS"
 
 
 def cpu_count() -> int:
@@ -82,11 +87,33 @@ def jkofast_command(args: Sequence[str]) -> list[str]:
 class Ahead:
     """A running ``jkofast warmup --only ENTRIES`` child (:func:`compile_ahead`)."""
 
-    def __init__(self, entries: Sequence[str], proc: subprocess.Popen, err) -> None:
+    def __init__(self, entries: Sequence[str], proc: subprocess.Popen, err, progress: str) -> None:
         self.entries = tuple(entries)
         self._proc = proc
         self._err = err
+        self._progress = progress
         self.returncode: int | None = None
+
+    def done(self) -> list[str]:
+        """Return the entries the child has compiled so far, in its order."""
+        try:
+            with open(self._progress, encoding="utf-8") as f:
+                return [ln.strip() for ln in f if ln.endswith("\n")]
+        except FileNotFoundError:
+            return []
+
+    def wait_for(self, entry: str) -> bool:
+        """Wait until the child has compiled ``entry`` (True) or has ended without it (False).
+
+        An entry the child was not given returns False at once: the caller compiles it itself.
+        """
+        if entry not in self.entries:
+            return False
+        while entry not in self.done():
+            if self._proc.poll() is not None:
+                return entry in self.done()
+            time.sleep(0.02)
+        return True
 
     def wait(self) -> bool:
         """Wait for the child; True when it compiled every entry (exit status 0)."""
@@ -108,6 +135,8 @@ class Ahead:
         if self.returncode is None:
             self.returncode = self._proc.returncode
         self._err.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._progress)
 
     def __enter__(self) -> Ahead:
         return self
@@ -123,8 +152,10 @@ def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
     ----------
     entries : sequence of str
         Warm-up entry names (``jkofast.warmups.lazy_entries()`` lists them).
-    probes : sequence of numba dispatchers
-        Kernels whose cached specialisations say the entries are already compiled.
+    probes : sequence of numba dispatchers, or mapping of entry to such a sequence
+        Kernels whose cached specialisations say the entries are already compiled. A mapping
+        gives each entry its own: the child then takes only the entries whose probes are not
+        all cached, in the order of ``entries``.
 
     Returns
     -------
@@ -134,13 +165,21 @@ def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
     """
     if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off") or cpu_count() < 2:
         return None
-    state = [cached(d) for d in probes]
-    if any(s is None for s in state) or all(state):
-        return None
+    if isinstance(probes, Mapping):  # per entry: only the entries whose kernels are not all cached
+        entries = [e for e in entries if not all(cached(d) for d in probes[e])]
+        if not entries or any(cached(d) is None for ds in probes.values() for d in ds):
+            return None
+    else:
+        state = [cached(d) for d in probes]
+        if any(s is None for s in state) or all(state):
+            return None
     err = tempfile.TemporaryFile()
+    fd, progress = tempfile.mkstemp(prefix="jkofast-ahead-", suffix=".txt")
+    os.close(fd)
     cmd = jkofast_command(["warmup", "--jobs", "1", "--only", ",".join(entries)])
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
-    return Ahead(entries, proc, err)
+    env = {**os.environ, PROGRESS_ENV: progress}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env)
+    return Ahead(entries, proc, err, progress)
 
 
 class CompileNotice(_event.Listener):

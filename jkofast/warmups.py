@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numba.core.event as _event
 
 import jkofast
-from jkofast._ahead import jkofast_command
+from jkofast._ahead import PROGRESS_ENV, jkofast_command
 from jkofast._cache_prune import only_cache_files
 from jkofast._numba import WARMUPS
 from jkofast._validation import check_int
@@ -89,7 +89,9 @@ def lazy_entries(features="default") -> list[str]:
 # commands' "about N s" notice; an entry not named counts _COST_OTHER
 _COST = {
     "jko": 18.0,
+    "jko.flow": 9.0,
     "sgr": 46.0,
+    "sgr.search": 18.0,
     "evaluation": 9.0,
     "baselines": 6.0,
     "pools": 4.0,
@@ -110,8 +112,9 @@ _COST = {
 }
 _COST_OTHER = 1.5
 # entries that compile on top of another entry's kernels: run in that entry's process (alone,
-# "sgr.build" compiles 22 CPU s, the fit's kernels included; after "sgr", 9 s)
-_AFTER = {"sgr.build": "sgr"}
+# "sgr.build" compiles 22 CPU s, the fit's kernels included; after "sgr", 9 s). "jko.flow" and
+# "sgr.search" are parts of "jko" and "sgr" (for a compile-ahead child): after them, they only load
+_AFTER = {"sgr.build": "sgr", "sgr.search": "sgr", "jko.flow": "jko"}
 
 
 class CompileRecorder(_event.Listener):
@@ -195,14 +198,20 @@ def _units(names: list[str]) -> list[list[str]]:
 _CLAIMS_ENV = "_JKOFAST_WARMUP_CLAIMS"
 
 
-def _run(names: list[str], verbose: bool, times: dict[str, float]) -> dict[str, float]:
-    """Run the warm-ups ``names`` in order, adding their seconds to ``times``; return ``times``."""
+def _run(names: list[str], verbose: bool, times: dict[str, float], progress: str | None = None) -> dict[str, float]:
+    """Run the warm-ups ``names`` in order, adding their seconds to ``times``; return ``times``.
+
+    With ``progress`` (a file's path), each entry's name is appended to that file as a line when it is done.
+    """
     for name in names:
         t0 = time.perf_counter()
         WARMUPS[name]()
         times[name] = time.perf_counter() - t0
         if verbose:
             print(f"warmup {name}: {times[name]:.2f}s")
+        if progress:
+            with open(progress, "a", encoding="utf-8") as f:
+                f.write(name + "\n")
     return times
 
 
@@ -299,9 +308,10 @@ def warmup(verbose: bool = False, features: str | Sequence[str] = "default", pro
     processes = check_int(processes, "processes", min_value=1)
     _import_wrappers()
     names = _selected(features)
+    progress = os.environ.pop(PROGRESS_ENV, None)  # a compile-ahead child's (jkofast._ahead), not inherited
     if processes > 1 and len(names) > 1:
         return _warmup_parallel(names, processes, verbose)
     claims = os.environ.pop(_CLAIMS_ENV, None)  # not inherited by any process an entry starts
     if claims:  # a child of a parallel warm-up: the units it claims first
         return _run_claimed(names, claims, verbose)
-    return _run(names, verbose, {})
+    return _run(names, verbose, {}, progress)

@@ -79,6 +79,50 @@ def test_child_runs_the_entries_and_reports_failure(tmp_path, monkeypatch):
     assert early.returncode is not None
 
 
+@pytest.mark.skipif(ahead.cpu_count() < 2, reason="compile ahead starts a child only with two or more cores")
+def test_child_names_each_entry_it_has_done_and_the_caller_waits_for_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(ahead.ENV_SWITCH, raising=False)  # the test session turns compile ahead off
+    m = _fresh_module(tmp_path, "ahead_probe_mod5")
+    with ahead.compile_ahead(("topk", "text"), {"topk": [m.twice], "text": [m.twice]}) as a:
+        assert a.entries == ("topk", "text")
+        assert a.wait_for("text")  # the second entry: the first is done before it
+        assert a.done() == ["topk", "text"]
+        assert a.wait_for("topk")
+        assert a.wait_for("energy") is False  # not given to the child: the caller compiles it itself
+        assert a.wait() and a.returncode == 0
+    with ahead.compile_ahead(("no-such-entry",), {"no-such-entry": [m.twice]}) as bad:
+        assert bad.wait_for("no-such-entry") is False  # the child ended without it (`jkofast warmup` refused it)
+        assert bad.done() == []
+
+
+def test_per_entry_probes_give_the_child_only_the_entries_not_cached(tmp_path, monkeypatch):
+    monkeypatch.delenv(ahead.ENV_SWITCH, raising=False)
+    monkeypatch.setattr(ahead, "cpu_count", lambda: 2)
+    cached_mod, cold_mod = _fresh_module(tmp_path, "ahead_probe_mod6"), _fresh_module(tmp_path, "ahead_probe_mod7")
+    cached_mod.twice(np.int64(1))
+    started = []
+
+    class Proc:  # a child that has ended
+        returncode = 0
+
+        def __init__(self, cmd, **kwargs):
+            started.append(cmd)
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(ahead.subprocess, "Popen", Proc)
+    a = ahead.compile_ahead(
+        ("topk", "text", "energy"), {"topk": [cold_mod.twice], "text": [cached_mod.twice], "energy": [cold_mod.twice]}
+    )
+    assert a.entries == ("topk", "energy")  # in the order given, the cached one left out
+    assert started[0][-1].endswith("['warmup', '--jobs', '1', '--only', 'topk,energy'])\n")
+    a.close()
+    assert ahead.compile_ahead(("text",), {"text": [cached_mod.twice]}) is None  # all cached: no child
+    assert ahead.compile_ahead(("topk",), {"topk": [cold_mod.thrice]}) is None  # caching off: a child could not help
+    assert len(started) == 1
+
+
 def test_child_command_runs_this_processs_jkofast(tmp_path):
     # from a folder holding another "jkofast" (a repository root beside an installed copy), the
     # child must import the same package as this process: its cache entries are per source folder

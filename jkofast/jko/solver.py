@@ -722,6 +722,22 @@ def _warmup() -> None:
     rerank_batch(E, p0, off, csr=sp.csr_matrix(Z), config=tiny, n_threads=1)
 
 
+@register_warmup("jko.flow")
+def _warmup_flow() -> None:
+    """Compile the flow that the "jko" entry's ``rerank_pools`` calls (implicit gradient, float32 operators).
+
+    The solver and transport kernels, two thirds of that entry's compile: the main job's compile-ahead
+    child compiles them while the job's own process compiles the rest, ``rerank_pools`` then loads
+    them. The arguments have the types ``rerank_pools`` passes (float64 pool slices and C, K
+    blocks, a ``FlowOut`` of slices, the path tokens of :func:`_with_retries`' first call).
+    """
+    cfg = operating_point("tuned", grad="implicit", T=1, inner_steps=2)
+    C = np.array([[0.0, 0.5], [0.5, 0.0]])
+    K = np.array([[1.0, 0.0], [0.0, 1.0]])
+    out = _k.FlowOut(np.empty(2), np.empty(cfg.T * cfg.inner_steps), np.empty(2), np.empty(2), np.zeros(2, np.int64))
+    _k.jko_flow(np.full(2, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(False), out, *_path_tokens(cfg, False))
+
+
 @register_warmup("jko.paths")
 def _warmup_paths() -> None:
     """Compile the single-pool solver on every gradient path (dual read-out too), float64 rows, the drop-in call."""

@@ -17,6 +17,7 @@ with the published value as default.
 from __future__ import annotations
 
 import functools
+import os
 import re
 
 import numpy as np
@@ -669,17 +670,54 @@ class SparseGeometricRetriever:
         return self
 
 
+# the warm-up's retriever: settings that take every stage of the query path, on three documents
+_WARM_PARAMS = {
+    "pool_size": 3,
+    "bm25_candidates": 2,
+    "bm25_weight": 0.5,
+    "bm25_rescue_weight": 0.5,
+    "tail_gate": True,
+    "gate_min": 1,
+}
+_WARM_DOCS = ("alpha beta gamma", "beta gamma delta", "gamma delta alpha")
+# that retriever's index as fit builds it (the arrays save() writes, and the terms), stored with the package
+_WARMUP_INDEX = os.path.join(os.path.dirname(__file__), "data", "warmup_index.npz")
+
+
+def _warm_search(r: SparseGeometricRetriever) -> None:
+    # the parallel batch kernel (SERIAL_BELOW queries take it on one core too) and the parallel
+    # analysis kernel (>= 64 queries)
+    r.search(["alpha gamma", "zzz"] * (SERIAL_BELOW // 2), k=2)
+    r.transform_queries(["alpha gamma", "zzz"] * 32)
+
+
+def _warmup_index_arrays() -> dict:
+    """Fit the warm-up's retriever and return what :data:`_WARMUP_INDEX` stores: its index arrays and ``terms``."""
+    r = SparseGeometricRetriever(**_WARM_PARAMS).fit(list(_WARM_DOCS))
+    arrays = {k: np.asarray(r._ix[k]) for k in _persist.array_names(r.config)}
+    return {**arrays, "terms": np.array(r.terms_)}
+
+
+def _write_warmup_index(path: str = _WARMUP_INDEX) -> None:
+    """Write :data:`_WARMUP_INDEX` (after a change to what fit builds; ``tests/sgr/test_warmup_index.py`` says when)."""
+    with open(path, "wb") as f:
+        np.savez_compressed(f, **_warmup_index_arrays())
+
+
 @register_warmup("sgr")
 def _warmup() -> None:
-    # what a batch search compiles (jkofast run's SGR row; the compile-ahead child of the main
-    # job runs this entry): fit, and the parallel batch kernel -- SERIAL_BELOW queries take it
-    # on one core too
-    r = SparseGeometricRetriever(
-        pool_size=3, bm25_candidates=2, bm25_weight=0.5, bm25_rescue_weight=0.5, tail_gate=True, gate_min=1
-    )
-    r.fit(["alpha beta gamma", "beta gamma delta", "gamma delta alpha"])
-    r.search(["alpha gamma", "zzz"] * (SERIAL_BELOW // 2), k=2)
-    r.transform_queries(["alpha gamma", "zzz"] * 32)  # the parallel analysis kernel (>= 64 queries)
+    # what a batch search compiles (jkofast run's SGR row): fit, then search
+    _warm_search(SparseGeometricRetriever(**_WARM_PARAMS).fit(list(_WARM_DOCS)))
+
+
+@register_warmup("sgr.search")
+def _warmup_search() -> None:
+    # the search kernels alone (the main job's compile-ahead child compiles them while the job's
+    # own process compiles the fit's): the same retriever, its index read from _WARMUP_INDEX
+    with np.load(_WARMUP_INDEX) as z:
+        arrays = {k: z[k] for k in z.files}
+    terms = [str(t) for t in arrays.pop("terms")]
+    _warm_search(SparseGeometricRetriever.from_parts(arrays, _WARM_PARAMS, terms=terms))
 
 
 @register_warmup("sgr.one_query")

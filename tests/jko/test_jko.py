@@ -418,3 +418,32 @@ def test_a_call_compiles_only_the_kernels_of_its_path(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "JKOFAST_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls():
+    # `jkofast run`'s compile-ahead child compiles the "jko.flow" entry while the job compiles the rest of
+    # "jko"; a flow of other argument types would be compiled twice. In a fresh interpreter, rerank_pools
+    # is compiled (its cache switched off, so its call types the flow it needs): the flow keeps the one
+    # signature the entry gave it.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json\n"
+        "from numba.core.caching import NullCache\n"
+        "import jkofast.jko.solver  # registers the warm-ups\n"
+        "from jkofast._numba import WARMUPS\n"
+        "from jkofast.kernels.jko import solver as k\n"
+        "WARMUPS['jko.flow']()\n"
+        "flow = set(map(str, k.jko_flow.signatures))\n"
+        "k.rerank_pools._cache = NullCache()\n"
+        "WARMUPS['jko']()\n"
+        "assert k.rerank_pools.signatures and flow\n"
+        "print(json.dumps(sorted(set(map(str, k.jko_flow.signatures)) - flow)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
