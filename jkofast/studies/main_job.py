@@ -57,7 +57,7 @@ from jkofast.encode.embed import embed_dataset, embeddings_dir
 from jkofast.eval.metrics import bootstrap_ci
 from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_score_file
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
-from jkofast.kernels.sgr import build as _sgr_build
+from jkofast.kernels.jko import solver as _jko_kernels
 from jkofast.kernels.sgr import query as _sgr_query
 from jkofast.pools.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs
 from jkofast.pools.candidates import build_pools, dense_scores, top_lists
@@ -565,24 +565,53 @@ def _dense_jko_methods(job: _Job, P, rer, Z, cfg, jko_methods):
         )
 
 
-def _compile_estimate() -> float:
-    """Rough seconds a cold cache costs the job's own process: its warm-up entries' (SGR's compile in a child)."""
+def _compile_estimate(ahead) -> float:
+    """Rough seconds a cold cache costs the job's own process: its warm-up entries', less the flow a child compiles."""
     from jkofast.warmups import DEFAULT, compile_cost
 
-    return sum(compile_cost(e) for e in DEFAULT)
+    own = sum(compile_cost(e) for e in DEFAULT)
+    if ahead is not None and "jko.flow" in ahead.entries:
+        own -= compile_cost("jko.flow")
+    return own
 
 
-def _sgr_ahead():
-    """Start compiling the SGR kernels in a child process when the cache lacks them (or None)."""
-    return compile_ahead(("sgr",), (_sgr_query.sgr_query_batch, _sgr_build.encode_codes))
+def _ahead_probes(opts: MainJobOptions, dense: bool) -> dict:
+    """Return the warm-up entries a compile-ahead child would take for this run, each with its probe kernels.
+
+    The JKO flow (``"jko.flow"``: the implicit gradient's, so not with ``grad="unrolled"``) when a
+    JKO row runs (with ``dense`` embeddings, or ``jko_sparse``), then the SGR search kernels
+    (``"sgr.search"``) when the SGR row runs after another first stage. The job's own process
+    compiles the rest meanwhile, the SGR fit's kernels among them (``jko_sparse`` fits
+    SparseGeometricRAG too): on two cores the two processes then finish their compiles about together.
+    """
+    methods = opts.methods
+    probes = {}
+    if any(m in methods and (dense or m == "jko_sparse") for m in JKO_METHODS):
+        if _resolve_config(opts.config, opts.grad).grad == "implicit":
+            probes["jko.flow"] = (_jko_kernels.jko_flow,)
+    if opts.include_sgr and "sgr" in methods and opts.sparse != "sgr":
+        probes["sgr.search"] = (_sgr_query.sgr_query_batch,)
+    return probes
+
+
+def _start_ahead(opts: MainJobOptions, dense: bool):
+    """Start the compile-ahead child of :func:`_ahead_probes`' entries the cache lacks (or return None)."""
+    probes = _ahead_probes(opts, dense)
+    return compile_ahead(tuple(probes), probes) if probes else None
+
+
+def _ahead_failed(job: _Job, ahead, entry: str, what: str) -> None:
+    """Wait for the compile-ahead child's ``entry`` if it has it; add a note when the child ended without it."""
+    if ahead is not None and entry in ahead.entries and not ahead.wait_for(entry):
+        ahead.wait()  # it has ended
+        why = ahead.error() or f"exit status {ahead.returncode}"
+        job.notes.append(f"{what}: the compile-ahead process failed ({why}); compiled here instead")
 
 
 def _sgr_row(job: _Job, ahead) -> None:
-    """Run the SparseGeometricRAG row (after the compile-ahead child, if any, has finished)."""
+    """Run the SparseGeometricRAG row (after the compile-ahead child, if any, has compiled its search kernels)."""
     with job.stage("sgr_index"):
-        if ahead is not None and not ahead.wait():
-            why = ahead.error() or f"exit status {ahead.returncode}"
-            job.notes.append(f"SGR kernels: the compile-ahead process failed ({why}); compiled here instead")
+        _ahead_failed(job, ahead, "sgr.search", "SGR kernels")
         sgr = SparseGeometricRetriever().fit(job.ds.doc_texts(" "), n_threads=job.n_threads)
     with job.stage("sgr_search"):
         top, _, report = sgr.search(job.queries, K_READ, n_threads=job.n_threads, return_report=True)
@@ -664,8 +693,14 @@ def run_main_job(dataset: str = "scifact", *, options: MainJobOptions | None = N
     job = _open_job(dataset, opts, _Stages(log), log)
     emb_name, emb = _load_embeddings(job, opts.embeddings, opts.embed, opts.model, opts.batch_size, opts.progress)
     job.doc_emb = None if emb is None else emb[0]
-    with CompileNotice(log, _compile_estimate()):
-        pool_recall = _run_methods(job, emb_name, emb)
+    # cold cache, >= 2 cores: a child compiles the JKO flow and the SGR search kernels meanwhile
+    ahead = _start_ahead(opts, emb is not None)
+    try:
+        with CompileNotice(log, _compile_estimate(ahead)):
+            pool_recall = _run_methods(job, emb_name, emb, ahead)
+    finally:
+        if ahead is not None:
+            ahead.close()
     if opts.sparse != "sgr":
         job.methods_out = _row_order(job.methods_out)
     _write_outputs(job)
@@ -717,50 +752,48 @@ def _choose_analyser(job: _Job) -> None:
     job.log(job.notes[-1])
 
 
-def _run_methods(job: _Job, emb_name, emb):
-    """Run every requested row in the table's stage order; return the hybrid pool's recall (or None)."""
+def _run_methods(job: _Job, emb_name, emb, ahead):
+    """Run every requested row in the table's stage order; return the hybrid pool's recall (or None).
+
+    ``ahead``: the compile-ahead child (:func:`_start_ahead`) or None; the JKO rows wait for its JKO
+    flow, the SGR row (last; the table keeps its order) for its SGR search kernels.
+    """
     opts = job.opts
     methods = opts.methods
     want_sgr = opts.include_sgr and "sgr" in methods
-    # cold cache, >= 2 cores: a child compiles the SGR kernels while this process runs the
-    # stages before them (the SGR row runs last; the table keeps its order)
-    ahead = _sgr_ahead() if want_sgr and opts.sparse != "sgr" else None
-    try:
-        S = _first_stage(job, opts.sparse)
-        pool_recall = None
-        if emb is not None:
-            qrow = {q: i for i, q in enumerate(job.ds.query_ids)}
-            doc_emb, q_emb = emb[0], emb[1][[qrow[q] for q in job.qids]]
-            P, rer, Z, pool_recall = _pool_methods(job, S, doc_emb, q_emb, opts.scores_file, lambda m: m in methods)
-            enc = encoder_note(job.language, emb_name or DEFAULT_EMBEDDINGS)
-            if enc:
-                job.notes.append(f"warning: {enc}")
-                job.log(job.notes[-1])
-        else:
-            skipped = [m for m in ("dense", *methods) if m in DENSE_METHODS]
-            job.notes.append(_skipped_note(job.ds, emb_name or DEFAULT_EMBEDDINGS, skipped, opts.model))
+    S = _first_stage(job, opts.sparse)
+    pool_recall = None
+    if emb is not None:
+        qrow = {q: i for i, q in enumerate(job.ds.query_ids)}
+        doc_emb, q_emb = emb[0], emb[1][[qrow[q] for q in job.qids]]
+        P, rer, Z, pool_recall = _pool_methods(job, S, doc_emb, q_emb, opts.scores_file, lambda m: m in methods)
+        enc = encoder_note(job.language, emb_name or DEFAULT_EMBEDDINGS)
+        if enc:
+            job.notes.append(f"warning: {enc}")
             job.log(job.notes[-1])
-        del S
-        jko_methods = [m for m in JKO_METHODS if m in methods]
-        if jko_methods:
-            cfg = _resolve_config(opts.config, opts.grad)
-            job.notes.append(
-                f"JKO config: {opts.config} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
-                f"T {cfg.T}, inner {cfg.inner_steps}, tau0 {cfg.tau0}), grad={cfg.grad}"
-            )
-            if emb is not None:
-                _dense_jko_methods(job, P, rer, Z, cfg, jko_methods)
-            if "jko_sparse" in jko_methods and job.language not in (None, "english"):
-                job.notes.append(f"jko_sparse: the published English recipe (Porter stemmer); corpus: {job.language}")
-            if "jko_sparse" in jko_methods:  # (its SGR fit kernels are the child's first, long done)
-                _sparse_jko(job, cfg)
-        if opts.point is not None:
-            _point_row(job, *(P, rer, Z) if emb is not None else (None, None, None))
-        if want_sgr:
-            _sgr_row(job, ahead)
-    finally:
-        if ahead is not None:
-            ahead.close()
+    else:
+        skipped = [m for m in ("dense", *methods) if m in DENSE_METHODS]
+        job.notes.append(_skipped_note(job.ds, emb_name or DEFAULT_EMBEDDINGS, skipped, opts.model))
+        job.log(job.notes[-1])
+    del S
+    jko_methods = [m for m in JKO_METHODS if m in methods]
+    if jko_methods:
+        cfg = _resolve_config(opts.config, opts.grad)
+        _ahead_failed(job, ahead, "jko.flow", "JKO kernels")
+        job.notes.append(
+            f"JKO config: {opts.config} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
+            f"T {cfg.T}, inner {cfg.inner_steps}, tau0 {cfg.tau0}), grad={cfg.grad}"
+        )
+        if emb is not None:
+            _dense_jko_methods(job, P, rer, Z, cfg, jko_methods)
+        if "jko_sparse" in jko_methods and job.language not in (None, "english"):
+            job.notes.append(f"jko_sparse: the published English recipe (Porter stemmer); corpus: {job.language}")
+        if "jko_sparse" in jko_methods:
+            _sparse_jko(job, cfg)
+    if opts.point is not None:
+        _point_row(job, *(P, rer, Z) if emb is not None else (None, None, None))
+    if want_sgr:
+        _sgr_row(job, ahead)
     return pool_recall
 
 

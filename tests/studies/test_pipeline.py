@@ -87,16 +87,21 @@ def test_main_job_smoke_tiny():
     assert "nDCG@10" in res.table()
 
 
-def test_main_job_sgr_row_waits_for_compile_ahead_and_keeps_table_order(monkeypatch):
-    # the SGR row runs after the dense JKO rows (its kernels compile in a child meanwhile) but
-    # the table keeps its order; a failed child is reported and the job compiles them itself
+def test_main_job_rows_wait_for_compile_ahead_and_keep_table_order(monkeypatch):
+    # the JKO rows wait for the child's JKO flow, the SGR row (after the dense JKO rows) for its search
+    # kernels, but the table keeps its order; a failed child is reported and the job compiles them itself
     import jkofast.studies.main_job as mj
     from jkofast.sgr.retriever import SparseGeometricRetriever
 
     events = []
 
     class FailedChild:
+        entries = ("jko.flow", "sgr.search")
         returncode = 1
+
+        def wait_for(self, entry):
+            events.append(f"wait_for {entry}")
+            return False
 
         def wait(self):
             events.append("wait")
@@ -114,15 +119,31 @@ def test_main_job_sgr_row_waits_for_compile_ahead_and_keeps_table_order(monkeypa
         events.append("fit")
         return fit(self, *a, **k)
 
-    monkeypatch.setattr(mj, "_sgr_ahead", FailedChild)
+    monkeypatch.setattr(mj, "_start_ahead", lambda opts, dense: FailedChild())
     monkeypatch.setattr(SparseGeometricRetriever, "fit", recorded_fit)
     want = ("blend", "sgr", "kl_blend")
     res = mj.run_main_job("scifact", n_queries=3, config="fast", progress=False, methods=want)
     assert list(res.methods) == ["bm25", "dense", "blend", "sgr", "kl_blend"]
-    assert events == ["wait", "fit", "close"]
-    assert any("compile-ahead process failed (boom)" in n for n in res.notes)
+    assert events == ["wait_for jko.flow", "wait", "wait_for sgr.search", "wait", "fit", "close"]
+    assert any(n.startswith("JKO kernels: the compile-ahead process failed (boom)") for n in res.notes)
+    assert any(n.startswith("SGR kernels: the compile-ahead process failed (boom)") for n in res.notes)
     assert mj._row_order({"a": 1, "jko_tuned": 2, "sgr": 3}) == {"a": 1, "sgr": 3, "jko_tuned": 2}
     assert mj._row_order({"a": 1, "sgr": 3}) == {"a": 1, "sgr": 3}
+
+
+def test_compile_ahead_entries_follow_the_rows_that_run():
+    from jkofast.studies.main_job import MainJobOptions, _ahead_probes
+
+    def entries(dense=True, **kw):
+        return list(_ahead_probes(MainJobOptions(**kw).checked(), dense))
+
+    assert entries() == ["jko.flow", "sgr.search"]  # the default rows: JKO, then SGR last
+    assert entries(dense=False) == ["jko.flow", "sgr.search"]  # jko_sparse needs no embeddings
+    assert entries(grad="unrolled") == ["sgr.search"]  # the child's flow is the implicit gradient's
+    assert entries(methods=("jko_blend",), dense=False) == []  # a JKO row that cannot run without embeddings
+    assert entries(methods=("blend", "kl_blend")) == ["jko.flow"]
+    assert entries(include_sgr=False) == ["jko.flow"]
+    assert entries(methods=("sgr",), sparse="sgr") == []  # SGR as the first stage: needed at once
 
 
 def test_cli_has_run_and_demo():
