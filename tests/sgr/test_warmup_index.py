@@ -1,4 +1,4 @@
-"""The ``sgr.search`` warm-up: its stored index is what fit builds, and it compiles every search kernel a fitted retriever calls."""
+"""The ``sgr.search`` warm-up: its stored index is what fit builds; it compiles every search kernel a fit calls."""
 
 from __future__ import annotations
 
