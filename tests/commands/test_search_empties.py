@@ -136,3 +136,35 @@ def test_main_job_status_note_names_empty_pools():
     notes = []
     _report_status(res, "jko", notes, ["a", "b", "c"])
     assert notes[0].startswith("jko: 1 pools reported a non-zero solver status") and "b: empty pool" in notes[0]
+
+
+def test_sgr_search_waits_for_the_compile_ahead_child_only_when_it_builds(folder, tmp_path, capsys, monkeypatch):
+    # a built SGR index: a child compiles the search kernels meanwhile and the search waits for them (a
+    # failed child is said, and the search compiles them itself); a loaded index or BM25: no child
+    import jkofast.commands.search as search_cmd
+
+    events = []
+
+    class FailedChild:
+        def wait_for(self, entry):
+            events.append(f"wait_for {entry}")
+            return False
+
+        def error(self):
+            return "boom"
+
+        def close(self):
+            events.append("close")
+
+    monkeypatch.setattr(search_cmd, "_search_ahead", lambda: events.append("start") or FailedChild())
+    out = tmp_path / "run.trec"
+    assert main(["search", "--dataset", folder, "--method", "sgr", "--out", str(out)]) == 0
+    assert events == ["start", "wait_for sgr.search", "close"]
+    assert "the compile-ahead process failed (boom); compiling here instead" in capsys.readouterr().err
+    assert set(_run_lines(out)) == {f"q{i}" for i in range(2 * N_ROUTELESS)}  # every answerable query answered
+    events.clear()
+    assert main(["search", "--dataset", folder, "--method", "bm25", "--out", str(out)]) == 0
+    ix = tmp_path / "ix"
+    assert main(["index", "--dataset", folder, "--method", "sgr", "--out", str(ix)]) == 0
+    assert main(["search", "--dataset", folder, "--method", "sgr", "--index", str(ix), "--out", str(out)]) == 0
+    assert events == []
