@@ -722,20 +722,31 @@ def _warmup() -> None:
     rerank_batch(E, p0, off, csr=sp.csr_matrix(Z), config=tiny, n_threads=1)
 
 
-@register_warmup("jko.flow")
-def _warmup_flow() -> None:
-    """Compile the flow that the "jko" entry's ``rerank_pools`` calls (implicit gradient, float32 operators).
+def _warm_flow(cfg: JKOConfig, with_duals: bool) -> None:
+    """Compile (or load) the ``jko_flow`` that ``rerank_pools`` calls for ``cfg``: its first attempt's path tokens.
 
-    The solver and transport kernels, two thirds of that entry's compile: the main job's compile-ahead
-    child compiles them while the job's own process compiles the rest, ``rerank_pools`` then loads
-    them. The arguments have the types ``rerank_pools`` passes (float64 pool slices and C, K
-    blocks, a ``FlowOut`` of slices, the path tokens of :func:`_with_retries`' first call).
+    The arguments have the types ``rerank_pools`` passes (float64 pool slices and C, K blocks, a
+    ``FlowOut`` of slices, the tokens of :func:`_with_retries`' first call). The flow (the solver
+    and transport kernels) is most of a batch rerank's compile: a compile-ahead child compiles it
+    while the command's own process compiles the rest, ``rerank_pools`` then loads it.
     """
-    cfg = operating_point("tuned", grad="implicit", T=1, inner_steps=2)
     C = np.array([[0.0, 0.5], [0.5, 0.0]])
     K = np.array([[1.0, 0.0], [0.0, 1.0]])
     out = _k.FlowOut(np.empty(2), np.empty(cfg.T * cfg.inner_steps), np.empty(2), np.empty(2), np.zeros(2, np.int64))
-    _k.jko_flow(np.full(2, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(False), out, *_path_tokens(cfg, False))
+    tok = _path_tokens(cfg, with_duals)
+    _k.jko_flow(np.full(2, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(with_duals), out, *tok)
+
+
+@register_warmup("jko.flow")
+def _warmup_flow() -> None:
+    """Compile the flow of the "jko" entry (the main job's rerank paths: implicit gradient, float32 operators)."""
+    _warm_flow(operating_point("tuned", grad="implicit", T=1, inner_steps=2), False)
+
+
+@register_warmup("jko.flow.duals")
+def _warmup_flow_duals() -> None:
+    """Compile the flow of ``jkofast study dual-rank`` (contrib, Wasserstein, implicit gradient, duals read out)."""
+    _warm_flow(operating_point("contrib", mode="wasserstein", grad="implicit", T=1, inner_steps=2), True)
 
 
 @register_warmup("jko.paths")

@@ -22,6 +22,7 @@ is timed, warm (the kernels are compiled or loaded from the cache before the clo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -29,10 +30,13 @@ import time
 import numpy as np
 import scipy.stats  # noqa: F401  (rankdata of the ECE, imported here so its first import is not timed)
 
+from jkofast._ahead import compile_ahead
 from jkofast.eval.selective import COVERAGE_GRID, ece_rank, selective_coverage, top1_accuracy
 from jkofast.jko.confidence import ConfidenceSignals, confidence_signals, dual_confidence
 from jkofast.jko.energy import energy_and_p0
 from jkofast.jko.solver import RerankResult, operating_point, rerank_batch
+from jkofast.kernels.eval import metrics as _metric_kernels
+from jkofast.kernels.jko import confidence as _confidence_kernels
 from jkofast.studies.common import (
     StudyOptions,
     StudyResult,
@@ -152,21 +156,39 @@ class DualRankRun:
         return {r["coverage"]: r["n_kept"] for r in self.coverage.get("dual", [])}
 
 
-def _warm(cfg, inputs, n_threads) -> float:
+def _ahead(grad: str):
+    """Start a child compiling the JKO flow with duals, then the metrics, when the cache lacks them (or None).
+
+    The flow of the implicit gradient (``"jko.flow.duals"``) and the metrics (``"evaluation"``): this
+    process builds the pools and compiles the rest of the rerank meanwhile (``jkofast._ahead``).
+    """
+    entries = {"evaluation": (_metric_kernels.evaluate_batch_chars,)}
+    if grad == "implicit":  # the dual-rank read-out is this study's own: the flow with duals compiles for it
+        entries = {"jko.flow.duals": (_confidence_kernels.confidence_pools,), **entries}
+    return compile_ahead(tuple(entries), entries)
+
+
+def _warm(cfg, inputs, n_threads, ahead=None) -> float:
     """Compile (or load from the cache) what the timed pipeline runs; return the seconds it took.
 
     The solver and the confidence read-out on a tiny batch, the min-max/softmax kernels, the top-k
     read-out and the metrics on the real pools (an all-zero ``p``); ``scipy.stats`` (the ECE's ranks,
-    slow to import the first time) is imported with this module.
+    slow to import the first time) is imported with this module. With ``ahead`` (:func:`_ahead`'s
+    child), the solver waits for the child's flow and the metrics for its metric kernels.
     """
     t0 = time.perf_counter()
     Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], np.float32)
     off = np.array([0, 3], np.int64)
     x = np.array([1.0, 0.5, 0.0], np.float64)
     E, p0 = energy_and_p0(off, dense=x.astype(inputs.pools.dense.dtype), rerank=x, tau0=cfg.tau0, n_threads=n_threads)
+    confidence_signals(p0, np.zeros(3), x, off, n_threads=n_threads)  # p and the duals f: float64, as the solver's
+    if ahead is not None:
+        ahead.wait_for("jko.flow.duals")
     tiny = cfg.replace(T=1, inner_steps=2)
     res = rerank_batch(E, p0, off, embeddings=Z, config=tiny, return_duals=True, n_threads=n_threads)
     confidence_signals(res.p, res.f, x, off, n_threads=n_threads)
+    if ahead is not None:
+        ahead.wait_for("evaluation")
     topk_metrics(np.zeros(int(inputs.offsets[-1])), inputs)
     return time.perf_counter() - t0
 
@@ -392,8 +414,10 @@ def study(opts: StudyOptions, *, grad: str = "implicit", n_queries: int | None =
     cfg = operating_point("contrib", mode="wasserstein", grad=grad)
     if n_queries is None and opts.quick:
         n_queries = QUICK_QUERIES
-    inp = study_inputs(opts, "test", study=name, n_queries=n_queries)
-    warm_s = _warm(cfg, inp, opts.n_threads)
+    # cold cache, >= 2 cores: a child compiles the flow and the metrics while the pools are built
+    with _ahead(grad) or contextlib.nullcontext() as ahead:
+        inp = study_inputs(opts, "test", study=name, n_queries=n_queries)
+        warm_s = _warm(cfg, inp, opts.n_threads, ahead)
     opts.log(name, f"JKO + duals + confidence on {inp.n_queries} queries (contrib, grad={grad}) ...")
     run = run_dual_rank(inp, cfg, n_threads=opts.n_threads)
     n = inp.n_queries

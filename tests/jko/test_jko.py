@@ -420,11 +420,25 @@ def test_a_call_compiles_only_the_kernels_of_its_path(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
-def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls():
-    # `jkofast run`'s compile-ahead child compiles the "jko.flow" entry while the job compiles the rest of
-    # "jko"; a flow of other argument types would be compiled twice. In a fresh interpreter, rerank_pools
-    # is compiled (its cache switched off, so its call types the flow it needs): the flow keeps the one
-    # signature the entry gave it.
+@pytest.mark.parametrize(
+    ("entry", "batch"),
+    [
+        ("jko.flow", "WARMUPS['jko']()"),  # jkofast run's rerank paths
+        (
+            "jko.flow.duals",  # jkofast study dual-rank's
+            "import numpy as np\n"
+            "from jkofast.jko.solver import operating_point, rerank_batch\n"
+            "cfg = operating_point('contrib', mode='wasserstein', grad='implicit', T=1, inner_steps=2)\n"
+            "Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], np.float32)\n"
+            "E, p0, off = np.zeros(3), np.full(3, 1 / 3), np.array([0, 3])\n"
+            "rerank_batch(E, p0, off, embeddings=Z, config=cfg, return_duals=True)\n",
+        ),
+    ],
+)
+def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls(entry, batch):
+    # a compile-ahead child compiles the flow entry while the command compiles the rest of its rerank; a flow
+    # of other argument types would be compiled twice. In a fresh interpreter, rerank_pools is compiled (its
+    # cache switched off, so its call types the flow it needs): the flow keeps the one signature the entry gave it.
     import json
     import os
     import subprocess
@@ -436,10 +450,10 @@ def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls():
         "import jkofast.jko.solver  # registers the warm-ups\n"
         "from jkofast._numba import WARMUPS\n"
         "from jkofast.kernels.jko import solver as k\n"
-        "WARMUPS['jko.flow']()\n"
+        f"WARMUPS[{entry!r}]()\n"
         "flow = set(map(str, k.jko_flow.signatures))\n"
         "k.rerank_pools._cache = NullCache()\n"
-        "WARMUPS['jko']()\n"
+        f"{batch}\n"
         "assert k.rerank_pools.signatures and flow\n"
         "print(json.dumps(sorted(set(map(str, k.jko_flow.signatures)) - flow)))\n"
     )

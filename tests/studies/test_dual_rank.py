@@ -87,3 +87,38 @@ def test_study_cli_json(few_queries, capsys):
     assert doc["study"] == "dual-rank" and doc["n_queries"] == NQ
     assert [r["method"] for r in doc["rows"]][-1] == "jko_dual"
     assert len(doc["coverage"]["margin"]) == len(COVERAGE_GRID) and "ece" in doc
+
+
+def test_compile_ahead_child_takes_the_flow_with_duals_then_the_metrics(few_queries, monkeypatch):
+    # the child's entries (the flow only for the implicit gradient: the one it compiles), and the study's
+    # warm-up waits for each just before its first use; the results are those of a run without a child
+    asked = []
+    monkeypatch.setattr(dr, "compile_ahead", lambda entries, probes: asked.append((entries, sorted(probes))))
+    assert dr._ahead("implicit") is None and dr._ahead("unrolled") is None  # (the stub starts nothing)
+    assert asked == [
+        (("jko.flow.duals", "evaluation"), ["evaluation", "jko.flow.duals"]),
+        (("evaluation",), ["evaluation"]),
+    ]
+    events = []
+
+    class Child:
+        entries = ("jko.flow.duals", "evaluation")
+
+        def wait_for(self, entry):
+            events.append(entry)
+            return True
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            events.append("close")
+
+    opts = StudyOptions(quick=True, progress=False, n_threads=1)
+    monkeypatch.setattr(dr, "_ahead", lambda grad: Child())
+    with_child = dr.study(opts)
+    assert events == ["jko.flow.duals", "evaluation", "close"]
+    monkeypatch.setattr(dr, "_ahead", lambda grad: None)
+    without = dr.study(opts)
+    untimed = [[{k: v for k, v in r.items() if k != "ms_per_query"} for r in res.rows] for res in (with_child, without)]
+    assert untimed[0] == untimed[1] and with_child.extra["coverage"] == without.extra["coverage"]
