@@ -112,9 +112,10 @@ _COST = {
 }
 _COST_OTHER = 1.5
 # entries that compile on top of another entry's kernels: run in that entry's process (alone,
-# "sgr.build" compiles 22 CPU s, the fit's kernels included; after "sgr", 9 s). "jko.flow" and
-# "sgr.search" are parts of "jko" and "sgr" (for a compile-ahead child): after them, they only load
-_AFTER = {"sgr.build": "sgr", "sgr.search": "sgr", "jko.flow": "jko"}
+# "sgr.build" compiles 22 CPU s, the fit's kernels included; after "sgr", 9 s). "jko.flow", "jko.flow.duals"
+# and "sgr.search" compile parts of "jko", "jko.paths" and "sgr" (for compile-ahead children): after them,
+# they only load
+_AFTER = {"sgr.build": "sgr", "sgr.search": "sgr", "jko.flow": "jko", "jko.flow.duals": "jko.paths"}
 
 
 class CompileRecorder(_event.Listener):

@@ -71,6 +71,13 @@ def test_an_entry_built_on_another_runs_after_it_in_its_process():
         (home,) = [unit for unit in units if "sgr" in unit]
         assert home.index("sgr.build") == home.index("sgr") + 1
     assert sorted(w._units(["sgr.build", "topk"])) == [["sgr.build"], ["topk"]]  # alone: an entry like any
+    # the flows and the SGR search a compile-ahead child takes: in `warmup --all`, after the entries that
+    # compile them anyway (two processes would compile them twice at once)
+    w._import_wrappers()  # every entry registered
+    units = w._units(sorted(WARMUPS))
+    for part, whole in (("jko.flow", "jko"), ("jko.flow.duals", "jko.paths"), ("sgr.search", "sgr")):
+        (home,) = [unit for unit in units if part in unit]
+        assert home.index(part) > home.index(whole) == 0
 
 
 def test_claimed_units_run_once_across_processes(monkeypatch, tmp_path):
