@@ -163,7 +163,7 @@ def _ahead(grad: str):
     process builds the pools and compiles the rest of the rerank meanwhile (``jkofast._ahead``).
     """
     entries = {"evaluation": (_metric_kernels.evaluate_batch_chars,)}
-    if grad == "implicit":  # the dual-rank read-out is this study's own: the flow with duals compiles for it
+    if grad == "implicit":  # probed by the confidence read-out, compiled where this flow is: in this study
         entries = {"jko.flow.duals": (_confidence_kernels.confidence_pools,), **entries}
     return compile_ahead(tuple(entries), entries)
 

@@ -600,7 +600,7 @@ def _start_ahead(opts: MainJobOptions, dense: bool):
     return compile_ahead(tuple(probes), probes) if probes else None
 
 
-def _ahead_failed(job: _Job, ahead, entry: str, what: str) -> None:
+def _wait_ahead(job: _Job, ahead, entry: str, what: str) -> None:
     """Wait for the compile-ahead child's ``entry`` if it has it; add a note when the child ended without it."""
     if ahead is not None and entry in ahead.entries and not ahead.wait_for(entry):
         ahead.wait()  # it has ended
@@ -611,7 +611,7 @@ def _ahead_failed(job: _Job, ahead, entry: str, what: str) -> None:
 def _sgr_row(job: _Job, ahead) -> None:
     """Run the SparseGeometricRAG row (after the compile-ahead child, if any, has compiled its search kernels)."""
     with job.stage("sgr_index"):
-        _ahead_failed(job, ahead, "sgr.search", "SGR kernels")
+        _wait_ahead(job, ahead, "sgr.search", "SGR kernels")
         sgr = SparseGeometricRetriever().fit(job.ds.doc_texts(" "), n_threads=job.n_threads)
     with job.stage("sgr_search"):
         top, _, report = sgr.search(job.queries, K_READ, n_threads=job.n_threads, return_report=True)
@@ -779,7 +779,7 @@ def _run_methods(job: _Job, emb_name, emb, ahead):
     jko_methods = [m for m in JKO_METHODS if m in methods]
     if jko_methods:
         cfg = _resolve_config(opts.config, opts.grad)
-        _ahead_failed(job, ahead, "jko.flow", "JKO kernels")
+        _wait_ahead(job, ahead, "jko.flow", "JKO kernels")
         job.notes.append(
             f"JKO config: {opts.config} (h {cfg.h}, lam {cfg.lam}, rho {cfg.rho}, eps {cfg.sinkhorn_eps}, "
             f"T {cfg.T}, inner {cfg.inner_steps}, tau0 {cfg.tau0}), grad={cfg.grad}"
