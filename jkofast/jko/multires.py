@@ -40,6 +40,7 @@ from jkofast.jko.solver import JKOConfig
 from jkofast.kernels.jko import cluster as _kc
 from jkofast.kernels.jko import multires as _k
 from jkofast.kernels.jko import solver as _ks
+from jkofast.kernels.pools import baselines as _kb
 
 __all__ = [
     "CLUSTERINGS",
@@ -462,27 +463,36 @@ def _stage_tokens(*cfgs: JKOConfig) -> tuple:
     return (*tok, None)
 
 
-def _flow_ahead(grad: str):
-    """Start a child compiling the stage flow of ``grad`` (``_warm_flow``) when the MR/SAM kernel is not cached.
+def _cluster_ahead():
+    """Start a child compiling the energy and the clustering kernels (float32 rows) when the cache lacks them.
 
-    Returns the running :class:`jkofast._ahead.Ahead` or None (warm cache, caching off, one core,
+    ``jkofast rerank --multires`` compiles the stage flow meanwhile, the longest compile, then the
+    MR/SAM kernel (:func:`_warm_path` with the child). Returns the running
+    :class:`jkofast._ahead.Ahead` or None (warm cache, caching off, one core,
     ``JKOFAST_COMPILE_AHEAD=0``); the caller closes it.
     """
-    return compile_ahead((f"multires.flow.{grad}",), (_k.multires_pools,))
+    probes = {"energy": (_kb.minmax_segments,), "multires.cluster": (_kc.cluster_pool,)}
+    return compile_ahead(tuple(probes), probes)
+
+
+def _warm_clustering(dtype) -> None:
+    """Compile (or load) the clustering kernels (k-means and SAM) for rows of ``dtype``."""
+    Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]], dtype)
+    cluster_rows(Z, 2)
+    cluster_rows(Z, 2, clustering="sam", rel=np.array([0.9, 0.5, 0.1, 0.3]))
 
 
 def _warm_path(dtype, grad: str, child=None) -> None:
     """Compile (or load) the clustering and MR/SAM kernels for rows of ``dtype`` on the gradient path ``grad``.
 
-    With ``child`` (:func:`_flow_ahead`'s, compiling the stage flow meanwhile), this process
-    compiles the clustering kernels, waits for the child, and the MR/SAM kernel then loads the
-    flow from the cache; a failed child leaves the flow to compile here, as without one.
+    With ``child`` (:func:`_cluster_ahead`'s, compiling the clustering kernels meanwhile), this
+    process compiles the stage flow first, waits for the child, and the MR/SAM kernel then loads
+    the clustering kernels from the cache; a failed child leaves them to compile here, as without one.
     """
     Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]], dtype)
     rel = np.array([0.9, 0.5, 0.1, 0.3])
     if child is not None:
-        cluster_rows(Z, 2)
-        cluster_rows(Z, 2, clustering="sam", rel=rel)
+        _warm_flow(grad)
         child.wait()
     tiny = dict(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2, grad=grad)
     for clustering in CLUSTERINGS:
@@ -504,8 +514,8 @@ def _warm_flow(grad: str) -> None:
 
     ``jko_flow`` with the stages' path tokens, on tiny float64 inputs of the types the stage
     passes (the geometry is float64 whatever the rows' dtype): the solver and transport kernels,
-    most of the MR/SAM compile, which a child process can then fill in while the job's own
-    process compiles the rest (:func:`_warm_path` with ``ahead``).
+    most of the MR/SAM compile (:func:`_warm_path` compiles it first when a child compiles the
+    clustering kernels meanwhile).
     """
     cfg = coarse_config(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2, grad=grad)
     tok = _stage_tokens(cfg, cfg)
@@ -516,12 +526,10 @@ def _warm_flow(grad: str) -> None:
     _ks.jko_flow(np.full(m, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(), out, tok[0], tok[1], None, *tok[2:])
 
 
-def _register_flow_warmups() -> None:
-    for grad in ("implicit", "unrolled"):
-        register_warmup(f"multires.flow.{grad}")(lambda grad=grad: _warm_flow(grad))
-
-
-_register_flow_warmups()
+@register_warmup("multires.cluster")
+def _warmup_clustering() -> None:
+    """Compile the clustering kernels on float32 rows (``jkofast rerank --multires``'s gathered embeddings)."""
+    _warm_clustering(np.float32)
 
 
 @register_warmup("multires")
@@ -533,7 +541,4 @@ def _warmup() -> None:
     """
     for dtype, grad in ((np.float64, "unrolled"), (np.float32, "unrolled"), (np.float32, "implicit")):
         _warm_path(dtype, grad)
-    Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0], [0.6, 0.8]])
-    rel = np.array([0.9, 0.5, 0.1, 0.3])
-    cluster_rows(Z, 2)
-    cluster_rows(Z, 2, clustering="sam", rel=rel)
+    _warm_clustering(np.float64)

@@ -441,11 +441,11 @@ def warm_rerank_kernels(say, multires: bool = False, grad: str | None = None) ->
     """
     child = None
     if multires and grad is not None:
-        # a cold cache on two or more cores: a child compiles the stage flow meanwhile (the energy
-        # and the clustering kernels compile here)
-        from jkofast.jko.multires import _flow_ahead
+        # a cold cache on two or more cores: a child compiles the energy and the clustering kernels
+        # while this process compiles the stage flow (the longest compile), then the MR/SAM kernel
+        from jkofast.jko.multires import _cluster_ahead
 
-        child = _flow_ahead(grad)
+        child = _cluster_ahead()
     steps = [("jkofast.jko.energy", lambda m: WARMUPS["energy"]())]
     if not multires:
         steps.append(("jkofast.jko.solver", lambda m: WARMUPS["jko"]()))
@@ -453,6 +453,8 @@ def warm_rerank_kernels(say, multires: bool = False, grad: str | None = None) ->
         steps.append(("jkofast.jko.multires", lambda m: WARMUPS["multires"]()))
     else:
         steps.append(("jkofast.jko.multires", lambda m: m._warm_path(np.float32, grad, child)))
+        if child is not None:  # the flow first; the energy then loads what the child compiled
+            steps.reverse()
     try:
         for mod, warm in steps:
             try:

@@ -270,3 +270,31 @@ def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls(tmp_path):
     compiled = json.loads(out.stdout.splitlines()[-1])
     assert "multires.multires_pools" in compiled  # the batch kernel did compile here
     assert not [k for k in compiled if k.split(".")[0] in ("solver", "transport", "sinkhorn_log", "unrolled")], compiled
+
+
+def test_multires_warm_up_compiles_the_flow_while_a_child_compiles_the_clustering(monkeypatch):
+    # jkofast rerank --multires: the child takes the energy and clustering kernels; this process compiles
+    # the stage flow first, then waits for the child, then compiles the MR/SAM kernel
+    import jkofast.jko.multires as mr
+    from jkofast.jko import stream
+
+    asked = []
+    monkeypatch.setattr(mr, "compile_ahead", lambda entries, probes: asked.append((entries, sorted(probes))))
+    assert mr._cluster_ahead() is None  # (the stub starts nothing)
+    assert asked == [(("energy", "multires.cluster"), ["energy", "multires.cluster"])]
+    events = []
+
+    class Child:
+        def wait(self):
+            events.append("wait")
+            return True
+
+        def close(self):
+            events.append("close")
+
+    monkeypatch.setattr(mr, "_cluster_ahead", Child)
+    monkeypatch.setattr(mr, "_warm_flow", lambda grad: events.append(f"flow {grad}"))
+    monkeypatch.setattr(mr, "multires_rerank", lambda *a, **k: events.append(k["clustering"]))
+    monkeypatch.setitem(stream.WARMUPS, "energy", lambda: events.append("energy"))
+    stream.warm_rerank_kernels(print, multires=True, grad="implicit")
+    assert events == ["flow implicit", "wait", *mr.CLUSTERINGS, "energy", "close"]
