@@ -800,6 +800,9 @@ def _python_entry(disp, args: tuple):
         cres = disp.overloads[args]
         if _has_python_entry(cres):
             return cres.entry_point
+        # the target's lowering registries (constants, casts) are installed by the first compile of the
+        # process; a process that has only loaded kernels from the cache has none yet
+        disp.targetctx.refresh()
         # the wrapper boxes with the runtime (NRT) as the kernel's compile did; the dispatcher's own
         # context has it off until a compile turns it on for its options
         ctx = disp.targetctx.subtarget(enable_nrt=disp.targetoptions.get("_nrt", True))

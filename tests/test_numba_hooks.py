@@ -454,18 +454,23 @@ def doubled(x):
     return x * 2.0
 
 @kernel()
+def scaled(pair):  # a tuple argument: its wrapper unboxes it with integer constants
+    return pair[1] * pair[0]
+
+@kernel()
 def caller(x):
-    return doubled(x).sum()
+    return doubled(x).sum() + scaled((2.0, x)).sum()
 
 x = np.arange(4.0)
 if sys.argv[1] == "caller":
     total = caller(x)
-    (cres,) = doubled.overloads.values()
-    print(json.dumps({"sum": total, "bare": not _has_python_entry(cres)}))
-else:
-    got = doubled(x).tolist()
-    hits, misses = (sum(c.values()) for c in (doubled.stats.cache_hits, doubled.stats.cache_misses))
-    print(json.dumps({"doubled": got, "hits": hits, "misses": misses}))
+    bare = [not _has_python_entry(cres) for k in (doubled, scaled) for cres in k.overloads.values()]
+    print(json.dumps({"sum": total, "bare": bare}))
+else:  # the process's first calls: no compile has run in it
+    got = {"scaled": scaled((2.0, x)).tolist(), "doubled": doubled(x).tolist()}
+    for name, k in (("hits", "cache_hits"), ("misses", "cache_misses")):
+        got[name] = sum(sum(getattr(f.stats, k).values()) for f in (doubled, scaled))
+    print(json.dumps(got))
 """
 
 
@@ -485,10 +490,11 @@ def test_a_bare_callee_loaded_from_the_cache_is_called_from_python(tmp_path):
         return json.loads(out.stdout)
 
     x = np.arange(4.0)
-    # compiles both into the cache: the callee for its caller only (no wrapper)
-    assert run("caller") == {"sum": float((x * 2.0).sum()), "bare": _numba._HOOKS_TESTED}
-    # a new process loads the callee from the cache, compiles nothing, and Python can call it
-    assert run("callee") == {"doubled": (x * 2.0).tolist(), "hits": 1, "misses": 0}
+    # compiles them all into the cache: the callees for their caller only (no wrapper)
+    assert run("caller") == {"sum": 2 * float((x * 2.0).sum()), "bare": [_numba._HOOKS_TESTED] * 2}
+    # a new process loads the callees from the cache, compiles nothing, and Python can call them
+    want = (x * 2.0).tolist()
+    assert run("callee") == {"scaled": want, "doubled": want, "hits": 2, "misses": 0}
 
 
 def test_an_untested_numba_keeps_every_wrapper(monkeypatch):
