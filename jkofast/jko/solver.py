@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from jkofast import _status
-from jkofast._numba import register_warmup
+from jkofast._numba import WARMUPS, register_warmup
 from jkofast._threads import over_ranges
 from jkofast._validation import (
     QueryIndexError,
@@ -741,6 +741,43 @@ def _warm_flow(cfg: JKOConfig, with_duals: bool) -> None:
 def _warmup_flow() -> None:
     """Compile the flow of the "jko" entry (the main job's rerank paths: implicit gradient, float32 operators)."""
     _warm_flow(operating_point("tuned", grad="implicit", T=1, inner_steps=2), False)
+
+
+@register_warmup("jko.rows")
+def _warmup_rows() -> None:
+    """Compile the pool geometry ``rerank_pools`` computes from its rows (``cost_kernel``: dense, CSR, projected).
+
+    One ``PoolRows`` type serves dense float32 rows and CSR rows, and the call compiles every
+    callee, as ``rerank_pools``' call does: a compile-ahead child compiles it while the command's
+    own process compiles the flow.
+    """
+    off = np.array([0, 3], np.int64)
+    rows = _pool_rows(np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], np.float32), None, off, True, lambda *a: None)
+    _geo.cost_kernel(rows, 0, off[0], off[1], np.empty((3, 3)), np.empty((3, 3)))
+
+
+def _rows_ahead():
+    """Start a child compiling the energy and the pool geometry (``jko.rows``) when the cache lacks them (or None).
+
+    ``jkofast rerank`` compiles the flow meanwhile, the longest compile (:func:`_warm_batch`).
+    """
+    from jkofast._ahead import compile_ahead
+    from jkofast.kernels.pools import baselines as _kb
+
+    probes = {"energy": (_kb.minmax_segments,), "jko.rows": (_geo.cost_kernel,)}
+    return compile_ahead(tuple(probes), probes)
+
+
+def _warm_batch(child=None) -> None:
+    """Compile (or load) the "jko" entry's kernels; with ``child`` (:func:`_rows_ahead`'s) the flow first.
+
+    Then ``rerank_pools``, which loads the geometry kernels the child compiled; a failed child leaves
+    them to compile here, as without one.
+    """
+    if child is not None:
+        _warmup_flow()
+        child.wait()
+    WARMUPS["jko"]()
 
 
 @register_warmup("jko.flow.duals")

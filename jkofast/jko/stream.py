@@ -439,22 +439,26 @@ def warm_rerank_kernels(say, multires: bool = False, grad: str | None = None) ->
     flow instead -- it never calls the batch core -- on float32 rows (the stream's gathered
     embeddings) and the job's gradient path ``grad`` only (every path when None).
     """
+    # a cold cache on two or more cores: a child compiles the energy and the pool geometry (or the clustering)
+    # while this process compiles the flow (the longest compile), then the batch (or MR/SAM) kernel
     child = None
-    if multires and grad is not None:
-        # a cold cache on two or more cores: a child compiles the energy and the clustering kernels
-        # while this process compiles the stage flow (the longest compile), then the MR/SAM kernel
+    if not multires:
+        from jkofast.jko.solver import _rows_ahead
+
+        child = _rows_ahead()
+    elif grad is not None:
         from jkofast.jko.multires import _cluster_ahead
 
         child = _cluster_ahead()
     steps = [("jkofast.jko.energy", lambda m: WARMUPS["energy"]())]
     if not multires:
-        steps.append(("jkofast.jko.solver", lambda m: WARMUPS["jko"]()))
+        steps.append(("jkofast.jko.solver", lambda m: m._warm_batch(child)))
     elif grad is None:
         steps.append(("jkofast.jko.multires", lambda m: WARMUPS["multires"]()))
     else:
         steps.append(("jkofast.jko.multires", lambda m: m._warm_path(np.float32, grad, child)))
-        if child is not None:  # the flow first; the energy then loads what the child compiled
-            steps.reverse()
+    if child is not None:  # the flow first; the energy then loads what the child compiled
+        steps.reverse()
     try:
         for mod, warm in steps:
             try:

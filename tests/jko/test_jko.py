@@ -421,9 +421,10 @@ def test_a_call_compiles_only_the_kernels_of_its_path(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("entry", "batch"),
+    ("entry", "batch", "part"),
     [
-        ("jko.flow", "WARMUPS['jko']()"),  # jkofast run's rerank paths
+        ("jko.flow", "WARMUPS['jko']()", "jko_flow"),  # jkofast run's rerank paths
+        ("jko.rows", "WARMUPS['jko']()", "cost_kernel"),  # jkofast rerank's child: the pool geometry
         (
             "jko.flow.duals",  # jkofast study dual-rank's
             "import numpy as np\n"
@@ -432,13 +433,15 @@ def test_a_call_compiles_only_the_kernels_of_its_path(tmp_path):
             "Z = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]], np.float32)\n"
             "E, p0, off = np.zeros(3), np.full(3, 1 / 3), np.array([0, 3])\n"
             "rerank_batch(E, p0, off, embeddings=Z, config=cfg, return_duals=True)\n",
+            "jko_flow",
         ),
     ],
 )
-def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls(entry, batch):
-    # a compile-ahead child compiles the flow entry while the command compiles the rest of its rerank; a flow
-    # of other argument types would be compiled twice. In a fresh interpreter, rerank_pools is compiled (its
-    # cache switched off, so its call types the flow it needs): the flow keeps the one signature the entry gave it.
+def test_the_part_warmed_ahead_is_the_one_the_batch_kernel_calls(entry, batch, part):
+    # a compile-ahead child compiles a part of a rerank (the flow, the geometry) while the command compiles the
+    # rest; a part of other argument types would be compiled twice. In a fresh interpreter, rerank_pools is
+    # compiled (its cache switched off, so its call types the part it needs): the part keeps the one signature
+    # the entry gave it.
     import json
     import os
     import subprocess
@@ -451,13 +454,42 @@ def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls(entry, batch):
         "from jkofast._numba import WARMUPS\n"
         "from jkofast.kernels.jko import solver as k\n"
         f"WARMUPS[{entry!r}]()\n"
-        "flow = set(map(str, k.jko_flow.signatures))\n"
+        "from jkofast.kernels.jko import geometry as g\n"
+        f"part = getattr(k, {part!r}, None) or getattr(g, {part!r})\n"
+        "before = set(map(str, part.signatures))\n"
         "k.rerank_pools._cache = NullCache()\n"
         f"{batch}\n"
-        "assert k.rerank_pools.signatures and flow\n"
-        "print(json.dumps(sorted(set(map(str, k.jko_flow.signatures)) - flow)))\n"
+        "assert k.rerank_pools.signatures and before\n"
+        "print(json.dumps(sorted(set(map(str, part.signatures)) - before)))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_rerank_warm_up_compiles_the_flow_while_a_child_compiles_the_energy_and_geometry(monkeypatch):
+    # jkofast rerank (no --multires): the child takes the energy and the pool geometry; this process
+    # compiles the flow first, then waits for the child, then compiles the batch kernel, then loads the energy
+    from jkofast.jko import solver, stream
+
+    asked = []
+    monkeypatch.setattr("jkofast._ahead.compile_ahead", lambda entries, probes: asked.append((entries, sorted(probes))))
+    assert solver._rows_ahead() is None  # (the stub starts nothing)
+    assert asked == [(("energy", "jko.rows"), ["energy", "jko.rows"])]
+    events = []
+
+    class Child:
+        def wait(self):
+            events.append("wait")
+            return True
+
+        def close(self):
+            events.append("close")
+
+    monkeypatch.setattr(solver, "_rows_ahead", Child)
+    monkeypatch.setattr(solver, "_warmup_flow", lambda: events.append("flow"))
+    for name in ("jko", "energy"):
+        monkeypatch.setitem(stream.WARMUPS, name, lambda name=name: events.append(name))
+    stream.warm_rerank_kernels(print)
+    assert events == ["flow", "wait", "jko", "energy", "close"]
