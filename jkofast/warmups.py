@@ -112,10 +112,17 @@ _COST = {
 }
 _COST_OTHER = 1.5
 # entries that compile on top of another entry's kernels: run in that entry's process (alone,
-# "sgr.build" compiles 22 CPU s, the fit's kernels included; after "sgr", 9 s). "jko.flow", "jko.flow.duals"
-# and "sgr.search" compile parts of "jko", "jko.paths" and "sgr" (for compile-ahead children): after them,
-# they only load
-_AFTER = {"sgr.build": "sgr", "sgr.search": "sgr", "jko.flow": "jko", "jko.flow.duals": "jko.paths"}
+# "sgr.build" compiles 22 CPU s, the fit's kernels included; after "sgr", 9 s). The parts that compile-ahead
+# children take ("jko.flow", "jko.rows", "jko.flow.duals", "sgr.search", "multires.cluster") run after the
+# entries that compile them too: then they only load
+_AFTER = {
+    "sgr.build": "sgr",
+    "sgr.search": "sgr",
+    "jko.flow": "jko",
+    "jko.rows": "jko",
+    "jko.flow.duals": "jko.paths",
+    "multires.cluster": "multires",
+}
 
 
 class CompileRecorder(_event.Listener):

@@ -75,7 +75,8 @@ def test_an_entry_built_on_another_runs_after_it_in_its_process():
     # compile them anyway (two processes would compile them twice at once)
     w._import_wrappers()  # every entry registered
     units = w._units(sorted(WARMUPS))
-    for part, whole in (("jko.flow", "jko"), ("jko.flow.duals", "jko.paths"), ("sgr.search", "sgr")):
+    parts = (("jko.flow", "jko"), ("jko.rows", "jko"), ("jko.flow.duals", "jko.paths"), ("sgr.search", "sgr"))
+    for part, whole in (*parts, ("multires.cluster", "multires")):
         (home,) = [unit for unit in units if part in unit]
         assert home.index(part) > home.index(whole) == 0
 
