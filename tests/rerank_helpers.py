@@ -111,3 +111,32 @@ def fake_core(monkeypatch, unconverged=None):
 
     use_fake_solver(monkeypatch, rerank_batch, FakeCfg())
     return rerank_batch
+
+
+def warm_up_order(monkeypatch, module, ahead_name: str, patches: dict, **warm_kw) -> tuple[list, list]:
+    """Run ``stream.warm_rerank_kernels(**warm_kw)`` with a recording stand-in for ``module.<ahead_name>``'s child.
+
+    ``patches``: name -> callable set on ``module``, each getting the event list as its first argument.
+    Returns ``(asked, events)``: the entries and probe names the real ``<ahead_name>`` asks ``compile_ahead``
+    for (a stub that starts nothing), and the events in order (the patched calls, the warm-up entries
+    ``jko`` and ``energy``, the child's ``wait`` and ``close``).
+    """
+    asked, events = [], []
+    monkeypatch.setattr(module, "compile_ahead", lambda entries, probes: asked.append((entries, sorted(probes))))
+    assert getattr(module, ahead_name)() is None  # (the stub starts nothing)
+
+    class Child:
+        def wait(self):
+            events.append("wait")
+            return True
+
+        def close(self):
+            events.append("close")
+
+    monkeypatch.setattr(module, ahead_name, Child)
+    for name, fn in patches.items():
+        monkeypatch.setattr(module, name, lambda *a, fn=fn, **k: fn(events, *a, **k))
+    for name in ("jko", "energy"):
+        monkeypatch.setitem(stream.WARMUPS, name, lambda name=name: events.append(name))
+    stream.warm_rerank_kernels(print, **warm_kw)
+    return asked, events

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from jkofast import _status
+from jkofast._ahead import compile_ahead
 from jkofast._numba import WARMUPS, register_warmup
 from jkofast._threads import over_ranges
 from jkofast._validation import (
@@ -62,6 +63,7 @@ from jkofast.jko.config import (
 )
 from jkofast.kernels.jko import geometry as _geo
 from jkofast.kernels.jko import solver as _k
+from jkofast.kernels.pools import baselines as _kb
 from jkofast.selection import topk
 
 __all__ = [
@@ -761,9 +763,6 @@ def _rows_ahead():
 
     ``jkofast rerank`` compiles the flow meanwhile, the longest compile (:func:`_warm_batch`).
     """
-    from jkofast._ahead import compile_ahead
-    from jkofast.kernels.pools import baselines as _kb
-
     probes = {"energy": (_kb.minmax_segments,), "jko.rows": (_geo.cost_kernel,)}
     return compile_ahead(tuple(probes), probes)
 

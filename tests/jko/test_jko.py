@@ -471,25 +471,11 @@ def test_the_part_warmed_ahead_is_the_one_the_batch_kernel_calls(entry, batch, p
 def test_rerank_warm_up_compiles_the_flow_while_a_child_compiles_the_energy_and_geometry(monkeypatch):
     # jkofast rerank (no --multires): the child takes the energy and the pool geometry; this process
     # compiles the flow first, then waits for the child, then compiles the batch kernel, then loads the energy
-    from jkofast.jko import solver, stream
+    from rerank_helpers import warm_up_order
 
-    asked = []
-    monkeypatch.setattr("jkofast._ahead.compile_ahead", lambda entries, probes: asked.append((entries, sorted(probes))))
-    assert solver._rows_ahead() is None  # (the stub starts nothing)
+    from jkofast.jko import solver
+
+    patches = {"_warmup_flow": lambda events: events.append("flow")}
+    asked, events = warm_up_order(monkeypatch, solver, "_rows_ahead", patches)
     assert asked == [(("energy", "jko.rows"), ["energy", "jko.rows"])]
-    events = []
-
-    class Child:
-        def wait(self):
-            events.append("wait")
-            return True
-
-        def close(self):
-            events.append("close")
-
-    monkeypatch.setattr(solver, "_rows_ahead", Child)
-    monkeypatch.setattr(solver, "_warmup_flow", lambda: events.append("flow"))
-    for name in ("jko", "energy"):
-        monkeypatch.setitem(stream.WARMUPS, name, lambda name=name: events.append(name))
-    stream.warm_rerank_kernels(print)
     assert events == ["flow", "wait", "jko", "energy", "close"]

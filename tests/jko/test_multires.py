@@ -275,26 +275,14 @@ def test_the_flow_warmed_ahead_is_the_one_the_batch_kernel_calls(tmp_path):
 def test_multires_warm_up_compiles_the_flow_while_a_child_compiles_the_clustering(monkeypatch):
     # jkofast rerank --multires: the child takes the energy and clustering kernels; this process compiles
     # the stage flow first, then waits for the child, then compiles the MR/SAM kernel
+    from rerank_helpers import warm_up_order
+
     import jkofast.jko.multires as mr
-    from jkofast.jko import stream
 
-    asked = []
-    monkeypatch.setattr(mr, "compile_ahead", lambda entries, probes: asked.append((entries, sorted(probes))))
-    assert mr._cluster_ahead() is None  # (the stub starts nothing)
+    patches = {
+        "_warm_flow": lambda events, grad: events.append(f"flow {grad}"),
+        "multires_rerank": lambda events, *a, **k: events.append(k["clustering"]),
+    }
+    asked, events = warm_up_order(monkeypatch, mr, "_cluster_ahead", patches, multires=True, grad="implicit")
     assert asked == [(("energy", "multires.cluster"), ["energy", "multires.cluster"])]
-    events = []
-
-    class Child:
-        def wait(self):
-            events.append("wait")
-            return True
-
-        def close(self):
-            events.append("close")
-
-    monkeypatch.setattr(mr, "_cluster_ahead", Child)
-    monkeypatch.setattr(mr, "_warm_flow", lambda grad: events.append(f"flow {grad}"))
-    monkeypatch.setattr(mr, "multires_rerank", lambda *a, **k: events.append(k["clustering"]))
-    monkeypatch.setitem(stream.WARMUPS, "energy", lambda: events.append("energy"))
-    stream.warm_rerank_kernels(print, multires=True, grad="implicit")
     assert events == ["flow implicit", "wait", *mr.CLUSTERINGS, "energy", "close"]
