@@ -165,14 +165,14 @@ def compile_ahead(entries: Sequence[str], probes: Sequence) -> Ahead | None:
     """
     if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off") or cpu_count() < 2:
         return None
-    if isinstance(probes, Mapping):  # per entry: only the entries whose kernels are not all cached
-        entries = [e for e in entries if not all(cached(d) for d in probes[e])]
-        if not entries or any(cached(d) is None for ds in probes.values() for d in ds):
-            return None
-    else:
-        state = [cached(d) for d in probes]
-        if any(s is None for s in state) or all(state):
-            return None
+    if not isinstance(probes, Mapping):  # one set of probes for all the entries
+        probes = dict.fromkeys(entries, tuple(probes))
+    state = {e: [cached(d) for d in probes[e]] for e in entries}
+    if any(s is None for got in state.values() for s in got):  # caching off: a child could not help
+        return None
+    entries = [e for e in entries if not all(state[e])]  # only the entries whose kernels are not all cached
+    if not entries:
+        return None
     err = tempfile.TemporaryFile()
     fd, progress = tempfile.mkstemp(prefix="jkofast-ahead-", suffix=".txt")
     os.close(fd)

@@ -85,7 +85,7 @@ def test_child_names_each_entry_it_has_done_and_the_caller_waits_for_one(tmp_pat
     m = _fresh_module(tmp_path, "ahead_probe_mod5")
     with ahead.compile_ahead(("topk", "text"), {"topk": [m.twice], "text": [m.twice]}) as a:
         assert a.entries == ("topk", "text")
-        assert a.wait_for("text")  # the second entry: the first is done before it
+        assert a.wait_for("text")  # the later entry: the earlier one is done before it
         assert a.done() == ["topk", "text"]
         assert a.wait_for("topk")
         assert a.wait_for("energy") is False  # not given to the child: the caller compiles it itself

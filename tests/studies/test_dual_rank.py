@@ -120,5 +120,5 @@ def test_compile_ahead_child_takes_the_flow_with_duals_then_the_metrics(few_quer
     assert events == ["jko.flow.duals", "evaluation", "close"]
     monkeypatch.setattr(dr, "_ahead", lambda grad: None)
     without = dr.study(opts)
-    untimed = [[{k: v for k, v in r.items() if k != "ms_per_query"} for r in res.rows] for res in (with_child, without)]
-    assert untimed[0] == untimed[1] and with_child.extra["coverage"] == without.extra["coverage"]
+    rows = [[{k: v for k, v in r.items() if k != "ms_per_query"} for r in res.rows] for res in (with_child, without)]
+    assert rows[0] == rows[1] and with_child.extra["coverage"] == without.extra["coverage"]
