@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's two commands in one environment: `pip install .`, a run (kernels compiled and
+# The README's two commands in one environment: `pip install --no-compile .`, a run (kernels compiled and
 # cached), then `pip install -e .` -- jkofast must still import and run, no Numba cache file
 # may be left inside the installed package (it would shadow the editable install as a namespace
 # package), and the editable install must load the kernels the first one compiled (no new cache
@@ -27,7 +27,7 @@ git ls-files -z | tar --null -cf - -T - | (mkdir -p "$work/src" && tar -xf - -C 
 probe='import numpy as np, jkofast; from jkofast.jko.energy import minmax
 assert jkofast.__version__, "no __version__"
 print("jkofast", jkofast.__version__, "from", jkofast.__file__, minmax(np.array([1.0, 3.0])))'
-"$py" -m pip install -q --no-deps "$work/src"
+"$py" -m pip install -q --no-compile --no-deps "$work/src"
 (cd "$work" && "$py" -c "$probe" | tee "$work/probe1")
 grep -q "from $work/venv/" "$work/probe1" || { echo "FAIL: the installed copy was not the one imported" >&2; exit 1; }
 site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
