@@ -187,7 +187,7 @@ def test_compile_notice_of_a_command_is_silent_when_disabled(tmp_path):
     assert lines[0] == _announced(7.0)
 
 
-def test_compile_recorder_gives_each_signature_its_own_seconds(tmp_path, monkeypatch):
+def test_compile_recorder_charges_each_signature_its_own_span(tmp_path, monkeypatch):
     import types
 
     from jkofast import warmups

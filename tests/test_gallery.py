@@ -151,12 +151,12 @@ def test_speed_with_and_without_pot(ran):
     for text in (out, ran["plot_4_speed-no-pot.py"]["stdout"]):
         for p in peers:
             assert re.search(rf"^\S+x against {re.escape(p)}$", text, re.M), p
-    timed = re.findall(r"^M = +(\d+): jkofast +(\S+) µs/pair(.*)$", out, re.M)
-    assert [int(t[0]) for t in timed] == [25, 50, 100, 200]
+    rows = re.findall(r"^M = +(\d+): jkofast +(\S+) µs/pair(.*)$", out, re.M)
+    assert [int(r[0]) for r in rows] == [25, 50, 100, 200]  # one row per pool size
     if importlib.util.find_spec("ot") is None:
         assert "POT is not installed" in out
     else:
-        for _, _, rest in timed:
+        for _, _, rest in rows:
             m = re.search(r", plans within (\S+)$", rest)
             # POT updates the columns first, jkofast the rows: the plans differ by about the marginal error
             assert m and float(m.group(1)) < 1e-4
