@@ -36,7 +36,7 @@ from jkofast._validation import (
     segment_any,
 )
 from jkofast.jko.config import gradient_path
-from jkofast.jko.solver import JKOConfig
+from jkofast.jko.solver import JKOConfig, _tiny_flow_args
 from jkofast.kernels.jko import cluster as _kc
 from jkofast.kernels.jko import multires as _k
 from jkofast.kernels.jko import solver as _ks
@@ -519,11 +519,7 @@ def _warm_flow(grad: str) -> None:
     """
     cfg = coarse_config(T=1, inner_steps=2, sinkhorn_iter=3, sinkhorn_iter_grad=2, grad=grad)
     tok = _stage_tokens(cfg, cfg)
-    m = 2
-    C = np.array([[0.0, 0.5], [0.5, 0.0]])
-    K = np.array([[1.0, 0.0], [0.0, 1.0]])
-    out = _ks.FlowOut(np.empty(m), np.empty(cfg.T * cfg.inner_steps), np.empty(m), np.empty(m), np.zeros(2, np.int64))
-    _ks.jko_flow(np.full(m, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(), out, tok[0], tok[1], None, *tok[2:])
+    _ks.jko_flow(*_tiny_flow_args(cfg), tok[0], tok[1], None, *tok[2:])
 
 
 @register_warmup("multires.cluster")

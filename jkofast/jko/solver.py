@@ -724,19 +724,26 @@ def _warmup() -> None:
     rerank_batch(E, p0, off, csr=sp.csr_matrix(Z), config=tiny, n_threads=1)
 
 
-def _warm_flow(cfg: JKOConfig, with_duals: bool) -> None:
-    """Compile (or load) the ``jko_flow`` that ``rerank_pools`` calls for ``cfg``: its first attempt's path tokens.
+def _tiny_flow_args(cfg: JKOConfig, with_duals: bool = False) -> tuple:
+    """Return ``jko_flow``'s arguments before its path tokens, for a two-item pool: p0, E, C, C_T, K, params, out.
 
-    The arguments have the types ``rerank_pools`` passes (float64 pool slices and C, K blocks, a
-    ``FlowOut`` of slices, the tokens of :func:`_with_retries`' first call). The flow (the solver
-    and transport kernels) is most of a batch rerank's compile: a compile-ahead child compiles it
-    while the command's own process compiles the rest, ``rerank_pools`` then loads it.
+    Of the types ``rerank_pools`` passes (float64 pool slices and C, K blocks, a ``FlowOut`` of
+    slices): the warm-ups of the batch flow and of the MR/SAM stage flow.
     """
     C = np.array([[0.0, 0.5], [0.5, 0.0]])
     K = np.array([[1.0, 0.0], [0.0, 1.0]])
     out = _k.FlowOut(np.empty(2), np.empty(cfg.T * cfg.inner_steps), np.empty(2), np.empty(2), np.zeros(2, np.int64))
-    tok = _path_tokens(cfg, with_duals)
-    _k.jko_flow(np.full(2, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(with_duals), out, *tok)
+    return np.full(2, 0.5), np.array([-1.0, 0.0]), C, C, K, cfg._params(with_duals), out
+
+
+def _warm_flow(cfg: JKOConfig, with_duals: bool) -> None:
+    """Compile (or load) the ``jko_flow`` that ``rerank_pools`` calls for ``cfg``: its first attempt's path tokens.
+
+    With the tokens of :func:`_with_retries`' first call. The flow (the solver and transport
+    kernels) is most of a batch rerank's compile: a compile-ahead child compiles it while the
+    command's own process compiles the rest, ``rerank_pools`` then loads it.
+    """
+    _k.jko_flow(*_tiny_flow_args(cfg, with_duals), *_path_tokens(cfg, with_duals))
 
 
 @register_warmup("jko.flow")
