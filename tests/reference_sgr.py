@@ -30,6 +30,24 @@ def sgr_tfidf(texts, max_features=50_000):
     return X, np.asarray(vec.idf_, np.float64), dl, vec
 
 
+def sgr_l2_rows_in_order(indptr, order, x):
+    """Each CSR row of float32 ``x`` divided by its L2 norm, literally as scikit-learn's float32 kernel:
+    the float32 squares added one by one to a Python float (float64) in the order
+    ``order[indptr[i]:indptr[i + 1]]``, ``math.sqrt``, each value divided in float64, rounded to float32."""
+    out = np.array(x, np.float32)
+    for i in range(len(indptr) - 1):
+        s = 0.0
+        for j in range(indptr[i], indptr[i + 1]):
+            v = np.float32(out[order[j]])
+            s += float(np.float32(v * v))
+        if s == 0.0:
+            continue
+        s = math.sqrt(s)
+        for j in range(indptr[i], indptr[i + 1]):
+            out[j] = np.float32(float(out[j]) / s)
+    return out
+
+
 def sgr_query_tfidf(texts, vocabulary, idf32):
     """Query TF-IDF rows (indptr, terms int32, vals float32), literally: ``re.findall`` of
     the token pattern on ``text.lower()``, known tokens counted, count × idf in float32,

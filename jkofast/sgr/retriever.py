@@ -27,11 +27,12 @@ from jkofast._threads import numba_threads, resolve_threads
 from jkofast._validation import as_csr, check_bool, check_int
 from jkofast.kernels.sgr import query as _q
 from jkofast.kernels.text import tokenize as _tok
-from jkofast.sgr import _persist
+from jkofast.sgr import _persist, _tfidf
 from jkofast.sgr import layout as _layout
 from jkofast.sgr._engine import COMPONENTS, SERIAL_BELOW, QueryPath, SGRPool
 from jkofast.sgr.config import BUILD_PARAMS, PRESETS, SGRConfig, default_params
 from jkofast.sparse.report import NO_KNOWN_TERM, NO_ROUTED_DOC, OK, SearchReport
+from jkofast.text.analyzer import Analyzer
 from jkofast.text.patterns import SKLEARN as TOKEN_PATTERN
 from jkofast.text.scripts import fold_script, script_tokenizer, script_word_table
 
@@ -150,7 +151,6 @@ class SparseGeometricRetriever:
             Duplicate ``ids``, length mismatch, or no token in the whole corpus.
         """
         import scipy.sparse as sp
-        from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
         if sp.issparse(texts):
             return self._fit_counts(texts, ids, n_threads)
@@ -166,25 +166,21 @@ class SparseGeometricRetriever:
         # TOKEN_PATTERN on lowercased text; non-ASCII text folded first (jkofast.text.scripts): ASCII
         # texts and every SciFact text give the same tokens as CountVectorizer(token_pattern=TOKEN_PATTERN)
         self.scripts_ = True
-        cv = CountVectorizer(
-            analyzer=script_tokenizer(TOKEN_PATTERN), max_features=self.config.max_features, dtype=np.float32
-        )
         try:
-            counts = cv.fit_transform(texts)
+            indptr, indices, counts, dl, terms, order = _tfidf.count_matrix(
+                texts, Analyzer(TOKEN_PATTERN), self.config.max_features
+            )
         except ValueError as exc:  # empty vocabulary
-            raise ValueError(f"texts: no token matches {TOKEN_PATTERN!r} in the corpus ({exc})") from exc
-        tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
-        X = tr.fit_transform(counts).tocsr().astype(np.float32)
-        X.sort_indices()
-        counts = counts.tocsr()
-        counts.sort_indices()
-        analyzer = cv.build_analyzer()
-        dl = np.array([len(analyzer(t)) for t in texts], dtype=np.float64)
-        vocab = cv.get_feature_names_out()
-        self.vocabulary_ = {t: i for i, t in enumerate(vocab)}
-        self.terms_ = list(vocab)
+            raise ValueError(f"texts: no token matches {TOKEN_PATTERN!r} in the corpus") from exc
+        V = len(terms)
+        data, idf = _tfidf.tfidf_f32(indptr, indices, counts, V, order, n_threads)
+        X = sp.csr_matrix((data, indices, indptr), shape=(len(texts), V))
+        C = sp.csr_matrix((counts, indices.copy(), indptr.copy()), shape=(len(texts), V))
+        X.has_sorted_indices = C.has_sorted_indices = True
+        self.vocabulary_ = {t: i for i, t in enumerate(terms)}
+        self.terms_ = list(terms)
         self.ids_ = ids
-        self._build(X, counts, dl, np.asarray(tr.idf_, np.float64), n_threads)
+        self._build(X, C, dl.astype(np.float64), idf, n_threads)
         return self
 
     def _check_ids(self, ids, n):
@@ -203,7 +199,6 @@ class SparseGeometricRetriever:
     def _fit_counts(self, counts, ids, n_threads) -> SparseGeometricRetriever:
         """Build from a raw term-count matrix (smooth idf, raw tf, L2; SPEC B.2)."""
         import scipy.sparse as sp
-        from sklearn.feature_extraction.text import TfidfTransformer
 
         ip_, ix_, dt_, shape = as_csr(counts, "texts", dtype=np.float32)
         if dt_.size and (dt_.min() < 0):
@@ -214,13 +209,14 @@ class SparseGeometricRetriever:
         if C.nnz == 0:
             raise ValueError("texts: the count matrix has no non-zero entry")
         self.ids_ = self._check_ids(ids, shape[0])
-        tr = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True, sublinear_tf=False)
-        X = tr.fit_transform(C).tocsr().astype(np.float32)
-        X.sort_indices()
+        ip_, ix_, dt_ = C.indptr.astype(np.int64), C.indices.astype(np.int64), C.data
+        data, idf = _tfidf.tfidf_f32(ip_, ix_, dt_, shape[1], np.arange(dt_.shape[0], dtype=np.int64), n_threads)
+        X = sp.csr_matrix((data, C.indices.copy(), C.indptr.copy()), shape=shape)
+        X.has_sorted_indices = True
         dl = np.asarray(C.sum(axis=1), np.float64).ravel()
         self.vocabulary_ = None
         self.terms_ = None
-        self._build(X, C, dl, np.asarray(tr.idf_, np.float64), n_threads)
+        self._build(X, C, dl, idf, n_threads)
         return self
 
     def search_counts(self, q_counts, k: int = 10, n_threads: int | None = None, return_report: bool = False):

@@ -146,6 +146,14 @@ class Vocabulary:
         ``max_features``.  Vocabulary, counts and ``max_features`` selection are identical to
         scikit-learn's ``CountVectorizer`` (tested).
         """
+        return self._fit(texts)[0]
+
+    def _fit(self, texts):
+        """:meth:`fit_transform`, and each kept term's rank in first-seen order (int64, by term id).
+
+        The ranks are the term ids scikit-learn's ``CountVectorizer`` counts with before it sorts its
+        vocabulary: its count matrix keeps each row in that order (``jkofast.sgr`` sums in it).
+        """
         texts = check_texts(texts, "texts")
         if not texts:
             raise ValueError("texts must not be empty")
@@ -158,15 +166,18 @@ class Vocabulary:
         remap[np.fromiter((first_seen[t] for t in terms), np.int64, len(terms))] = np.arange(len(terms))
         flat = remap[flat]
         indptr, indices, counts, doc_len, _ = counts_from_token_ids((flat, offsets), len(terms))
+        rank = np.empty(len(terms), np.int64)
+        rank[remap] = np.arange(len(terms))
         if self.max_features is not None and len(terms) > self.max_features:
             # the same selection as sklearn's CountVectorizer._limit_features
             tfs = np.bincount(indices, weights=counts, minlength=len(terms))
             keep = np.sort((-tfs).argsort()[: self.max_features])
             X = sp.csr_matrix((counts, indices, indptr), shape=(len(texts), len(terms)))[:, keep]
             terms = [terms[i] for i in keep]
+            rank = rank[keep]
             indptr, indices, counts = _canonical(X)
         self._set_terms(terms)
-        return indptr, indices, counts, doc_len
+        return (indptr, indices, counts, doc_len), rank
 
     def transform(self, texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Count the known terms of each text (query repetition kept).

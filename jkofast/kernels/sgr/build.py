@@ -41,6 +41,27 @@ def _chunk_bounds(n, n_chunks, c):
 
 
 @kernel()
+def l2_rows_in_order(indptr, order, x, lo, hi):
+    """L2-normalise the CSR rows ``lo .. hi - 1`` of float32 ``x`` in place, as scikit-learn does.
+
+    scikit-learn's ``normalize(norm="l2")`` on float32 data: the float32 squares of a row summed
+    in float64 in the order ``order[indptr[i] : indptr[i + 1]]`` (positions into ``x``: the order
+    in which its matrix stores the row), the square root, then each value divided by it in
+    float64 and rounded to float32. A row whose sum is 0 is left as it is. Strict IEEE.
+    """
+    for i in range(lo, hi):
+        s = 0.0
+        for j in range(indptr[i], indptr[i + 1]):
+            v = x[order[j]]
+            s += v * v  # a float32 product, added in float64
+        if s == 0.0:
+            continue
+        s = np.sqrt(s)
+        for j in range(indptr[i], indptr[i + 1]):
+            x[j] = x[j] / s
+
+
+@kernel()
 def top_terms_per_row(x_indptr, x_indices, x_data, k, out_terms, out_vals, out_count, lo, hi):
     """Top-``k`` coordinates of every CSR row by value (ties: lowest term id).
 
