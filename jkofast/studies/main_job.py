@@ -57,6 +57,7 @@ from jkofast.encode.embed import embed_dataset, embeddings_dir
 from jkofast.eval.metrics import bootstrap_ci
 from jkofast.jko.energy import align_scores, blend, energy_and_p0, minmax, read_score_file
 from jkofast.jko.solver import JKOConfig, operating_point, rerank_batch
+from jkofast.kernels.eval import bootstrap as _bootstrap_kernels
 from jkofast.kernels.jko import solver as _jko_kernels
 from jkofast.kernels.sgr import query as _sgr_query
 from jkofast.pools.baselines import dpp_map, inpool_rrf, mmr, positions_to_docs
@@ -580,9 +581,11 @@ def _ahead_probes(opts: MainJobOptions, dense: bool) -> dict:
 
     The JKO flow (``"jko.flow"``: the implicit gradient's, so not with ``grad="unrolled"``) when a
     JKO row runs (with ``dense`` embeddings, or ``jko_sparse``), then the SGR search kernels
-    (``"sgr.search"``) when the SGR row runs after another first stage. The job's own process
-    compiles the rest meanwhile, the SGR fit's kernels among them (``jko_sparse`` fits
-    SparseGeometricRAG too): on two cores the two processes then finish their compiles about together.
+    (``"sgr.search"``) when the SGR row runs after another first stage, and with either, last, the
+    metrics (``"evaluation"``: by then the job's own process has compiled and cached all but the
+    bootstrap of the table's intervals, which it needs last). The job's own process compiles the
+    rest meanwhile, the SGR fit's kernels among them (``jko_sparse`` fits SparseGeometricRAG too): on
+    two cores the two processes then finish their compiles about together.
     """
     methods = opts.methods
     probes = {}
@@ -591,6 +594,8 @@ def _ahead_probes(opts: MainJobOptions, dense: bool) -> dict:
             probes["jko.flow"] = (_jko_kernels.jko_flow,)
     if opts.include_sgr and "sgr" in methods and opts.sparse != "sgr":
         probes["sgr.search"] = (_sgr_query.sgr_query_batch,)
+    if probes:
+        probes["evaluation"] = (_bootstrap_kernels.resample_means,)
     return probes
 
 
@@ -610,9 +615,9 @@ def _wait_ahead(job: _Job, ahead, entry: str, what: str) -> None:
 
 def _sgr_row(job: _Job, ahead) -> None:
     """Run the SparseGeometricRAG row (after the compile-ahead child, if any, has compiled its search kernels)."""
-    with job.stage("sgr_index"):
-        _wait_ahead(job, ahead, "sgr.search", "SGR kernels")
+    with job.stage("sgr_index"):  # the fit's kernels are the job's own: it fits while the child may still compile
         sgr = SparseGeometricRetriever().fit(job.ds.doc_texts(" "), n_threads=job.n_threads)
+        _wait_ahead(job, ahead, "sgr.search", "SGR kernels")
     with job.stage("sgr_search"):
         top, _, report = sgr.search(job.queries, K_READ, n_threads=job.n_threads, return_report=True)
     job.add("sgr", top, "sgr_search")

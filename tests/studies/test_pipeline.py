@@ -88,8 +88,8 @@ def test_main_job_smoke_tiny():
 
 
 def test_main_job_rows_wait_for_compile_ahead_and_keep_table_order(monkeypatch):
-    # the JKO rows wait for the child's JKO flow, the SGR row (after the dense JKO rows) for its search
-    # kernels, but the table keeps its order; a failed child is reported and the job compiles them itself
+    # the JKO rows wait for the child's JKO flow, the SGR row (after the dense JKO rows) fits, then waits
+    # for its search kernels, but the table keeps its order; a failed child is reported and the job compiles them itself
     import jkofast.studies.main_job as mj
     from jkofast.sgr.retriever import SparseGeometricRetriever
 
@@ -124,7 +124,7 @@ def test_main_job_rows_wait_for_compile_ahead_and_keep_table_order(monkeypatch):
     want = ("blend", "sgr", "kl_blend")
     res = mj.run_main_job("scifact", n_queries=3, config="fast", progress=False, methods=want)
     assert list(res.methods) == ["bm25", "dense", "blend", "sgr", "kl_blend"]
-    assert events == ["wait_for jko.flow", "wait", "wait_for sgr.search", "wait", "fit", "close"]
+    assert events == ["wait_for jko.flow", "wait", "fit", "wait_for sgr.search", "wait", "close"]
     assert any(n.startswith("JKO kernels: the compile-ahead process failed (boom)") for n in res.notes)
     assert any(n.startswith("SGR kernels: the compile-ahead process failed (boom)") for n in res.notes)
     assert mj._row_order({"a": 1, "jko_tuned": 2, "sgr": 3}) == {"a": 1, "sgr": 3, "jko_tuned": 2}
@@ -137,12 +137,13 @@ def test_compile_ahead_entries_follow_the_rows_that_run():
     def entries(dense=True, **kw):
         return list(_ahead_probes(MainJobOptions(**kw).checked(), dense))
 
-    assert entries() == ["jko.flow", "sgr.search"]  # the default rows: JKO, then SGR last
-    assert entries(dense=False) == ["jko.flow", "sgr.search"]  # jko_sparse needs no embeddings
-    assert entries(grad="unrolled") == ["sgr.search"]  # the child's flow is the implicit gradient's
+    # the default rows: JKO, then SGR last, then the table's bootstrap (with the metrics, cached by then)
+    assert entries() == ["jko.flow", "sgr.search", "evaluation"]
+    assert entries(dense=False) == ["jko.flow", "sgr.search", "evaluation"]  # jko_sparse needs no embeddings
+    assert entries(grad="unrolled") == ["sgr.search", "evaluation"]  # the child's flow is the implicit gradient's
     assert entries(methods=("jko_blend",), dense=False) == []  # a JKO row that cannot run without embeddings
-    assert entries(methods=("blend", "kl_blend")) == ["jko.flow"]
-    assert entries(include_sgr=False) == ["jko.flow"]
+    assert entries(methods=("blend", "kl_blend")) == ["jko.flow", "evaluation"]
+    assert entries(include_sgr=False) == ["jko.flow", "evaluation"]
     assert entries(methods=("sgr",), sparse="sgr") == []  # SGR as the first stage: needed at once
 
 
