@@ -12,6 +12,8 @@ scikit-learn's own selection, so the vocabulary is identical to ``CountVectorize
 
 from __future__ import annotations
 
+import collections
+import itertools
 import re
 
 import numpy as np
@@ -105,20 +107,18 @@ class Vocabulary:
         lens = np.empty(len(texts), np.int64)
         ext = flat.extend
         if grow:
-            sd = vocab.setdefault
+            # a new token takes the next id inside the dict's own look-up (no Python call per token)
+            ids = collections.defaultdict(itertools.count(len(vocab)).__next__, vocab)
+            get = ids.__getitem__
             for i, doc in enumerate(texts):
                 toks = findall(doc)
+                if stop:  # stop-words removed before stemming (a stem may equal a stop-word)
+                    toks = [t for t in toks if t not in stop]
                 if stem:
-                    toks = stem_fn([t for t in toks if t not in stop] if stop else toks)
-                    ids = [sd(t, len(vocab)) for t in toks]
-                else:
-                    ids = (
-                        [sd(t, len(vocab)) for t in toks if t not in stop]
-                        if stop
-                        else [sd(t, len(vocab)) for t in toks]
-                    )
-                lens[i] = len(ids)
-                ext(ids)
+                    toks = stem_fn(toks)
+                lens[i] = len(toks)
+                ext(map(get, toks))
+            vocab.update(ids)
         else:
             g = vocab.get
             for i, doc in enumerate(texts):

@@ -207,7 +207,15 @@ def porter_stem(word: str) -> str:
     return _step5(_step4(w))
 
 
-_STEM_MEMO: dict[str, str] = {}
+class _StemMemo(dict):
+    """token -> Porter stem; a token not seen yet is stemmed inside the look-up (``__missing__``)."""
+
+    def __missing__(self, token: str) -> str:
+        stem = self[token] = porter_stem(token)
+        return stem
+
+
+_STEM_MEMO = _StemMemo()
 _STEM_MEMO_MAX = 2_000_000
 
 
@@ -239,13 +247,6 @@ def snowball_stemmer(language: str):
 
 def stem_tokens(tokens: list[str]) -> list[str]:
     """Porter stems of ``tokens`` through a process-wide memo (each distinct token is stemmed once)."""
-    memo = _STEM_MEMO
-    if len(memo) > _STEM_MEMO_MAX:
-        memo.clear()
-    out = []
-    for t in tokens:
-        s = memo.get(t)
-        if s is None:
-            s = memo[t] = porter_stem(t)
-        out.append(s)
-    return out
+    if len(_STEM_MEMO) > _STEM_MEMO_MAX:
+        _STEM_MEMO.clear()
+    return list(map(_STEM_MEMO.__getitem__, tokens))
