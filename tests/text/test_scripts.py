@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
+import reference as ref
 from jkofast.pools.retrievers import METHODS, get_retriever
+from jkofast.text import scripts
 from jkofast.text.analyzer import Analyzer
 from jkofast.text.patterns import SKLEARN, WORD
 from jkofast.text.scripts import fold_script, script_tokenizer
@@ -144,3 +147,12 @@ def test_analyzer_scripts_option_and_old_manifests():
     assert Analyzer.from_dict(d).scripts is False
     with pytest.raises(TypeError, match="scripts"):
         Analyzer(scripts="yes")
+
+
+def test_unicode_tables_are_the_scan_of_every_code_point():
+    table, body, flags = scripts._script_tables()
+    want_table, marks, want_flags = ref.script_tables_scan(scripts._DELETED, scripts._NFKC_RANGES)
+    assert table == want_table
+    assert body == scripts._class_body(marks)
+    np.testing.assert_array_equal(flags, want_flags)
+    np.testing.assert_array_equal(scripts.script_word_table(), ref.script_word_table_regex(marks))
