@@ -90,9 +90,12 @@ def _bad_pools(off, scores: dict, Z=None) -> dict:
     errors: dict[int, str] = {}
     checks = [(name, ~np.isfinite(a), "contains NaN or inf") for name, a in scores.items()]
     if Z is not None and Z.size:
-        checks.append(("embeddings", ~np.isfinite(Z).all(axis=1), "contains NaN or inf"))
-        rowmax = np.abs(np.nan_to_num(Z, nan=0.0, posinf=0.0, neginf=0.0)).max(axis=1)
-        big = rowmax.astype(np.float64) > _EMB_MAX
+        finite = np.isfinite(Z).all(axis=1)
+        checks.append(("embeddings", ~finite, "contains NaN or inf"))
+        # a row with NaN or inf is reported by the check above first (the first reason of a pool is kept)
+        with np.errstate(invalid="ignore"):
+            rowmax = np.maximum(Z.max(axis=1), -Z.min(axis=1)).astype(np.float64)
+        big = finite & (rowmax > _EMB_MAX)
         checks.append(
             (
                 "embeddings",
