@@ -17,6 +17,9 @@ from jkofast.sparse.vocabulary import Vocabulary
 
 __all__ = ["count_matrix", "tfidf_f32"]
 
+# float32 holds every integer below this exactly: term frequencies under it are scikit-learn's float32 sums
+EXACT_F32 = 2**24
+
 
 def tfidf_f32(indptr, indices, counts, n_terms: int, order, n_threads=None):
     """Return ``(data, idf)``: the float32 TF-IDF values of a count matrix and the float32 idf as float64.
@@ -65,7 +68,7 @@ def count_matrix(texts, analyzer, max_features):
     rows = np.repeat(np.arange(n), np.diff(indptr))
     if max_features is not None and V > max_features:
         tf = np.bincount(indices, weights=counts, minlength=V)
-        if tf.max() >= 2.0**24:
+        if tf.max() >= EXACT_F32:
             return _count_matrix_sklearn(texts, analyzer, max_features)
         keep = np.sort((-tf.astype(np.float32)).argsort()[:max_features])
         new_id = np.full(V, -1, np.int64)

@@ -77,6 +77,16 @@ def test_fit_gives_scikit_learns_counts_tfidf_idf_and_dl(max_features):
     assert_array_equal(got["dl"], [len(script_tokenizer(TOKEN_PATTERN)(t)) for t in TEXTS])
 
 
+def test_a_cut_at_large_term_frequencies_is_scikit_learns_own(monkeypatch):
+    # frequencies of 2**24 and more leave the cut to scikit-learn (its float32 sums); the same arrays here
+    want = _tfidf.count_matrix(TEXTS, Analyzer(TOKEN_PATTERN), 9)
+    monkeypatch.setattr(_tfidf, "EXACT_F32", 1)
+    got = _tfidf.count_matrix(TEXTS, Analyzer(TOKEN_PATTERN), 9)
+    assert got[4] == want[4]  # terms
+    for a, b in zip(got[:4] + got[5:], want[:4] + want[5:], strict=True):
+        _same_bits(a, b)
+
+
 def test_fit_from_counts_gives_scikit_learns_tfidf_with_counts_of_every_size():
     # counts of 1e9 next to counts of 1: float64 row sums that round
     rng = np.random.default_rng(3)
