@@ -13,7 +13,7 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Eight hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+Nine hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
 classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
 result's ``entry_point`` (:func:`entry_point`), (4) the ``copy`` module of Numba's IR inliner
 (:func:`install_inline_copy`: the same IR, copied in a fraction of the time), (5) the function of
@@ -25,10 +25,13 @@ Numba's ``@overload`` templates (:func:`install_overload_sharing`: one implement
 all callers that hand it the same options, not one per caller's option set), (8) the dispatcher's
 ``compile`` and ``add_overload`` and its compiler's flags (:func:`install_python_entry_on_demand`: a
 kernel's callee compiled without the CPython wrapper that only a Python call needs, which that call
-then builds).  They are used only on the Numba versions they were written for
-(:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once and leaves caching to Numba's
-own locator and key, every call goes through the dispatcher, and the inliner, the parfor lowering,
-the overload templates and the dispatcher keep their own code.
+then builds), (9) a compile result's code library and function descriptor and the target's calling
+convention (:func:`native_call`: a large callee called by the address of its own machine code, not
+linked into its caller's library and optimised there again).  They are used only on the Numba
+versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once
+and leaves caching to Numba's own locator and key, every call goes through the dispatcher, the
+inliner, the parfor lowering, the overload templates and the dispatcher keep their own code, and a
+native call is an ordinary linked one.
 docs/develop.md describes the compile-time rules.
 
 Warm-up: wrapper modules register a zero-argument callable with ``register_warmup`` that
@@ -71,6 +74,8 @@ __all__ = [
     "install_python_entry_on_demand",
     "kernel",
     "kernel_sources",
+    "native_call",
+    "native_entry",
     "register_warmup",
     "sources_digest",
 ]
@@ -976,6 +981,99 @@ def entry_point(disp, args: tuple):
     if cres is None or not _has_python_entry(cres):  # not compiled, or compiled as a callee only (hook 8)
         return None
     return cres.entry_point
+
+
+# hook 9: a kernel calling a large callee through the address of the callee's own machine code
+
+
+def _entry_key(sig_args: tuple) -> int:
+    """Return a 56-bit key of the argument types ``sig_args`` (the same in every process: their names)."""
+    return int.from_bytes(hashlib.blake2b(repr(sig_args).encode(), digest_size=7).digest(), "little")
+
+
+_ENTRIES: dict = {}  # (dispatcher, argument types) -> (address, key)
+_NATIVE = _HOOKS_TESTED  # the calls of native_call go by address (else they are linked calls)
+
+
+def native_entry(disp, sig_args: tuple) -> tuple[int, int]:
+    """Return ``(address, key)`` of ``disp``'s machine code for the argument types ``sig_args`` (hook 9).
+
+    Compiles the overload, or loads it from the cache, as a callee (without the CPython wrapper), once
+    per process. ``key`` identifies ``sig_args``: a kernel built with :func:`native_call` calls the
+    address only when the key it was compiled with is this one. ``(0, 0)`` where the calls are linked
+    (a Numba version outside :data:`NUMBA_HOOKS_TESTED`).
+    """
+    if not _NATIVE:
+        return (0, 0)
+    got = _ENTRIES.get((disp, sig_args))
+    if got is not None:
+        return got
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        stack = _compiling()
+        # compiled as a kernel's callee (no CPython wrapper, hook 8), the collector paused as for a
+        # kernel's outermost compile
+        with _collector_paused() if not stack else contextlib.nullcontext():
+            stack.append(True)
+            try:
+                disp.compile(sig_args)
+            finally:
+                stack.pop()
+        cres = disp.overloads[sig_args]
+        addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+    if not addr:  # pragma: no cover - the engine lost the symbol
+        raise RuntimeError(f"{disp.py_func.__qualname__}: no machine code for {sig_args}")
+    got = _ENTRIES[(disp, sig_args)] = (addr, _entry_key(sig_args))
+    return got
+
+
+def native_call(disp, mismatch: int):
+    """Return an intrinsic ``call(entry, args)`` that runs kernel ``disp`` on the tuple ``args`` (hook 9).
+
+    A caller's code library links the library of every kernel it calls and optimises and generates
+    machine code for all of it again: for a callee as large as the JKO flow, most of the caller's
+    compile. ``call`` instead jumps to the callee's own machine code at ``entry = (address, key)``,
+    which the wrapper gets from :func:`native_entry` for the callee's argument types, and returns
+    its result. The caller's machine code holds no address (the cache keeps it), only the key of the
+    argument types it was typed with: where ``entry``'s key differs, ``call`` returns ``mismatch``
+    without calling. Exceptions raised in the callee propagate as from a linked call. On a Numba
+    version outside :data:`NUMBA_HOOKS_TESTED` the call is an ordinary linked one and ``entry`` is
+    not read.
+    """
+    from numba.core import cgutils, types
+    from numba.core.typing import signature
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def call(typingctx, entry, args):
+        if not isinstance(args, types.BaseTuple) or entry != types.UniTuple(types.int64, 2):  # pragma: no cover
+            raise TypeError(f"{disp.py_func.__qualname__}: call(entry, args) takes two int64 and a tuple")
+        sig_args = tuple(args.types)
+        callee = types.Dispatcher(disp)
+        # typed (compiled or loaded, as a callee) as an ordinary call of the kernel would be
+        restype = typingctx.resolve_function_type(callee, sig_args, {}).return_type
+        key = _entry_key(sig_args)
+
+        def codegen(context, builder, sig, llargs):
+            ent, tup = llargs
+            vals = [builder.extract_value(tup, i) for i in range(len(sig_args))]
+            if not _NATIVE:
+                return context.get_function(callee, signature(restype, *sig_args))(builder, vals)
+            out = cgutils.alloca_once_value(builder, context.get_constant(restype, mismatch))
+            same = builder.icmp_signed("==", builder.extract_value(ent, 1), context.get_constant(types.int64, key))
+            with builder.if_then(same, likely=True):
+                fnty = context.call_conv.get_function_type(restype, sig_args)
+                fn = builder.inttoptr(builder.extract_value(ent, 0), fnty.as_pointer())
+                status, res = context.call_conv.call_function(builder, fn, restype, sig_args, vals)
+                with cgutils.if_unlikely(builder, status.is_error):
+                    context.call_conv.return_status_propagate(builder, status)
+                builder.store(res, out)
+            return builder.load(out)
+
+        return signature(restype, entry, args), codegen
+
+    return call
 
 
 def kernel(parallel: bool = False, fastmath=_config.FASTMATH_STRICT, inline: str = "never"):

@@ -565,3 +565,99 @@ def test_the_collector_is_back_on_after_a_compile_that_raises():
     with pytest.raises(TypingError):
         caller("not an array")
     assert gc.isenabled()
+
+
+# hook 9: a kernel calling another through the address of its machine code (jkofast._numba.native_call)
+
+_NATIVE_PAIR = """
+import json
+import sys
+import numpy as np
+from jkofast._numba import kernel, native_call, native_entry
+
+@kernel()
+def spread(a, w, t):  # writes into a and returns a status, as the JKO flow does
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * w
+    if s < 0.0:
+        raise ValueError("negative total")
+    a[0] = s
+    return np.int64(1) if t is None else np.int64(2)
+
+call_spread = native_call(spread, -7)
+
+@kernel()
+def caller(a, w, entry):
+    return call_spread(entry, (a[1:], w, None))
+
+a = np.arange(5.0)
+sig = tuple(spread.typeof_pyval(v) for v in (a[1:], 2.0, None))
+entry = native_entry(spread, sig)
+wrong = (entry[0], entry[1] ^ 1)
+got = {"status": int(caller(a, 2.0, entry)), "a": a.tolist()}
+got["mismatch"] = int(caller(a, 2.0, wrong))
+got["after_mismatch"] = a.tolist()
+try:
+    caller(a, -1.0, entry)
+except ValueError as e:
+    got["raised"] = str(e)
+got["compiled"] = len(caller.stats.cache_misses) > 0 and sum(caller.stats.cache_misses.values())
+print(json.dumps(got))
+"""
+
+
+def test_a_native_call_runs_the_callee_at_its_address_and_refuses_another_key(tmp_path):
+    # the caller's machine code holds the key of the callee's argument types, never an address: a second
+    # process loads it from the cache and calls the callee compiled (or loaded) there
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pair.py").write_text(_NATIVE_PAIR)
+    env = {**os.environ, "JKOFAST_CACHE_DIR": str(tmp_path / "cache"), "JKOFAST_NUMBA_CACHE": "1"}
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def run() -> dict:
+        out = subprocess.run([sys.executable, "pair.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    first, second = run(), run()
+    total = 2.0 * (1 + 2 + 3 + 4)
+    want = {"status": 1, "a": [0.0, total, 2.0, 3.0, 4.0], "raised": "negative total"}
+    # the wrong key: nothing called, nothing written (on an untested Numba the call is linked and runs)
+    want |= {"mismatch": -7, "after_mismatch": want["a"]} if _numba._HOOKS_TESTED else {"mismatch": 1}
+    for got in (first, second):
+        assert {k: got[k] for k in want} == want
+    assert first["compiled"] >= 1 and second["compiled"] == 0  # the second process loaded the caller
+
+
+def test_a_native_entry_is_kept_per_process_and_keyed_by_the_argument_types():
+    from jkofast.kernels.jko import solver as k
+
+    if not _numba._HOOKS_TESTED:
+        assert _numba.native_entry(k.jko_flow, ()) == (0, 0)
+        return
+    sig = (numba.types.float64[::1],) * 2
+    x = np.arange(3.0)
+    _add_one(x, np.zeros(3))
+    one = _numba.native_entry(_add_one, sig)
+    assert one[0] != 0 and one == _numba.native_entry(_add_one, sig)
+    assert one[1] == _numba._entry_key(sig) != _numba._entry_key((numba.types.float32[::1],) * 2)
+
+
+def test_an_untested_numba_links_the_native_call(monkeypatch):
+    # outside the tested versions the intrinsic lowers an ordinary call of the kernel: the entry is not read
+    monkeypatch.setattr(_numba, "_NATIVE", False)
+    call = _numba.native_call(_add_one, -1)
+
+    @numba.njit(cache=False)
+    def caller(x, out, entry):
+        call(entry, (x, out))
+        return out.sum()
+
+    x = np.arange(3.0)
+    assert caller(x, np.zeros(3), (0, 0)) == 6.0
+    assert _numba.native_entry(_add_one, ()) == (0, 0)

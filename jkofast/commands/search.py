@@ -107,14 +107,18 @@ def _warm_queries(method: str, texts: list) -> list:
     """Return the queries that compile (or load) the kernels the whole batch ``texts`` runs.
 
     One query, except for SGR, whose batches of fewer than ``SERIAL_BELOW`` queries run a
-    serial twin of its parallel batch kernel: one query would compile the twin, which a larger
-    batch never calls, and then the batch kernel as well.
+    serial twin of its parallel batch kernel, and of fewer than ``PARALLEL_ANALYSIS`` a serial
+    twin of its parallel analysis kernel: one query would compile the twins, which a larger
+    batch never calls, and then the batch kernels as well.
     """
     if method != "sgr":
         return texts[:1]
-    from jkofast.sgr.retriever import SERIAL_BELOW
+    from jkofast.sgr.retriever import PARALLEL_ANALYSIS, SERIAL_BELOW
 
-    return texts[:SERIAL_BELOW] if len(texts) >= SERIAL_BELOW else texts[:1]
+    for n in (PARALLEL_ANALYSIS, SERIAL_BELOW):
+        if len(texts) >= n:
+            return texts[:n]
+    return texts[:1]
 
 
 def _search_ahead():

@@ -24,7 +24,7 @@ import numpy as np
 
 from jkofast import _status
 from jkofast._ahead import compile_ahead
-from jkofast._numba import register_warmup
+from jkofast._numba import native_entry, register_warmup
 from jkofast._threads import over_ranges
 from jkofast._validation import (
     QueryIndexError,
@@ -346,7 +346,11 @@ def multires_rerank(
         np.zeros(n), np.zeros(n, np.bool_), np.zeros((nq, 2), np.int64), np.zeros((nq, 2), np.int64), status
     )
     tok = _stage_tokens(cc, cf)
-    over_ranges(_k.multires_pools, nq, n_threads, Z, r, off, init, init_off, mp, cc._params(), cf._params(), out, tok)
+    prm_c, prm_f = cc._params(), cf._params()
+    flows = (_stage_flow(prm_c, tok), _stage_flow(prm_f, tok)) if nq else ((0, 0), (0, 0))
+    over_ranges(_k.multires_pools, nq, n_threads, Z, r, off, init, init_off, mp, prm_c, prm_f, out, tok, flows)
+    if (out.status == _ks.NO_ENTRY).any():  # pragma: no cover - _stage_flow typed the flow otherwise than the stage
+        raise RuntimeError("multires_pools: the JKO flow's entry is not of the argument types the stage passes")
     _clear_failed(out, off, errors)
     if warn_unconverged:
         _warn_capped(out.diag)
@@ -461,6 +465,18 @@ def _stage_tokens(*cfgs: JKOConfig) -> tuple:
     if not any(tok):
         tok = list(_PATH_KERNELS["implicit"])
     return (*tok, None)
+
+
+def _stage_flow(prm, tok) -> tuple[int, int]:
+    """Return the entry of the ``jko_flow`` a stage of ``multires_pools`` runs with the parameters ``prm``.
+
+    Of the types of the stage's arguments: new float64 arrays, the parameters, the path tokens
+    ``tok`` (``_stage_tokens``; ``unr32`` None).
+    """
+    e, C = np.empty(1), np.empty((1, 1))
+    out = _ks.FlowOut(e, e, e, e, np.zeros(2, np.int64))
+    args = (e, e, C, C, C, prm, out, tok[0], tok[1], None, *tok[2:])
+    return native_entry(_ks.jko_flow, tuple(_ks.jko_flow.typeof_pyval(a) for a in args))
 
 
 def _cluster_ahead():

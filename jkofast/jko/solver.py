@@ -35,7 +35,7 @@ import numpy as np
 
 from jkofast import _status
 from jkofast._ahead import compile_ahead
-from jkofast._numba import WARMUPS, register_warmup
+from jkofast._numba import WARMUPS, native_entry, register_warmup
 from jkofast._threads import over_ranges
 from jkofast._validation import (
     QueryIndexError,
@@ -384,13 +384,30 @@ def _with_retries(cfg: JKOConfig, with_duals: bool, status, run) -> None:
                 pending.append((sel, nf64, nfb))
 
 
+def _flow_entry(E, P0, prm, out, tok) -> tuple[int, int]:
+    """Return the entry of the ``jko_flow`` that ``rerank_pools`` calls with these arguments (``native_entry``).
+
+    Of the types of its arguments there: slices of ``P0`` and ``E``, float64 C and K blocks, the
+    parameters, a ``FlowOut`` of slices of ``out`` and a row of ``out.diag``, the path tokens ``tok``.
+    """
+    if out.diag.shape[0] == 0:
+        return (0, 0)  # no pool: the flow is never called
+    C = np.empty((1, 1))
+    res = _k.FlowOut(out.p_out[:1], np.empty(1), out.f_out[:1], out.g_out[:1], out.diag[0])
+    typeof = _k.jko_flow.typeof_pyval
+    return native_entry(_k.jko_flow, tuple(typeof(a) for a in (P0[:1], E[:1], C, C, C, prm, res, *tok)))
+
+
 def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_threads: int | None) -> None:
     """Run ``rerank_pools`` on ``n_threads`` threads with the path tokens of ``cfg``; rerun those asking for a retry."""
     prm = cfg._params(with_duals)
 
     def run(st, tok):
         batch = out._replace(status=st)
-        over_ranges(_k.rerank_pools, off.shape[0] - 1, n_threads, E, P0, off, rows, prm, batch, st, tok)
+        flow = _flow_entry(E, P0, prm, batch, tok)
+        over_ranges(_k.rerank_pools, off.shape[0] - 1, n_threads, E, P0, off, rows, prm, batch, st, tok, flow)
+        if (st == _k.NO_ENTRY).any():  # pragma: no cover - _flow_entry typed the flow otherwise than the kernel
+            raise RuntimeError("rerank_pools: the JKO flow's entry is not of the argument types the kernel passes")
 
     _with_retries(cfg, with_duals, out.status, run)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jkofast import _status
-from jkofast._numba import register_warmup
+from jkofast._numba import native_entry, register_warmup
 from jkofast._threads import numba_threads, over_ranges
 from jkofast._validation import (
     as_float_array,
@@ -42,6 +42,7 @@ from jkofast._validation import (
 )
 from jkofast.jko.config import JKOConfig, resolve_config
 from jkofast.jko.solver import _with_retries
+from jkofast.kernels.jko import solver as _ks
 from jkofast.kernels.jko import theory as _k
 from jkofast.selection import topk
 
@@ -223,8 +224,15 @@ class TheoryBatch:
         status = np.zeros(po.shape[0], np.int32)
 
         def run(st, tok):
-            args = (E, P0, ioff, po, self.boff, self.C, self.K, prm, T, P, st, tok)
+            # jko_flow's entry for the arguments jko_items passes: slices of P and E, float64 blocks, a FlowOut
+            e, C = np.empty(1), np.empty((1, 1))
+            res = _ks.FlowOut(P[:1], e, e, e, np.zeros(2, np.int64))
+            sig = tuple(_ks.jko_flow.typeof_pyval(a) for a in (P[:1], E[:1], C, C, C, prm, res, *tok))
+            flow = native_entry(_ks.jko_flow, sig)
+            args = (E, P0, ioff, po, self.boff, self.C, self.K, prm, T, P, st, tok, flow)
             over_ranges(_k.jko_items, po.shape[0], self.n_threads, *args)
+            if (st == _ks.NO_ENTRY).any():  # pragma: no cover - typed the flow otherwise than the kernel
+                raise RuntimeError("jko_items: the JKO flow's entry is not of the argument types the kernel passes")
 
         _with_retries(cfg.replace(dtype="float64"), False, status, run)
         return status

@@ -63,6 +63,8 @@ def _word_table_all() -> np.ndarray:
 
 # a padded (nq, k) output wider than the corpus is refused beyond this many slots (1 GiB of int64)
 _MAX_PADDED_SLOTS = 2**27
+# batches of this many queries and more are analysed by the parallel analysis kernel
+PARALLEL_ANALYSIS = 64
 
 
 class SparseGeometricRetriever:
@@ -461,7 +463,7 @@ class SparseGeometricRetriever:
         table, voc_off, voc_cp = self._qtable
         # one thread below ~64 queries: the analysis takes ~1 µs per query, a parallel
         # launch more than that
-        if nq < 64 or n_threads == 1:
+        if nq < PARALLEL_ANALYSIS or n_threads == 1:
             return _tok.analyse_rows(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32)
         with numba_threads(n_threads) as nt:
             return _tok.analyse_batch(cp, q_off, wtab, table, voc_off, voc_cp, self._idf32, max(1, min(nq, nt)))
@@ -681,10 +683,10 @@ _WARMUP_INDEX = os.path.join(os.path.dirname(__file__), "data", "warmup_index.np
 
 
 def _warm_search(r: SparseGeometricRetriever) -> None:
-    # the parallel batch kernel (SERIAL_BELOW queries take it on one core too) and the parallel
-    # analysis kernel (>= 64 queries)
-    r.search(["alpha gamma", "zzz"] * (SERIAL_BELOW // 2), k=2)
-    r.transform_queries(["alpha gamma", "zzz"] * 32)
+    # a batch search's kernels: the parallel analysis kernel (PARALLEL_ANALYSIS queries and more)
+    # and the parallel batch kernel (SERIAL_BELOW queries and more, on one core too); the serial
+    # twins of a few queries are the "sgr.one_query" entry's
+    r.search(["alpha gamma", "zzz"] * (max(PARALLEL_ANALYSIS, SERIAL_BELOW) // 2), k=2)
 
 
 def _warmup_index_arrays() -> dict:

@@ -31,7 +31,7 @@ from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.jko.cluster import cluster_pool
 from jkofast.kernels.jko.geometry import cost_kernel_dense
-from jkofast.kernels.jko.solver import FlowOut, jko_flow
+from jkofast.kernels.jko.solver import FlowOut, call_flow
 
 __all__ = [
     "MROutputs",
@@ -181,13 +181,14 @@ def gather_rows(Z, lo, rows, inv, X):
 
 
 @kernel(inline="always")
-def _run_stage(r, tau0, Xs, prm, p_out, diag, unrolled, log_form, imp32, imp64, converged, duals):
+def _run_stage(r, tau0, Xs, prm, p_out, diag, flow, unrolled, log_form, imp32, imp64, converged, duals):
     """One JKO stage on the rows ``Xs`` (m, d) with relevance ``r``: writes ``p_out``, adds to ``diag``.
 
     The path tokens (``jkofast.kernels.jko.solver``; ``unr32`` is None) name the transport
     kernels compiled in: the wrapper passes every kernel of the stages' gradient paths,
     fallbacks included, so a stage never returns a retry code and its results are those of
-    the all-paths ``jko_query``.
+    the all-paths ``jko_query``. ``jko_flow`` runs at ``flow``, the entry of its machine code
+    for these arguments (``call_flow``: not linked in; ``NO_ENTRY`` for an entry of other types).
     """
     m = r.shape[0]
     E = np.empty(m)
@@ -204,14 +205,14 @@ def _run_stage(r, tau0, Xs, prm, p_out, diag, unrolled, log_form, imp32, imp64, 
     g = np.empty(m)
     dg = np.zeros(2, np.int64)
     out = FlowOut(p_out, losses, f, g, dg)
-    st = jko_flow(p0, E, C, C, K, prm, out, unrolled, log_form, None, imp32, imp64, converged, duals)
+    st = call_flow(flow, (p0, E, C, C, K, prm, out, unrolled, log_form, None, imp32, imp64, converged, duals))
     diag[0] += dg[0]
     diag[1] += dg[1]
     return st
 
 
 @kernel(inline="always")
-def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag, info, tok):
+def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag, info, tok, flows):
     """Two-stage flow of one pool (module docstring); returns the status.
 
     The pool's rows are ``Z[lo + i] · inv[i]`` (``Z`` float32/float64, ``inv`` (M,) from
@@ -221,7 +222,8 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
     ``prm_f`` the ``JKOParams`` of the stages. Writes ``p_out`` (M,), ``in_pool`` (M,) bool
     and ``info`` (2,) int64 (refined pool size, clustering passes), and adds the capped inner
     steps of both stages to ``diag`` (2,) int64. ``tok``: the stages' path tokens
-    (``unrolled, log_form, imp32, imp64, converged, duals``; see ``_run_stage``).
+    (``unrolled, log_form, imp32, imp64, converged, duals``; see ``_run_stage``); ``flows``: the
+    flow entries of the coarse and the fine stage.
     """
     m = rel.shape[0]
     d = Z.shape[1]
@@ -240,7 +242,9 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
     pc = np.empty(G)
     diag[0] = 0
     diag[1] = 0
-    st = _run_stage(grel, mp.tau0_coarse, cent, prm_c, pc, diag, tok[0], tok[1], tok[2], tok[3], tok[4], tok[5])
+    st = _run_stage(
+        grel, mp.tau0_coarse, cent, prm_c, pc, diag, flows[0], tok[0], tok[1], tok[2], tok[3], tok[4], tok[5]
+    )
     if st != OK:
         return st
     # selection: the g_keep heaviest groups, members in ascending row order
@@ -267,7 +271,7 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
     for j in range(n_sel):
         rf[j] = rel[pool[j]]
     pf = np.empty(n_sel)
-    st = _run_stage(rf, mp.tau0_fine, Xf, prm_f, pf, diag, tok[0], tok[1], tok[2], tok[3], tok[4], tok[5])
+    st = _run_stage(rf, mp.tau0_fine, Xf, prm_f, pf, diag, flows[1], tok[0], tok[1], tok[2], tok[3], tok[4], tok[5])
     p_out[:] = 0.0
     if st == OK:
         for j in range(n_sel):
@@ -277,14 +281,16 @@ def multires_query(Z, lo, inv, rel, init, mp, prm_c, prm_f, p_out, in_pool, diag
 
 
 @kernel()
-def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out, tok, q0, q1):
+def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out, tok, flows, q0, q1):
     """MR/SAM-JKO on the pools ``q0 .. q1 - 1`` of a ragged batch (serial; ``nogil``).
 
     Query q owns ``offsets[q]:offsets[q+1]`` of ``Z`` (n_total, d; float32 or float64) and
     ``rel`` (n_total,) float64, and its initial rows ``init[init_off[q]:init_off[q+1]]``
     (int64, positions within the pool). Queries with ``out.status[q] != 0`` on entry are
     skipped; a pool of one row gets ``p = [1]`` (no clustering). ``out``: an ``MROutputs``;
-    ``tok``: the stages' path tokens (a tuple of None / True, ``multires_query``).
+    ``tok``: the stages' path tokens (a tuple of None / True, ``multires_query``); ``flows``: the
+    entries of ``jko_flow``'s machine code for the coarse and the fine stage's arguments
+    (``jkofast._numba.native_entry``).
 
     The wrapper runs disjoint query ranges on several threads at once (the GIL is released):
     a pool costs milliseconds, so threads over ranges parallelise as a ``prange`` over queries
@@ -321,4 +327,5 @@ def multires_pools(Z, rel, offsets, init, init_off, mp, prm_c, prm_f, out, tok, 
             diag_o[qi],
             info_o[qi],
             tok,
+            flows,
         )

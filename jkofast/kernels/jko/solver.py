@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from jkofast import _codes
-from jkofast._numba import kernel
+from jkofast._numba import kernel, native_call
 from jkofast.kernels.jko.geometry import cost_kernel
 from jkofast.kernels.ot.ieee import div, exp_tab
 from jkofast.kernels.ot.sinkhorn_log import (
@@ -113,8 +113,9 @@ GRAD_UNROLLED, GRAD_IMPLICIT = 0, 1
 OK, NON_FINITE = _codes.OK, _codes.NON_FINITE  # status codes: jkofast._codes
 # internal status codes of the lean path specialisations (never returned to a user): rerun the
 # pool with float64 implicit operators / with the fallback kernel; MISSING_PATH: the tokens
-# do not cover the configured path (a wrapper bug)
-RETRY_F64, RETRY_FALLBACK, MISSING_PATH = -1, -2, -3
+# do not cover the configured path (a wrapper bug); NO_ENTRY: the flow's entry is not of the
+# argument types rerank_pools was compiled with (a wrapper bug)
+RETRY_F64, RETRY_FALLBACK, MISSING_PATH, NO_ENTRY = -1, -2, -3, -4
 
 # float32 operators on the implicit path: only when tol, cg_tol >= LOWP_TOL (float32 sums
 # carry a relative error ~1e-6, below such tolerances) and max Kg / min Kg <= e^60
@@ -735,11 +736,18 @@ def jko_query(p0, E, C, C_T, Ks, prm, p_out, losses, f_out, g_out, diag):
 # ----------------------------------------------------------------------------------------
 # HIGH LEVEL (kernel): a batch, a range of queries (the wrapper runs ranges on threads)
 # ----------------------------------------------------------------------------------------
+# jko_flow called by the address of its own machine code: linked, rerank_pools' compile would
+# optimise and generate machine code for the whole flow again (jkofast._numba.native_call)
+call_flow = native_call(jko_flow, NO_ENTRY)
+
+
 @kernel()
-def rerank_pools(E, p0, offsets, rows, prm, out, status, tok, q0, q1):
+def rerank_pools(E, p0, offsets, rows, prm, out, status, tok, flow, q0, q1):
     """Rerank the pools ``q0 .. q1 - 1`` of a ragged batch with the path tokens ``tok`` of ``jko_flow`` (serial).
 
-    ``tok``: the tuple ``(unrolled, log_form, unr32, imp32, imp64, converged, duals)``.
+    ``tok``: the tuple ``(unrolled, log_form, unr32, imp32, imp64, converged, duals)``; ``flow``:
+    the entry ``(address, key)`` of ``jko_flow``'s machine code for the arguments passed here
+    (``jkofast._numba.native_entry``); a pool whose flow entry is of other types gets ``NO_ENTRY``.
 
     The wrapper runs disjoint query ranges on several threads at once (``jkofast._threads.over_ranges``;
     the GIL is released): a pool costs milliseconds, so this parallelises as a ``prange`` over
@@ -771,4 +779,4 @@ def rerank_pools(E, p0, offsets, rows, prm, out, status, tok, q0, q1):
         K = np.empty((m, m))
         cost_kernel(rows, qi, lo, hi, C, K)
         res = FlowOut(p_out[lo:hi], np.empty(prm.T * prm.inner), f_out[lo:hi], g_out[lo:hi], diag[qi])
-        status[qi] = jko_flow(p0[lo:hi], E[lo:hi], C, C, K, prm, res, *tok)
+        status[qi] = call_flow(flow, (p0[lo:hi], E[lo:hi], C, C, K, prm, res, *tok))

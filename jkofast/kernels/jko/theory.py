@@ -20,7 +20,7 @@ from numba import prange
 from jkofast import _codes
 from jkofast._numba import kernel
 from jkofast.kernels.jko.geometry import cost_kernel_dense
-from jkofast.kernels.jko.solver import FlowOut, jko_flow
+from jkofast.kernels.jko.solver import FlowOut, call_flow
 from jkofast.kernels.ot.fixed import sinkhorn_fixed_log
 
 __all__ = ["free_energy_items", "jko_items", "pool_blocks", "wc_items"]
@@ -64,16 +64,18 @@ def pool_blocks(Z, offsets, boff, C, K):
 
 
 @kernel()
-def jko_items(E, P0, ioff, pool_of, boff, C, K, prm, T, P, status, tok, b0, b1):
+def jko_items(E, P0, ioff, pool_of, boff, C, K, prm, T, P, status, tok, flow, b0, b1):
     """Per-outer-step trajectories ``p_0 .. p_T`` of the items ``b0 .. b1 - 1`` (serial).
 
     ``prm`` is a ``JKOParams`` with ``T = 1``: each outer step is one ``jko_flow`` call from
     the previous iterate (fresh Adam state, θ restarted at ``log p_t``, as inside a
     ``T``-step run, so ``p_T`` is bit-identical to one call with ``T`` steps). ``tok``: the
     path tokens of ``jko_flow``, the tuple ``(unrolled, log_form, unr32, imp32, imp64,
-    converged, duals)``. ``P`` flat ((T+1)·n,): state t of item b at ``t*n + ioff[b]``;
-    state 0 = ``P0``. Items with ``status[b] != 0`` on entry are skipped (done, or not part
-    of a retry); an item's ``status`` (int32) becomes its first non-OK step status
+    converged, duals)``; ``flow``: the entry of its machine code for the arguments passed here
+    (``jkofast._numba.native_entry``; an item whose flow entry is of other types gets ``NO_ENTRY``).
+    ``P`` flat ((T+1)·n,): state t of item b at ``t*n + ioff[b]``; state 0 = ``P0``. Items
+    with ``status[b] != 0`` on entry are skipped (done, or not part of a retry); an item's
+    ``status`` (int32) becomes its first non-OK step status
     (``RETRY_*`` as ``jko_flow``: the wrapper reruns the item with the token added; its later
     states are left as they are). The wrapper runs disjoint item ranges on several threads.
     """
@@ -99,7 +101,7 @@ def jko_items(E, P0, ioff, pool_of, boff, C, K, prm, T, P, status, tok, b0, b1):
         diag = np.zeros(2, np.int64)
         for t in range(T):
             res = FlowOut(P[(t + 1) * n + lo : (t + 1) * n + hi], losses, f, g, diag)
-            st = jko_flow(P[t * n + lo : t * n + hi], E[lo:hi], Cb, Cb, Kb, prm, res, *tok)
+            st = call_flow(flow, (P[t * n + lo : t * n + hi], E[lo:hi], Cb, Cb, Kb, prm, res, *tok))
             if st != OK:
                 status[b] = st
                 break
