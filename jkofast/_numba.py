@@ -56,6 +56,7 @@ import weakref
 from collections.abc import Callable
 
 import numba
+import numpy as np
 
 from jkofast import _config
 
@@ -991,25 +992,40 @@ def _entry_key(sig_args: tuple) -> int:
     return int.from_bytes(hashlib.blake2b(repr(sig_args).encode(), digest_size=7).digest(), "little")
 
 
-_ENTRIES: dict = {}  # (dispatcher, argument types) -> (address, key)
+_ENTRIES: dict = {}  # (dispatcher, the arguments' key) -> (address, key)
 _NATIVE = _HOOKS_TESTED  # the calls of native_call go by address (else they are linked calls)
 
 
-def native_entry(disp, sig_args: tuple) -> tuple[int, int]:
-    """Return ``(address, key)`` of ``disp``'s machine code for the argument types ``sig_args`` (hook 9).
+def _value_key(v):
+    """Return what Numba's type of the argument ``v`` depends on, untyped (an array's dtype, layout and flags)."""
+    if isinstance(v, np.ndarray):
+        f = v.flags
+        return (type(v), v.dtype.str, v.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    if isinstance(v, tuple):
+        return (type(v), tuple(_value_key(x) for x in v))
+    return type(v)
 
-    Compiles the overload, or loads it from the cache, as a callee (without the CPython wrapper), once
-    per process. ``key`` identifies ``sig_args``: a kernel built with :func:`native_call` calls the
-    address only when the key it was compiled with is this one. ``(0, 0)`` where the calls are linked
-    (a Numba version outside :data:`NUMBA_HOOKS_TESTED`).
+
+def native_entry(disp, args: tuple) -> tuple[int, int]:
+    """Return ``(address, key)`` of ``disp``'s machine code for arguments of the types of ``args`` (hook 9).
+
+    ``args``: values of the types the caller passes (arrays, tuples, scalars). Compiles the overload,
+    or loads it from the cache, as a callee (without the CPython wrapper), once per process and
+    argument types: later calls find it by the arrays' dtypes, layouts and flags and the other
+    values' Python types, without typing them again (Numba's typing of a parameter bundle costs
+    ~100 µs a call). ``key`` identifies the argument types: a kernel built with
+    :func:`native_call` calls the address only when the key it was compiled with is this one.
+    ``(0, 0)`` where the calls are linked (a Numba version outside :data:`NUMBA_HOOKS_TESTED`).
     """
     if not _NATIVE:
         return (0, 0)
-    got = _ENTRIES.get((disp, sig_args))
+    memo = (disp, _value_key(args))
+    got = _ENTRIES.get(memo)
     if got is not None:
         return got
     from numba.core.compiler_lock import global_compiler_lock
 
+    sig_args = tuple(disp.typeof_pyval(a) for a in args)
     with global_compiler_lock:
         stack = _compiling()
         # compiled as a kernel's callee (no CPython wrapper, hook 8), the collector paused as for a
@@ -1024,7 +1040,7 @@ def native_entry(disp, sig_args: tuple) -> tuple[int, int]:
         addr = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
     if not addr:  # pragma: no cover - the engine lost the symbol
         raise RuntimeError(f"{disp.py_func.__qualname__}: no machine code for {sig_args}")
-    got = _ENTRIES[(disp, sig_args)] = (addr, _entry_key(sig_args))
+    got = _ENTRIES[memo] = (addr, _entry_key(sig_args))
     return got
 
 
@@ -1034,7 +1050,7 @@ def native_call(disp, mismatch: int):
     A caller's code library links the library of every kernel it calls and optimises and generates
     machine code for all of it again: for a callee as large as the JKO flow, most of the caller's
     compile. ``call`` instead jumps to the callee's own machine code at ``entry = (address, key)``,
-    which the wrapper gets from :func:`native_entry` for the callee's argument types, and returns
+    which the wrapper gets from :func:`native_entry` for arguments of the callee's types, and returns
     its result. The caller's machine code holds no address (the cache keeps it), only the key of the
     argument types it was typed with: where ``entry``'s key differs, ``call`` returns ``mismatch``
     without calling. Exceptions raised in the callee propagate as from a linked call. On a Numba

@@ -592,8 +592,7 @@ def caller(a, w, entry):
     return call_spread(entry, (a[1:], w, None))
 
 a = np.arange(5.0)
-sig = tuple(spread.typeof_pyval(v) for v in (a[1:], 2.0, None))
-entry = native_entry(spread, sig)
+entry = native_entry(spread, (a, 2.0, None))  # a's slices are of a's type
 wrong = (entry[0], entry[1] ^ 1)
 got = {"status": int(caller(a, 2.0, entry)), "a": a.tolist()}
 got["mismatch"] = int(caller(a, 2.0, wrong))
@@ -634,18 +633,24 @@ def test_a_native_call_runs_the_callee_at_its_address_and_refuses_another_key(tm
     assert first["compiled"] >= 1 and second["compiled"] == 0  # the second process loaded the caller
 
 
-def test_a_native_entry_is_kept_per_process_and_keyed_by_the_argument_types():
+def test_a_native_entry_is_kept_per_process_and_keyed_by_the_argument_types(monkeypatch):
     from jkofast.kernels.jko import solver as k
 
     if not _numba._HOOKS_TESTED:
         assert _numba.native_entry(k.jko_flow, ()) == (0, 0)
         return
-    sig = (numba.types.float64[::1],) * 2
     x = np.arange(3.0)
-    _add_one(x, np.zeros(3))
-    one = _numba.native_entry(_add_one, sig)
-    assert one[0] != 0 and one == _numba.native_entry(_add_one, sig)
-    assert one[1] == _numba._entry_key(sig) != _numba._entry_key((numba.types.float32[::1],) * 2)
+    one = _numba.native_entry(_add_one, (x, np.zeros(3)))
+    assert one[0] != 0 and one[1] == _numba._entry_key((numba.types.float64[::1],) * 2)
+    # found again without typing the arguments; arrays of another type (read-only, float32) are another entry
+    monkeypatch.setattr(_add_one, "typeof_pyval", None)
+    assert _numba.native_entry(_add_one, (np.ones(7), np.ones(7))) == one
+    monkeypatch.undo()
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    other = _numba.native_entry(_add_one, (ro, np.zeros(3)))
+    read_only = numba.types.Array(numba.types.float64, 1, "C", readonly=True)
+    assert other != one and other[1] == _numba._entry_key((read_only, numba.types.float64[::1]))
 
 
 def test_an_untested_numba_links_the_native_call(monkeypatch):

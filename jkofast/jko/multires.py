@@ -473,10 +473,13 @@ def _stage_flow(prm, tok) -> tuple[int, int]:
     Of the types of the stage's arguments: new float64 arrays, the parameters, the path tokens
     ``tok`` (``_stage_tokens``; ``unr32`` None).
     """
-    e, C = np.empty(1), np.empty((1, 1))
-    out = _ks.FlowOut(e, e, e, e, np.zeros(2, np.int64))
-    args = (e, e, C, C, C, prm, out, tok[0], tok[1], None, *tok[2:])
-    return native_entry(_ks.jko_flow, tuple(_ks.jko_flow.typeof_pyval(a) for a in args))
+    e, C = _ONE, _ONE_BY_ONE
+    out = _ks.FlowOut(e, e, e, e, _TWO_INT)
+    return native_entry(_ks.jko_flow, (e, e, C, C, C, prm, out, tok[0], tok[1], None, *tok[2:]))
+
+
+# arrays of the types of the stage's own (new, writable) arrays
+_ONE, _ONE_BY_ONE, _TWO_INT = np.empty(1), np.empty((1, 1)), np.zeros(2, np.int64)
 
 
 def _cluster_ahead():

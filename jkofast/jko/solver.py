@@ -387,15 +387,18 @@ def _with_retries(cfg: JKOConfig, with_duals: bool, status, run) -> None:
 def _flow_entry(E, P0, prm, out, tok) -> tuple[int, int]:
     """Return the entry of the ``jko_flow`` that ``rerank_pools`` calls with these arguments (``native_entry``).
 
-    Of the types of its arguments there: slices of ``P0`` and ``E``, float64 C and K blocks, the
-    parameters, a ``FlowOut`` of slices of ``out`` and a row of ``out.diag``, the path tokens ``tok``.
+    Of the types of its arguments there: slices of ``P0`` and ``E`` (1-d slices keep their array's
+    type), float64 C and K blocks, the parameters, a ``FlowOut`` of slices of ``out`` and a row of
+    ``out.diag``, the path tokens ``tok``.
     """
     if out.diag.shape[0] == 0:
         return (0, 0)  # no pool: the flow is never called
-    C = np.empty((1, 1))
-    res = _k.FlowOut(out.p_out[:1], np.empty(1), out.f_out[:1], out.g_out[:1], out.diag[0])
-    typeof = _k.jko_flow.typeof_pyval
-    return native_entry(_k.jko_flow, tuple(typeof(a) for a in (P0[:1], E[:1], C, C, C, prm, res, *tok)))
+    C = _ONE_BY_ONE
+    res = _k.FlowOut(out.p_out, out.p_out, out.f_out, out.g_out, out.diag[0])
+    return native_entry(_k.jko_flow, (P0, E, C, C, C, prm, res, *tok))
+
+
+_ONE_BY_ONE = np.empty((1, 1))  # a float64 C block: the type of rerank_pools' C and K
 
 
 def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_threads: int | None) -> None:

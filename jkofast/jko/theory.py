@@ -226,9 +226,8 @@ class TheoryBatch:
         def run(st, tok):
             # jko_flow's entry for the arguments jko_items passes: slices of P and E, float64 blocks, a FlowOut
             e, C = np.empty(1), np.empty((1, 1))
-            res = _ks.FlowOut(P[:1], e, e, e, np.zeros(2, np.int64))
-            sig = tuple(_ks.jko_flow.typeof_pyval(a) for a in (P[:1], E[:1], C, C, C, prm, res, *tok))
-            flow = native_entry(_ks.jko_flow, sig)
+            res = _ks.FlowOut(P, e, e, e, np.zeros(2, np.int64))
+            flow = native_entry(_ks.jko_flow, (P, E, C, C, C, prm, res, *tok))  # 1-d slices keep their array's type
             args = (E, P0, ioff, po, self.boff, self.C, self.K, prm, T, P, st, tok, flow)
             over_ranges(_k.jko_items, po.shape[0], self.n_threads, *args)
             if (st == _ks.NO_ENTRY).any():  # pragma: no cover - typed the flow otherwise than the kernel
