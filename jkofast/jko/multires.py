@@ -24,7 +24,7 @@ import numpy as np
 
 from jkofast import _status
 from jkofast._ahead import compile_ahead
-from jkofast._numba import native_entry, register_warmup
+from jkofast._numba import register_warmup
 from jkofast._threads import over_ranges
 from jkofast._validation import (
     QueryIndexError,
@@ -36,7 +36,7 @@ from jkofast._validation import (
     segment_any,
 )
 from jkofast.jko.config import gradient_path
-from jkofast.jko.solver import JKOConfig, _tiny_flow_args
+from jkofast.jko.solver import _NEW_OUT, JKOConfig, _flow_entry, _tiny_flow_args
 from jkofast.kernels.jko import cluster as _kc
 from jkofast.kernels.jko import multires as _k
 from jkofast.kernels.jko import solver as _ks
@@ -473,13 +473,8 @@ def _stage_flow(prm, tok) -> tuple[int, int]:
     Of the types of the stage's arguments: new float64 arrays, the parameters, the path tokens
     ``tok`` (``_stage_tokens``; ``unr32`` None).
     """
-    e, C = _ONE, _ONE_BY_ONE
-    out = _ks.FlowOut(e, e, e, e, _TWO_INT)
-    return native_entry(_ks.jko_flow, (e, e, C, C, C, prm, out, tok[0], tok[1], None, *tok[2:]))
-
-
-# arrays of the types of the stage's own (new, writable) arrays
-_ONE, _ONE_BY_ONE, _TWO_INT = np.empty(1), np.empty((1, 1)), np.zeros(2, np.int64)
+    e = _NEW_OUT.p_out
+    return _flow_entry(e, e, prm, _NEW_OUT, (tok[0], tok[1], None, *tok[2:]))
 
 
 def _cluster_ahead():

@@ -372,6 +372,8 @@ def _with_retries(cfg: JKOConfig, with_duals: bool, status, run) -> None:
         todo, f64, fallback = pending.pop()
         st_run = status if todo is None else np.where(todo, 0, 1).astype(np.int32)
         run(st_run, tuple(_path_tokens(cfg, with_duals, f64, fallback)))  # a plain tuple: kernels pass it on as *tok
+        if (st_run == _k.NO_ENTRY).any():  # pragma: no cover - _flow_entry typed the flow otherwise than the kernel
+            raise RuntimeError("the JKO flow's entry is not of the argument types the batch kernel passes")
         if todo is not None:
             status[todo] = st_run[todo]
         for st in (_k.RETRY_F64, _k.RETRY_FALLBACK, _k.MISSING_PATH):
@@ -384,21 +386,18 @@ def _with_retries(cfg: JKOConfig, with_duals: bool, status, run) -> None:
                 pending.append((sel, nf64, nfb))
 
 
-def _flow_entry(E, P0, prm, out, tok) -> tuple[int, int]:
-    """Return the entry of the ``jko_flow`` that ``rerank_pools`` calls with these arguments (``native_entry``).
+def _flow_entry(p0, E, prm, res, tok) -> tuple[int, int]:
+    """Return the ``native_entry`` of the ``jko_flow`` a batch kernel calls on ``(p0, E, C, C, K, prm, res, *tok)``.
 
-    Of the types of its arguments there: slices of ``P0`` and ``E`` (1-d slices keep their array's
-    type), float64 C and K blocks, the parameters, a ``FlowOut`` of slices of ``out`` and a row of
-    ``out.diag``, the path tokens ``tok``.
+    ``p0``, ``E``: the arrays the kernel slices (a 1-d slice keeps its array's type); C and K float64
+    C blocks; ``res`` a ``FlowOut`` of the types the kernel passes; ``tok`` the seven path tokens.
     """
-    if out.diag.shape[0] == 0:
-        return (0, 0)  # no pool: the flow is never called
-    C = _ONE_BY_ONE
-    res = _k.FlowOut(out.p_out, out.p_out, out.f_out, out.g_out, out.diag[0])
-    return native_entry(_k.jko_flow, (P0, E, C, C, C, prm, res, *tok))
+    return native_entry(_k.jko_flow, (p0, E, _BLOCK, _BLOCK, _BLOCK, prm, res, *tok))
 
 
-_ONE_BY_ONE = np.empty((1, 1))  # a float64 C block: the type of rerank_pools' C and K
+# values of the types of new float64 arrays: a flow's C and K blocks, a FlowOut of the kernel's own arrays
+_BLOCK = np.empty((1, 1))
+_NEW_OUT = _k.FlowOut(np.empty(1), np.empty(1), np.empty(1), np.empty(1), np.zeros(2, np.int64))
 
 
 def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_threads: int | None) -> None:
@@ -407,10 +406,11 @@ def _rerank_pools(E, P0, off, rows, cfg: JKOConfig, with_duals: bool, out, n_thr
 
     def run(st, tok):
         batch = out._replace(status=st)
-        flow = _flow_entry(E, P0, prm, batch, tok)
+        flow = (0, 0)  # no pool: the flow is never called
+        if out.diag.shape[0]:  # slices of the outputs and a row of diag
+            res = _k.FlowOut(batch.p_out, batch.p_out, batch.f_out, batch.g_out, batch.diag[0])
+            flow = _flow_entry(P0, E, prm, res, tok)
         over_ranges(_k.rerank_pools, off.shape[0] - 1, n_threads, E, P0, off, rows, prm, batch, st, tok, flow)
-        if (st == _k.NO_ENTRY).any():  # pragma: no cover - _flow_entry typed the flow otherwise than the kernel
-            raise RuntimeError("rerank_pools: the JKO flow's entry is not of the argument types the kernel passes")
 
     _with_retries(cfg, with_duals, out.status, run)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jkofast import _status
-from jkofast._numba import native_entry, register_warmup
+from jkofast._numba import register_warmup
 from jkofast._threads import numba_threads, over_ranges
 from jkofast._validation import (
     as_float_array,
@@ -41,8 +41,7 @@ from jkofast._validation import (
     rescale_rows_dense,
 )
 from jkofast.jko.config import JKOConfig, resolve_config
-from jkofast.jko.solver import _with_retries
-from jkofast.kernels.jko import solver as _ks
+from jkofast.jko.solver import _NEW_OUT, _flow_entry, _with_retries
 from jkofast.kernels.jko import theory as _k
 from jkofast.selection import topk
 
@@ -224,14 +223,9 @@ class TheoryBatch:
         status = np.zeros(po.shape[0], np.int32)
 
         def run(st, tok):
-            # jko_flow's entry for the arguments jko_items passes: slices of P and E, float64 blocks, a FlowOut
-            e, C = np.empty(1), np.empty((1, 1))
-            res = _ks.FlowOut(P, e, e, e, np.zeros(2, np.int64))
-            flow = native_entry(_ks.jko_flow, (P, E, C, C, C, prm, res, *tok))  # 1-d slices keep their array's type
+            flow = _flow_entry(P, E, prm, _NEW_OUT._replace(p_out=P), tok)  # slices of P and E, the rest new
             args = (E, P0, ioff, po, self.boff, self.C, self.K, prm, T, P, st, tok, flow)
             over_ranges(_k.jko_items, po.shape[0], self.n_threads, *args)
-            if (st == _ks.NO_ENTRY).any():  # pragma: no cover - typed the flow otherwise than the kernel
-                raise RuntimeError("jko_items: the JKO flow's entry is not of the argument types the kernel passes")
 
         _with_retries(cfg.replace(dtype="float64"), False, status, run)
         return status
