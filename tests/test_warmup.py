@@ -48,6 +48,23 @@ def test_named_entries_and_unknown_names(recorded):
         w.warmup(features=["index", "no-such-entry"])
 
 
+def test_homes_name_the_module_registering_each_entry():
+    w._import_wrappers()
+    assert {name: fn.__module__ for name, fn in WARMUPS.items()} == w._HOMES
+
+
+def test_named_entries_import_only_their_modules():
+    # a fresh interpreter: the warm-up of two entries imports their wrapper modules, not the package's others
+    code = (
+        "import sys, jkofast.warmups as w\n"
+        "w._import_for(['jko.flow', 'evaluation'])\n"
+        "print(sorted(m for m in ('jkofast.jko.solver', 'jkofast.eval.metrics', 'jkofast.sgr.retriever',"
+        " 'jkofast.studies.main_job') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[0] == "['jkofast.eval.metrics', 'jkofast.jko.solver']"
+
+
 def test_moved_entries_run():
     # the variants no longer in the default set still compile and run when asked for
     assert set(w.warmup(features=list(MOVED))) == set(MOVED)
