@@ -142,7 +142,7 @@ _COST = {
     "jko.flow": 9.0,
     "sgr": 46.0,
     "sgr.search": 18.0,
-    "evaluation": 9.0,
+    "evaluation": 5.0,
     "baselines": 6.0,
     "pools": 4.0,
     "multires": 34.0,

@@ -124,8 +124,8 @@ def main(argv=None) -> int:
     for nt in (1, 2):
         with jkofast.numba_threads(nt):
             rows[f"jkofast kernel only (packed arrays), {nt} thread(s)"] = best_of(
-                lambda: K.evaluate_batch_chars(
-                    roff, rr, s32, qoff, qr, lab, kinds, ks, K.GAIN_LINEAR, K.TIE_TREC_EVAL, False, out, nret
+                lambda: K.evaluate_batch_chars_trec(
+                    roff, rr, s32, qoff, qr, lab, kinds, ks, K.GAIN_LINEAR, False, out, nret
                 ),
                 args.repeat,
             )

@@ -351,28 +351,18 @@ def evaluate_codes(
 
 
 def _run_kernel(roff, rrows, scores, qoff, qrows, labels, kinds, ks, gain_mode, tie_mode, dedupe, n_threads):
-    """Call ``evaluate_batch_chars``; return ``values`` (n_metrics, nq) and ``n_ret`` (nq,)."""
+    """Call the metrics kernel of ``tie_mode``; return ``values`` (n_metrics, nq) and ``n_ret`` (nq,)."""
     nq = roff.shape[0] - 1
     out = np.zeros((nq, kinds.shape[0]), np.float64)
     n_ret = np.zeros(nq, np.int64)
     # trec_eval keeps scores as C floats: ties are decided at float32 precision (values beyond its
     # range become +-inf: the callers warn once, naming the run line, see warn_float32_range)
     with numba_threads(n_threads), np.errstate(over="ignore"):
-        _k.evaluate_batch_chars(
-            roff,
-            np.ascontiguousarray(rrows),
-            scores.astype(np.float32),
-            qoff,
-            np.ascontiguousarray(qrows),
-            labels,
-            kinds,
-            ks,
-            gain_mode,
-            tie_mode,
-            bool(dedupe),
-            out,
-            n_ret,
-        )
+        run = (roff, np.ascontiguousarray(rrows), scores.astype(np.float32), qoff, np.ascontiguousarray(qrows), labels)
+        if tie_mode == _k.TIE_TREC_EVAL:
+            _k.evaluate_batch_chars_trec(*run, kinds, ks, gain_mode, bool(dedupe), out, n_ret)
+        else:
+            _k.evaluate_batch_chars(*run, kinds, ks, gain_mode, out, n_ret)
     return np.ascontiguousarray(out.T), n_ret
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "TIE_GIVEN",
     "TIE_TREC_EVAL",
     "evaluate_batch_chars",
+    "evaluate_batch_chars_trec",
     "pack_id_bytes",
     "pack_ucs4_rows",
     "query_metrics",
@@ -274,12 +275,10 @@ def _trec_sort(rows, scores, chars):
 
 
 @kernel()
-def _ranked_rows(r0, r1, scores, chars, tie_mode, dedupe):
-    """Global run row indices of one query in ranked order (see module docstring)."""
+def _ranked_rows(r0, r1, scores, chars, dedupe):
+    """Global run row indices of one query in trec_eval's ranked order (see module docstring)."""
     n = r1 - r0
     rows = np.arange(r0, r1)
-    if tie_mode != TIE_TREC_EVAL:
-        return rows
     if dedupe and n > 1:
         by_id = _sort_rows_by_id(rows, chars)
         keep = np.ones(n, dtype=np.bool_)
@@ -403,6 +402,38 @@ def pack_ucs4_rows(cps, out):
                 pos += 4
 
 
+@kernel(inline="always")
+def _query_values(rows, g0, g1, run_scores, run_chars, qrels_chars, qrels_labels, kinds, ks, gain_mode, clamp, out_q):
+    """Write into ``out_q`` the metrics of one query ranking run rows ``rows`` (its qrels: rows ``[g0, g1)``)."""
+    # qrels of the query sorted by id, for binary search
+    qrows = _merge_sort(np.arange(g0, g1), 0, run_scores, qrels_chars)
+    nqr = qrows.shape[0]
+    labels = np.zeros(rows.shape[0], dtype=np.int64)
+    for j in range(rows.shape[0]):
+        r = rows[j]
+        lo = 0
+        hi = nqr
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _cmp_rows(qrels_chars, qrows[mid], run_chars, r) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < nqr and _cmp_rows(qrels_chars, qrows[lo], run_chars, r) == 0:
+            labels[j] = qrels_labels[qrows[lo]]
+    ideal = qrels_labels[g0:g1].copy()
+    sort_range(ideal, np.int64(0), np.int64(ideal.shape[0]))
+    ideal = ideal[::-1].copy()
+    num_rel = np.int64(0)  # not the literal 0, for which Numba also compiles query_metrics (Literal[int](0))
+    for j in range(ideal.shape[0]):
+        if ideal[j] > 0:
+            num_rel += 1
+    query_metrics(labels, ideal, num_rel, kinds, ks, gain_mode, clamp, out_q)
+
+
+# Two kernels, one per tie mode, so that a caller of one convention compiles only its own path: the
+# given order never sorts a run (the trec_eval order's sorts, de-duplication and their callees are
+# about a third of the metrics' compile time).
 @kernel(parallel=True)
 def evaluate_batch_chars(
     run_indptr,
@@ -414,46 +445,72 @@ def evaluate_batch_chars(
     metric_kinds,
     metric_ks,
     gain_mode,
-    tie_mode,
+    out,
+    out_n_ret,
+):
+    """All requested metrics for a batch of queries, ``TIE_GIVEN`` (layout in the module docstring).
+
+    prange over queries; row ``q`` of ``out`` (float64 (nq, n_metrics)) and
+    ``out_n_ret[q]`` (int64: ranked docs used) are written by iteration ``q`` only. Qrels ids
+    must be unique within a query. Returns 0 (OK).
+    """
+    nq = run_indptr.shape[0] - 1
+    for q in prange(nq):
+        rows = np.arange(run_indptr[q], run_indptr[q + 1])
+        out_n_ret[q] = rows.shape[0]
+        _query_values(
+            rows,
+            qrels_indptr[q],
+            qrels_indptr[q + 1],
+            run_scores,
+            run_chars,
+            qrels_chars,
+            qrels_labels,
+            metric_kinds,
+            metric_ks,
+            gain_mode,
+            False,
+            out[q],
+        )
+    return 0
+
+
+@kernel(parallel=True)
+def evaluate_batch_chars_trec(
+    run_indptr,
+    run_chars,
+    run_scores,
+    qrels_indptr,
+    qrels_chars,
+    qrels_labels,
+    metric_kinds,
+    metric_ks,
+    gain_mode,
     dedupe,
     out,
     out_n_ret,
 ):
-    """All requested metrics for a batch of queries (layout in the module docstring).
+    """All requested metrics for a batch of queries, ``TIE_TREC_EVAL`` (layout in the module docstring).
 
-    prange over queries; row ``q`` of ``out`` (float64 (nq, n_metrics)) and
-    ``out_n_ret[q]`` (int64: ranked docs used, after de-duplication) are written by
-    iteration ``q`` only.  Qrels ids must be unique within a query.  Returns 0 (OK).
+    As :func:`evaluate_batch_chars`; ``out_n_ret[q]`` counts the ranked docs after de-duplication
+    (``dedupe``).
     """
     nq = run_indptr.shape[0] - 1
-    clamp = tie_mode == TIE_TREC_EVAL
     for q in prange(nq):
-        g0 = qrels_indptr[q]
-        g1 = qrels_indptr[q + 1]
-        rows = _ranked_rows(run_indptr[q], run_indptr[q + 1], run_scores, run_chars, tie_mode, dedupe)
-        # qrels of the query sorted by id, for binary search
-        qrows = _merge_sort(np.arange(g0, g1), 0, run_scores, qrels_chars)
-        nqr = qrows.shape[0]
-        labels = np.zeros(rows.shape[0], dtype=np.int64)
-        for j in range(rows.shape[0]):
-            r = rows[j]
-            lo = 0
-            hi = nqr
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if _cmp_rows(qrels_chars, qrows[mid], run_chars, r) < 0:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < nqr and _cmp_rows(qrels_chars, qrows[lo], run_chars, r) == 0:
-                labels[j] = qrels_labels[qrows[lo]]
-        ideal = qrels_labels[g0:g1].copy()
-        sort_range(ideal, np.int64(0), np.int64(ideal.shape[0]))
-        ideal = ideal[::-1].copy()
-        num_rel = np.int64(0)  # not the literal 0, for which Numba also compiles query_metrics (Literal[int](0))
-        for j in range(ideal.shape[0]):
-            if ideal[j] > 0:
-                num_rel += 1
+        rows = _ranked_rows(run_indptr[q], run_indptr[q + 1], run_scores, run_chars, dedupe)
         out_n_ret[q] = rows.shape[0]
-        query_metrics(labels, ideal, num_rel, metric_kinds, metric_ks, gain_mode, clamp, out[q])
+        _query_values(
+            rows,
+            qrels_indptr[q],
+            qrels_indptr[q + 1],
+            run_scores,
+            run_chars,
+            qrels_chars,
+            qrels_labels,
+            metric_kinds,
+            metric_ks,
+            gain_mode,
+            True,
+            out[q],
+        )
     return 0
