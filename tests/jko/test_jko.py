@@ -416,7 +416,7 @@ def test_a_call_compiles_only_the_kernels_of_its_path():
         "kj.jko_flow._cache = NullCache()\n"
         "run_jko(np.full(3, 1 / 3), [-1.0, 0.0, 0.5], C, K, JKOConfig(T=1, inner_steps=2))\n"
         "assert kj.jko_flow.signatures and t.w_unrolled_scaled.signatures\n"
-        "for k in (t.w_converged, t.w_implicit_scaled, t.w_unrolled_log, s.sinkhorn_log_solve):\n"
+        "for k in (t.w_converged, t.w_implicit_counted, t.w_unrolled_log, s.sinkhorn_log_solve):\n"
         "    assert not k.signatures, k\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}

@@ -65,7 +65,7 @@ from jkofast.kernels.ot.transport import (
     Limits,
     Tracked,
     w_converged,
-    w_implicit_scaled,
+    w_implicit_counted,
     w_unrolled_log,
     w_unrolled_scaled,
 )
@@ -302,7 +302,7 @@ def _operators32(Kg, KC, Ks, m32, fill, sym):
     """Float32 ``GibbsOps`` (m32 x m32; 1 x 1 when unused) and ``Ks32``, copied from Kg, KC, Ks when ``fill``.
 
     With ``sym`` (C exactly symmetric) the transposes are the operators themselves: ``KT`` is
-    ``K`` and ``KCT`` is ``KC`` (one array each; ``w_implicit_scaled`` reads the shared storage
+    ``K`` and ``KCT`` is ``KC`` (one array each; ``w_implicit_counted`` reads the shared storage
     as the sign that ``KC v`` and ``KCᵀu`` can share a sweep).
     """
     m = Kg.shape[0]
@@ -550,10 +550,12 @@ def transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar, imp32, imp64):
     """
     tol_eff = implicit_warm_start(p, sk.pa, s_, prm.tol, prm.tol_step, ws)
     ok, lw, flags = False, 0.0, 0
+    # w_implicit_counted, not its thin wrapper w_implicit_scaled: a wrapper is a library of its own that
+    # links the counted kernel and optimises and generates its machine code again (0.8 s of compile)
     if imp32 is not None and op.lowp:
-        ok, lw, flags = w_implicit_scaled(op.ops32, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
+        ok, lw, flags, _, _, _, _, _, _ = w_implicit_counted(op.ops32, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
     elif imp64 is not None:
-        ok, lw, flags = w_implicit_scaled(op.ops64, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
+        ok, lw, flags, _, _, _, _, _, _ = w_implicit_counted(op.ops64, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
     if not ok:
         fw, gw = ws.fw, ws.gw
         for i in range(p.shape[0]):
