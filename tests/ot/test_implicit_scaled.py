@@ -1,4 +1,4 @@
-"""The scaled implicit path (``w_implicit_scaled`` / ``w_implicit_counted``) and its matvecs.
+"""The scaled implicit path (``w_implicit_counted``) and its matvecs.
 
 Oracles: the naive converged plan (tests/reference_ot.py) and a dense least-squares solve of
 SPEC A.4.7's (2M) system for ``∂<Π*,C>/∂p``; central finite differences of the converged

@@ -550,8 +550,8 @@ def transport_implicit(op, prm, lim, s_, p, ws, sk, w, abar, imp32, imp64):
     """
     tol_eff = implicit_warm_start(p, sk.pa, s_, prm.tol, prm.tol_step, ws)
     ok, lw, flags = False, 0.0, 0
-    # w_implicit_counted, not its thin wrapper w_implicit_scaled: a wrapper is a library of its own that
-    # links the counted kernel and optimises and generates its machine code again (0.8 s of compile)
+    # w_implicit_counted is called here itself (its counts unused): a thin wrapper returning three of its
+    # values would be a library of its own, linking it and generating its machine code again (0.8 s of compile)
     if imp32 is not None and op.lowp:
         ok, lw, flags, _, _, _, _, _, _ = w_implicit_counted(op.ops32, tol_eff, lim, ws.vs, ws.xw, abar, sk, w)
     elif imp64 is not None:

@@ -7,7 +7,7 @@ and ``jkofast.ot.entropic.transport_cost_grad`` call them):
   cold-started Sinkhorn with exactly ``n_warm + n_grad`` pairs, differentiated by the
   hand-written adjoint of the last ``n_grad`` pairs (warm phase frozen). Scaled (matvec)
   form; the log form when a sum underflows.
-* ``w_implicit_scaled`` — exact gradient of ``<Π*, C>`` at a converged plan kept in the
+* ``w_implicit_counted`` — exact gradient of ``<Π*, C>`` at a converged plan kept in the
   scaled form across calls: the symmetric system of SPEC A.4.7 (Schur form, Jacobi-PCG on
   the tangent space), optional Newton steps on the duals.
 * ``w_converged`` — converged plan from the log-domain driver (any ε), then either the
@@ -56,7 +56,6 @@ __all__ = [
     "shares_storage",
     "w_converged",
     "w_implicit_counted",
-    "w_implicit_scaled",
     "w_unrolled_log",
     "w_unrolled_scaled",
 ]
@@ -576,9 +575,22 @@ def _commit(tmp, rmax, wt, out, fill, xs, xs2, xw):
 
 @kernel()
 def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
-    """``w_implicit_scaled`` that also counts its work (the measuring tools read the counts).
+    """Implicit path kept entirely in the scaled form across calls (no exp/log per call), counting its work.
 
-    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg)``: update
+    ``ops`` the ``GibbsOps`` (float64 or float32). ``v`` (the scaled g) persists between
+    calls as the warm start; each call runs at least one pair, then pairs until the
+    row-marginal L1 error ``|vmax u ⊙ (K v) - pa|_1 < tol`` or ``lim.max_iter``, with
+    weights ``sk.pa = p``, ``sk.qb = q``. Every ``lim.newton_every`` pairs without
+    convergence (0: never) a Newton step on the duals (``_newton_dual_step``) removes the
+    slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) K diag(v)`` then
+    feeds the Schur solve with its own marginals (``xw`` warm start, updated; ``grad_p =
+    x``). The column sweep of the first two pairs also gives ``Kᵀ(u ⊙ xw)``
+    (``matvec2_lp``, one pass over ``Kᵀ`` for two products), the ``Πᵀx`` of the solve's
+    warm-start residual when the call stops there.
+
+    Returns ``(ok, loss, flags, n_pairs, n_row, n_col2, n_col, n_newton_cg, n_cg)``: ``ok``
+    False = a sum underflowed (caller falls back to ``w_converged``); ``flags`` as in
+    ``w_converged``; then the work (the measuring tools read it; the JKO flow drops it): update
     pairs, then the M x M sweeps by kind: row sweeps ``K v``; column sweeps fused with
     ``Kᵀ(u ⊙ x)`` (``matvec2_lp``); plain column sweeps (``Kᵀu``, or the ``Πᵀx`` of the
     gradient's residual when it was not fused); PCG steps of the Newton steps and of the
@@ -650,24 +662,3 @@ def w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w):
     if not cg_ok:
         flags += FLAG_CG
     return True, loss, flags, it, n_row, n_col2, n_col, n_newton_cg, n_cg
-
-
-@kernel()
-def w_implicit_scaled(ops, tol, lim, v, xw, grad_p, sk, w):
-    """Implicit path kept entirely in the scaled form across calls (no exp/log per call).
-
-    ``ops`` the ``GibbsOps`` (float64 or float32). ``v`` (the scaled g) persists between
-    calls as the warm start; each call runs at least one pair, then pairs until the
-    row-marginal L1 error ``|vmax u ⊙ (K v) - pa|_1 < tol`` or ``lim.max_iter``, with
-    weights ``sk.pa = p``, ``sk.qb = q``. Every ``lim.newton_every`` pairs without
-    convergence (0: never) a Newton step on the duals (``_newton_dual_step``) removes the
-    slow inter-cluster modes of plain Sinkhorn. The plan ``vmax diag(u) K diag(v)`` then
-    feeds the Schur solve with its own marginals (``xw`` warm start, updated; ``grad_p =
-    x``). The column sweep of the first two pairs also gives ``Kᵀ(u ⊙ xw)``
-    (``matvec2_lp``, one pass over ``Kᵀ`` for two products), the ``Πᵀx`` of the solve's
-    warm-start residual when the call stops there. Returns ``(ok, loss, flags)``; ``ok``
-    False = a sum underflowed (caller falls back to ``w_converged``); ``flags`` as in
-    ``w_converged``.
-    """
-    ok, loss, flags, _, _, _, _, _, _ = w_implicit_counted(ops, tol, lim, v, xw, grad_p, sk, w)
-    return ok, loss, flags
