@@ -4,8 +4,8 @@
 entry selection (``DEFAULT``, :func:`lazy_entries`).
 
 Wrapper modules register a warm-up with :func:`jkofast._numba.register_warmup`; :func:`warmup`
-imports every public wrapper module of every wing (not the CLI, not the kernels themselves, which
-the wrappers import) and runs the registered warm-ups of the **default set** — what ``jkofast run``
+imports the modules that register the selected entries (``_HOMES``; every wrapper module of every
+wing for ``"all"``) and runs the registered warm-ups, by default those of the **default set** — what ``jkofast run``
 (the main job) calls: ``DEFAULT``, each entry on the argument types of the main job's own calls
 (``tests/test_warmup.py`` checks that the job compiles nothing more after it). Every other entry
 (per-feature kernels: the SGR retriever, the encoder, the single-pool and extension solvers,
