@@ -67,7 +67,7 @@ class ProgressLine:
         self.done = 0
         self.frac: float | None = None
         self.t0 = time.perf_counter()
-        self._last = 0.0
+        self._last = -math.inf  # the first update draws (time.perf_counter() counts from an arbitrary point)
         self._tty = sys.stderr.isatty()
 
     def start(self) -> None:
