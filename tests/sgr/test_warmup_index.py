@@ -16,6 +16,7 @@ REGENERATE = "python -c 'from jkofast.sgr.retriever import _write_warmup_index; 
 
 def test_stored_warmup_index_is_what_fit_builds():
     # the same arrays (names, dtypes, shapes, values) give the search kernels the same argument types
+    # (and the warm-up search the same paths)
     fresh = rt._warmup_index_arrays()
     with np.load(rt._WARMUP_INDEX) as z:
         stored = {k: z[k] for k in z.files}
@@ -23,7 +24,12 @@ def test_stored_warmup_index_is_what_fit_builds():
     for name, want in fresh.items():
         got = stored[name]
         assert (got.dtype, got.shape) == (want.dtype, want.shape), f"{name}; regenerate the file: {REGENERATE}"
-        np.testing.assert_array_equal(got, want, err_msg=f"{name}; regenerate the file: {REGENERATE}")
+        if want.dtype.kind == "f":
+            # a few ulp apart where numpy's transcendental functions (np.log1p of the BM25 idf) differ
+            # by CPU: its AVX-512 builds use their own implementations, others the C library's
+            np.testing.assert_array_max_ulp(got, want, maxulp=4)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}; regenerate the file: {REGENERATE}")
         assert got.flags.c_contiguous and got.flags.writeable
 
 
