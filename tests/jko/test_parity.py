@@ -120,6 +120,24 @@ def _float32_envelope(fx, key, q, n_perturbed=2):
     return worst_p, worst_d
 
 
+_DUAL_ENVELOPES: dict = {}
+
+
+def _dual_envelope(fx, key, q):
+    """The dual error envelope of pool ``q`` (``_float32_envelope`` with its perturbed re-runs), once per module.
+
+    The unperturbed re-runs alone are two samples of float32 rounding, and which rounding numpy's
+    float32 exp, sums and matrix product give depends on the CPU (its SIMD width and BLAS kernels): on
+    an AVX2-only machine they put pool 2's envelope at 4.5e-5 against jkofast's 1.5e-4, where the re-runs
+    on inputs perturbed by an ulp give 2.2e-4 (pool 15: 6.7e-4 and 1.2e-3, jkofast's float32 path
+    8.2e-4). The float64 and float32 path tests share it.
+    """
+    got = _DUAL_ENVELOPES.get((id(fx), key, q))
+    if got is None:
+        got = _DUAL_ENVELOPES[(id(fx), key, q)] = _float32_envelope(fx, key, q)[1]
+    return got
+
+
 @pytest.mark.parametrize("key", ["base_wasserstein", "base_kl", "base_noproximal", "base_bregman50"])
 def test_base_configs(fx, key):
     configs, _ = _configs(fx)
@@ -163,7 +181,7 @@ def _check_tuned_or_contrib(fx, key, **overrides):
             err_d = _dual_err(f, g, fr, gr)
             if err_d > 1e-4:
                 dual_outliers.append(q)
-                _, env_d = _float32_envelope(fx, key, q, n_perturbed=0)  # 3.4 s a pool
+                env_d = _dual_envelope(fx, key, q)
                 assert env_d > 1e-4 and err_d <= env_d, (key, q, err_d, env_d)
             # f_i = eps*log p_i - eps*LSE_j(...): a float32 relative error of p_T,i (up to 3.9e-3 on
             # pool 15) moves f_i by eps times it; the geometry part must agree on every pool
