@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from jkofast import _progress
 from jkofast._progress import ProgressLine, _clock
 
 
@@ -66,6 +67,16 @@ def test_fraction_given_apart_and_silence(capsys, monkeypatch):
     q.update(5)
     q.close()
     assert capsys.readouterr().err == "" and q.done == 5
+
+
+def test_first_update_draws_soon_after_the_clock_origin(capsys, monkeypatch):
+    """The first update draws even when the clock reads less than ``every_s`` (Linux: soon after boot)."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(_progress.time, "perf_counter", lambda: 2.0)
+    p = ProgressLine("score", 100, every_s=3600.0)
+    p.update()
+    err = capsys.readouterr().err
+    assert err.count("\r") == 1 and err.startswith("\rscore: 1/100 (")
 
 
 def test_redraws_at_most_every_every_s(capsys, monkeypatch):
