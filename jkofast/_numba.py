@@ -13,7 +13,7 @@ through a cache locator of jkofast's own — never into
 turned the package into a namespace package under an editable install. ``NUMBA_CACHE_DIR``,
 when set, wins (Numba's own locator).
 
-Nine hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
+Ten hooks reach into Numba internals: (1) ``numba.core.caching``'s ``FunctionCache`` and locator
 classes, (2) the dispatcher's ``_cache`` slot, (3) the dispatcher's ``overloads`` table and a compile
 result's ``entry_point`` (:func:`entry_point`), (4) the ``copy`` module of Numba's IR inliner
 (:func:`install_inline_copy`: the same IR, copied in a fraction of the time), (5) the function of
@@ -27,10 +27,12 @@ all callers that hand it the same options, not one per caller's option set), (8)
 kernel's callee compiled without the CPython wrapper that only a Python call needs, which that call
 then builds), (9) a compile result's code library and function descriptor and the target's calling
 convention (:func:`native_call`: a large callee called by the address of its own machine code, not
-linked into its caller's library and optimised there again).  They are used only on the Numba
+linked into its caller's library and optimised there again), (10) the ``copy`` module of Numba's IR
+utilities (:func:`install_name_set_copy`: the name sets of copy propagation and alias analysis
+copied a set at a time, not an item at a time).  They are used only on the Numba
 versions they were written for (:data:`NUMBA_HOOKS_TESTED`).  On another version jkofast warns once
 and leaves caching to Numba's own locator and key, every call goes through the dispatcher, the
-inliner, the parfor lowering, the overload templates and the dispatcher keep their own code, and a
+inliner, the IR utilities, the parfor lowering, the overload templates and the dispatcher keep their own code, and a
 native call is an ordinary linked one.
 docs/develop.md describes the compile-time rules.
 
@@ -69,6 +71,7 @@ __all__ = [
     "entry_point",
     "install_compile_hooks",
     "install_inline_copy",
+    "install_name_set_copy",
     "install_overload_sharing",
     "install_parfor_args",
     "install_parfor_link_once",
@@ -432,6 +435,78 @@ def install_inline_copy() -> bool:
     if inline_closurecall.copy is not copy or not hasattr(inline_closurecall.InlineWorker, "inline_ir"):
         return False  # pragma: no cover - numba internals moved
     inline_closurecall.copy = _InlineCopy(ir.Block)
+    return True
+
+
+# hook 10: the copies of name sets in Numba's IR utilities (copy propagation, alias analysis)
+
+# what a name set holds: variable names, (target, source) name pairs, block labels
+_NAME_SET_ITEMS = frozenset((str, int, tuple))
+
+
+class _NameSetCopy:
+    """The ``copy`` module as ``numba.core.ir_utils`` sees it, with a faster ``deepcopy`` of name sets.
+
+    That module deep-copies a dict of sets in two places: ``copy_propagate`` takes a snapshot of
+    its out-copies (block label -> set of ``(target, source)`` name pairs) on every round of its
+    fixed-point iteration, to compare with the next, and ``find_potential_aliases`` copies its alias
+    map (name -> set of names) to read while it merges the sets.  Both only read the copy.  Their
+    items are strings, integers or tuples of strings, which ``copy.deepcopy`` returns as they are;
+    the sets it rebuilds one item at a time through its generic machinery (a Python call per item
+    and per tuple member).  Here each set is copied whole (``set(v)``, in C), which gives the same
+    dict of equal sets.  Anything else (another type of key, value or item, or a ``memo``) goes to
+    the real ``copy.deepcopy``, as does anything else asked of this module.
+    """
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(x, memo=None):
+        if memo is None and type(x) is dict and _name_sets(x):
+            return {k: set(v) for k, v in x.items()}
+        return copy.deepcopy(x, memo)
+
+
+def _name_sets(d: dict) -> bool:
+    """Whether ``d`` maps names or labels to sets of names, labels or tuples of names."""
+    if not set(map(type, d)) <= _NAME_SET_ITEMS:
+        return False
+    for v in d.values():
+        if type(v) is not set:
+            return False
+        kinds = set(map(type, v))
+        if not kinds <= _NAME_SET_ITEMS:
+            return False
+        if tuple in kinds and not all(set(map(type, t)) <= {str} for t in v if type(t) is tuple):
+            return False
+    return True
+
+
+def install_name_set_copy() -> bool:
+    """Install :class:`_NameSetCopy` into Numba's IR utilities (hook 10), once per process.
+
+    Called on a kernel-cache miss, before the first compile, as :func:`install_inline_copy`.
+    Returns whether it is installed: only on the Numba versions of :data:`NUMBA_HOOKS_TESTED`, and
+    only where ``ir_utils`` still uses ``copy`` as written for (its ``deepcopy`` of the name sets
+    in ``copy_propagate`` and ``find_potential_aliases``, and one ``copy.copy`` of a statement).
+    """
+    if not _HOOKS_TESTED:
+        return False
+    from numba.core import ir_utils
+
+    if isinstance(ir_utils.copy, _NameSetCopy):
+        return True
+    if ir_utils.copy is not copy:
+        return False  # pragma: no cover - numba internals moved
+    try:
+        source = inspect.getsource(ir_utils)
+    except (OSError, TypeError):  # pragma: no cover - Numba installed without its sources: not checkable
+        return False
+    uses = re.findall(r"\bcopy\.(\w+)\(([^()]*)\)", source)
+    if sorted(set(uses)) != [("copy", "inst"), ("deepcopy", "alias_map"), ("deepcopy", "out_copies")]:
+        return False  # pragma: no cover - numba internals moved
+    ir_utils.copy = _NameSetCopy()
     return True
 
 
@@ -958,8 +1033,9 @@ def install_python_entry_on_demand() -> bool:
 
 
 def install_compile_hooks() -> None:
-    """Install the compile hooks 4 to 7 (each once per process; each only where it was tested)."""
+    """Install the compile hooks 4 to 7 and 10 (each once per process; each only where it was tested)."""
     install_inline_copy()
+    install_name_set_copy()
     install_parfor_args()
     install_parfor_link_once()
     install_overload_sharing()

@@ -666,3 +666,80 @@ def test_an_untested_numba_links_the_native_call(monkeypatch):
     x = np.arange(3.0)
     assert caller(x, np.zeros(3), (0, 0)) == 6.0
     assert _numba.native_entry(_add_one, ()) == (0, 0)
+
+
+# hook 10: the name sets of Numba's IR utilities copied a set at a time (jkofast._numba.install_name_set_copy)
+
+
+def test_name_set_copy_copies_each_set_whole_and_hands_anything_else_to_deepcopy(monkeypatch):
+    import copy
+
+    shim = _numba._NameSetCopy()
+    copies = {0: {("a", "b"), ("c", "a")}, 7: set(), 9: {("b", "d")}}  # copy propagation's out-copies
+    aliases = {"a": {"b", "c"}, "b": {"a"}, "c": {"a"}}  # alias analysis's map
+    for d in (copies, aliases):
+        got = shim.deepcopy(d)
+        assert got == d and got == copy.deepcopy(d)
+        assert all(got[k] is not d[k] for k in d)  # new sets: the original may change, the copy does not
+    handed = []
+    real = copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda x, memo=None: (handed.append(x), real(x, memo))[1])
+    shim.deepcopy(copies)
+    assert handed == []
+    others = [
+        {"a": ["b"]},  # a list, not a set
+        {"a": {("b", 1)}},  # a pair that is not of names
+        {1.5: {"a"}},  # a key that is no name or label
+        [{"a"}],  # not a dict
+    ]
+    for x in others:
+        got = shim.deepcopy(x)
+        assert got == x and handed[-1] is x
+    memo: dict = {}
+    shim.deepcopy(copies, memo)
+    assert handed[-1] is copies and memo  # a memo: Numba's own deepcopy, which fills it
+    assert shim.copy is copy.copy  # the rest of the module is the real one
+
+
+def _copies_and_aliases(x, out):
+    y = x  # an alias of the argument, and copies inside the loop: both analyses have work
+    z = y
+    for i in numba.prange(out.shape[0]):
+        a = z[i]
+        b = a
+        c = b if b > 0.5 else -b
+        out[i] = c + a
+
+
+def test_name_set_copy_keeps_the_machine_code(monkeypatch):
+    import copy
+
+    from numba.core import ir_utils
+
+    x = np.linspace(0.0, 1.0, 7)
+    monkeypatch.setattr(ir_utils, "copy", copy)
+    plain = numba.njit(parallel=True, cache=False)(_copies_and_aliases)
+    want = np.zeros(7)
+    plain(x, want)
+    installed = _numba.install_name_set_copy()
+    assert installed == _numba._HOOKS_TESTED
+    assert isinstance(ir_utils.copy, _numba._NameSetCopy) == installed
+    fast = []
+    shim_copy = _numba._NameSetCopy.deepcopy
+    monkeypatch.setattr(
+        _numba._NameSetCopy, "deepcopy", staticmethod(lambda x, memo=None: (fast.append(x), shim_copy(x, memo))[1])
+    )
+    hooked = numba.njit(parallel=True, cache=False)(_copies_and_aliases)
+    got = np.zeros(7)
+    hooked(x, got)
+    np.testing.assert_array_equal(want, np.where(x > 0.5, x, -x) + x)
+    np.testing.assert_array_equal(got, want)
+    if installed:
+        assert fast  # the parfor pass's copy propagation went through the hook
+    sig = plain.signatures[0]
+    assert _canonical_functions(hooked.inspect_llvm(sig)) == _canonical_functions(plain.inspect_llvm(sig))
+
+
+def test_an_untested_numba_keeps_its_own_name_set_copy(monkeypatch):
+    monkeypatch.setattr(_numba, "_HOOKS_TESTED", False)
+    assert _numba.install_name_set_copy() is False
