@@ -141,7 +141,8 @@ def test_warmup_cli_jobs(capsys):
 
     assert main(["warmup", "--only", "topk,text", "--jobs", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out["compiled"]) == {"topk", "text"} and out["processes"] == 2 and "wall_s" in out
+    assert {"compiled", "processes", "wall_s"} <= out.keys()  # the report's fields
+    assert set(out["compiled"]) == {"topk", "text"} and out["processes"] == 2
     assert main(["warmup", "--only", "topk", "--jobs", "-1"]) == 2
     assert "--jobs" in capsys.readouterr().out
 
